@@ -1,0 +1,53 @@
+"""Graded cases: the inputs a check probes, public by name, hidden by digest.
+
+A hidden case is drawn from the instructor secret; its digest (sha256 of the canonical
+JSON of its inputs) goes in every report, so a grade can be traced to exactly what was
+graded without printing the case itself.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
+
+import numpy as np
+
+
+def plain(value: Any) -> Any:
+    """JSON-ready form of shapes, tuples and numpy values (the canonical form of a case)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def digest_of(value: Any) -> str:
+    text = json.dumps(plain(value), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Case:
+    family: str          # which kind of probe or workload: "shapes", "contract", "heavy-load", ...
+    name: str            # public cases: their name; hidden: family#index
+    visibility: str      # public | hidden
+    inputs: Any          # frozen values the check uses
+    label: str = ""      # how feedback names the case to a learner
+
+    @property
+    def digest(self) -> str:
+        return digest_of(self.inputs)
+
+    def summary(self) -> dict:
+        """How a report lists the case: public ones by name, hidden ones by digest."""
+        if self.visibility == "public":
+            return {"family": self.family, "name": self.name, "visibility": "public"}
+        return {"family": self.family, "digest": self.digest, "visibility": "hidden"}

@@ -1,0 +1,110 @@
+"""Checks: the registered functions a rubric criterion names, and what they measure.
+
+A check gets a CheckContext (the sandboxed submission and the cases of this run) and
+the criterion's params, and returns a Measure: a value in [0, 1] that the criterion's
+credit rule turns into points, one feedback line a learner can act on, and the
+evidence (case names or digests, request ids) behind it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from grader.cases import Case
+from grader.validate import InvalidValue, coerce
+
+REGISTRY: dict[str, Callable] = {}
+
+
+def check(name: str):
+    def register(fn):
+        if name in REGISTRY:
+            raise ValueError(f"check {name!r} registered twice")
+        REGISTRY[name] = fn
+        return fn
+    return register
+
+
+@dataclass(frozen=True)
+class Measure:
+    value: float                       # 0..1: the share of the property that holds
+    feedback: str
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass
+class CheckContext:
+    sandbox: Any                       # grader.sandbox.session.Sandbox of this submission
+    cases: Sequence[Case]
+    course: Any = None
+    memo: dict = field(default_factory=dict)   # shared by the checks of one run
+
+    def family(self, name: str) -> list[Case]:
+        return [c for c in self.cases if c.family == name]
+
+
+def call_failure(function: str, result) -> str:
+    """One line on why a call gave no usable value."""
+    detail = (result.detail or "").strip()
+    if result.status == "raised" and detail.startswith("NotImplementedError"):
+        return f"{function} is not implemented yet (it raises NotImplementedError)"
+    return {
+        "raised": f"{function} raised {detail}",
+        "missing": f"{function} is not defined in your file",
+        "bad": f"{function} returned something unusable: {detail}",
+        "timeout": f"{function} did not return in time (an endless loop?)",
+        "crashed": f"{function} ended the process: {detail}",
+        "unavailable": f"{function} was not called: the submission used up its time budget",
+    }.get(result.status, f"{function}: {result.status} {detail}")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A probe's outcome: the value (when usable) or why there is none."""
+    case: Case
+    value: Any = None
+    problem: str = ""
+
+
+def ask(ctx: CheckContext, function: str, cases: Sequence[Case], args: Callable[[Case], tuple],
+        returns: Any) -> list[Answer]:
+    """Call ``function`` once per case in the sandbox; validate every value before use."""
+    results = ctx.sandbox.call_many(function, [args(c) for c in cases])
+    answers = []
+    for case, res in zip(cases, results):
+        if res.status != "ok":
+            answers.append(Answer(case, problem=call_failure(function, res)))
+            continue
+        try:
+            answers.append(Answer(case, value=coerce(res.value, returns)))
+        except InvalidValue as e:
+            answers.append(Answer(case, problem=f"{function} returned {e}"))
+    return answers
+
+
+def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
+                  noun: str = "probes") -> Measure:
+    """Share of answers the judge accepts ("" = right, else why it is wrong)."""
+    answers = list(answers)
+    wrong: list[tuple[Case, str]] = []
+    for a in answers:
+        why = a.problem or judge(a.case, a.value)
+        if why:
+            wrong.append((a.case, why))
+    n = len(answers)
+    if n == 0:
+        return Measure(0.0, f"no {noun} to grade")
+    evidence = tuple(_cite(c) for c, _ in wrong[:20])
+    if not wrong:
+        return Measure(1.0, f"all {n} {noun} right")
+    problems = {why for _, why in wrong}
+    if len(problems) == 1 and "not implemented" in next(iter(problems)):
+        return Measure(0.0, next(iter(problems)), evidence)
+    case, why = wrong[0]
+    return Measure((n - len(wrong)) / n,
+                   f"{len(wrong)} of {n} {noun} wrong; first, {case.label or case.name}: {why}",
+                   evidence)
+
+
+def _cite(case: Case) -> str:
+    return case.name if case.visibility == "public" else f"hidden:{case.digest}"

@@ -1,0 +1,210 @@
+"""Lesson 1, the request contract: probes of sizes and verdicts against the oracle.
+
+Cases: ``models`` (kv bytes), ``shapes`` (a model on a worker: pool pages), ``tokens``
+(pages_for), ``contract`` (a request on a model and a worker). Public cases come from
+assignments/lesson1/public.yaml; hidden ones are drawn from the instructor secret near
+every boundary the lesson names (page multiples, max_context, the pool, the deadlines).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from grader.cases import Case
+from grader.checks import CheckContext, Measure, ask, check, grade_answers
+from grader.errors import InputError
+from grader.secret import derive_seed
+from reference.shapes import CostModel, ModelSpec, RequestView, Slo, Verdict, WorkerSpec
+from reference.solutions import lesson1 as oracle
+from reference.specs import SpecError, model_from, worker_from
+
+GiB = 1 << 30
+
+
+# ---- public cases ---------------------------------------------------------------------
+def public_cases(course) -> list[Case]:
+    path = course.assignment("lesson1") / "public.yaml"
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        models = {m["name"]: model_from(m, f"{path}: models.{m.get('name', i)}")
+                  for i, m in enumerate(data.get("models", []))}
+        workers = {w["name"]: worker_from(w, f"{path}: workers.{w.get('name', i)}")
+                   for i, w in enumerate(data.get("workers", []))}
+    except (OSError, yaml.YAMLError, SpecError, KeyError, TypeError) as e:
+        raise InputError(str(path), f"cannot read the public probes: {e}") from None
+    cases = [Case("models", f"model {name}", "public", m, f"model {name}")
+             for name, m in models.items()]
+    cases += [Case("shapes", f"{mn} on {wn}", "public", (m, w), f"model {mn} on worker {wn}")
+              for mn, m in models.items() for wn, w in workers.items()]
+    cases += [Case("tokens", f"pages_for{tuple(p)}", "public", tuple(p), f"pages_for{tuple(p)}")
+              for p in data.get("token_probes", [])]
+    for i, r in enumerate(data.get("requests", [])):
+        where = f"{path}: requests.{r.get('id', i)}"
+        try:
+            req = RequestView(id=str(r["id"]), scope="public", prompt_tokens=int(r["prompt_tokens"]),
+                              max_new_tokens=int(r["max_new_tokens"]),
+                              slo=Slo(float(r["ttft_s"]), float(r["gap_s"])))
+            inputs = (req, models[r["model"]], workers[r["worker"]])
+        except (KeyError, TypeError, ValueError) as e:
+            raise InputError(where, f"bad contract probe ({e})") from None
+        cases.append(Case("contract", f"request {req.id}", "public", inputs,
+                          f"request {req.id} ({r.get('note', '')})".replace(" ()", "")))
+    return cases
+
+
+# ---- hidden cases ---------------------------------------------------------------------
+def _model(g: np.random.Generator, i: int) -> ModelSpec:
+    mha = g.random() < 0.35
+    heads = int(g.choice([12, 16, 20, 25, 32, 40, 52])) if mha else int(g.choice([1, 2, 4, 8, 16]))
+    return ModelSpec(name=f"{'mha' if mha else 'gqa'}-{i}", layers=int(g.integers(1, 129)),
+                     kv_heads=heads, head_dim=int(g.choice([40, 64, 80, 96, 112, 128, 256])),
+                     dtype_bytes=int(g.choice([1, 2, 4])), max_context=int(g.integers(512, 262145)),
+                     weight_bytes=int(g.integers(1, 200)) * GiB + int(g.integers(0, GiB)))
+
+
+def _worker(g: np.random.Generator, model: ModelSpec) -> WorkerSpec:
+    page_tokens = int(g.choice([1, 8, 16, 32, 64, 128]))
+    page = oracle.kv_bytes_per_token(model) * page_tokens
+    # Device sizes land anywhere: whole GiB, odd bytes, and a few bytes either side of a page.
+    free = int(g.integers(-2, 4000)) * page + int(g.choice([0, 1, page - 1, int(g.integers(0, page))]))
+    reserved = int(g.integers(0, 8)) * GiB + int(g.integers(0, 1 << 20))
+    cost = CostModel(step_fixed=float(g.uniform(0.001, 0.02)), per_token=float(g.uniform(5e-6, 1e-4)),
+                     per_context_token=float(g.uniform(1e-8, 5e-7)),
+                     per_attention_pair=float(g.uniform(1e-10, 1e-8)))
+    return WorkerSpec(device_bytes=max(0, model.weight_bytes + reserved + free),
+                      reserved_bytes=reserved, page_tokens=page_tokens,
+                      max_running=int(g.integers(1, 257)), cost=cost)
+
+
+def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpec) -> RequestView:
+    """A request placed near one of the contract's boundaries (or none)."""
+    pt, pool = worker.page_tokens, oracle.pool_pages(model, worker)
+    kind = int(g.integers(0, 7))
+    p = int(g.integers(1, max(2, min(model.max_context, 20000))))
+    m = int(g.integers(1, 2048))
+    if kind == 0:
+        p, m = (0, m) if g.random() < 0.6 else (p, 0)
+    elif kind == 1:      # around max_context
+        m = max(1, min(m, model.max_context - 1))
+        p = max(1, model.max_context - m + int(g.integers(-1, 2)))
+    elif kind == 2 and pool > 0:   # around the whole pool
+        total = pool * pt + int(g.choice([-1, 0, 1, pt - 1 if pt > 1 else 0]))
+        m = max(1, min(m, total - 1))
+        p = max(1, total - m)
+    p, m = max(0, p), max(0, m)
+    ttft = worker.cost.step_time((), p, 0) if p else 0.5
+    gap = worker.cost.step_time((p + m - 1,)) if m >= 2 else 0.01
+    # Deadlines a little either side of what the worker can do, never on the knife edge.
+    ttft *= float(g.choice([0.97, 1.03, 3.0])) if kind in (3, 5) else 5.0
+    gap *= float(g.choice([0.97, 1.03, 3.0])) if kind in (4, 5) else 5.0
+    return RequestView(id=f"h{i}", scope="hidden", prompt_tokens=p, max_new_tokens=m,
+                       slo=Slo(ttft_s=max(ttft, 1e-6), gap_s=max(gap, 1e-6)))
+
+
+def hidden_cases(secret: bytes) -> list[Case]:
+    g = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson1", "hidden")))
+    cases: list[Case] = []
+    models = [_model(g, i) for i in range(16)]
+    for i, m in enumerate(models):
+        cases.append(Case("models", f"models#{i}", "hidden", m, f"hidden model {_show_model(m)}"))
+        for j in range(2):
+            w = _worker(g, m)
+            cases.append(Case("shapes", f"shapes#{i}.{j}", "hidden", (m, w),
+                              f"hidden model {_show_model(m)} on worker {_show_worker(w)}"))
+            for k in range(4):
+                r = _request(g, len(cases), m, w)
+                cases.append(Case("contract", f"contract#{i}.{j}.{k}", "hidden", (r, m, w),
+                                  f"hidden request {_show_request(r)} on {_show_model(m)}, "
+                                  f"{_show_worker(w)}"))
+    for i in range(40):
+        pt = int(g.choice([1, 2, 16, 32, 128, 1000]))
+        t = int(g.choice([0, pt, pt * int(g.integers(1, 10**6)), pt * int(g.integers(1, 10**6)) + 1,
+                          int(g.integers(0, 10**6)), 2**53 + 1, 10**18 + int(g.integers(0, 10**6))]))
+        cases.append(Case("tokens", f"tokens#{i}", "hidden", (t, pt), f"pages_for({t}, {pt})"))
+    return cases
+
+
+def _show_model(m: ModelSpec) -> str:
+    return (f"(layers {m.layers}, kv_heads {m.kv_heads}, head_dim {m.head_dim}, dtype_bytes "
+            f"{m.dtype_bytes}, max_context {m.max_context}, weight_bytes {m.weight_bytes})")
+
+
+def _show_worker(w: WorkerSpec) -> str:
+    return (f"(device_bytes {w.device_bytes}, reserved_bytes {w.reserved_bytes}, page_tokens "
+            f"{w.page_tokens})")
+
+
+def _show_request(r: RequestView) -> str:
+    return (f"(prompt {r.prompt_tokens}, max_new {r.max_new_tokens}, ttft {r.slo.ttft_s:.6g} s, "
+            f"gap {r.slo.gap_s:.6g} s)")
+
+
+# ---- checks ---------------------------------------------------------------------------
+def _exact(expected):
+    def judge(case: Case, got) -> str:
+        want = expected(case)
+        return "" if got == want else f"returned {got}, expected {want}"
+    return judge
+
+
+@check("lesson1.kv_bytes")
+def kv_bytes(ctx: CheckContext, params: dict) -> Measure:
+    cases = ctx.family("models")
+    answers = ask(ctx, "kv_bytes_per_token", cases, lambda c: (c.inputs,), int)
+    return grade_answers(answers, _exact(lambda c: oracle.kv_bytes_per_token(c.inputs)), "models")
+
+
+@check("lesson1.pool_pages")
+def pool_pages(ctx: CheckContext, params: dict) -> Measure:
+    cases = ctx.family("shapes")
+    answers = ask(ctx, "pool_pages", cases, lambda c: c.inputs, int)
+    return grade_answers(answers, _exact(lambda c: oracle.pool_pages(*c.inputs)), "model/worker pairs")
+
+
+@check("lesson1.pages_for")
+def pages_for(ctx: CheckContext, params: dict) -> Measure:
+    cases = ctx.family("tokens")
+    answers = ask(ctx, "pages_for", cases, lambda c: c.inputs, int)
+    return grade_answers(answers, _exact(lambda c: oracle.pages_for(*c.inputs)), "token counts")
+
+
+@check("lesson1.worst_case")
+def worst_case(ctx: CheckContext, params: dict) -> Measure:
+    cases = ctx.family("contract")
+    answers = ask(ctx, "worst_case_pages", cases, lambda c: (c.inputs[0], c.inputs[2]), int)
+    return grade_answers(answers, _exact(lambda c: oracle.worst_case_pages(c.inputs[0], c.inputs[2])),
+                         "requests")
+
+
+def _verdicts(ctx: CheckContext):
+    """check_contract is asked once per run; both verdict criteria read the same answers."""
+    if "verdicts" not in ctx.memo:
+        cases = ctx.family("contract")
+        ctx.memo["verdicts"] = ask(ctx, "check_contract", cases, lambda c: c.inputs, Verdict)
+    return ctx.memo["verdicts"]
+
+
+@check("lesson1.contract_ok")
+def contract_ok(ctx: CheckContext, params: dict) -> Measure:
+    def judge(case: Case, got: Verdict) -> str:
+        reasons = oracle.contract_reasons(*case.inputs)
+        if got.ok == (not reasons):
+            return ""
+        if got.ok:
+            return f"said ok, but it breaks the contract: {', '.join(reasons)}"
+        return f"said not ok ({got.reason or 'no reason'}), but the request meets the contract"
+    return grade_answers(_verdicts(ctx), judge, "requests")
+
+
+@check("lesson1.contract_reason")
+def contract_reason(ctx: CheckContext, params: dict) -> Measure:
+    failing = [a for a in _verdicts(ctx) if oracle.contract_reasons(*a.case.inputs)]
+
+    def judge(case: Case, got: Verdict) -> str:
+        reasons = oracle.contract_reasons(*case.inputs)
+        if not got.ok and got.reason in reasons:
+            return ""
+        return f"gave reason {got.reason!r} (ok={got.ok}), expected one of {list(reasons)}"
+    return grade_answers(failing, judge, "failing requests")

@@ -1,0 +1,72 @@
+"""Grading one submission for one lesson, as a pipeline of small steps.
+
+rubric -> submission -> cases -> sandbox -> criteria -> report. Each step is a function;
+a failure of the learner's code costs points inside its criterion, a failure of the
+instructor's input (rubric, cases, secret) is an InputError before anything is scored.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from grader import __version__
+from grader.cases import Case
+from grader.checks import REGISTRY, CheckContext, Measure
+from grader.course import Course
+from grader.lessons import lesson_module
+from grader.report import CriterionResult, Report
+from grader.rubric import Criterion, Rubric, load_rubric
+from grader.sandbox.session import Sandbox
+from grader.submission import Submission, load_submission
+
+
+def build_cases(lesson: str, course: Course, secret: bytes | None) -> list[Case]:
+    module = lesson_module(lesson)
+    cases = list(module.public_cases(course))
+    if secret is not None:
+        cases += module.hidden_cases(secret)
+    return cases
+
+
+def score(criterion: Criterion, measure: Measure) -> CriterionResult:
+    share = criterion.credit.share(measure.value)
+    return CriterionResult(id=criterion.id, title=criterion.title,
+                           score=round(criterion.points * share, 4), max_score=criterion.points,
+                           passed=share >= 1.0, feedback=measure.feedback,
+                           visibility=criterion.visibility, evidence=measure.evidence)
+
+
+def run_criteria(rubric: Rubric, ctx: CheckContext, mode: str, load_error: str | None):
+    for criterion in rubric.criteria:
+        if not criterion.runs_in(mode):
+            continue
+        visible = [c for c in ctx.cases if criterion.visibility == "both"
+                   or c.visibility == criterion.visibility]
+        if load_error:
+            measure = Measure(0.0, f"your file did not load: {load_error}")
+        else:
+            sub = CheckContext(ctx.sandbox, visible, ctx.course, ctx.memo)
+            measure = REGISTRY[criterion.check](sub, criterion.params)
+        yield score(criterion, measure)
+
+
+def grade_submission(lesson: str, submission: Submission, course: Course, *, mode: str,
+                     secret: bytes | None = None, rubric: Rubric | None = None,
+                     cases: list[Case] | None = None) -> Report:
+    started = time.perf_counter()
+    lesson_module(lesson)                       # registers the lesson's checks
+    rubric = rubric or load_rubric(course.rubric_path(lesson), REGISTRY)
+    cases = cases if cases is not None else build_cases(lesson, course, secret if mode == "grade" else None)
+    with Sandbox(submission.source, Path(submission.path).name) as sandbox:
+        ctx = CheckContext(sandbox, cases, course)
+        results = tuple(run_criteria(rubric, ctx, mode, sandbox.load_error))
+        isolation = sandbox.isolation
+    return Report(lesson=lesson, title=rubric.title, mode=mode, submission=submission.path,
+                  submission_digest=submission.digest, rubric_version=rubric.version,
+                  criteria=results, cases=tuple(c.summary() for c in cases),
+                  isolation=isolation, grader_version=__version__,
+                  duration_s=round(time.perf_counter() - started, 3), notes=submission.notes)
+
+
+def grade_path(lesson: str, path: Path, course: Course, **kw) -> Report:
+    return grade_submission(lesson, load_submission(path), course, **kw)

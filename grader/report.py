@@ -1,0 +1,78 @@
+"""A grading report: the numbers, the feedback, and what was graded under which isolation.
+
+``to_dict`` is the --json form; ``render`` is the terminal table. Timing lives only in
+``duration_s`` so two runs of one secret compare equal with that field set aside.
+"""
+from __future__ import annotations
+
+import shutil
+import textwrap
+from dataclasses import asdict, dataclass
+
+COST_MODEL_NOTE = ("The service-cost model is synthetic: a teaching model, not a measurement "
+                   "of any engine or GPU.")
+
+
+@dataclass(frozen=True)
+class CriterionResult:
+    id: str
+    title: str
+    score: float
+    max_score: float
+    passed: bool
+    feedback: str
+    visibility: str
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    lesson: str
+    title: str
+    mode: str                        # check (public cases) | grade (public and hidden)
+    submission: str
+    submission_digest: str
+    rubric_version: int
+    criteria: tuple[CriterionResult, ...]
+    cases: tuple[dict, ...]
+    isolation: str
+    grader_version: str
+    duration_s: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def score(self) -> float:
+        return round(sum(c.score for c in self.criteria), 4)
+
+    @property
+    def max_score(self) -> float:
+        return round(sum(c.max_score for c in self.criteria), 4)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["score"], d["max_score"] = self.score, self.max_score
+        d["cost_model"] = COST_MODEL_NOTE
+        return d
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def render(report: Report, width: int | None = None) -> str:
+    width = width or min(100, shutil.get_terminal_size((100, 20)).columns)
+    name_w = max(len("criterion"), *(len(c.id) for c in report.criteria))
+    lines = [f"{report.lesson}: {report.title}  ({report.mode}, {report.submission})", ""]
+    lines.append(f"  {'criterion':<{name_w}}  {'points':>11}  result")
+    for c in report.criteria:
+        mark = "pass" if c.passed else ("part" if c.score > 0 else "FAIL")
+        pts = f"{_fmt(c.score)}/{_fmt(c.max_score)}"
+        lines.append(f"  {c.id:<{name_w}}  {pts:>11}  {mark}  {c.title}")
+        if not c.passed:
+            for part in textwrap.wrap(c.feedback, width - name_w - 8) or [""]:
+                lines.append(f"  {'':<{name_w}}    -> {part}")
+    lines += ["", f"  total {_fmt(report.score)} / {_fmt(report.max_score)}"
+                  f"   ({len(report.cases)} cases; isolation: {report.isolation})"]
+    lines += [f"  note: {n}" for n in report.notes]
+    lines.append(f"  {COST_MODEL_NOTE}")
+    return "\n".join(lines)

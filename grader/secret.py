@@ -1,0 +1,56 @@
+"""The instructor secret, and the seeds derived from it.
+
+Hidden workloads and per-student incidents are drawn from seeds derived from one secret
+file, so learners cannot tune to them while the same secret always reproduces the same
+instance (re-grading gives identical scores).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+from pathlib import Path
+
+__all__ = ["SecretError", "load_secret", "derive_seed", "instance_digest"]
+
+_SEPARATOR = "\x1f"  # ASCII unit separator: cannot appear in a label, so joins are unambiguous
+_SEED_MASK = (1 << 63) - 1  # fits a signed 64-bit integer (numpy, SQLite, JSON readers)
+
+
+class SecretError(Exception):
+    """The secret cannot be used. One line naming the file."""
+
+
+def load_secret(path: str | Path) -> bytes:
+    """The secret's bytes. Surrounding whitespace is dropped, so a trailing newline left by
+    an editor or ``echo`` does not silently change every derived seed."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise SecretError(f"{path}: secret file not found") from None
+    except IsADirectoryError:
+        raise SecretError(f"{path}: is a directory, not a secret file") from None
+    except OSError as exc:
+        raise SecretError(f"{path}: cannot read the secret file: {exc.strerror or exc}") from None
+    secret = data.strip()
+    if not secret:
+        raise SecretError(f"{path}: the secret file is empty")
+    return secret
+
+
+def derive_seed(secret: bytes, *labels: str) -> int:
+    """A 63-bit seed: the first 8 bytes (big-endian) of HMAC-SHA256(secret, labels joined
+    by \\x1f), top bit cleared. Different labels give independent seeds."""
+    if not isinstance(secret, (bytes, bytearray)) or not secret:
+        raise ValueError("derive_seed needs a non-empty bytes secret")
+    for label in labels:
+        if not isinstance(label, str):
+            raise TypeError(f"derive_seed labels must be strings, got {type(label).__name__}")
+        if _SEPARATOR in label:
+            raise ValueError(f"derive_seed label {label!r} contains the separator \\x1f")
+    mac = hmac.new(bytes(secret), _SEPARATOR.join(labels).encode("utf-8"), hashlib.sha256)
+    return int.from_bytes(mac.digest()[:8], "big") & _SEED_MASK
+
+
+def instance_digest(obj_json: str) -> str:
+    """A short fingerprint of an instance (its canonical JSON): sha256 hex, first 16 chars."""
+    return hashlib.sha256(obj_json.encode("utf-8")).hexdigest()[:16]

@@ -1,0 +1,80 @@
+"""The paged KV pool: refcounted pages, the prefix cache and its evictable set.
+
+Every page is in exactly one place: referenced (refcount > 0), unallocated (the free
+stack) or evictable (published, refcount 0, kept for prefix hits but counted as free
+capacity). Reservations are not here: they are promises, kept by the worker's ledger.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+
+class PagePool:
+    def __init__(self, total: int):
+        self.total = total
+        self.refcount = [0] * total
+        # A stack, so a page released is the first one handed out again: if a policy frees
+        # a page too early, the very next allocation reuses it and the fault shows.
+        self.free = list(range(total - 1, -1, -1))
+        self.evictable: OrderedDict[int, None] = OrderedDict()  # LRU first
+        self.cache: dict[str, int] = {}          # prefix key -> page
+        self.key_of: dict[int, str] = {}         # page -> prefix key, for published pages
+        self.evictions = 0
+
+    @property
+    def capacity(self) -> int:
+        """Pages an allocation could obtain now: unallocated plus evictable."""
+        return len(self.free) + len(self.evictable)
+
+    def take(self) -> int | None:
+        """A page with refcount 0 for new content, evicting the LRU cached page if needed."""
+        if self.free:
+            page = self.free.pop()
+        elif self.evictable:
+            page, _ = self.evictable.popitem(last=False)
+            del self.cache[self.key_of.pop(page)]
+            self.evictions += 1
+        else:
+            return None
+        self.refcount[page] = 1
+        return page
+
+    def ref(self, page: int) -> None:
+        """Reference a cached page: a hit on an inactive page takes it out of the evictable set."""
+        if self.refcount[page] == 0:
+            del self.evictable[page]
+        self.refcount[page] += 1
+
+    def unref(self, page: int) -> bool:
+        """Drop one reference; True when the page is no longer referenced by anyone."""
+        count = self.refcount[page] - 1
+        self.refcount[page] = count
+        if count:
+            return False
+        if page in self.key_of:
+            self.evictable[page] = None
+        else:
+            self.free.append(page)
+        return True
+
+    def publish(self, page: int, key: str) -> bool:
+        """Enter a referenced page into the prefix cache; False if the key is already taken."""
+        if key in self.cache or page in self.key_of:
+            return False
+        self.cache[key] = page
+        self.key_of[page] = key
+        return True
+
+    def lookup(self, key: str) -> int | None:
+        page = self.cache.get(key)
+        if page is not None and self.refcount[page] == 0:
+            self.evictable.move_to_end(page)  # a hit is a use: it refreshes LRU order
+        return page
+
+    def conserved(self) -> bool:
+        """allocated + unallocated + evictable == total, and no refcount below zero."""
+        allocated = sum(1 for c in self.refcount if c > 0)
+        return (min(self.refcount, default=0) >= 0
+                and allocated + len(self.free) + len(self.evictable) == self.total
+                and all(self.refcount[p] == 0 for p in self.evictable)
+                and all(self.refcount[p] == 0 for p in self.free))

@@ -1,0 +1,103 @@
+"""What a worker run leaves behind: request records, the step log, time series, violations.
+
+A run is evidence: every grade and every experiment reads it, so it is frozen, and its
+digest (sha256 of a canonical JSON form) proves two runs identical byte for byte.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, fields, is_dataclass
+
+import numpy as np
+
+from reference.shapes import RequestRecord
+
+VIOLATION_KINDS = (
+    "broken_promise",          # a running request needed a page and none was free beyond others' promises
+    "over_commit",             # an admission made outstanding promises exceed free capacity
+    "use_after_free",          # a page freed under an in-flight step was handed out before it completed
+    "leak",                    # a finished or cancelled request's page never released
+    "double_release",          # a request's pages released twice
+    "release_of_referenced",   # that second release would drop a page another request references
+    "cross_scope_hit",         # a prefix lookup returned a page published under another scope
+    "wrong_prefix_hit",        # a prefix lookup returned a page of other tokens or another position
+    "poisoned_publish",        # a page published before its write completed, or not a full prompt page
+    "scheduled_after_cancel",  # a cancelled request kept being scheduled
+    "invalid_decision",        # a policy returned a value the worker could not use
+)
+
+
+def _plain(value):
+    return asdict(value) if is_dataclass(value) else value
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    time_s: float
+    requests: tuple[str, ...]
+    pages: tuple[int, ...] = ()
+    step: int | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StepLog:
+    """One row per step, as columns."""
+    launch_s: np.ndarray      # float64
+    duration_s: np.ndarray    # float64
+    batch: np.ndarray         # int: decoding requests in the step
+    chunk_tokens: np.ndarray  # int: prefill chunk tokens (0 when none)
+    chunk_request: tuple[str, ...]   # "" when no chunk
+    chunk_verdict: tuple[str, ...]   # the chunk rule's verdict ("" when no chunk)
+    pages_pinned: np.ndarray  # int: pages held by the step's requests at launch
+
+    def __len__(self) -> int:
+        return int(self.launch_s.shape[0])
+
+
+SERIES = ("time_s", "free", "evictable", "reserved", "running", "waiting", "prefix_hits")
+
+
+@dataclass(frozen=True)
+class Series:
+    """Worker state sampled at every step launch (prefix_hits is cumulative)."""
+    columns: dict[str, np.ndarray]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+
+@dataclass(frozen=True)
+class Run:
+    requests: tuple[RequestRecord, ...]
+    steps: StepLog
+    series: Series
+    violations: tuple[Violation, ...]
+    total_pages: int
+    end_s: float
+    aborted: str = ""     # why the run stopped early (a policy that made no progress), else ""
+
+    def counts(self) -> dict[str, int]:
+        c = Counter(v.kind for v in self.violations)
+        return {k: c.get(k, 0) for k in VIOLATION_KINDS}
+
+    def by_id(self) -> dict[str, RequestRecord]:
+        return {r.id: r for r in self.requests}
+
+    def canonical(self) -> dict:
+        names = [f.name for f in fields(RequestRecord)]
+        return {
+            "requests": [[_plain(getattr(r, n)) for n in names] for r in self.requests],
+            "steps": {k: (v.tolist() if isinstance(v, np.ndarray) else list(v))
+                      for k, v in self.steps.__dict__.items()},
+            "series": {k: v.tolist() for k, v in self.series.columns.items()},
+            "violations": [asdict(v) for v in self.violations],
+            "total_pages": self.total_pages, "end_s": self.end_s, "aborted": self.aborted,
+        }
+
+    def digest(self) -> str:
+        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"), allow_nan=True)
+        return hashlib.sha256(text.encode()).hexdigest()
