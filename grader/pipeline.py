@@ -24,7 +24,7 @@ def build_cases(lesson: str, course: Course, secret: bytes | None) -> list[Case]
     module = lesson_module(lesson)
     cases = list(module.public_cases(course))
     if secret is not None:
-        cases += module.hidden_cases(secret)
+        cases += module.hidden_cases(secret, course)
     return cases
 
 

@@ -103,7 +103,7 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
                        slo=Slo(ttft_s=max(ttft, 1e-6), gap_s=max(gap, 1e-6)))
 
 
-def hidden_cases(secret: bytes) -> list[Case]:
+def hidden_cases(secret: bytes, course=None) -> list[Case]:
     g = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson1", "hidden")))
     cases: list[Case] = []
     models = [_model(g, i) for i in range(16)]

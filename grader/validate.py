@@ -1,0 +1,158 @@
+"""Trusted conversion of a value a submission returned into the type the grader expects.
+
+The sandbox hands back plain JSON (dicts, lists, str, int, float, bool, None), a
+dataclass arriving as {"__type__": "Verdict", "ok": true, ...}. coerce() checks it
+against the expected type and builds the real frozen dataclass in the grader's process,
+or raises InvalidValue with a message a learner can act on:
+    "Verdict.ok: expected bool, got str 'yes'"      "returned int, expected Verdict"
+An invalid value is a wrong answer with feedback, never a crash of the grader.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import types
+import typing
+
+MAX_INT = 2 ** 62           # |int| must stay below: far beyond any token or byte count
+MAX_STR = 10_000            # characters
+MAX_ITEMS = 100_000         # elements of a tuple
+
+
+class InvalidValue(ValueError):
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def coerce(value, expected):
+    """`value` as an instance of `expected` (a shapes dataclass, int, float, bool, str,
+    tuple[X, ...], Optional[X]); InvalidValue if it is not one."""
+    return _coerce(value, expected, "")
+
+
+@functools.lru_cache(maxsize=None)
+def _fields(cls):
+    """(name, type, required) of each init field; get_type_hints resolves the string
+    annotations that `from __future__ import annotations` leaves in shapes.py."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name],
+                  f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+                 for f in dataclasses.fields(cls) if f.init)
+
+
+def _coerce(value, expected, path):
+    origin = typing.get_origin(expected)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(expected)
+        if value is None and type(None) in options:
+            return None
+        rest = [t for t in options if t is not type(None)]
+        if len(rest) == 1:            # Optional[X]: X's message is the useful one
+            return _coerce(value, rest[0], path)
+        raise TypeError(f"validate does not support {expected!r}")
+    if origin is tuple:
+        return _tuple(value, expected, path)
+    if dataclasses.is_dataclass(expected) and isinstance(expected, type):
+        return _dataclass(value, expected, path)
+    if expected is bool:
+        if type(value) is bool:
+            return value
+    elif expected is int:
+        if type(value) is int:        # not bool: True is not a token count
+            return _bounded_int(value, path)
+    elif expected is float:
+        if type(value) is int:        # 3 is a fine number of seconds
+            return float(_bounded_int(value, path))
+        if type(value) is float:
+            if not math.isfinite(value):
+                raise _invalid(path, f"expected a finite float, got {value!r}")
+            return value
+    elif expected is str:
+        if type(value) is str:
+            if len(value) > MAX_STR:
+                raise _invalid(path, f"string too long ({len(value)} characters, limit {MAX_STR})")
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _invalid(path, "string contains characters that are not valid text") from None
+            return value
+    else:
+        raise TypeError(f"validate does not support {expected!r}")
+    raise _mismatch(value, expected, path)
+
+
+def _bounded_int(value, path):
+    if abs(value) >= MAX_INT:
+        raise _invalid(path, f"integer {_short(value)} is out of range (|x| < 2**62)")
+    return value
+
+
+def _tuple(value, expected, path):
+    if type(value) not in (list, tuple):
+        raise _mismatch(value, expected, path)
+    if len(value) > MAX_ITEMS:
+        raise _invalid(path, f"too many items ({len(value)}, limit {MAX_ITEMS})")
+    args = typing.get_args(expected)
+    if len(args) == 2 and args[1] is Ellipsis:
+        kinds = (args[0],) * len(value)
+    elif len(args) != len(value):
+        raise _invalid(path, f"expected {len(args)} items, got {len(value)}")
+    else:
+        kinds = args
+    where = path or "returned value"
+    return tuple(_coerce(x, kind, f"{where}[{i}]") for i, (x, kind) in enumerate(zip(value, kinds)))
+
+
+def _dataclass(value, cls, path):
+    if type(value) is not dict or value.get("__type__") != cls.__name__:
+        raise _mismatch(value, cls, path)
+    where = path or cls.__name__
+    fields = _fields(cls)
+    declared = {name for name, _, _ in fields}
+    extra = sorted(k for k in value if k != "__type__" and k not in declared)
+    if extra:
+        raise _invalid(where, f"unexpected field {extra[0]!r} ({cls.__name__} has "
+                              f"{', '.join(sorted(declared))})")
+    kwargs = {}
+    for name, kind, required in fields:
+        if name in value:
+            kwargs[name] = _coerce(value[name], kind, f"{where}.{name}")
+        elif required:
+            raise _invalid(where, f"missing field {name!r}")
+    return cls(**kwargs)
+
+
+def _type_label(t):
+    if t is type(None):
+        return "None"
+    if typing.get_origin(t) is tuple:
+        return "tuple"
+    return getattr(t, "__name__", str(t))
+
+
+def _got_label(value):
+    """What a JSON value was, in the learner's terms: a tagged dict is the class it names."""
+    if type(value) is dict and type(value.get("__type__")) is str:
+        return _short(value["__type__"], 40).strip("'")
+    if value is None:
+        return "None"
+    return type(value).__name__
+
+
+def _short(value, limit=40):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _mismatch(value, expected, path):
+    got = _got_label(value)
+    shown = f" {_short(value)}" if type(value) in (str, int, float, bool) else ""
+    if not path:
+        return InvalidValue(f"returned {got}{shown}, expected {_type_label(expected)}")
+    return InvalidValue(f"{path}: expected {_type_label(expected)}, got {got}{shown}")
+
+
+def _invalid(path, message):
+    return InvalidValue(f"{path}: {message}" if path else f"returned value: {message}")

@@ -1,0 +1,316 @@
+"""grader.sandbox: learner code runs in a child process and only values come back."""
+import os
+import shutil
+import textwrap
+import time
+
+import pytest
+
+from grader.sandbox import CallResult, Sandbox, SandboxError, session
+from grader.validate import coerce
+from reference.shapes import ChunkContext, CostModel, Slo, Verdict
+
+SUBMISSION = textwrap.dedent('''
+    import os, sys
+    from reference.shapes import Verdict, ChunkContext
+
+    def check(n):
+        print("checking", n)
+        return Verdict(ok=n > 0, reason="" if n > 0 else "empty_prompt")
+
+    def todo():
+        raise NotImplementedError("lesson 1, step 2")
+
+    NOT_A_FUNCTION = 3
+
+    def echo(*args):
+        return args
+
+    def probe_context(ctx):
+        return [type(ctx).__name__, isinstance(ctx, ChunkContext), type(ctx.decode_contexts).__name__,
+                ctx.cost.step_time(ctx.decode_contexts)]
+
+    def environment():
+        return dict(os.environ)
+
+    def import_it(name):
+        __import__(name)
+        return True
+
+    def spin():
+        while True:
+            pass
+
+    def hard_exit():
+        os._exit(0)
+
+    def soft_exit():
+        sys.exit(0)
+
+    def flood():
+        for i in range(100_000):
+            print(i)
+        print("x" * 50_000_000)
+        return "done"
+
+    def nan():
+        return float("nan")
+
+    def infinity():
+        return [1.0, float("-inf")]
+
+    def huge_int():
+        return 10 ** 50
+
+    def enormous_int():
+        return 10 ** 5000
+
+    def big_string():
+        return "x" * 9_000_000
+
+    class Hostile:
+        def __eq__(self, other):
+            raise RuntimeError("eq")
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+        def __getattr__(self, name):
+            raise RuntimeError("getattr " + name)
+
+    def hostile():
+        return Hostile()
+
+    def hostile_in_dataclass():
+        return Verdict(ok=Hostile(), reason="")
+
+    class Sneaky(Verdict):
+        def __getattribute__(self, name):
+            raise RuntimeError("no")
+
+    def sneaky():
+        return Sneaky(True, "")
+
+    def self_loop():
+        x = []
+        x.append(x)
+        return x
+
+    def memory_bomb():
+        return len(bytearray(10 * 2 ** 30))
+
+    def fork():
+        return os.fork()
+
+    def connect():
+        import socket
+        socket.create_connection(("127.0.0.1", 9), timeout=0.2)
+
+    def write_outside():
+        open("/tmp/sandbox-escape-test", "w").write("x")
+
+    def forge_frame():
+        os.write(int(sys.argv[2]), b"\\xff\\xff\\xff\\xff")
+        while True:
+            pass
+''')
+
+
+@pytest.fixture(scope="module")
+def box():
+    with Sandbox(SUBMISSION, "exercise.py", call_timeout_s=0.5, run_timeout_s=60) as b:
+        assert b.load_error is None
+        yield b
+
+
+def test_good_submission_returns_values(box):
+    r = box.call("check", 3)
+    assert r == CallResult("ok", {"__type__": "Verdict", "ok": True, "reason": ""}, "", "checking 3\n")
+    assert coerce(box.call("check", 0).value, Verdict) == Verdict(False, "empty_prompt")
+
+
+def test_arguments_arrive_as_real_shapes(box):
+    ctx = ChunkContext(0.05, CostModel(), (100, 200), 0, 512, 16, 16)
+    r = box.call("probe_context", ctx)
+    assert r.value == ["ChunkContext", True, "tuple", CostModel().step_time((100, 200))]
+    assert box.call("echo", Slo(1, 2.5), (1, 2), None).value == \
+        [{"__type__": "Slo", "ttft_s": 1, "gap_s": 2.5}, [1, 2], None]
+
+
+def test_call_many_batches_in_order(box):
+    results = box.call_many("check", [(i,) for i in range(450)])   # three request frames
+    assert [r.value["ok"] for r in results] == [i > 0 for i in range(450)]
+    assert results[7].stdout == "checking 7\n"
+
+
+def test_raised_and_missing(box):
+    r = box.call("todo")
+    assert r.status == "raised"
+    assert r.detail == "NotImplementedError: lesson 1, step 2 (exercise.py line 10)"
+    assert box.call("nope").status == "missing"
+    assert box.call("NOT_A_FUNCTION").status == "missing"
+
+
+def test_only_reference_shapes_is_importable(box):
+    assert box.call("import_it", "reference.shapes").value is True
+    for name in ("reference.worker", "reference.solutions", "grader", "grader.validate", "yaml"):
+        r = box.call("import_it", name)
+        assert r.status == "raised" and "ModuleNotFoundError" in r.detail, name
+
+
+def test_parent_environment_is_not_visible(monkeypatch):
+    monkeypatch.setenv("GRADER_SECRET", "hunter2")
+    src = "import os\ndef env():\n    return dict(os.environ)\n"
+    with Sandbox(src, "exercise.py") as b:
+        env = b.call("env").value
+    assert "GRADER_SECRET" not in env and "hunter2" not in str(env)
+    assert set(env) <= {"PATH", "LANG", "LC_CTYPE"}
+
+
+def test_non_finite_and_oversized_values_are_bad(box):
+    for fname in ("nan", "infinity", "huge_int", "enormous_int", "big_string"):
+        r = box.call(fname)
+        assert r.status == "bad", (fname, r)
+    assert "non-finite" in box.call("nan").detail
+    assert "too large" in box.call("big_string").detail
+    assert box.call("check", 1).ok
+
+
+def test_hostile_objects_are_bad_not_grader_errors(box):
+    for fname in ("hostile", "hostile_in_dataclass", "sneaky", "self_loop"):
+        r = box.call(fname)
+        assert r.status == "bad", (fname, r)
+    assert box.call("hostile").detail == "returned an object of type Hostile"
+    assert box.call("check", 1).ok
+
+
+def test_print_flood_is_bounded():
+    t0 = time.monotonic()
+    with Sandbox(SUBMISSION, "exercise.py", call_timeout_s=10) as b:
+        r = b.call("flood")
+    assert r.status == "ok" and r.value == "done"
+    assert r.stdout.startswith("0\n1\n2\n") and len(r.stdout) == 1024
+    assert time.monotonic() - t0 < 8
+
+
+def test_memory_bomb_stays_in_the_child(box):
+    r = box.call("memory_bomb")
+    assert r.status == "crashed" or (r.status == "raised" and r.detail.startswith("MemoryError"))
+    assert box.call("check", 1).ok
+
+
+def test_hang_costs_only_that_call(box):
+    t0 = time.monotonic()
+    r = box.call("spin")
+    assert r.status == "timeout" and "0.5 s" in r.detail
+    assert 0.45 < time.monotonic() - t0 < 2
+    assert box.call("check", 2).ok                     # a fresh child answers
+
+
+def test_hang_in_a_batch_keeps_the_other_answers():
+    with Sandbox(SUBMISSION, "exercise.py", call_timeout_s=0.5) as b:
+        results = b.call_many("echo", [(1,), (2,)]) + b.call_many("spin", [()]) + b.call_many("echo", [(3,)])
+        assert [r.status for r in results] == ["ok", "ok", "timeout", "ok"]
+        src = "import time\ndef f(i):\n    if i == 3:\n        while True: pass\n    return i\n"
+    with Sandbox(src, "exercise.py", call_timeout_s=0.5) as b:
+        results = b.call_many("f", [(i,) for i in range(6)])
+        assert [r.status for r in results] == ["ok", "ok", "ok", "timeout", "ok", "ok"]
+        assert [r.value for r in results] == [0, 1, 2, None, 4, 5]
+
+
+def test_exits_inside_a_call(box):
+    r = box.call("hard_exit")
+    assert r.status == "crashed" and "exited with code 0" in r.detail
+    assert box.call("check", 1).ok
+    r = box.call("soft_exit")
+    assert r.status == "raised" and r.detail.startswith("SystemExit")
+    assert box.call("check", 1).ok
+
+
+def test_forged_protocol_frame_is_bad(box):
+    r = box.call("forge_frame")
+    assert r.status == "bad" and "frame" in r.detail
+    assert box.call("check", 1).ok
+
+
+def test_syntax_error_is_a_load_error_with_its_line():
+    with Sandbox("def f():\n    return 1\n\ndef g(:\n    pass\n", "exercise.py") as b:
+        assert b.load_error.startswith("SyntaxError: line 4:")
+        assert "/" not in b.load_error                 # no grader paths
+        r = b.call("f")
+        assert r.status == "unavailable" and "SyntaxError" in r.detail
+
+
+def test_module_level_failures_are_load_errors():
+    with Sandbox("import numpy\n", "exercise.py") as b:
+        assert b.load_error == "ModuleNotFoundError: No module named 'numpy' (exercise.py line 1)"
+    with Sandbox("import os\nos._exit(3)\n", "exercise.py") as b:
+        assert "exited with code 3" in b.load_error
+    with Sandbox("while True:\n    pass\n", "exercise.py", load_timeout_s=0.5) as b:
+        assert "did not finish within 0.5 s" in b.load_error
+
+
+def test_run_budget_exhaustion_gives_unavailable():
+    with Sandbox(SUBMISSION, "exercise.py", call_timeout_s=5, run_timeout_s=0.8) as b:
+        t0 = time.monotonic()
+        r = b.call("spin")
+        assert r.status == "timeout" and "budget" in r.detail
+        assert time.monotonic() - t0 < 1.5
+        t0 = time.monotonic()
+        assert [x.status for x in b.call_many("check", [(1,), (2,)])] == ["unavailable"] * 2
+        assert time.monotonic() - t0 < 0.05
+
+
+def test_close_leaves_no_process_or_directory():
+    b = Sandbox(SUBMISSION, "exercise.py")
+    assert b.call("check", 1).ok
+    pid, workdir = b._child.proc.pid, b._child.workdir
+    assert os.path.isdir(workdir)
+    b.close()
+    b.close()                                          # idempotent
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)                                # reaped: not even a zombie
+    assert not os.path.exists(workdir)
+
+
+def test_isolation_is_described(box):
+    assert box.isolation.startswith("process: ")
+    assert "rlimits(as,cpu,fsize,nofile" in box.isolation
+    assert "clean env" in box.isolation and "no site-packages" in box.isolation
+
+
+@pytest.mark.skipif(not (hasattr(os, "geteuid") and os.geteuid() == 0
+                         and shutil.which("python3.11", path="/usr/bin")),
+                    reason="needs root and a world-readable system Python 3.11")
+def test_root_parent_drops_the_child_to_nobody(monkeypatch):
+    monkeypatch.setattr(session, "PYTHON", "/usr/bin/python3.11")
+    monkeypatch.setenv("GRADER_SECRET", "hunter2")
+    src = ("import os\ndef uid():\n    return os.getuid()\n"
+           "def parent_env():\n    return open('/proc/%d/environ' % os.getppid()).read()\n")
+    with Sandbox(src, "exercise.py") as b:
+        assert "uid 65534" in b.isolation
+        assert b.call("uid").value == 65534
+        r = b.call("parent_env")
+        assert r.status == "raised" and "PermissionError" in r.detail
+
+
+def test_cpu_limit_kills_a_runaway_the_wall_clock_would_allow():
+    with Sandbox(SUBMISSION, "exercise.py", call_timeout_s=10, cpu_seconds=1) as b:
+        r = b.call("spin")
+        assert r.status == "crashed" and "SIGXCPU" in r.detail
+        assert b.call("check", 1).ok
+
+
+def test_a_child_that_cannot_start_is_a_grader_error(monkeypatch):
+    monkeypatch.setattr(session, "PYTHON", "/bin/false")
+    with pytest.raises(SandboxError):
+        Sandbox(SUBMISSION, "exercise.py")
+
+
+def test_seccomp_blocks_fork_network_and_outside_writes(box):
+    if "seccomp" not in box.isolation:
+        pytest.skip("libseccomp not present: " + box.isolation)
+    for fname in ("fork", "connect"):
+        r = box.call(fname)
+        assert r.status == "raised" and "PermissionError" in r.detail, (fname, r)
+    r = box.call("write_outside")
+    assert r.status == "raised" and "PermissionError" in r.detail
+    assert not os.path.exists("/tmp/sandbox-escape-test")

@@ -1,0 +1,123 @@
+"""grader.validate: plain JSON from a submission -> trusted shapes, or a learner-actionable error."""
+from typing import Optional
+
+import pytest
+
+from grader.validate import InvalidValue, coerce
+from reference.shapes import (ChunkContext, CostModel, RequestRecord, RequestView, Slo,
+                              Transition, Verdict, WorkerSpec)
+
+
+def message(value, expected):
+    with pytest.raises(InvalidValue) as info:
+        coerce(value, expected)
+    return info.value.message
+
+
+def test_dataclass_is_built_in_the_parent():
+    got = coerce({"__type__": "Verdict", "ok": False, "reason": "over_pool"}, Verdict)
+    assert got == Verdict(False, "over_pool") and type(got) is Verdict
+
+
+def test_missing_field_with_default_is_fine_without_default_is_not():
+    assert coerce({"__type__": "Verdict", "ok": True}, Verdict) == Verdict(True)
+    assert message({"__type__": "Verdict", "reason": ""}, Verdict) == "Verdict: missing field 'ok'"
+
+
+def test_unexpected_field_and_wrong_tag():
+    assert "unexpected field 'okay'" in message({"__type__": "Verdict", "ok": True, "okay": 1}, Verdict)
+    assert message({"__type__": "Slo", "ttft_s": 1, "gap_s": 1}, Verdict) == "returned Slo, expected Verdict"
+    assert message({"ok": True}, Verdict) == "returned dict, expected Verdict"
+
+
+def test_top_level_wrong_type():
+    assert message(3, Verdict) == "returned int 3, expected Verdict"
+    assert message(None, int) == "returned None, expected int"
+    assert message([1], int) == "returned list, expected int"
+
+
+def test_bool_is_not_int_and_int_is_not_bool():
+    assert message(True, int) == "returned bool True, expected int"
+    assert message(1, bool) == "returned int 1, expected bool"
+    assert message({"__type__": "Verdict", "ok": "yes"}, Verdict) == "Verdict.ok: expected bool, got str 'yes'"
+    assert message({"__type__": "Verdict", "ok": 1}, Verdict) == "Verdict.ok: expected bool, got int 1"
+    assert message(False, float) == "returned bool False, expected float"
+
+
+def test_int_allowed_for_float_and_becomes_float():
+    got = coerce({"__type__": "Slo", "ttft_s": 2, "gap_s": 0.5}, Slo)
+    assert got == Slo(2.0, 0.5) and type(got.ttft_s) is float
+
+
+def test_floats_must_be_finite():
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        assert "expected a finite float" in message(bad, float)
+    assert message({"__type__": "Slo", "ttft_s": float("nan"), "gap_s": 1.0}, Slo) \
+        == "Slo.ttft_s: expected a finite float, got nan"
+
+
+def test_int_bounds():
+    assert coerce(2 ** 62 - 1, int) == 2 ** 62 - 1
+    assert coerce(-(2 ** 62) + 1, int) == -(2 ** 62) + 1
+    assert "out of range" in message(2 ** 62, int)
+    assert "out of range" in message(-(2 ** 62), float)
+
+
+def test_string_bounds():
+    assert coerce("x" * 10_000, str) == "x" * 10_000
+    assert "string too long (10001 characters" in message("x" * 10_001, str)
+    assert "not valid text" in message("\ud800", str)       # a lone surrogate from a JSON escape
+    assert message(5, str) == "returned int 5, expected str"
+
+
+def test_tuples():
+    assert coerce([1, 2, 3], tuple[int, ...]) == (1, 2, 3)
+    assert coerce((), tuple[int, ...]) == ()
+    assert "too many items (100001" in message([0] * 100_001, tuple[int, ...])
+    assert message([1, "2"], tuple[int, ...]) == "returned value[1]: expected int, got str '2'"
+    assert message("abc", tuple[int, ...]) == "returned str 'abc', expected tuple"
+    assert coerce([1, "a"], tuple[int, str]) == (1, "a")
+    got = coerce({"__type__": "Transition", "next_state": "done", "actions": ["release_pages"]}, Transition)
+    assert got == Transition("done", ("release_pages",)) and type(got.actions) is tuple
+    assert message({"__type__": "Transition", "next_state": "done", "actions": ["a", 5]}, Transition) \
+        == "Transition.actions[1]: expected str, got int 5"
+
+
+def test_optional_fields():
+    base = {"__type__": "RequestRecord", "id": "r1", "scope": "s", "cls": "c",
+            "slo": {"__type__": "Slo", "ttft_s": 1.0, "gap_s": 0.1}, "arrival_s": 0,
+            "outcome": "completed", "prompt_tokens": 10, "max_new_tokens": 5, "tokens_out": 5,
+            "token_times": [0.5, 0.6], "first_token_s": None, "finish_s": 1}
+    rec = coerce(base, RequestRecord)
+    assert rec.first_token_s is None and rec.finish_s == 1.0 and rec.token_times == (0.5, 0.6)
+    assert rec.admitted_s is None and rec.slo == Slo(1.0, 0.1)
+    assert message({**base, "finish_s": "1"}, RequestRecord) == \
+        "RequestRecord.finish_s: expected float, got str '1'"
+    assert coerce(None, Optional[int]) is None and coerce(4, Optional[int]) == 4
+
+
+def test_nested_dataclasses():
+    cost = {"__type__": "CostModel", "step_fixed": 0.004, "per_token": 4e-05,
+            "per_context_token": 1e-07, "per_attention_pair": 2e-09}
+    ctx = {"__type__": "ChunkContext", "gap_budget_s": 0.05, "cost": cost,
+           "decode_contexts": [100, 200], "prefill_done": 0, "prefill_remaining": 512,
+           "page_tokens": 16, "min_chunk_tokens": 16}
+    got = coerce(ctx, ChunkContext)
+    assert got.cost == CostModel() and got.decode_contexts == (100, 200)
+    assert message({**ctx, "cost": {**cost, "__type__": "Slo"}}, ChunkContext) \
+        == "ChunkContext.cost: expected CostModel, got Slo"
+    assert message({**ctx, "cost": {**cost, "per_token": True}}, ChunkContext) \
+        == "ChunkContext.cost.per_token: expected float, got bool True"
+    # A default_factory field may be left out.
+    spec = coerce({"__type__": "WorkerSpec", "device_bytes": 1, "reserved_bytes": 0,
+                   "page_tokens": 16, "max_running": 4}, WorkerSpec)
+    assert spec.cost == CostModel()
+    view = coerce({"__type__": "RequestView", "id": "a", "scope": "s", "prompt_tokens": 1,
+                   "max_new_tokens": 1, "slo": {"__type__": "Slo", "ttft_s": 1, "gap_s": 1}}, RequestView)
+    assert view.cls == "default"
+
+
+def test_invalid_value_is_a_value_error_and_unsupported_types_are_grader_bugs():
+    assert issubclass(InvalidValue, ValueError)
+    with pytest.raises(TypeError):
+        coerce([1], list[int])
