@@ -36,6 +36,7 @@ PYTHON = sys.executable    # any Python >= 3.11 runs child.py: it needs only the
 SHAPES_SOURCE = Path(shapes.__file__).read_text(encoding="utf-8")
 STATUSES = ("ok", "raised", "missing", "bad", "timeout", "crashed", "unavailable")
 BATCH = 200                 # calls per request frame
+TIMEOUTS_PER_BATCH = 2      # hangs of one function before its other probes are skipped
 MAX_FRAME = 8 << 20         # bytes; a larger frame is an attack or a runaway, not an answer
 MAX_INT_DIGITS = 40         # validate bounds ints far below this; longer is refused at parse
 STDOUT_SEND = 1024          # characters of printed output kept per call
@@ -302,6 +303,11 @@ class Sandbox:
                     continue
             start = len(results)
             results += self._run_batch(fname, requests[start:start + BATCH])
+            if sum(r.status == "timeout" for r in results) >= TIMEOUTS_PER_BATCH:
+                # A function that hangs twice would spend the whole budget one probe at a
+                # time; the rest of its probes are not run (and count as unanswered).
+                why = f"not called: {fname}() already failed to return {TIMEOUTS_PER_BATCH} times"
+                return results + [CallResult("unavailable", detail=why)] * (len(requests) - len(results))
         return results
 
     def close(self) -> None:

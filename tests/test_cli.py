@@ -1,0 +1,72 @@
+"""The command line as people use it: exit codes, --json, one-line errors."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+REF = str(ROOT / "reference" / "solutions" / "lesson1.py")
+
+
+def run(*args, cwd=ROOT):
+    p = subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=cwd,
+                       capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_check_reference_json_full_marks():
+    code, out, _ = run("check", "lesson1", "--submission", REF, "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["score"] == report["max_score"] > 0
+    for key in ("lesson", "criteria", "cases", "isolation", "grader_version", "duration_s",
+                "submission_digest", "cost_model"):
+        assert key in report
+    c = report["criteria"][0]
+    assert {"id", "title", "score", "max_score", "passed", "feedback"} <= set(c)
+
+
+def test_check_default_submission_is_the_stub_and_exits_zero():
+    code, out, _ = run("check", "lesson1")
+    assert code == 0
+    assert "total 0 / 10" in out and "not implemented" in out
+
+
+def test_grade_with_secret(tmp_path):
+    secret = tmp_path / "s"
+    secret.write_text("class of 2026\n")
+    code, out, _ = run("grade", "lesson1", REF, "--secret-file", str(secret), "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["mode"] == "grade" and report["score"] == report["max_score"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("check", "lesson9"), "no such lesson"),
+    (("check", "lesson1", "--submission", "nope.py"), "nope.py: no such submission file"),
+    (("grade", "lesson1", REF, "--secret-file", "/nonexistent/secret"), "secret file not found"),
+])
+def test_input_errors_exit_2_with_one_line(args, needle):
+    code, out, err = run(*args)
+    assert code == 2
+    assert needle in err and err.count("\n") == 1 and out == ""
+
+
+def test_empty_secret_is_refused(tmp_path):
+    (tmp_path / "s").write_text("  \n")
+    code, _, err = run("grade", "lesson1", REF, "--secret-file", str(tmp_path / "s"))
+    assert code == 2 and "empty" in err
+
+
+def test_grade_requires_a_secret():
+    code, _, err = run("grade", "lesson1", REF)
+    assert code == 2 and "--secret-file" in err
+
+
+def test_version_and_help():
+    code, out, _ = run("--version")
+    assert code == 0 and out.startswith("grader ")
+    code, out, _ = run("--help")
+    assert code == 0 and "examples:" in out and "grader check lesson1" in out

@@ -1,0 +1,104 @@
+"""The grading engine's inputs: rubrics, submissions and notebooks, scoring rules."""
+import json
+import shutil
+
+import pytest
+
+from conftest import ROOT, grade
+from grader.errors import InputError
+from grader.rubric import Credit, load_rubric
+from grader.submission import load_submission
+
+
+def _rubric(tmp_path, text):
+    shutil.copy(ROOT / "rubrics" / "rubric.schema.json", tmp_path)
+    p = tmp_path / "lesson1.yaml"
+    p.write_text(text)
+    return p
+
+
+GOOD = """lesson: lesson1
+title: T
+version: 1
+criteria:
+  - {id: a, title: A, points: 1, check: lesson1.kv_bytes, visibility: both, credit: {rule: all_or_nothing}}
+"""
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("lesson: [unclosed", "line 1"),
+    (GOOD.replace("points: 1", "points: -1"), "criteria/0/points"),
+    (GOOD.replace("visibility: both", "visibility: secret"), "criteria/0/visibility"),
+    (GOOD.replace("version: 1\n", ""), "version"),
+    (GOOD.replace("{rule: all_or_nothing}", "{rule: linear, floor: 0.9, target: 0.5}"), "floor must be below"),
+    (GOOD + "  - {id: a, title: B, points: 1, check: lesson1.kv_bytes, visibility: both, credit: {rule: all_or_nothing}}\n",
+     "duplicate criterion id"),
+    (GOOD.replace("lesson1.kv_bytes", "lesson1.nope"), "unknown check"),
+])
+def test_a_broken_rubric_is_one_line_naming_file_and_path(tmp_path, text, needle):
+    from grader.checks import REGISTRY
+    import grader.lessons.lesson1  # noqa: F401  (registers its checks)
+    with pytest.raises(InputError) as e:
+        load_rubric(_rubric(tmp_path, text), REGISTRY)
+    msg = str(e.value)
+    assert "lesson1.yaml" in msg and needle in msg and "\n" not in msg
+
+
+def test_every_shipped_rubric_loads():
+    from grader.checks import REGISTRY
+    from grader.lessons import LESSONS, lesson_module
+    for lesson in LESSONS:
+        lesson_module(lesson)
+        rubric = load_rubric(ROOT / "rubrics" / f"{lesson}.yaml", REGISTRY)
+        assert rubric.criteria
+
+
+@pytest.mark.parametrize("rule,measure,share", [
+    (Credit("all_or_nothing"), 0.99, 0.0), (Credit("all_or_nothing"), 1.0, 1.0),
+    (Credit("linear", 0.5, 1.0), 0.5, 0.0), (Credit("linear", 0.5, 1.0), 0.75, 0.5),
+    (Credit("linear", 0.7, 0.97), 0.97, 1.0), (Credit("linear", 0.7, 0.97), 1.2, 1.0),
+])
+def test_credit_rules(rule, measure, share):
+    assert rule.share(measure) == pytest.approx(share)
+
+
+def _nb(cells):
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def test_notebook_code_cells_in_order_magics_dropped_with_a_note(tmp_path):
+    ref = (ROOT / "reference" / "solutions" / "lesson1.py").read_text()
+    head, body = ref.split("\n\n\ndef kv_bytes_per_token", 1)
+    p = tmp_path / "work.ipynb"
+    p.write_text(_nb([
+        {"cell_type": "markdown", "source": ["# my notes"]},
+        {"cell_type": "code", "source": ["%matplotlib inline\n", "!pip install numpy\n", head]},
+        {"cell_type": "code", "source": "def kv_bytes_per_token" + body},
+    ]))
+    sub = load_submission(p)
+    assert "%matplotlib" not in sub.source and "!pip" not in sub.source
+    assert len(sub.notes) == 2 and "cell 2" in sub.notes[0]
+    report = grade("lesson1", p, "check")
+    assert report.score == report.max_score
+    assert report.notes == sub.notes
+
+
+@pytest.mark.parametrize("name,content,needle", [
+    ("empty.py", b"   \n", "empty"),
+    ("binary.py", b"\x00\x01\x02", "binary"),
+    ("latin.py", "x = 'é'".encode("latin-1"), "UTF-8"),
+    ("bad.ipynb", b"{not json", "not a readable Jupyter notebook"),
+    ("nocode.ipynb", _nb([{"cell_type": "markdown", "source": "hi"}]).encode(), "no code cells"),
+    ("notes.txt", b"def f(): pass", ".py file or a .ipynb"),
+])
+def test_bad_submission_files_are_named_input_errors(tmp_path, name, content, needle):
+    p = tmp_path / name
+    p.write_bytes(content)
+    with pytest.raises(InputError) as e:
+        load_submission(p)
+    assert name in str(e.value) and needle in str(e.value)
+
+
+def test_missing_submission(tmp_path):
+    with pytest.raises(InputError, match="no such submission"):
+        load_submission(tmp_path / "nope.py")

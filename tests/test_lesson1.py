@@ -1,0 +1,92 @@
+"""Lesson 1 graded end to end: each mistake loses exactly the criteria that name it."""
+import pytest
+
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+
+L1 = SUBMISSIONS / "lesson1"
+REFERENCE = ROOT / "reference" / "solutions" / "lesson1.py"
+STUB = ROOT / "assignments" / "lesson1" / "exercise.py"
+ALL = {"kv-bytes", "pool-pages", "pages-for", "worst-case", "contract-ok", "contract-reason"}
+
+
+@pytest.fixture(scope="module")
+def reference_grade():
+    return grade("lesson1", REFERENCE, "grade", SECRET)
+
+
+def test_reference_full_marks_public_and_hidden(reference_grade):
+    assert reference_grade.score == reference_grade.max_score == 10
+    assert any(c["visibility"] == "hidden" for c in reference_grade.cases)
+    public = grade("lesson1", REFERENCE, "check")
+    assert public.score == public.max_score
+    assert all(c["visibility"] == "public" for c in public.cases)
+
+
+def test_stub_scores_zero_and_says_not_implemented():
+    report = grade("lesson1", STUB, "check")
+    assert report.score == 0
+    for c in report.criteria:
+        assert "not implemented" in c.feedback, c
+
+
+def test_different_correct_solution_keeps_full_marks():
+    report = grade("lesson1", L1 / "alt_correct.py", "grade", SECRET)
+    assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
+
+
+# Which criteria each wrong solution must lose; every other criterion keeps full marks.
+WRONG = {
+    "query_heads": {"kv-bytes", "pool-pages"},          # its pool and contract use its kv bytes
+    "float_ceil": {"pages-for"},
+    "ignores_reserved": {"pool-pages"},
+    "prompt_only_worst_case": {"worst-case"},
+    "gap_at_prompt": {"contract-ok"},
+    "no_ttft_check": {"contract-ok"},
+    "always_ok": {"contract-ok", "contract-reason"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_wrong_solution_loses_where_it_is_wrong(name):
+    report = grade("lesson1", L1 / f"{name}.py", "grade", SECRET)
+    got, top = scores(report), full(report)
+    lost = {k for k in got if got[k] < top[k]}
+    must = WRONG[name]
+    assert must <= lost, f"{name} kept points on {must - lost}"
+    # Mistakes that feed other answers may cost those too, but never an unrelated size.
+    allowed = must | {"contract-ok", "contract-reason"}
+    assert lost <= allowed, f"{name} lost points it did not earn losing: {lost - allowed}"
+    for c in report.criteria:
+        if c.id in must:
+            assert "expected" in c.feedback or "said" in c.feedback or "gave" in c.feedback, c.feedback
+
+
+@pytest.mark.parametrize("name,needle", [
+    ("syntax_error", "SyntaxError"),
+    ("raises", "raised"),
+    ("wrong_types", "expected"),
+])
+def test_broken_submissions_get_zero_with_clear_feedback(name, needle):
+    report = grade("lesson1", L1 / f"{name}.py", "check")
+    assert report.score == 0
+    assert any(needle in c.feedback for c in report.criteria), [c.feedback for c in report.criteria]
+
+
+def test_a_hang_costs_only_its_criterion():
+    report = grade("lesson1", L1 / "loops.py", "check")
+    got = scores(report)
+    assert got["pages-for"] == 0
+    assert "did not return" in next(c.feedback for c in report.criteria if c.id == "pages-for")
+    assert got["kv-bytes"] == 2 and got["pool-pages"] == 2 and got["worst-case"] == 1
+
+
+def test_hidden_cases_depend_on_the_secret_and_only_on_it(reference_grade):
+    again = grade("lesson1", REFERENCE, "grade", SECRET)
+    other = grade("lesson1", REFERENCE, "grade", b"another secret")
+    strip = lambda r: {**r.to_dict(), "duration_s": 0}
+    assert strip(again) == strip(reference_grade)
+    # Small probes (pages_for(0, 16)) can recur; every model and request is new.
+    digests = lambda r: {c["digest"] for c in r.cases
+                         if c["visibility"] == "hidden" and c["family"] != "tokens"}
+    assert digests(other).isdisjoint(digests(reference_grade))
+    assert other.score == other.max_score
