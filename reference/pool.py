@@ -66,10 +66,13 @@ class PagePool:
         return True
 
     def lookup(self, key: str) -> int | None:
-        page = self.cache.get(key)
-        if page is not None and self.refcount[page] == 0:
-            self.evictable.move_to_end(page)  # a hit is a use: it refreshes LRU order
-        return page
+        return self.cache.get(key)
+
+    def touch(self, pages) -> None:
+        """A hit is a use: refresh the LRU order of cached pages, the last one most recent."""
+        for page in pages:
+            if self.refcount[page] == 0:
+                self.evictable.move_to_end(page)
 
     def conserved(self) -> bool:
         """allocated + unallocated + evictable == total, and no refcount below zero."""

@@ -20,6 +20,8 @@ __all__ = [
     "Transition", "PageInfo", "RequestRecord",
     "CONTRACT_REASONS", "DECISIONS", "CHUNK_VERDICTS", "STATES", "EVENTS", "ACTIONS",
     "OUTCOMES", "attention_pairs",
+    "QUALIFICATIONS", "RELEASE_DECISIONS", "ClassSummary", "RunSummary", "ReleaseRule",
+    "ReleaseDecision",
 ]
 
 # Lesson 1: why a request breaks its contract, in the order the reference checks them.
@@ -194,6 +196,51 @@ class RequestRecord:
     first_token_s: Optional[float] = None
     finish_s: Optional[float] = None
     cancel_s: Optional[float] = None      # when the client cancelled, if it did
+    fence_s: Optional[float] = None       # a cancelled request's fence: when the last step that
+                                          # pinned its pages completed (cancel_s if none did)
+    released_s: Optional[float] = None    # when its pages were released, if they were
     preemptions: int = 0
     pages_held: int = 0                   # the most pages it held at once
     reason: str = ""                      # why it was rejected or failed
+
+
+# Lesson 5: what a request counts as against its SLO, and what a release decides.
+QUALIFICATIONS = ("good", "late_first_token", "slow_tokens", "rejected", "failed", "excluded")
+RELEASE_DECISIONS = ("ship", "rollback", "inconclusive")
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    """One SLO class in one run: how many of its requests qualified as each verdict."""
+    cls: str
+    requests: int                 # every request of the class, whatever became of it
+    good: int = 0
+    late_first_token: int = 0
+    slow_tokens: int = 0
+    rejected: int = 0
+    failed: int = 0
+    excluded: int = 0             # cancelled by the client before any deadline was missed
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of the fixed workload under one seed, as the release decision sees it."""
+    seed: int                     # the workload seed: a baseline and a candidate run pair on it
+    window_s: float               # the window goodput is counted over (the arrival window)
+    classes: tuple[ClassSummary, ...]
+    mean_tpot_s: float = 0.0      # the dashboard's average time per output token: not an SLO
+
+
+@dataclass(frozen=True)
+class ReleaseRule:
+    """When a candidate ships, and what rolls it back."""
+    min_gain: float = 0.02             # goodput gain needed to ship, relative to the baseline's
+    noise_k: float = 2.0               # the noise band: noise_k standard errors of the paired differences
+    max_class_drop: float = 0.05       # largest fall of any class's SLO attainment (0.05 = 5 points)
+    max_rejection_rise: float = 0.02   # largest rise of the rejected share of requests
+
+
+@dataclass(frozen=True)
+class ReleaseDecision:
+    decision: str                      # one of RELEASE_DECISIONS
+    reasons: tuple[str, ...] = ()

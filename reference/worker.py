@@ -42,7 +42,7 @@ class _Live:
                  "emitted", "join_step", "base_ctx", "segments", "admitted_s", "first_token_s",
                  "finish_s", "cancel_s", "fence_s", "released_s", "outcome", "reason",
                  "preemptions", "max_pages", "released_pages", "stopped", "published", "keys",
-                 "flagged", "last_step")
+                 "flagged", "last_step", "offer_from", "flagged_pages")
 
     def __init__(self, req: Request):
         self.req = req
@@ -63,6 +63,8 @@ class _Live:
         self.keys: list[str] = []    # prefix keys of the prompt's full blocks, as computed
         self.flagged: set[str] = set()
         self.last_step = -1          # the last step it took part in, once it left the batch
+        self.offer_from = 0          # pages below this are published: no need to offer them
+        self.flagged_pages: set[int] = set()   # pages it tried to publish unwritten or partial
 
 
 def simulate(model: ModelSpec, worker: WorkerSpec, policy: Policy, requests, *,
@@ -127,7 +129,7 @@ class _Sim:
             if self.retry:
                 self.retry = False
                 self._admit_waiting()
-            if self.inflight is None:
+            if self.inflight is None and len(self.step_end) < self.max_steps:
                 self._launch()
             if self.check:
                 self._assert_books()
@@ -139,6 +141,9 @@ class _Sim:
     # ---- ARRIVAL: the contract, then admission ---------------------------------------
     def _arrive(self, live: _Live) -> None:
         verdict = self._decide("check_contract", Verdict, live.req.view(), self.model, self.spec)
+        if verdict is None:
+            self._violate("invalid_decision", live,
+                          detail=f"check_contract gave no usable verdict for {live.req.id}")
         if verdict is None or not verdict.ok:
             reason = verdict.reason if verdict else "the contract check gave no usable verdict"
             return self._end(live, "rejected", reason or "contract")
@@ -146,6 +151,8 @@ class _Sim:
         self.waiting.append(live)
         if len(self.waiting) == 1:
             self._admit_waiting()
+        if live.req.cancel_at_s is not None and live.req.cancel_at_s <= self.now:
+            self._cancel(live)   # its cancel event came first (ties put cancels before arrivals)
 
     def _admit_waiting(self) -> None:
         """FCFS: retry the head; stop at the first request that must wait."""
@@ -162,7 +169,7 @@ class _Sim:
         """True when the head leaves the queue (admitted or rejected)."""
         r, pt, pool = live.req, self.pt, self.pool
         if live.cancel_s is not None:
-            self._flag(live, "scheduled_after_cancel", "was admitted after its cancel")
+            self._flag(live, "scheduled_after_cancel", f"{r.id} was admitted after its cancel")
         hits = self._lookup(live)
         context = r.prompt_tokens + live.emitted   # a preempted request recomputes what it emitted
         ask = AdmissionRequest(id=r.id, scope=r.scope, prompt_tokens=context,
@@ -173,8 +180,9 @@ class _Sim:
                             evictable_pages=len(pool.evictable), reserved_pages=self.outstanding,
                             running=self.running)
         adm = self._decide("admit", Admission, ask, ledger)
-        if adm is not None and (adm.decision not in DECISIONS or not _is_count(adm.reserve_pages)):
-            self._violate("invalid_decision", live, detail=f"admit returned {adm!r}")
+        if adm is None or adm.decision not in DECISIONS or not _is_count(adm.reserve_pages):
+            self._violate("invalid_decision", live, detail=f"admit returned {adm!r}" if adm else
+                          f"admit gave no usable decision for {r.id}")
             adm = None
         if adm is None:
             self._end(live, "rejected", "the admission policy gave no usable decision")
@@ -191,7 +199,7 @@ class _Sim:
         live.promise_left = adm.reserve_pages
         self.outstanding += adm.reserve_pages
         if self.outstanding > pool.capacity:
-            self._violate("over_commit", live, detail=(
+            self._flag(live, "over_commit", (
                 f"admitting {r.id} with {adm.reserve_pages} reserved pages made outstanding "
                 f"promises {self.outstanding} exceed free capacity {pool.capacity}"))
         for _ in range(pages_for(context, pt) - len(hits)):
@@ -199,6 +207,8 @@ class _Sim:
                 self._drop_pages(live)
                 self._return_promise(live)
                 return False
+        for block, p in enumerate(hits):
+            self._verify_hit(live, block, p)   # once per use, not at every retry while waiting
         live.target, live.done = context, len(hits) * pt
         live.written = live.done
         live.phase = "prefill"
@@ -234,8 +244,10 @@ class _Sim:
             page = self.pool.lookup(key) if key is not None else None
             if page is None:
                 break
-            self._verify_hit(live, block, page)
             hits.append(page)
+        # Touch the chain tail first so its head stays most recent: eviction then trims a
+        # cached prefix from its end, and what remains can still be hit.
+        self.pool.touch(reversed(hits))
         return hits
 
     def _verify_hit(self, live: _Live, block: int, page: int) -> None:
@@ -252,13 +264,17 @@ class _Sim:
                 f"of {owner.req.id}: other tokens"))
 
     def _publish(self, live: _Live) -> None:
-        """Offer the publish policy every unpublished page holding prompt tokens."""
+        """Offer the publish policy the unpublished prompt pages written so far, and the
+        first page not yet written (a policy that ignores the write shows on that one)."""
         if not self.policy.prefix_cache or live.released_pages is not None:
             return
         pt, prompt = self.pt, live.req.prompt_tokens
         offered = {}
-        for i in range(min(len(live.pages), pages_for(prompt, pt))):
-            if i not in live.published:
+        end = min(len(live.pages), pages_for(prompt, pt), live.written // pt + 1)
+        while live.offer_from < end and live.offer_from in live.published:
+            live.offer_from += 1   # published pages are never offered again
+        for i in range(live.offer_from, end):
+            if i not in live.published and i not in live.flagged_pages:
                 start = i * pt
                 offered[i] = _page_info(i, min(pt, prompt - start), pt,
                                         max(0, min(pt, live.written - start)))
@@ -271,6 +287,7 @@ class _Sim:
         for i in sorted(set(chosen)):
             info, page = offered[i], live.pages[i]
             if info.prompt_tokens < pt or info.written_tokens < pt:
+                live.flagged_pages.add(i)   # refused once, counted once, not offered again
                 self._violate("poisoned_publish", live, pages=(page,), detail=(
                     f"{live.req.id} published page {page} (block {i}) with {info.written_tokens} "
                     f"of {pt} slots written and {info.prompt_tokens} prompt tokens"))
@@ -290,10 +307,14 @@ class _Sim:
         else:
             page = None
         if page is None:
-            self._violate("broken_promise", live, detail=(
-                f"{live.req.id} needed page {len(live.pages) + 1} with {live.promise_left} "
-                f"reserved pages left; {pool.capacity} free, {self.outstanding - live.promise_left} "
-                f"promised to other requests"))
+            detail = (f"{live.req.id} needed page {len(live.pages) + 1} with {live.promise_left} reserved pages "
+                      f"left; {pool.capacity} free, {self.outstanding - live.promise_left} promised "
+                      f"to other requests")
+            if live.phase == "queued":
+                # Admission retries the same allocation until it fits: one broken promise.
+                self._flag(live, "broken_promise", detail)
+            else:
+                self._violate("broken_promise", live, detail=detail)
             return False
         if within:
             live.promise_left -= 1
@@ -319,7 +340,7 @@ class _Sim:
     def _drop_pages(self, live: _Live) -> None:
         """Unreference every page of ``live``; note pages freed under the in-flight step."""
         pinned = self._in_flight(live)
-        for p in live.pages:
+        for p in reversed(live.pages):   # tail first: a released prefix is evicted from its end
             if self.pool.unref(p) and (pinned or p in self.orphans):
                 self.freed_pinned[p] = (live, self.now)
         if pinned:
@@ -394,13 +415,17 @@ class _Sim:
         live.outcome = "cancelled_by_client"
         self._fire(live, "cancel", in_flight)
         if not live.stopped:
-            self._flag(live, "scheduled_after_cancel", "kept being scheduled after its cancel")
+            self._flag(live, "scheduled_after_cancel",
+                       f"{live.req.id} kept being scheduled after its cancel")
 
     def _stop(self, live: _Live) -> None:
         """Stop scheduling: the request leaves the queue or the batch and returns its promise."""
         if live.stopped:
             return
         live.stopped = True
+        if live.phase == "queued":
+            self.waiting.remove(live)   # it leaves the queue now, so the series counts it no more
+            self.retry = True           # and the head may have changed, on an idle worker too
         if live.phase == "decode":
             live.emitted = self._emitted(live)
             self._leave_decode(live)
@@ -569,6 +594,8 @@ class _Sim:
 
     def _finish_run(self) -> Run:
         for live in self.lives:
+            if live.phase == "decode":
+                self._leave_decode(live)   # an aborted run: the tokens it emitted stay on record
             if live.phase in ("queued", "prefill", "decode") and not live.outcome:
                 live.outcome = "failed"
                 live.reason = ("never admitted: waited until the end of the run"
@@ -603,7 +630,8 @@ class _Sim:
                              token_times=tuple(times), admitted_s=live.admitted_s,
                              first_token_s=live.first_token_s,
                              finish_s=live.finish_s if live.outcome == "completed" else None,
-                             cancel_s=live.cancel_s, preemptions=live.preemptions,
+                             cancel_s=live.cancel_s, fence_s=live.fence_s,
+                             released_s=live.released_s, preemptions=live.preemptions,
                              pages_held=live.max_pages, reason=live.reason)
 
     # ---- helpers ---------------------------------------------------------------------------
@@ -630,11 +658,10 @@ class _Sim:
                                          tuple(pages), step, detail))
 
     def _flag(self, live: _Live, kind: str, detail: str) -> None:
-        """A violation counted once per request."""
+        """A violation counted once per request (a retry repeats it, it is not a new one)."""
         if kind not in live.flagged:
             live.flagged.add(kind)
-            self._violate(kind, live, detail=f"{live.req.id} {detail}" if kind != "invalid_decision"
-                          else detail)
+            self._violate(kind, live, detail=detail)
 
     def _assert_books(self) -> None:
         pool = self.pool

@@ -1,0 +1,149 @@
+"""PagePool: refcounted pages, the free stack, the prefix cache and its LRU evictable set."""
+from __future__ import annotations
+
+from reference.pool import PagePool
+
+
+def test_fresh_pool_hands_out_pages_in_order_and_runs_dry():
+    pool = PagePool(3)
+    assert pool.capacity == 3 and pool.conserved()
+    assert [pool.take(), pool.take(), pool.take()] == [0, 1, 2]
+    assert pool.take() is None and pool.capacity == 0
+    assert pool.refcount == [1, 1, 1] and pool.conserved()
+
+
+def test_released_pages_are_reused_last_in_first_out():
+    pool = PagePool(8)
+    pages = [pool.take() for _ in range(5)]
+    for p in (1, 3, 2):
+        assert pool.unref(p) is True
+    # The page released last is the first handed out again (an early release shows at once).
+    assert [pool.take(), pool.take(), pool.take()] == [2, 3, 1]
+    assert pool.take() == 5
+    assert pages == [0, 1, 2, 3, 4] and pool.conserved()
+
+
+def test_refcount_counts_holders_and_unref_frees_at_zero():
+    pool = PagePool(4)
+    p = pool.take()
+    pool.ref(p)
+    pool.ref(p)
+    assert pool.refcount[p] == 3
+    assert pool.unref(p) is False and pool.unref(p) is False
+    assert p not in pool.free and pool.conserved()
+    assert pool.unref(p) is True
+    assert pool.refcount[p] == 0 and pool.free[-1] == p and pool.conserved()
+
+
+def test_published_page_becomes_evictable_not_free_and_counts_as_capacity():
+    pool = PagePool(3)
+    a, b = pool.take(), pool.take()
+    assert pool.publish(a, "ka")
+    pool.unref(a)
+    pool.unref(b)
+    assert list(pool.evictable) == [a] and a not in pool.free and b in pool.free
+    assert pool.capacity == 3 and pool.conserved()
+    assert pool.lookup("ka") == a
+
+
+def test_free_pages_are_used_before_evicting():
+    pool = PagePool(3)
+    a = pool.take()
+    pool.publish(a, "ka")
+    pool.unref(a)
+    assert pool.take() == 1 and pool.take() == 2
+    assert pool.evictions == 0 and pool.lookup("ka") == a
+
+
+def test_eviction_is_least_recently_used_first_and_forgets_the_key():
+    pool = PagePool(3)
+    pages = [pool.take() for _ in range(3)]
+    for p, key in zip(pages, ("k0", "k1", "k2")):
+        assert pool.publish(p, key)
+    for p in (1, 0, 2):                # released in this order: LRU first
+        pool.unref(p)
+    assert list(pool.evictable) == [1, 0, 2]
+    assert pool.take() == 1
+    assert pool.evictions == 1 and pool.lookup("k1") is None and 1 not in pool.key_of
+    assert pool.refcount[1] == 1 and pool.conserved()
+    assert [pool.take(), pool.take()] == [0, 2] and pool.take() is None
+    assert pool.cache == {} and pool.evictions == 3 and pool.conserved()
+
+
+def test_touch_refreshes_lru_order_and_lookup_does_not():
+    pool = PagePool(3)
+    pages = [pool.take() for _ in range(3)]
+    for p, key in zip(pages, ("k0", "k1", "k2")):
+        pool.publish(p, key)
+        pool.unref(p)
+    assert pool.lookup("k0") == 0 and list(pool.evictable) == [0, 1, 2]
+    pool.touch([1, 0])                 # a hit chain, touched tail first
+    assert list(pool.evictable) == [2, 1, 0]
+    assert pool.take() == 2 and pool.take() == 1 and pool.take() == 0
+
+
+def test_touch_of_a_referenced_page_leaves_the_evictable_set_alone():
+    pool = PagePool(3)
+    a, b = pool.take(), pool.take()
+    pool.publish(a, "ka")
+    pool.publish(b, "kb")
+    pool.unref(b)
+    pool.touch([a])
+    assert pool.lookup("ka") == a and list(pool.evictable) == [b]
+    assert pool.lookup("missing") is None
+
+
+def test_ref_of_an_inactive_hit_takes_it_out_of_the_evictable_set():
+    pool = PagePool(2)
+    a = pool.take()
+    pool.publish(a, "ka")
+    pool.unref(a)
+    assert pool.capacity == 2
+    pool.ref(a)
+    assert pool.refcount[a] == 1 and a not in pool.evictable and pool.capacity == 1
+    assert pool.conserved()
+    pool.unref(a)                      # still published: back to the evictable set
+    assert list(pool.evictable) == [a] and pool.conserved()
+
+
+def test_publish_refuses_a_taken_key_and_a_published_page():
+    pool = PagePool(3)
+    a, b = pool.take(), pool.take()
+    assert pool.publish(a, "k") is True
+    assert pool.publish(b, "k") is False          # the key is taken: the first owner keeps it
+    assert pool.cache == {"k": a} and b not in pool.key_of
+    assert pool.publish(a, "other") is False      # a page has one key
+    assert pool.key_of == {a: "k"} and "other" not in pool.cache
+    pool.unref(b)
+    assert b in pool.free                          # unpublished, so freed, not cached
+
+
+def test_conserved_detects_broken_books():
+    pool = PagePool(4)
+    a, b = pool.take(), pool.take()
+    pool.publish(a, "ka")
+    pool.unref(a)
+    assert pool.conserved()
+
+    lost = PagePool(4)
+    lost.take()
+    lost.free.pop()                                # a page nowhere
+    assert not lost.conserved()
+
+    negative = PagePool(2)
+    p = negative.take()
+    negative.unref(p)
+    negative.refcount[p] = -1
+    assert not negative.conserved()
+
+    twice = PagePool(2)
+    p = twice.take()
+    twice.free.append(p)                           # referenced and free at once
+    assert not twice.conserved()
+
+    cached = PagePool(2)
+    p = cached.take()
+    cached.publish(p, "k")
+    cached.unref(p)
+    cached.refcount[p] = 1                         # referenced yet evictable
+    assert not cached.conserved()

@@ -1,0 +1,758 @@
+"""The reference worker: its books, its determinism, its violations and its semantics.
+
+The worker is the ground truth of every grade, so these tests are written to fail if its
+accounting were wrong: the books are audited after every event on small pools, every
+violation kind is provoked by a faulty policy (and absent under the reference policy on the
+same workload), and tiny hand-built workloads are checked against answers computed by hand.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reference.policy import reference_policy
+from reference.pool import PagePool
+from reference.records import VIOLATION_KINDS
+from reference.shapes import Admission, ChunkPlan, CostModel, Transition
+from reference.solutions import lesson2, lesson4
+from reference.solutions.lesson1 import pages_for
+from reference.worker import PolicyError, simulate
+from worker_helpers import (STOP, WORKLOADS, check_records, double_release_on_event, machine,
+                            no_stop_on_event, nonzero, outcomes, policy_variants, replay_steps,
+                            request, requests_of, run, scenario)
+
+ROOT = Path(__file__).resolve().parent.parent
+POLICIES = policy_variants()
+NO_CONTRACT = {"request_contract": {"enforce": ["empty_prompt"]}}
+
+
+def of_kind(run_, kind):
+    return [v for v in run_.violations if v.kind == kind]
+
+
+def step_at(run_, t):
+    """The index of the step in flight at time t."""
+    steps = run_.steps
+    ends = steps.launch_s + steps.duration_s
+    (i,) = np.nonzero((steps.launch_s <= t) & (t < ends))[0]
+    return int(i), float(ends[i])
+
+
+# ============================================================================ 1. the books
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_books_balance_after_every_event(name, policy):
+    """Conservation, refcounts == holders, outstanding == promises, after every event,
+    under the reference policy and under faulty ones (which take the odd paths)."""
+    model, worker, requests = scenario(name)
+    result = run(model, worker, POLICIES[policy], requests)   # asserts the books per event
+    assert not result.aborted
+    check_records(result, requests, worker)
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_reference_policy_has_no_violation_on_any_workload(name):
+    model, worker, requests = scenario(name)
+    result = run(model, worker, None, requests)
+    assert nonzero(result) == {}
+    assert outcomes(result).keys() <= {"completed", "cancelled_by_client", "rejected"}
+    assert all(r.preemptions == 0 for r in result.requests)
+
+
+@pytest.mark.parametrize("name", ["heavy", "long-outputs", "prefix-multiscope", "page-tokens-1"])
+def test_step_log_matches_the_cost_model_rebuilt_from_the_records(name):
+    """Batch, duration and pinned pages of every step, recomputed from request records only:
+    catches any drift in the worker's running sums (decode context, decode pages)."""
+    mapping, machine_kw = WORKLOADS[name]
+    mapping = {k: v for k, v in mapping.items() if k != "cancel"}
+    model, worker = machine(**machine_kw)
+    requests = requests_of(mapping)
+    result = run(model, worker, None, requests)
+    assert outcomes(result).keys() <= {"completed", "rejected"}
+    batch, durations, pinned = replay_steps(result, requests, worker)
+    assert result.steps.batch.tolist() == batch
+    assert result.steps.duration_s.tolist() == durations
+    assert result.steps.pages_pinned.tolist() == pinned
+    if name == "prefix-multiscope":
+        assert result.series["prefix_hits"][-1] > 0
+
+
+def test_invariant_check_catches_a_lost_page(monkeypatch):
+    """The audit is live: a pool that loses one released page fails it."""
+    original = PagePool.unref
+    lost = []
+
+    def unref_losing_one(self, page):
+        freed = original(self, page)
+        if freed and not lost and page in self.free:
+            self.free.remove(page)
+            lost.append(page)
+        return freed
+
+    monkeypatch.setattr(PagePool, "unref", unref_losing_one)
+    model, worker, requests = scenario("max-running-1")
+    with pytest.raises(AssertionError, match="not conserved"):
+        run(model, worker, None, requests)
+
+
+def test_invariant_check_catches_a_drifting_promise(monkeypatch):
+    import reference.worker as worker_module
+
+    def keep_the_promise(self, live):
+        live.promise_left = 0      # forgets to take it off the outstanding total
+
+    monkeypatch.setattr(worker_module._Sim, "_return_promise", keep_the_promise)
+    model, worker, requests = scenario("max-running-1")
+    with pytest.raises(AssertionError, match="promises drifted"):
+        run(model, worker, None, requests)
+
+
+# ============================================================================ 2. determinism
+
+DIGEST_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from worker_helpers import policy_variants, run, scenario
+model, worker, requests = scenario("prefix-multiscope", {seed})
+for name in ("reference", "leaky_prefix", "double_release"):
+    print(run(model, worker, policy_variants()[name], requests).digest())
+"""
+
+
+def _digests(seed):
+    model, worker, requests = scenario("prefix-multiscope", seed)
+    return [run(model, worker, POLICIES[n], requests).digest()
+            for n in ("reference", "leaky_prefix", "double_release")]
+
+
+def test_same_seed_same_digest_and_another_seed_differs():
+    first, again = _digests(5), _digests(5)
+    assert first == again
+    assert len(set(first)) == 3            # the faults change the run
+    assert set(_digests(6)).isdisjoint(first)
+
+
+def test_digest_is_the_same_in_other_processes_and_hash_seeds():
+    script = DIGEST_SCRIPT.format(tests=str(ROOT / "tests"), seed=5)
+    children = {seed: subprocess.Popen([sys.executable, "-c", script], cwd=ROOT,
+                                       env=dict(os.environ, PYTHONHASHSEED=seed),
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for seed in ("1", "4242")}
+    expected = _digests(5)
+    for seed, child in children.items():
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        assert out.split() == expected, f"PYTHONHASHSEED={seed}"
+
+
+# ============================================================================ 3. violations
+
+def test_broken_promise_when_reserving_the_prompt_only():
+    model, worker, requests = scenario("long-outputs")
+    assert nonzero(run(model, worker, None, requests)) == {}
+    result = run(model, worker, POLICIES["prompt_only"], requests)
+    broken = of_kind(result, "broken_promise")
+    assert broken and nonzero(result).keys() == {"broken_promise"}
+    # Every broken promise preempts the request it names, and only those are preempted.
+    preempted = {r.id: r.preemptions for r in result.requests if r.preemptions}
+    assert sum(preempted.values()) == len(broken)
+    assert {v.requests for v in broken} == {(rid,) for rid in preempted}
+    for v in broken:
+        assert v.detail.startswith(f"{v.requests[0]} needed page ")
+    # Preemption keeps the run going: every request still completes.
+    assert outcomes(result) == {"completed": len(requests)}
+
+
+def test_over_commit_when_outstanding_promises_are_ignored():
+    model, worker, requests = scenario("heavy")
+    assert nonzero(run(model, worker, None, requests)) == {}
+    result = run(model, worker, reference_policy({"admission_ledger": {"outstanding": "ignore"}}),
+                 requests)
+    over = of_kind(result, "over_commit")
+    assert over
+    records = result.by_id()
+    for v in over:
+        (rid,) = v.requests
+        assert records[rid].admitted_s is not None and records[rid].admitted_s <= v.time_s
+        assert re.fullmatch(rf"admitting {rid} with \d+ reserved pages made outstanding "
+                            r"promises (\d+) exceed free capacity (\d+)", v.detail)
+        promised, capacity = map(int, re.findall(r"promises (\d+) exceed free capacity (\d+)",
+                                                 v.detail)[0])
+        assert promised > capacity
+
+
+UAF = re.compile(r"cancel of (r\d+) at (\d+\.\d{3}) s during step (\d+) \(ends (\d+\.\d{3}) s\); "
+                 r"page (\d+) released at (\d+\.\d{3}) s, given to (r\d+) at (\d+\.\d{3}) s, "
+                 r"overwritten by step (\d+)")
+
+
+def test_use_after_free_when_releasing_at_cancel():
+    model, worker, requests = scenario("cancel-heavy")
+    assert nonzero(run(model, worker, None, requests)) == {}
+    result = run(model, worker, POLICIES["release_at_cancel"], requests)
+    uaf = of_kind(result, "use_after_free")
+    assert uaf and nonzero(result).keys() == {"use_after_free"}
+    records = result.by_id()
+    for v in uaf:
+        m = UAF.fullmatch(v.detail)
+        assert m, v.detail
+        owner, cancel_s, step, ends, page, released, taker, given, step2 = m.groups()
+        assert v.requests == (owner, taker) and v.pages == (int(page),)
+        assert v.step == int(step) == int(step2)
+        i, end = step_at(result, records[owner].cancel_s)
+        assert i == v.step and f"{end:.3f}" == ends
+        assert cancel_s == released == f"{records[owner].cancel_s:.3f}"
+        assert given == f"{v.time_s:.3f}" and records[owner].cancel_s <= v.time_s < end
+        assert records[taker].admitted_s == v.time_s   # the taker's prompt pages
+
+
+def test_use_after_free_names_cancel_page_owner_and_step():
+    """By hand: r0 (an 8-token prompt: no full page to publish) alone holds pages 0..n-1;
+    cancelled mid-step at 0.555 s, its pages go back on the free stack tail first, so r1
+    (arriving at 0.558 s, same step) gets page 0, then 1."""
+    model, worker = machine(50, cost=CostModel(step_fixed=0.01))
+    requests = (request(0, 0.0, 8, 200, cancel_at_s=0.555), request(1, 0.558, 20, 5))
+    result = run(model, worker, reference_policy({"cancellation": {"release": "at_cancel"}}),
+                 requests)
+    i, end = step_at(result, 0.555)
+    assert end > 0.558
+    held = int(result.steps.pages_pinned[i])          # r0's pages, 0 .. held-1
+    assert held >= 3
+    first, second = of_kind(result, "use_after_free")
+    assert first.requests == second.requests == ("r0", "r1")
+    assert (first.pages, second.pages, first.step) == ((0,), (1,), i)
+    assert first.detail == (f"cancel of r0 at 0.555 s during step {i} (ends {end:.3f} s); "
+                            f"page 0 released at 0.555 s, given to r1 at 0.558 s, "
+                            f"overwritten by step {i}")
+    # At the fence, the same workload is clean.
+    assert nonzero(run(model, worker, None, requests)) == {}
+
+
+def test_released_prefix_pages_stay_cached_while_free_pages_remain():
+    """r0's two full prompt pages are published: released early, they become evictable,
+    and only its unpublished page (the first token's) is handed out again under the step."""
+    model, worker = machine(50, cost=CostModel(step_fixed=0.1))
+    requests = (request(0, 0.0, 32, 200, cancel_at_s=0.55), request(1, 0.56, 20, 5))
+    result = run(model, worker, reference_policy({"cancellation": {"release": "at_cancel"}}),
+                 requests)
+    i, _ = step_at(result, 0.55)
+    assert result.steps.pages_pinned[i] == 3
+    (v,) = of_kind(result, "use_after_free")
+    assert v.requests == ("r0", "r1") and v.pages == (2,)
+    assert result.series["evictable"][i + 1] == 2
+
+
+def test_leak_when_pages_are_never_released():
+    model, worker, requests = scenario("max-running-1")
+    requests = requests[:12]
+    result = run(model, worker, reference_policy({"cancellation": {"release": "never"}}), requests)
+    leaks = {v.requests: v for v in of_kind(result, "leak")}
+    ended = [r for r in result.requests if r.outcome in ("completed", "cancelled_by_client")
+             and r.admitted_s is not None]
+    assert ended and set(leaks) == {(r.id,) for r in ended}
+    for r in ended:
+        if r.outcome == "completed":
+            assert len(leaks[r.id,].pages) == r.pages_held
+    assert nonzero(run(model, worker, None, requests)) == {}
+
+
+def _shared_prefix_cancelled(policy):
+    """r0 publishes a 4-page prefix; r1 shares it, and is cancelled mid-step while r0 runs."""
+    model, worker = machine(60, cost=CostModel(step_fixed=0.05))
+    prefix = np.arange(1, 65)
+    requests = (request(0, 0.0, prefix, 100),
+                request(1, 0.3, np.concatenate([prefix, np.arange(500, 516)]), 100,
+                        cancel_at_s=1.01))
+    return run(model, worker, policy, requests)
+
+
+def test_double_release_and_release_of_referenced_shared_prefix_pages():
+    ref = _shared_prefix_cancelled(None)
+    assert nonzero(ref) == {} and ref.series["prefix_hits"][-1] == 4
+    result = _shared_prefix_cancelled(reference_policy().with_(on_event=double_release_on_event))
+    (double,) = of_kind(result, "double_release")
+    (referenced,) = of_kind(result, "release_of_referenced")
+    assert double.requests == referenced.requests == ("r1",)
+    # r1's pages: the four prefix hits (r0's pages 0..3) then its own.
+    assert double.pages[:4] == (0, 1, 2, 3) and len(double.pages) > 4
+    assert referenced.pages == (0, 1, 2, 3)     # r0 still references them
+    i, end = step_at(result, 1.01)
+    assert double.time_s == end                 # the second release is at the fence
+
+
+def test_cross_scope_hit_without_the_scope_in_the_key():
+    model, worker, requests = scenario("prefix-multiscope")
+    ref = run(model, worker, None, requests)
+    assert nonzero(ref) == {} and ref.series["prefix_hits"][-1] > 0
+    result = run(model, worker, reference_policy({"cancellation": {"with_scope": False}}), requests)
+    hits = of_kind(result, "cross_scope_hit")
+    assert hits and nonzero(result).keys() == {"cross_scope_hit"}
+    records = result.by_id()
+    for v in hits:
+        hitter, owner = v.requests
+        assert records[hitter].scope != records[owner].scope and len(v.pages) == 1
+        assert records[hitter].admitted_s == v.time_s
+
+
+def test_cross_scope_hit_by_hand():
+    model, worker = machine(40)
+    prompt = np.arange(1, 101)
+    requests = (request(0, 0.0, prompt, 3, scope="acme"),
+                request(1, 1.0, prompt, 3, scope="globex"))
+    ref = run(model, worker, None, requests)
+    assert nonzero(ref) == {} and ref.series["prefix_hits"][-1] == 0
+    result = run(model, worker, reference_policy({"cancellation": {"with_scope": False}}), requests)
+    hits = of_kind(result, "cross_scope_hit")
+    # One violation per hit page: r0's six full prompt pages, once each.
+    assert [v.pages for v in hits] == [(p,) for p in range(6)]
+    assert all(v.requests == ("r1", "r0") for v in hits)
+    assert hits[0].detail == "r1 (scope 'globex') hit page 0 published by r0 under scope 'acme'"
+
+
+def test_cross_scope_hit_is_counted_once_per_use_not_per_retry():
+    """r2 waits for pages while r1 runs, and is looked up again at every retry; only the
+    lookup it is admitted with counts (the pages it really uses)."""
+    model, worker = machine(18)
+    prompt = np.arange(1, 101)
+    requests = (request(0, 0.0, prompt, 3, scope="acme"),
+                request(1, 0.1, 20, 150, scope="acme"),        # reserves 11 of 18 pages
+                request(2, 0.11, prompt, 20, scope="globex"))  # needs 8: waits for r1
+    result = run(model, worker, reference_policy({"cancellation": {"with_scope": False}}), requests)
+    r0, r1, r2 = result.requests
+    assert r2.admitted_s == r1.finish_s                        # it did wait
+    hits = of_kind(result, "cross_scope_hit")
+    assert [v.pages for v in hits] == [(p,) for p in range(6)]
+    assert {v.time_s for v in hits} == {r2.admitted_s}
+
+
+def test_wrong_prefix_hit_without_the_parent_in_the_key():
+    """r1 starts with r0's second and third blocks: same tokens, other position."""
+    model, worker = machine(40)
+    blocks = np.arange(1, 65)          # four blocks A B C D
+    requests = (request(0, 0.0, np.concatenate([blocks, [7]]), 3),
+                request(1, 1.0, np.concatenate([blocks[16:48], np.arange(900, 905)]), 3))
+    assert nonzero(run(model, worker, None, requests)) == {}
+    result = run(model, worker, reference_policy({"cancellation": {"with_parent": False}}), requests)
+    wrong = of_kind(result, "wrong_prefix_hit")
+    assert [(v.requests, v.pages) for v in wrong] == [(("r1", "r0"), (1,)), (("r1", "r0"), (2,))]
+    assert wrong[0].detail == "r1 block 0 hit page 1, which holds block 1 of r0: other tokens"
+
+
+def test_wrong_prefix_hit_with_a_constant_key():
+    model, worker = machine(40)
+    requests = (request(0, 0.0, 40, 3), request(1, 1.0, 40, 3))
+    policy = reference_policy().with_(prefix_key=lambda scope, parent, tokens: "one key")
+    result = run(model, worker, policy, requests)
+    wrong = of_kind(result, "wrong_prefix_hit")
+    # r0 could publish its first page only (the key was then taken); r1's two full blocks
+    # both hit that page.
+    assert [(v.requests, v.pages) for v in wrong] == [(("r1", "r0"), (0,))] * 2
+    assert nonzero(result).keys() == {"wrong_prefix_hit"}
+
+
+def test_poisoned_publish_of_unwritten_pages():
+    model, worker = machine(40)
+    requests = (request(0, 0.0, 64, 3),)
+    sheet = {"chunk_rule": {"rule": "fixed", "fixed_tokens": 16}}
+    assert nonzero(run(model, worker, reference_policy(sheet), requests)) == {}
+    sheet["cancellation"] = {"require_written": False}
+    result = run(model, worker, reference_policy(sheet), requests)
+    poisoned = of_kind(result, "poisoned_publish")
+    # After each chunk the first unwritten page is offered too; a policy that ignores the
+    # write publishes it, and each such page counts once (it is not offered again).
+    assert [v.pages for v in poisoned] == [(1,), (2,), (3,)]
+    assert all(v.requests == ("r0",) for v in poisoned)
+    assert poisoned[0].detail == ("r0 published page 1 (block 1) with 0 of 16 slots written "
+                                  "and 16 prompt tokens")
+
+
+def test_poisoned_publish_of_a_partial_page():
+    model, worker = machine(40)
+    requests = (request(0, 0.0, 40, 3),)
+    assert nonzero(run(model, worker, None, requests)) == {}
+    result = run(model, worker, reference_policy({"cancellation": {"partial": True}}), requests)
+    (v,) = of_kind(result, "poisoned_publish")
+    assert v.requests == ("r0",) and v.pages == (2,)
+    assert v.detail == "r0 published page 2 (block 2) with 8 of 16 slots written and 8 prompt tokens"
+
+
+def test_poisoned_publish_on_a_generated_workload():
+    model, worker, requests = scenario("heavy")
+    sheet = {"chunk_rule": {"rule": "fixed", "fixed_tokens": 64}}   # many multi-chunk prompts
+    assert nonzero(run(model, worker, reference_policy(sheet), requests)) == {}
+    sheet["cancellation"] = {"require_written": False}
+    result = run(model, worker, reference_policy(sheet), requests)
+    poisoned = of_kind(result, "poisoned_publish")
+    assert poisoned and nonzero(result).keys() == {"poisoned_publish"}
+    multi_chunk = {r for r, c in zip(result.steps.chunk_request, result.steps.chunk_tokens)
+                   if r and c < result.by_id()[r].prompt_tokens}
+    assert {v.requests[0] for v in poisoned} <= multi_chunk
+
+
+def test_scheduled_after_cancel_without_stop_scheduling():
+    model, worker, requests = scenario("cancel-heavy")
+    assert nonzero(run(model, worker, None, requests)) == {}
+    result = run(model, worker, reference_policy().with_(on_event=no_stop_on_event), requests)
+    flagged = of_kind(result, "scheduled_after_cancel")
+    cancelled = {r.id for r in result.requests if r.outcome == "cancelled_by_client"}
+    assert flagged and {v.requests for v in flagged} == {(rid,) for rid in cancelled}
+    for v in flagged:                              # once per request, at its cancel
+        assert v.time_s == result.by_id()[v.requests[0]].cancel_s
+
+
+def test_scheduled_after_cancel_of_a_waiting_request_that_is_then_admitted():
+    model, worker = machine(40, max_running=1)
+    requests = (request(0, 0.0, 20, 30), request(1, 0.01, 20, 5, cancel_at_s=0.02))
+    result = run(model, worker, reference_policy().with_(on_event=no_stop_on_event), requests)
+    (v,) = of_kind(result, "scheduled_after_cancel")
+    assert v.requests == ("r1",) and v.time_s == 0.02
+    assert result.by_id()["r1"].admitted_s is not None      # it was served after all
+    ref = run(model, worker, None, requests)
+    assert nonzero(ref) == {} and ref.by_id()["r1"].admitted_s is None
+
+
+@pytest.mark.parametrize("answer", [
+    Admission("maybe", 0), Admission("admit", -1), Admission("admit", True),
+    "admit", None, PolicyError("admit"),
+], ids=["bad-decision", "negative-reserve", "bool-reserve", "a-string", "none", "raises"])
+def test_invalid_admission_is_a_violation_and_the_request_is_rejected(answer):
+    def admit(ask, ledger):
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    model, worker = machine(40)
+    requests = (request(0, 0.0, 20, 3), request(1, 0.5, 20, 3))
+    result = run(model, worker, reference_policy().with_(admit=admit), requests)
+    invalid = of_kind(result, "invalid_decision")
+    assert [v.requests for v in invalid] == [("r0",), ("r1",)]
+    assert outcomes(result) == {"rejected": 2}
+    assert nonzero(run(model, worker, None, requests)) == {}
+
+
+def test_invalid_contract_verdict_is_a_violation():
+    def check_contract(view, model, worker):
+        raise PolicyError("check_contract")
+
+    model, worker = machine(40)
+    result = run(model, worker, reference_policy().with_(check_contract=check_contract),
+                 (request(0, 0.0, 20, 3),))
+    (v,) = of_kind(result, "invalid_decision")
+    assert v.requests == ("r0",) and outcomes(result) == {"rejected": 1}
+
+
+def test_invalid_transition_table_is_a_violation_and_treated_as_no_change():
+    def on_event(state, event, in_flight):
+        if state == "running" and event == "finished":
+            return Transition("finished-ish", (STOP,))
+        return lesson4.on_event(state, event, in_flight)
+
+    model, worker = machine(40)
+    result = run(model, worker, reference_policy().with_(on_event=on_event),
+                 (request(0, 0.0, 20, 3),))
+    assert [v.kind for v in result.violations] == ["invalid_decision", "invalid_decision",
+                                                   "leak"]
+    assert outcomes(result) == {"completed": 1}
+
+
+def _raise(name):
+    def fail(*args):
+        raise PolicyError(name)
+    return fail
+
+
+@pytest.mark.parametrize("change", [
+    {"choose_chunk": lambda ctx: ChunkPlan(10 ** 6, "ok")},           # more than remains
+    {"choose_chunk": lambda ctx: ChunkPlan(64, "fine")},
+    {"choose_chunk": _raise("choose_chunk")},
+    {"prefix_key": lambda scope, parent, tokens: ""},
+    {"prefix_key": _raise("prefix_key")},
+    {"publishable": lambda pages: (99,)},
+    {"publishable": lambda pages: [p.index for p in pages]},         # a list, not a tuple
+], ids=["chunk-too-big", "chunk-bad-verdict", "chunk-raises", "empty-key", "key-raises",
+        "publish-unknown-page", "publish-a-list"])
+def test_invalid_decision_once_per_request_and_the_run_goes_on(change):
+    model, worker = machine(60)
+    prompt = np.arange(1, 201)
+    requests = (request(0, 0.0, prompt, 3), request(1, 0.5, prompt, 3))
+    result = run(model, worker, reference_policy().with_(**change), requests)
+    assert [v.requests for v in result.violations] == [("r0",), ("r1",)]
+    assert nonzero(result) == {"invalid_decision": 2}
+    assert outcomes(result) == {"completed": 2}
+    if "choose_chunk" in change:
+        # The scheduler's floor: chunks of max(min_chunk_tokens, page_tokens) tokens; r1
+        # finds r0's 12 full prompt pages cached and prefills the last 8 tokens.
+        assert [c for c in result.steps.chunk_tokens.tolist() if c] == [64, 64, 64, 8, 8]
+        assert {v for v in result.steps.chunk_verdict if v} == {"invalid"}
+    else:
+        assert result.series["prefix_hits"][-1] == 0      # nothing usable was published
+
+
+def test_infeasible_chunk_budget_falls_back_to_the_floor_chunk():
+    model, worker = machine(60)
+    cost = worker.cost
+    sheet = {"chunk_rule": {"gap_budget_s": 0.001}}       # less than a step's fixed cost
+    result = run(model, worker, reference_policy(sheet), (request(0, 0.0, 200, 2),))
+    chunks = result.steps.chunk_tokens.tolist()[:4]
+    assert chunks == [64, 64, 64, 8]
+    assert result.steps.chunk_verdict[:4] == ("infeasible",) * 4
+    prefill = [cost.step_time((), c, d) for c, d in zip(chunks, (0, 64, 128, 192))]
+    assert result.requests[0].first_token_s == _ends(0.0, prefill)[-1]
+    assert nonzero(result) == {}
+
+
+def test_max_steps_stops_the_run_and_fails_the_unfinished():
+    model, worker = machine(60)
+    requests = (request(0, 0.0, 20, 100), request(1, 0.0, 20, 2))
+    result = simulate(model, worker, reference_policy(), requests, max_steps=5,
+                      check_invariants=True)
+    assert len(result.steps) == 5 and "5 steps" in result.aborted
+    r0, r1 = result.requests
+    assert r1.outcome == "completed"
+    assert (r0.outcome, r0.reason, r0.tokens_out) == ("failed", result.aborted, 5)
+    assert result.end_s == r0.token_times[-1]             # no step launched past the limit
+    assert nonzero(result) == {}                          # a failed request is no leak
+
+
+def test_every_violation_kind_is_provoked_somewhere_in_this_file():
+    text = Path(__file__).read_text()
+    assert all(f'"{kind}"' in text for kind in VIOLATION_KINDS)
+
+
+# ============================================================================ 4. semantics
+
+def _durations(result):
+    return result.steps.duration_s.tolist()
+
+
+def _ends(start, durations):
+    t, out = start, []
+    for d in durations:
+        t = t + d
+        out.append(t)
+    return out
+
+
+def test_single_request_one_chunk_then_one_token_per_step():
+    model, worker = machine(50)
+    cost = worker.cost
+    result = run(model, worker, None, (request(0, 0.5, 100, 5),))
+    (rec,) = result.requests
+    # One chunk of the whole prompt (it fits the 0.1 s budget), then four decode steps that
+    # read the prompt plus every token before the one they emit.
+    expected = [cost.step_time((), 100, 0)] + [cost.step_time((100 + k - 1,)) for k in (2, 3, 4, 5)]
+    assert _durations(result) == expected
+    assert result.steps.launch_s[0] == 0.5 and result.steps.chunk_tokens.tolist() == [100, 0, 0, 0, 0]
+    assert result.steps.batch.tolist() == [0, 1, 1, 1, 1]
+    assert list(rec.token_times) == _ends(0.5, expected)
+    assert rec.first_token_s == 0.5 + cost.step_time((), 100, 0)   # TTFT: one step
+    assert rec.admitted_s == 0.5 and rec.finish_s == rec.token_times[-1]
+    assert rec.outcome == "completed" and rec.tokens_out == 5
+
+
+def test_ttft_of_several_chunks_pays_the_attention_term():
+    model, worker = machine(300)
+    cost = worker.cost
+    sheet = {"chunk_rule": {"rule": "fixed", "fixed_tokens": 1024}}
+    result = run(model, worker, reference_policy(sheet), (request(0, 0.0, 3000, 2),))
+    (rec,) = result.requests
+    chunks = [(1024, 0), (1024, 1024), (952, 2048)]
+    prefill = [cost.step_time((), c, d) for c, d in chunks]
+    assert result.steps.chunk_tokens.tolist() == [1024, 1024, 952, 0]
+    assert _durations(result)[:3] == prefill
+    assert rec.first_token_s == _ends(0.0, prefill)[-1]
+    # The attention pairs against the prefix make later chunks dearer than a token count says.
+    flat = 3 * cost.step_fixed + 3000 * cost.per_token
+    assert rec.first_token_s > flat + cost.per_attention_pair * 3000 * 3001 / 2 - 1e-12
+
+
+def test_budget_rule_splits_a_long_prompt_into_steps_within_the_budget():
+    model, worker = machine(300)
+    cost = worker.cost
+    result = run(model, worker, None, (request(0, 0.0, 3000, 2),))
+    (rec,) = result.requests
+    chunks = [c for c in result.steps.chunk_tokens.tolist() if c]
+    assert len(chunks) > 1 and sum(chunks) == 3000
+    done = np.concatenate([[0], np.cumsum(chunks)[:-1]]).tolist()
+    prefill = [cost.step_time((), c, d) for c, d in zip(chunks, done)]
+    assert _durations(result)[:len(chunks)] == prefill
+    assert all(d <= 0.1 for d in prefill)
+    assert all(c % worker.page_tokens == 0 for c in chunks[:-1])
+    assert rec.first_token_s == _ends(0.0, prefill)[-1]
+
+
+def test_two_decoders_share_each_step_and_its_time():
+    model, worker = machine(50)
+    cost = worker.cost
+    result = run(model, worker, None, (request(0, 0.0, 30, 4), request(1, 0.0, 50, 3)))
+    r0, r1 = result.requests
+    # Step 0: r0's chunk. Step 1: r0 decodes (ctx 31) + r1's chunk. Then both decode.
+    expected = [cost.step_time((), 30, 0), cost.step_time((31,), 50, 0),
+                cost.step_time((32, 51)), cost.step_time((33, 52))]
+    assert _durations(result) == expected
+    ends = _ends(0.0, expected)
+    assert list(r0.token_times) == ends and list(r1.token_times) == ends[1:]
+    assert result.steps.batch.tolist() == [0, 1, 2, 2]
+
+
+def test_a_new_page_exactly_when_the_context_crosses_a_page_boundary():
+    model, worker = machine(50)
+    result = run(model, worker, None, (request(0, 0.0, 30, 20),))
+    (rec,) = result.requests
+    # The last chunk also holds the first token's slot; the decode step emitting token k
+    # holds slots for the prompt and k tokens.
+    expected = [pages_for(31, 16)] + [pages_for(30 + k, 16) for k in range(2, 21)]
+    assert result.steps.pages_pinned.tolist() == expected
+    assert expected.index(3) == 2 and expected.index(4) == 18     # contexts 33 and 49
+    assert rec.pages_held == pages_for(50, 16) == 4
+
+
+def test_prefix_hits_in_the_same_scope_and_none_across_scopes():
+    model, worker = machine(60)
+    prompt = np.arange(1, 101)                     # 6 full blocks and 4 tokens
+    asks = []
+
+    def admit(ask, ledger):
+        asks.append(ask)
+        return lesson2.admit(ask, ledger)
+
+    requests = (request(0, 0.0, prompt, 60, scope="acme"),
+                request(1, 0.2, np.concatenate([prompt[:96], np.arange(900, 920)]), 3,
+                        scope="acme"),
+                request(2, 2.0, prompt[:96], 3, scope="acme"),
+                request(3, 3.0, prompt, 3, scope="globex"))
+    result = run(model, worker, reference_policy().with_(admit=admit), requests)
+    assert nonzero(result) == {}
+    by_id = result.by_id()
+    hits = [(a.id, a.prefix_hit_pages, a.prefix_hit_active) for a in asks]
+    # r1: r0 still runs, so its 6 hits are active; r2 (a 96-token prompt keeps its last
+    # block to prefill) hits 5 inactive pages; r3 is another tenant: no hit.
+    assert hits == [("r0", 0, 0), ("r1", 6, 6), ("r2", 5, 0), ("r3", 0, 0)]
+    chunks = dict(zip(result.steps.chunk_request, result.steps.chunk_tokens.tolist()))
+    assert chunks == {"": 0, "r0": 100, "r1": 20, "r2": 16, "r3": 100}
+    # The cumulative count, sampled at the launch of each request's (only) chunk.
+    hits_at = {r: int(result.series["prefix_hits"][result.steps.chunk_request.index(r)])
+               for r in ("r0", "r1", "r2", "r3")}
+    assert hits_at == {"r0": 0, "r1": 6, "r2": 11, "r3": 11}
+    assert result.series["prefix_hits"][-1] == 11
+    assert by_id["r1"].pages_held == pages_for(116 + 3, 16)
+
+
+def test_over_pool_request_is_rejected_by_the_contract():
+    model, worker = machine(20)                        # 320 tokens
+    requests = (request(0, 0.0, 300, 50, max_new=100), request(1, 0.1, 32, 4))
+    result = run(model, worker, None, requests)
+    r0, r1 = result.requests
+    assert (r0.outcome, r0.reason, r0.admitted_s) == ("rejected", "over_pool", None)
+    assert r1.outcome == "completed"
+
+
+def test_over_pool_request_waiting_forever_blocks_the_queue_unless_rejected():
+    model, worker = machine(20)
+    requests = (request(0, 0.0, 300, 50, max_new=100), request(1, 0.1, 32, 4))
+    sheet = dict(NO_CONTRACT, admission_ledger={"impossible": "wait"})
+    result = run(model, worker, reference_policy(sheet), requests)
+    assert [(r.outcome, r.admitted_s, r.tokens_out) for r in result.requests] == [
+        ("failed", None, 0), ("failed", None, 0)]
+    assert result.requests[0].reason.startswith("never admitted")
+    assert len(result.steps) == 0 and nonzero(result) == {}
+
+    sheet = dict(NO_CONTRACT, admission_ledger={"impossible": "reject"})
+    r0, r1 = run(model, worker, reference_policy(sheet), requests).requests
+    assert r0.outcome == "rejected" and "20" in r0.reason
+    assert r1.outcome == "completed"
+
+
+def test_cancelled_head_of_the_queue_unblocks_an_idle_worker():
+    """The blocked head leaves the queue at its cancel; the next arrival must be admitted
+    even though no step is running to trigger a retry."""
+    model, worker = machine(20)
+    requests = (request(0, 0.0, 300, 50, max_new=100, cancel_at_s=1.0),
+                request(1, 2.0, 32, 4), request(2, 2.0, 32, 4))
+    sheet = dict(NO_CONTRACT, admission_ledger={"impossible": "wait"})
+    result = run(model, worker, reference_policy(sheet), requests)
+    assert [r.outcome for r in result.requests] == ["cancelled_by_client", "completed", "completed"]
+    assert result.by_id()["r1"].admitted_s == 2.0
+
+
+def test_cancel_of_a_waiting_request():
+    model, worker = machine(40, max_running=1)
+    requests = (request(0, 0.0, 20, 50), request(1, 0.01, 20, 5, cancel_at_s=0.05),
+                request(2, 0.02, 20, 5))
+    result = run(model, worker, None, requests)
+    r0, r1, r2 = result.requests
+    assert (r1.outcome, r1.cancel_s, r1.admitted_s, r1.tokens_out) == (
+        "cancelled_by_client", 0.05, None, 0)
+    assert "r1" not in result.steps.chunk_request
+    assert r0.outcome == r2.outcome == "completed" and r2.admitted_s == r0.finish_s
+    assert nonzero(result) == {}
+    # The queue shrinks at the cancel, not when the cancelled request would reach its head.
+    waiting = dict(zip(result.series["time_s"].tolist(), result.series["waiting"].tolist()))
+    assert [n for t, n in waiting.items() if 0.02 < t < 0.05] and all(
+        n == 2 for t, n in waiting.items() if 0.02 < t < 0.05)
+    assert all(n == 1 for t, n in waiting.items() if 0.05 < t < r0.finish_s)
+
+
+def test_cancel_at_the_arrival_instant_cancels():
+    model, worker = machine(40)
+    result = run(model, worker, None, (request(0, 1.0, 20, 50, cancel_at_s=1.0),
+                                       request(1, 1.0, 20, 5)))
+    r0, r1 = result.requests
+    assert (r0.outcome, r0.cancel_s, r0.tokens_out) == ("cancelled_by_client", 1.0, 0)
+    assert r1.outcome == "completed" and nonzero(result) == {}
+
+
+def test_cancel_of_a_running_request_releases_at_the_fence():
+    model, worker = machine(40, cost=CostModel(step_fixed=0.1))
+    requests = (request(0, 0.0, 20, 50, cancel_at_s=0.45),)
+    result = run(model, worker, None, requests)
+    (rec,) = result.requests
+    i, end = step_at(result, 0.45)
+    # Tokens of the steps completed before the cancel; the in-flight one is discarded.
+    assert rec.outcome == "cancelled_by_client" and rec.tokens_out == i
+    assert list(rec.token_times) == _ends(0.0, _durations(result))[:i]
+    assert len(result.steps) == i + 1 and nonzero(result) == {}
+    assert result.series["free"][-1] < result.total_pages   # pages pinned until the fence
+
+
+def test_output_of_one_token():
+    model, worker = machine(40)
+    result = run(model, worker, None, (request(0, 0.0, 40, 1),))
+    (rec,) = result.requests
+    assert len(result.steps) == 1 and result.steps.batch.tolist() == [0]
+    assert rec.token_times == (result.steps.duration_s[0],) == (rec.first_token_s,)
+    assert rec.finish_s == rec.first_token_s and rec.outcome == "completed"
+    assert rec.pages_held == pages_for(41, 16) == 3
+
+
+def test_preemption_after_a_broken_promise_keeps_the_run_going():
+    model, worker = machine(12)
+    requests = (request(0, 0.0, 32, 100), request(1, 0.001, 32, 100))
+    assert nonzero(run(model, worker, None, requests)) == {}
+    result = run(model, worker, reference_policy({"admission_ledger": {"reserve": "prompt_only"}}),
+                 requests)
+    r0, r1 = result.requests
+    # Both hold 6 of the 12 pages when r0 (one token ahead) needs a 7th: it is preempted.
+    # Readmitted at once, it recomputes its context and takes the pages r1 then needs.
+    broken = of_kind(result, "broken_promise")
+    assert [v.requests for v in broken] == [("r0",), ("r1",)]
+    assert broken[0].detail == ("r0 needed page 7 with 0 reserved pages left; 0 free, "
+                                "0 promised to other requests")
+    assert (r0.preemptions, r1.preemptions) == (1, 1)
+    assert r0.outcome == r1.outcome == "completed" and r0.tokens_out == r1.tokens_out == 100
+    assert r0.pages_held == r1.pages_held == pages_for(132, 16)
+    chunks = [(r, c) for r, c in zip(result.steps.chunk_request,
+                                     result.steps.chunk_tokens.tolist()) if r]
+    # Each readmission recomputes the prompt plus the tokens emitted before preemption, less
+    # its own first prompt page, found in the prefix cache (the lookup keeps the prompt's
+    # last block to prefill).
+    emitted = [sum(1 for t in rec.token_times if t <= v.time_s) for rec, v in zip((r0, r1), broken)]
+    assert chunks == [("r0", 32), ("r1", 32), ("r0", 16 + emitted[0]), ("r1", 16 + emitted[1])]
+    assert result.series["prefix_hits"][-1] == 2
