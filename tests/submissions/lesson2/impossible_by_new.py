@@ -1,0 +1,13 @@
+"""Wrong: tests 'can never fit' on the new pages, not on the whole footprint."""
+from reference.shapes import Admission
+
+
+def admit(request, ledger):
+    pt = request.page_tokens
+    footprint = -(-(request.prompt_tokens + request.max_new_tokens) // pt)
+    new = footprint - request.prefix_hit_pages
+    need = new + request.prefix_hit_pages - request.prefix_hit_active
+    if new > ledger.total_pages:
+        return Admission("reject", 0, "over the pool")
+    free = ledger.unallocated_pages + ledger.evictable_pages - ledger.reserved_pages
+    return Admission("admit", new) if need <= free else Admission("wait")

@@ -1,0 +1,275 @@
+"""Lesson 2 graded end to end: each wrong ledger loses exactly the criteria its mistake breaks.
+
+Wrong ledgers are graded twice: on the public cases (what a learner's `grader check`
+sees) and on the hidden cases alone (what `grader grade` adds), so each mistake is shown
+to be caught by both, and every other criterion to be kept by both.
+"""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from grader.course import find_course
+from grader.lessons import lesson2 as L
+from grader.pipeline import grade_submission
+from grader.scenario import load_scenario
+from grader.submission import load_submission
+from reference.policy import reference_policy
+from reference.solutions import lesson2 as reference_ledger
+from reference.workload import load_workload
+
+L2 = SUBMISSIONS / "lesson2"
+REFERENCE = ROOT / "reference" / "solutions" / "lesson2.py"
+STUB = ROOT / "assignments" / "lesson2" / "exercise.py"
+PUBLIC = ROOT / "assignments" / "lesson2" / "public"
+README = ROOT / "assignments" / "lesson2" / "README.md"
+CRITERIA = {"safety", "efficiency", "liveness", "reservations"}
+
+
+def PROBES() -> list[dict]:
+    return yaml.safe_load((ROOT / "assignments/lesson2/probes.yaml").read_text())["probes"]
+
+
+def lost(report) -> set[str]:
+    got, top = scores(report), full(report)
+    return {k for k in got if got[k] < top[k]}
+
+
+def feedback(report, criterion: str) -> str:
+    return next(c.feedback for c in report.criteria if c.id == criterion)
+
+
+def grade_hidden(path: Path):
+    """The hidden cases alone, as `grader grade` adds them to the public ones."""
+    course = find_course(str(ROOT))
+    return grade_submission("lesson2", load_submission(path), course, mode="grade",
+                            cases=L.hidden_cases(SECRET, course))
+
+
+# ---- the reference, the stub, another correct ledger ---------------------------------
+@pytest.fixture(scope="module")
+def reference_grade():
+    return grade("lesson2", REFERENCE, "grade", SECRET)
+
+
+def test_reference_full_marks_public_and_hidden(reference_grade):
+    assert reference_grade.score == reference_grade.max_score == 10
+    families = {(c["family"], c["visibility"]) for c in reference_grade.cases}
+    assert {("scenario", "hidden"), ("probe", "hidden"), ("scenario", "public"),
+            ("probe", "public")} <= families
+    public = grade("lesson2", REFERENCE, "check")
+    assert public.score == public.max_score
+    assert all(c["visibility"] == "public" for c in public.cases)
+
+
+def test_stub_scores_zero_and_says_not_implemented():
+    report = grade("lesson2", STUB, "check")
+    assert report.score == 0
+    for c in report.criteria:
+        assert "not implemented" in c.feedback, c
+
+
+def test_different_correct_ledger_keeps_full_marks():
+    for report in (grade("lesson2", L2 / "alt_correct.py", "check"),
+                   grade_hidden(L2 / "alt_correct.py")):
+        assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
+
+
+# ---- the issue's five wrong ledgers ----------------------------------------------------
+# name -> (criteria it must lose, criteria it may also lose because it breaks them too)
+WRONG = {
+    "prompt_only": ({"safety", "reservations"},
+                    # its "can never fit" test sees the prompt only, so it admits requests
+                    # whose output can never fit: a liveness failure of its own making
+                    {"liveness"}),
+    "shared_as_new": ({"efficiency", "reservations"}, set()),
+    "inactive_free": ({"safety"}, set()),
+    "ignores_outstanding": ({"safety"}, set()),
+    "waits_forever": ({"liveness"}, set()),
+}
+# What the feedback of the criterion that names the mistake must say.
+SAYS = {
+    "prompt_only": ("safety", r"r\d+ reserved \d+ pages, needed \d+ \(prompt \d+ \+ max_new \d+ "
+                              r"at 16 tokens/page = \d+ pages"),
+    "shared_as_new": ("efficiency", r"met their SLO under your ledger, \d+ under the oracle ledger"
+                                    r".*it needed \d+ .*\d+ prefix hits, \d+ active"),
+    "inactive_free": ("safety", r"admitting r\d+ took \d+ pages of capacity \(\d+ reserved \+ "
+                                r"[1-9]\d* inactive cached hits reactivated\)"),
+    "ignores_outstanding": ("safety", r"promised to running requests = \d+ available"),
+    "waits_forever": ("liveness", r"r\d+ can never fit .* waited at the head of the queue"),
+}
+
+
+@pytest.mark.parametrize("where", ["public", "hidden"])
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_wrong_ledger_loses_where_it_is_wrong(name, where):
+    path = L2 / f"{name}.py"
+    report = grade("lesson2", path, "check") if where == "public" else grade_hidden(path)
+    must, may = WRONG[name]
+    assert must <= lost(report), f"{name} kept points on {must - lost(report)} ({where})"
+    assert lost(report) <= must | may, f"{name} lost {lost(report) - must - may} ({where})"
+    criterion, pattern = SAYS[name]
+    assert re.search(pattern, feedback(report, criterion)), feedback(report, criterion)
+
+
+def test_readme_feedback_example_is_what_the_grader_says():
+    report = grade("lesson2", L2 / "prompt_only.py", "check")
+    example = ("bursts: 20 broken promises, 0 over-commits; first, r21 reserved 35 pages, "
+               "needed 43 (prompt 560 + max_new 114 at 16 tokens/page = 43 pages, 0 prefix hits)")
+    assert example in feedback(report, "safety")
+    assert " ".join(example.split()) in " ".join(README.read_text().split())
+
+
+# ---- other mistakes: graded by the property they break ----------------------------------
+OTHERS = {
+    # One page short of the promise; at the pool's edge its "can never fit" is wrong too.
+    "floor_pages": ({"safety", "reservations"}, {"liveness"}),
+    "ignores_evictable": ({"efficiency", "reservations"}, {"liveness"}),  # starves the queue
+    "rejects_when_busy": ({"liveness", "efficiency"}, set()),
+    "impossible_by_new": ({"liveness"}, set()),
+    # Exact fits wait, so a request as large as the whole pool waits forever.
+    "strict_less": ({"reservations"}, {"liveness"}),
+    "raises_on_hits": (CRITERIA, set()),
+    "rejects_everything": (CRITERIA, set()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHERS))
+def test_other_mistakes_lose_the_property_they_break(name):
+    report = grade("lesson2", L2 / f"{name}.py", "check")
+    must, may = OTHERS[name]
+    assert must <= lost(report), f"{name} kept points on {must - lost(report)}"
+    assert lost(report) <= must | may, f"{name} lost {lost(report) - must - may}"
+
+
+def test_a_ledger_that_admits_nothing_is_not_called_safe():
+    report = grade("lesson2", L2 / "rejects_everything.py", "check")
+    assert report.score == 0
+    assert "admitted no request" in feedback(report, "safety")
+
+
+def test_a_crashing_admit_is_named_in_the_feedback():
+    report = grade("lesson2", L2 / "raises_on_hits.py", "check")
+    assert "raised ValueError: hits not handled" in feedback(report, "safety")
+
+
+# ---- cases ---------------------------------------------------------------------------------
+def test_public_cases_are_the_five_families_and_the_probe_file():
+    cases = L.public_cases(find_course(str(ROOT)))
+    names = {c.name for c in cases if c.family == "scenario"}
+    assert names == {"heavy-load", "long-outputs", "prefix-multiscope", "bursts", "never-fit"}
+    probes = [c for c in cases if c.family == "probe"]
+    assert len(probes) == len(PROBES())
+    # The bare workloads the scenarios name stay loadable on their own.
+    for path in PUBLIC.glob("*.scenario.yaml"):
+        workload = yaml.safe_load(path.read_text())["workload"]
+        assert load_workload(PUBLIC / workload).requests >= 50
+
+
+@pytest.mark.parametrize("secret", [SECRET, b"another secret", b"x"])
+def test_hidden_probes_are_worker_shaped_and_sit_on_every_boundary(secret):
+    probes = L.hidden_probes(secret)
+    seen = set()
+    for case in probes:
+        r, v = case.inputs
+        assert L._consistent(r, v) == "", case.label
+        fits, imp = L.need(r) <= L.available(v), L.footprint(r) > v.total_pages
+        seen.add("fits" if fits else "impossible" if imp else "waits")
+        if L.need(r) == L.available(v):
+            seen.add("exact")
+            if r.prefix_hit_active:
+                seen.add("exact with active hits")
+        if L.need(r) == L.available(v) + 1:
+            if L.inactive(r) and v.reserved_pages == 0:
+                seen.add("short by inactive hits")
+            if v.reserved_pages:
+                seen.add("short with reservations")
+        if imp and L.promise(r) <= v.total_pages:
+            seen.add("impossible with hits")
+        if L.footprint(r) == v.total_pages:
+            seen.add("whole pool")
+        if (r.prompt_tokens + r.max_new_tokens) % r.page_tokens == 0:
+            seen.add("page multiple")
+    assert seen >= {"fits", "waits", "impossible", "exact", "exact with active hits",
+                    "short with reservations", "impossible with hits", "whole pool",
+                    "page multiple"}, seen
+
+
+def test_hidden_cases_depend_on_the_secret_and_only_on_it():
+    course = find_course(str(ROOT))
+    digests = lambda secret: [c.digest for c in L.hidden_cases(secret, course)]
+    assert digests(SECRET) == digests(SECRET)
+    assert set(digests(SECRET)).isdisjoint(digests(b"another secret"))
+    names = {c.name.split("#")[0] for c in L.hidden_cases(SECRET, course) if c.family == "scenario"}
+    assert names == {"heavy-load", "long-outputs", "prefix-multiscope", "bursts", "never-fit"}
+
+
+def test_design_sheet_section_is_the_reference_ledgers_knobs():
+    import inspect
+    sheet = yaml.safe_load((ROOT / "assignments/lesson2/design_sheet.yaml").read_text())
+    section = sheet["admission_ledger"]
+    knobs = {name: p.default for name, p in inspect.signature(reference_ledger.admit).parameters.items()
+             if p.kind is p.KEYWORD_ONLY}
+    assert section == {**knobs, "prefix_cache": True}
+    assert reference_policy(sheet).prefix_cache is True
+
+
+# ---- the README --------------------------------------------------------------------------
+def test_readme_walkthrough_runs_as_written(tmp_path):
+    text = README.read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    printed = re.search(r"A correct ledger prints:\n\n```\n(.*?)```", text, re.S).group(1)
+    exercise = tmp_path / "assignments" / "lesson2"
+    exercise.mkdir(parents=True)
+    (exercise / "exercise.py").write_text(REFERENCE.read_text())
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, check=True).stdout
+    assert out == printed
+
+
+def test_readme_probes_match_the_reference_and_the_calculations():
+    probes = {p["name"]: p for p in PROBES()}
+    want = {"worked-1-wait": ("wait", 0), "worked-1-admit": ("admit", 9), "page-multiple": ("admit", 8),
+            "worked-2-active": ("admit", 18), "worked-2-inactive": ("wait", 0),
+            "worked-2-mixed": ("wait", 0), "active-exact-fit": ("admit", 18),
+            "inactive-exact-fit": ("admit", 18), "inactive-one-short": ("wait", 0),
+            "worked-3-never-fits": ("reject", 0), "never-fits-with-hits": ("reject", 0),
+            "worked-4-whole-pool": ("admit", 640), "whole-pool-busy": ("wait", 0)}
+    for name, (decision, pages) in want.items():
+        p = probes[name]
+        a = reference_ledger.admit(L.AdmissionRequest(id=name, scope="s", **p["request"]),
+                                   L.LedgerView(**p["ledger"]))
+        assert (a.decision, a.reserve_pages) == (decision, pages), name
+
+
+def test_readme_table_of_mistakes_is_what_the_worker_records():
+    course = find_course(str(ROOT))
+    text = " ".join(README.read_text().split())
+
+    def run(scenario, **knobs):
+        s = load_scenario(PUBLIC / f"{scenario}.scenario.yaml", course)
+        return s.run(reference_policy({**s.sheet, "admission_ledger": knobs}))
+
+    heavy = run("heavy-load", reserve="prompt_only")
+    broken = [v for v in heavy.violations if v.kind == "broken_promise"]
+    preempted = sum(r.preemptions > 0 for r in heavy.requests)
+    assert (len(broken), preempted, broken[0].requests[0]) == (24, 18, "r17")
+    assert "24 broken promises (18 requests preempted and recomputed), the first one r17's" in text
+    bursts = run("bursts", outstanding="ignore").counts()
+    assert (bursts["over_commit"], bursts["broken_promise"]) == (64, 4)
+    assert "64 over-commits and 4 broken promises" in text
+    assert run("prefix-multiscope", inactive_hits="free").counts()["over_commit"] == 5
+    assert "5 over-commits, each when a request reactivated" in text
+    good = lambda r: sum(L.met_slo(x) for x in r.requests)
+    assert good(run("prefix-multiscope", active_hits="as_new")) == 94
+    assert good(run("prefix-multiscope")) == 118
+    assert "94 requests met their SLO instead of 118 (79.7%)" in text
+    assert sum(L._stuck(r) for r in run("never-fit", impossible="wait").requests) == 66
+    assert "66 of 80 requests never admitted" in text
+    correct = run("never-fit")
+    assert sum(r.outcome == "rejected" for r in correct.requests) == 3
+    assert "the 3 that can't were rejected" in text
