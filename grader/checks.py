@@ -58,6 +58,12 @@ def call_failure(function: str, result) -> str:
     }.get(result.status, f"{function}: {result.status} {detail}")
 
 
+def invalid_answer(function: str, error: InvalidValue) -> str:
+    """'admit returned int, expected Admission' or 'admit returned Admission.reserve_pages: ...'."""
+    text = str(error)
+    return f"{function} {text}" if text.startswith("returned ") else f"{function} returned {text}"
+
+
 @dataclass(frozen=True)
 class Answer:
     """A probe's outcome: the value (when usable) or why there is none."""
@@ -78,19 +84,25 @@ def ask(ctx: CheckContext, function: str, cases: Sequence[Case], args: Callable[
         try:
             answers.append(Answer(case, value=coerce(res.value, returns)))
         except InvalidValue as e:
-            answers.append(Answer(case, problem=f"{function} returned {e}"))
+            answers.append(Answer(case, problem=invalid_answer(function, e)))
     return answers
 
 
 def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
                   noun: str = "probes") -> Measure:
-    """Share of answers the judge accepts ("" = right, else why it is wrong)."""
+    """Share of answers the judge accepts ("" = right, else why it is wrong).
+
+    A judge may also return (credit, why) for partial credit on one answer: credit in
+    [0, 1), why saying what is short (a chunk at 80% of the largest that fits)."""
     answers = list(answers)
     wrong: list[tuple[Case, str]] = []
+    lost = 0.0
     for a in answers:
-        why = a.problem or judge(a.case, a.value)
+        verdict = a.problem or judge(a.case, a.value)
+        credit, why = verdict if isinstance(verdict, tuple) else (0.0, verdict)
         if why:
             wrong.append((a.case, why))
+            lost += 1.0 - min(1.0, max(0.0, credit))
     n = len(answers)
     if n == 0:
         return Measure(0.0, f"no {noun} to grade")
@@ -101,7 +113,7 @@ def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
     if len(problems) == 1 and "not implemented" in next(iter(problems)):
         return Measure(0.0, next(iter(problems)), evidence)
     case, why = wrong[0]
-    return Measure((n - len(wrong)) / n,
+    return Measure((n - lost) / n,
                    f"{len(wrong)} of {n} {noun} wrong; first, {case.label or case.name}: {why}",
                    evidence)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import product
 
-from grader.checks import call_failure
+from grader.checks import call_failure, invalid_answer
 from grader.validate import InvalidValue, coerce
 from reference.policy import Policy
 from reference.shapes import (EVENTS, STATES, Admission, ChunkPlan, Transition, Verdict)
@@ -52,7 +52,7 @@ def _remote(sandbox, function: str, log: CallLog):
         try:
             return coerce(result.value, returns)
         except InvalidValue as e:
-            log.note(function, f"{function} returned {e}")
+            log.note(function, invalid_answer(function, e))
             raise PolicyError(function) from None
     return call
 
@@ -69,7 +69,7 @@ def _table(sandbox, log: CallLog):
         try:
             table[key] = coerce(result.value, Transition)
         except InvalidValue as e:
-            log.note("on_event", f"on_event{key} returned {e}")
+            log.note("on_event", invalid_answer(f"on_event{key}", e))
 
     def on_event(state, event, in_flight):
         if (state, event, in_flight) not in table:

@@ -34,21 +34,39 @@ def test_different_correct_solution_keeps_full_marks():
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
 
 
-# Which criteria each wrong solution must lose; every other criterion keeps full marks.
-WRONG = {
-    "query_heads": {"kv-bytes", "pool-pages"},          # its pool and contract use its kv bytes
-    "float_ceil": {"pages-for"},
-    "ignores_reserved": {"pool-pages"},
-    "prompt_only_worst_case": {"worst-case"},
-    "gap_at_prompt": {"contract-ok"},
-    "no_ttft_check": {"contract-ok"},
-    "always_ok": {"contract-ok", "contract-reason"},
+# Wrong solutions as one-line mutations of the reference: (the line, its wrong version,
+# the criteria it must lose). Every other criterion keeps full marks.
+MUTANTS = {
+    "query_heads": ("2 * model.layers * model.kv_heads *", "2 * model.layers * model.kv_heads * 4 *",
+                    {"kv-bytes", "pool-pages"}),   # its pool and contract use its kv bytes
+    "float_ceil": ("return -(-tokens // page_tokens)",
+                   "import math\n    return math.ceil(tokens / page_tokens)", {"pages-for"}),
+    "ignores_reserved": ("- model.weight_bytes - worker.reserved_bytes", "- model.weight_bytes",
+                         {"pool-pages"}),
+    "prompt_only_worst_case": ("pages_for(request.prompt_tokens + request.max_new_tokens,",
+                               "pages_for(request.prompt_tokens,", {"worst-case"}),
+    "gap_at_prompt": ("cost.step_time((p + m - 1,))", "cost.step_time((p,))", {"contract-ok"}),
+    "no_ttft_check": ("cost.step_time((), p, 0) > request.slo.ttft_s",
+                      "cost.step_time((), p, 0) > 1e9", {"contract-ok"}),
 }
+WRONG = {name: lost for name, (_, _, lost) in MUTANTS.items()}
+WRONG["always_ok"] = {"contract-ok", "contract-reason"}
+
+
+def _wrong_file(name, tmp_path):
+    if name not in MUTANTS:
+        return L1 / f"{name}.py"
+    line, mutated, _ = MUTANTS[name]
+    source = REFERENCE.read_text()
+    assert source.count(line) == 1, f"the mutation {name} no longer applies to the reference"
+    path = tmp_path / f"{name}.py"
+    path.write_text(source.replace(line, mutated))
+    return path
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
-def test_wrong_solution_loses_where_it_is_wrong(name):
-    report = grade("lesson1", L1 / f"{name}.py", "grade", SECRET)
+def test_wrong_solution_loses_where_it_is_wrong(name, tmp_path):
+    report = grade("lesson1", _wrong_file(name, tmp_path), "grade", SECRET)
     got, top = scores(report), full(report)
     lost = {k for k in got if got[k] < top[k]}
     must = WRONG[name]

@@ -1,0 +1,178 @@
+"""Lesson 3 graded end to end: the oracle by search, and each wrong rule losing where it is wrong."""
+import json
+import random
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from grader.course import find_course
+from grader.lessons import lesson3
+from reference.shapes import ChunkContext, CostModel
+
+L3 = SUBMISSIONS / "lesson3"
+REFERENCE = ROOT / "reference" / "solutions" / "lesson3.py"
+STUB = ROOT / "assignments" / "lesson3" / "exercise.py"
+COURSE = find_course(str(ROOT))
+
+
+# ---- the oracle -----------------------------------------------------------------------------
+def brute_force(ctx: ChunkContext):
+    """Every candidate tried in turn: the definition the binary search must agree with."""
+    if not lesson3.fits(ctx, 0):
+        return "infeasible", 0
+    pt, rem = ctx.page_tokens, ctx.prefill_remaining
+    candidates = [k * pt for k in range(0, (rem - 1) // pt + 1)] + [rem]
+    largest = max(c for c in candidates if lesson3.fits(ctx, c))
+    ok = largest == rem or (largest > 0 and largest >= ctx.min_chunk_tokens)
+    return ("ok" if ok else "starved"), largest
+
+
+def test_oracle_search_agrees_with_trying_every_candidate():
+    g = random.Random(3)
+    for _ in range(400):
+        cost = CostModel(g.uniform(0.001, 0.01), g.uniform(1e-5, 1e-4), g.uniform(0, 1e-6),
+                         g.choice([0.0, g.uniform(1e-10, 1e-8)]))
+        pt = g.choice([1, 4, 16, 32])
+        ctx = ChunkContext(0.0, cost, tuple(g.randint(1, 4000) for _ in range(g.randint(0, 40))),
+                           g.randint(0, 20000), g.randint(1, 1500), pt, pt * g.choice([0, 1, 4]))
+        t = lesson3.step_s(ctx, g.randint(0, ctx.prefill_remaining + 50))
+        ctx = replace(ctx, gap_budget_s=t * g.uniform(0.9, 1.1))
+        e = lesson3.expected(ctx)
+        assert (e.verdict, e.largest) == brute_force(ctx), ctx
+
+
+def test_edge_cases_of_the_verdicts():
+    base = dict(cost=CostModel(), decode_contexts=(2048,) * 32, prefill_done=16352, page_tokens=16,
+                min_chunk_tokens=64)
+    tail = ChunkContext(gap_budget_s=0.1, prefill_remaining=32, **base)
+    assert lesson3.expected(tail).verdict == "ok"          # a fitting tail below min_chunk is ok
+    starved = ChunkContext(gap_budget_s=0.0119, prefill_remaining=5000, **base)
+    assert lesson3.expected(starved) == lesson3.Expected("starved", 0, lesson3.step_s(starved, 0))
+    over = ChunkContext(gap_budget_s=0.0118, prefill_remaining=5000, **base)
+    assert lesson3.expected(over).verdict == "infeasible"
+
+
+@pytest.mark.parametrize("secret", [SECRET, b"one", b"two", b"three"])
+def test_hidden_probes_are_never_on_a_knife_edge_and_the_reference_agrees(secret):
+    from reference.solutions.lesson3 import choose_chunk
+    cases = lesson3.hidden_probes(secret)
+    assert len(cases) == sum(lesson3.PROBE_FAMILIES.values())
+    verdicts = set()
+    for case in cases:
+        ctx = case.inputs
+        assert not lesson3.knife_edges(ctx), case.label
+        e, plan = lesson3.expected(ctx), choose_chunk(ctx)
+        assert plan.verdict == e.verdict and (plan.verdict != "ok" or plan.tokens == e.largest), case.label
+        verdicts.add(e.verdict)
+    assert verdicts == {"ok", "starved", "infeasible"}
+
+
+def test_public_probes_are_clear_of_edges_and_match_the_readme():
+    probes = {c.name: c.inputs for c in lesson3.public_probes(COURSE)}
+    assert all(not lesson3.knife_edges(ctx) for ctx in probes.values())
+    readme = (ROOT / "assignments" / "lesson3" / "README.md").read_text()
+    for name, verdict, tokens in [("first-chunk", "ok", 2080), ("late-chunk", "ok", 1328),
+                                  ("full-batch-infeasible", "infeasible", 0),
+                                  ("min-chunk-exact", "ok", 64), ("starved-late", "starved", 32)]:
+        e = lesson3.expected(probes[name])
+        assert (e.verdict, e.largest) == (verdict, tokens)
+        assert f'ChunkPlan({tokens}, "{verdict}")' in readme
+    assert f"{lesson3.step_s(probes['late-chunk'], 2192):.9f}" in readme     # the naive late chunk
+
+
+# ---- grading --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def reference_grade():
+    return grade("lesson3", REFERENCE, "grade", SECRET)
+
+
+def test_reference_full_marks_public_and_hidden(reference_grade):
+    assert reference_grade.score == reference_grade.max_score == 12
+    families = {c["family"] for c in reference_grade.cases if c["visibility"] == "hidden"}
+    assert families == {"probe", "scenario"}
+    public = grade("lesson3", REFERENCE, "check")
+    assert public.score == public.max_score
+    assert all(c["visibility"] == "public" for c in public.cases)
+
+
+def test_stub_scores_zero_and_says_not_implemented():
+    report = grade("lesson3", STUB, "check")
+    assert report.score == 0
+    for c in report.criteria:
+        assert "not implemented" in c.feedback, c
+
+
+@pytest.mark.parametrize("name", ["alt_search", "alt_margin"])
+def test_a_different_correct_rule_keeps_full_marks(name):
+    report = grade("lesson3", L3 / f"{name}.py", "grade", SECRET)
+    assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
+
+
+# Which criteria each wrong rule must lose, and which others it may lose as a consequence of
+# the same mistake (a rule that is always "ok" is also wrong on verdicts); all else stays full.
+WRONG = {
+    "fixed_large": ({"within-budget", "verdicts", "e2e-gap"}, {"progress"}),
+    "fixed_tiny": ({"progress", "verdicts", "e2e-ttft"}, {"within-budget"}),
+    "per_token_only": ({"within-budget", "e2e-gap"}, {"verdicts"}),
+    "ignores_decode": ({"within-budget", "verdicts", "e2e-gap"}, set()),
+    "wrong_verdicts": ({"verdicts"}, set()),
+    "unaligned": ({"page-aligned"}, {"verdicts"}),        # "ok" where not one whole page fits
+    # Not in the issue's list: the same properties catch them.
+    "default_cost": ({"within-budget", "progress", "e2e-gap"}, {"verdicts"}),
+    "no_prefix_attention": ({"within-budget", "e2e-gap"}, {"verdicts"}),
+    "ceil_pages": ({"within-budget", "e2e-gap"}, {"verdicts"}),
+    "strict_min": ({"verdicts"}, set()),
+}
+NEEDLES = {"within-budget": "over the budget", "progress": "below 95%", "page-aligned": "not a multiple",
+           "verdicts": "expected", "e2e-gap": "token gap", "e2e-ttft": "TTFT"}
+
+
+# One page per step makes every worker run long; its mistakes all show on the public cases.
+PUBLIC_ONLY = {"fixed_tiny"}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_wrong_rule_loses_where_it_is_wrong(name):
+    mode = "check" if name in PUBLIC_ONLY else "grade"
+    report = grade("lesson3", L3 / f"{name}.py", mode, SECRET)
+    got, top = scores(report), full(report)
+    lost = {k for k in got if got[k] < top[k]}
+    must, may = WRONG[name]
+    assert must <= lost, f"{name} kept points on {must - lost}"
+    assert lost <= must | may, f"{name} lost points it did not earn losing: {lost - must - may}"
+    for c in report.criteria:
+        if c.id in must:
+            assert NEEDLES[c.id] in c.feedback, (c.id, c.feedback)
+
+
+def test_e2e_feedback_names_the_slow_step():
+    report = grade("lesson3", L3 / "per_token_only.py", "check")
+    gap = next(c for c in report.criteria if c.id == "e2e-gap")
+    assert "p99 token gap" in gap.feedback and "slowest: step" in gap.feedback and "prefilled" in gap.feedback
+
+
+def test_broken_return_type_gets_zero_with_clear_feedback():
+    report = grade("lesson3", L3 / "wrong_types.py", "check")
+    assert report.score == 0
+    assert all("expected ChunkPlan" in c.feedback for c in report.criteria)
+
+
+def test_hidden_cases_depend_on_the_secret_and_only_on_it(reference_grade):
+    again = grade("lesson3", REFERENCE, "grade", SECRET)
+    strip = lambda r: {**r.to_dict(), "duration_s": 0}
+    assert strip(again) == strip(reference_grade)
+    other = lesson3.hidden_cases(b"another secret", COURSE)
+    digests = lambda cases: {c.digest for c in cases}
+    mine = [c for c in lesson3.hidden_cases(SECRET, COURSE)]
+    assert digests(other).isdisjoint(digests(mine))
+
+
+def test_check_on_the_command_line():
+    p = subprocess.run([sys.executable, "-m", "grader.cli", "check", "lesson3", "--submission",
+                        str(REFERENCE), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    assert report["score"] == report["max_score"] == 12
