@@ -1,0 +1,248 @@
+"""Lesson 5 graded end to end: the verdicts' edges, the release suite, each mistake losing
+where it is wrong, and the goodput experiment."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from grader import experiments
+from grader.course import find_course
+from grader.errors import InputError
+from grader.lessons import lesson5
+from grader.pipeline import build_cases
+from grader.trials import KINDS, public_suites, suite_from
+from reference.shapes import QUALIFICATIONS, Slo
+from reference.solutions import lesson5 as reference
+
+L5 = SUBMISSIONS / "lesson5"
+REFERENCE = ROOT / "reference" / "solutions" / "lesson5.py"
+STUB = ROOT / "assignments" / "lesson5" / "exercise.py"
+COURSE = find_course(str(ROOT))
+ALL = {"completed", "largest-gap", "cancels", "rejected-failed", "goodput", "ship-real-gain",
+       "noise-band", "rejection-guard", "class-guard", "hidden-stalls"}
+
+
+# ---- the verdicts at their edges -------------------------------------------------------------
+SLO = Slo(ttft_s=1.0, gap_s=0.25)
+
+
+def rec(outcome, times=(), cancel=None, arrival=2.0):
+    return lesson5.probe_record("r", SLO, arrival, outcome, times, cancel)
+
+
+@pytest.mark.parametrize("record,verdict", [
+    (rec("completed", (3.0, 3.25)), "good"),                        # first token exactly at D1
+    (rec("completed", (3.0078125, 3.25)), "late_first_token"),
+    (rec("completed", (2.5, 2.75, 3.0)), "good"),                   # every gap exactly gap_s
+    (rec("completed", (2.5, 2.5625, 2.625, 3.5, 3.5625)), "slow_tokens"),   # mean gap < gap_s
+    (rec("completed", ()), "late_first_token"),                     # zero output tokens
+    (rec("completed", (2.5,)), "good"),                             # one output token: no gap
+    (rec("completed", (3.5,)), "late_first_token"),
+    (rec("cancelled_by_client", (), 2.5), "excluded"),
+    (rec("cancelled_by_client", (), 3.0), "excluded"),              # cancel at the moment of the miss
+    (rec("cancelled_by_client", (), 3.0078125), "late_first_token"),
+    (rec("cancelled_by_client", (2.5, 2.75), 3.0), "excluded"),     # open gap exactly gap_s
+    (rec("cancelled_by_client", (2.5, 2.75), 3.0078125), "slow_tokens"),
+    (rec("cancelled_by_client", (2.5, 3.0), 3.0625), "slow_tokens"),  # a closed gap missed first
+    (rec("cancelled_by_client", (3.25,), 3.3), "late_first_token"),
+    (rec("rejected"), "rejected"),
+    (rec("failed", (2.5, 2.75)), "failed"),
+    (rec("preempted", (2.5,)), "failed"),
+])
+def test_reference_verdicts_at_the_edges(record, verdict):
+    assert reference.qualify(record, None) == verdict
+    assert lesson5.explain(record, None, verdict)
+
+
+def test_an_slo_passed_explicitly_replaces_the_records_own():
+    r = rec("completed", (2.5, 2.75, 3.0))
+    assert reference.qualify(r, Slo(1.0, 0.125)) == "slow_tokens"
+    assert reference.qualify(rec("completed", (3.5,)), Slo(2.0, 0.25)) == "good"
+    assert reference.goodput((r, r), Slo(1.0, 0.125), 4.0) == 0.0
+    assert reference.goodput((r, r), None, 4.0) == 0.5
+    assert reference.goodput((), None, 4.0) == 0.0
+
+
+def test_hidden_edge_records_cover_every_verdict_and_topic():
+    import numpy as np
+    edges = lesson5.edge_records(np.random.Generator(np.random.PCG64(1)), "t")
+    assert {reference.qualify(r, s) for r, s in edges} == set(QUALIFICATIONS)
+    assert {lesson5.topic(r, s) for r, s in edges} == set(lesson5.TOPICS)
+    # Dyadic times: the subtraction and the addition forms of every deadline agree.
+    for r, s in edges:
+        slo = s or r.slo
+        if r.token_times:
+            assert (r.token_times[0] - r.arrival_s > slo.ttft_s) == (r.token_times[0] > r.arrival_s + slo.ttft_s)
+
+
+# ---- the release suite -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def public_cases():
+    return lesson5.public_cases(COURSE)
+
+
+def test_public_release_suite_is_settled(public_cases):
+    """Every public scenario decides as its kind expects, under every correct reading of the
+    rule, and differently from the mistake it is about."""
+    release = [c for c in public_cases if c.family.startswith("release-")]
+    assert sorted(c.inputs.kind for c in release) == sorted(KINDS)
+    expect = {t.kind: t.expect for t in public_suites(COURSE)[0].trials}
+    for c in release:
+        assert lesson5.settled(c.inputs, expect[c.inputs.kind]), c.name
+
+
+def test_stalls_scenario_improves_the_mean_tpot_it_should_not_trust(public_cases):
+    probe = next(c.inputs for c in public_cases if c.family == "release-stalls")
+    tpot = lambda runs: sum(r.mean_tpot_s for r in runs) / len(runs)
+    assert tpot(probe.candidate) < tpot(probe.baseline)
+    assert sum(c.slow_tokens for r in probe.candidate for c in r.classes) > 0
+    assert reference.decide_release(probe.baseline, probe.candidate, probe.rule).decision == "rollback"
+
+
+def test_readme_numbers_are_the_reference_s(public_cases):
+    """The lesson's worked decision and its tables are computed, not typed in."""
+    readme = (ROOT / "assignments" / "lesson5" / "README.md").read_text()
+    probes = {c.inputs.kind: c.inputs for c in public_cases if c.family.startswith("release-")}
+    gain = probes["gain"]
+    for b, c in zip(gain.baseline, gain.candidate):
+        good = lambda r: sum(k.good for k in r.classes)
+        row = (f"| {b.seed} | {b.window_s:.3f} | {good(b)} | {reference.run_goodput(b):.3f} | {good(c)} | "
+               f"{reference.run_goodput(c):.3f} | {reference.run_goodput(c) - reference.run_goodput(b):+.3f} |")
+        assert row in readme, row
+    for kind, probe in probes.items():
+        decision = reference.decide_release(probe.baseline, probe.candidate, probe.rule)
+        base = sum(reference.run_goodput(r) for r in probe.baseline) / 4
+        cand = sum(reference.run_goodput(r) for r in probe.candidate) / 4
+        line = f"| `{kind}` |"
+        row = next(l for l in readme.splitlines() if l.startswith(line))
+        assert f"{base:.3f} → {cand:.3f} ({lesson5.mean_gain(probe):+.1%})".replace("-", "−") in row, row
+        assert f"| {decision.decision} |" in row, row
+    for c in lesson5.public_records(COURSE):
+        record, slo = c.inputs
+        row = next((l for l in readme.splitlines() if l.startswith(f"| `{record.id}` |")), None)
+        if row:
+            assert f"| `{reference.qualify(record, slo)}` |" in row, row
+
+
+def test_public_records_reach_every_topic_clear_of_edges(public_cases):
+    families = {c.family for c in public_cases}
+    assert {f"qualify-{t}" for t in lesson5.TOPICS} <= families
+    real = [c.inputs[0] for c in public_cases if c.family.startswith("qualify-") and c.inputs[0].scope != "probe"]
+    assert real and all(lesson5.clear_of_edges(r) for r in real)
+
+
+def test_hidden_cases_depend_on_the_secret():
+    one = build_cases("lesson5", COURSE, SECRET)
+    again = build_cases("lesson5", COURSE, SECRET)
+    hidden = lambda cases: [c.digest for c in cases if c.visibility == "hidden"]
+    assert hidden(one) == hidden(again)
+    for kind in KINDS:
+        assert any(c.family == f"release-{kind}" and c.visibility == "hidden" for c in one), kind
+    # Another secret draws other workloads and other edge records (no worker runs needed).
+    import numpy as np
+    from grader.cases import digest_of
+    from grader.secret import derive_seed
+    from grader.trials import hidden_suites
+
+    def drawn(secret):
+        g = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson5", "records")))
+        trials = [digest_of(t.identity()) for s in hidden_suites(COURSE, secret) for t in s.trials]
+        return set(trials), {digest_of(r) for r, _ in lesson5.edge_records(g, "h")}
+    (t1, e1), (t2, e2) = drawn(SECRET), drawn(b"another secret")
+    assert t1.isdisjoint(t2) and e1.isdisjoint(e2)
+
+
+def test_a_suite_with_an_unknown_candidate_kind_is_an_input_error(tmp_path):
+    src = (ROOT / "assignments" / "lesson5" / "public" / "release.suite.yaml").read_text()
+    bad = tmp_path / "bad.suite.yaml"
+    bad.write_text(src.replace("  gain:\n", "  gains:\n").replace(
+        "workload: release.yaml", f"workload: {ROOT / 'assignments/lesson5/public/release.yaml'}"))
+    with pytest.raises(InputError, match="candidates.gains"):
+        suite_from(bad, COURSE)
+
+
+# ---- grading ----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def reference_grade():
+    return grade("lesson5", REFERENCE, "grade", SECRET)
+
+
+def test_reference_full_marks_public_and_hidden(reference_grade):
+    assert reference_grade.score == reference_grade.max_score == 14
+    assert any(c["visibility"] == "hidden" for c in reference_grade.cases)
+    public = grade("lesson5", REFERENCE, "check")
+    assert public.score == public.max_score
+    assert {c.id for c in public.criteria} == ALL
+
+
+def test_stub_scores_zero_and_says_not_implemented():
+    report = grade("lesson5", STUB, "check")
+    assert report.score == 0
+    for c in report.criteria:
+        assert "not implemented" in c.feedback, c
+
+
+def test_different_correct_solution_keeps_full_marks(reference_grade):
+    report = grade("lesson5", L5 / "alt_correct.py", "grade", SECRET)
+    assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
+
+
+# Which criterion each wrong solution must lose; every other criterion keeps full marks.
+WRONG = {
+    "average_tpot": "largest-gap",
+    "cancel_as_good": "cancels",
+    "cancel_excluded": "cancels",
+    "rejections_excluded": "rejected-failed",
+    "mean_only": "noise-band",
+    "no_class_guard": "class-guard",
+    "no_rejection_guard": "rejection-guard",
+    "first_token_strict": "completed",
+    "own_slo_only": "completed",
+    "goodput_completed": "goodput",
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_wrong_solution_loses_exactly_where_it_is_wrong(name, reference_grade):
+    report = grade("lesson5", L5 / f"{name}.py", "grade", SECRET)
+    got, top = scores(report), full(report)
+    lost = {k for k in got if got[k] < top[k]}
+    assert lost == {WRONG[name]}, f"{name} lost {lost}"
+    feedback = next(c.feedback for c in report.criteria if c.id == WRONG[name])
+    assert "expected" in feedback, feedback
+
+
+def test_goodput_that_calls_a_wrong_qualify_is_not_charged_twice(reference_grade):
+    report = grade("lesson5", L5 / "average_tpot.py", "check")
+    assert scores(report)["goodput"] == full(report)["goodput"]
+    wrong = grade("lesson5", L5 / "goodput_completed.py", "check")
+    feedback = next(c.feedback for c in wrong.criteria if c.id == "goodput")
+    assert "your qualify counts" in feedback and "good requests /" in feedback
+
+
+# ---- the goodput experiment ----------------------------------------------------------------------
+def test_goodput_experiment_table_decisions_and_plot(tmp_path):
+    png = tmp_path / "goodput.png"
+    p = subprocess.run([sys.executable, "-m", "grader.cli", "experiment", "goodput", "--set", "rates=2",
+                        "--set", "rate_from=3", "--set", "rate_to=8", "--set", "candidates=gain,rejections",
+                        "--json", "--plot", str(png)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["plot"] == str(png) and png.stat().st_size > 10_000
+    rows = {(r["rate"], r["design"]): r for r in out["rows"]}
+    assert set(rows) == {(r, d) for r in (3.0, 8.0) for d in ("baseline", "gain", "rejections")}
+    # Under light load the bigger card changes nothing; overloaded, it is a real gain.
+    assert rows[3.0, "gain"]["decision"] == "inconclusive"
+    assert rows[8.0, "gain"]["decision"] == "ship"
+    assert rows[8.0, "rejections"]["decision"] == "rollback"
+    assert rows[8.0, "rejections"]["rejected"] > 0.05
+    assert any("rejected share rose" in n for n in out["notes"])
+
+
+def test_goodput_experiment_rejects_a_bad_setting():
+    with pytest.raises(InputError, match="candidates"):
+        experiments.run("goodput", ["candidates=nonsense"], COURSE)
+    with pytest.raises(InputError, match="rate_to"):
+        experiments.run("goodput", ["rate_from=5", "rate_to=4"], COURSE)
