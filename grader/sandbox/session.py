@@ -9,6 +9,9 @@ Time is enforced here, not in the child: a wall-clock deadline per call (the chi
 answers each call in its own frame, so a hang is pinned to its call) and a budget for
 the whole session. A hung, crashed or misbehaving child is killed with its process
 group and replaced on the next call, so one bad call costs only itself.
+
+How the child is contained (bubblewrap, or a plain process) is grader.sandbox.isolation's
+job; `Sandbox.isolation` says what was in force, and every report carries it.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.sandbox import isolation as containment
 from reference import shapes
 
 CHILD = Path(__file__).with_name("child.py")
@@ -42,6 +46,21 @@ MAX_INT_DIGITS = 40         # validate bounds ints far below this; longer is ref
 STDOUT_SEND = 1024          # characters of printed output kept per call
 DETAIL_CHARS = 300
 CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}   # nothing of the grader's environment
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one submission may spend. DEFAULT_LIMITS applies where a Sandbox is not told
+    otherwise (tests of hostile code lower it so each attack is cut short quickly)."""
+    call_timeout_s: float = 2.0      # wall clock per call
+    run_timeout_s: float = 60.0      # wall clock for the whole submission
+    load_timeout_s: float = 10.0     # start + loading the file
+    memory_bytes: int = 1 << 30      # RLIMIT_AS
+    cpu_seconds: int | None = None   # RLIMIT_CPU; None: the run budget + 1 s
+    tmp_bytes: int = 16 << 20        # the tmpfs /tmp under bwrap
+
+
+DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -75,8 +94,9 @@ class _Protocol(Exception):         # a frame that is not what the protocol allo
 class _Child:
     """One child process and its pipes. kill() is idempotent and leaves nothing behind."""
 
-    def __init__(self, proc, wfd, rfd, workdir):
+    def __init__(self, proc, wfd, rfd, workdir, wrapped=False):
         self.proc, self.wfd, self.rfd, self.workdir = proc, wfd, rfd, workdir
+        self.wrapped = wrapped          # under bwrap, which reports a signal death as 128 + n
         self.buf, self.pos = bytearray(), 0
         self.poll = select.poll()
         self.poll.register(rfd, select.POLLIN)
@@ -130,6 +150,8 @@ class _Child:
             code = self.proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
             return "it closed its connection to the grader"
+        if self.wrapped and code > 128:
+            code = -(code - 128)
         if code >= 0:
             return f"the process exited with code {code}"
         try:
@@ -144,6 +166,11 @@ class _Child:
         if self.proc is None:
             return
         proc, self.proc = self.proc, None
+        if self.wrapped and _kill_namespace(proc):
+            try:
+                proc.wait(timeout=1)            # bwrap reaps its init, then exits by itself
+            except subprocess.TimeoutExpired:
+                pass
         try:
             os.killpg(proc.pid, signal.SIGKILL)    # the group: anything it started dies too
         except (ProcessLookupError, PermissionError):
@@ -157,7 +184,39 @@ class _Child:
                 os.close(fd)
             except OSError:
                 pass
-        _remove_tree(self.workdir)
+        if self.workdir is not None:      # a host directory (the tmpfs of bwrap vanishes by itself)
+            _remove_tree(self.workdir)
+
+
+def _kill_namespace(proc) -> bool:
+    """SIGKILL bwrap's init inside the sandbox (the whole pid namespace dies with it) while
+    bwrap is alive to reap it. Killing bwrap first would orphan that init: it would die of
+    --die-with-parent but stay a zombie wherever the host's pid 1 does not reap.
+
+    The pid comes from /proc and is pinned with a pidfd, then checked to still be bwrap's
+    child, so a recycled pid is never signalled."""
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            pids = [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return False
+    killed = False
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if parent == proc.pid:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+                killed = True
+        except (OSError, ValueError, IndexError):
+            pass
+        finally:
+            os.close(fd)
+    return killed
 
 
 def _remove_tree(path):
@@ -259,25 +318,33 @@ class Sandbox:
         result = box.call("check_contract", model, worker, request)
     """
 
-    def __init__(self, submission_source: str, filename: str, *, call_timeout_s: float = 2.0,
-                 run_timeout_s: float = 60.0, memory_bytes: int = 1 << 30,
-                 cpu_seconds: int | None = None, load_timeout_s: float = 10.0):
+    def __init__(self, submission_source: str, filename: str, *,
+                 call_timeout_s: float | None = None, run_timeout_s: float | None = None,
+                 memory_bytes: int | None = None, cpu_seconds: int | None = None,
+                 load_timeout_s: float | None = None, isolation: str | None = None):
+        """Limits not given come from DEFAULT_LIMITS. `isolation`: "auto" (bwrap when it
+        works here, else a plain process), "bwrap" (required) or "process"; None reads
+        $GRADER_SANDBOX, default auto."""
+        d = DEFAULT_LIMITS
         self._source = submission_source
         self._filename = os.path.basename(filename) or "exercise.py"
-        self.call_timeout_s = call_timeout_s
-        self.run_timeout_s = run_timeout_s
-        self.load_timeout_s = load_timeout_s
+        self.call_timeout_s = d.call_timeout_s if call_timeout_s is None else call_timeout_s
+        self.run_timeout_s = d.run_timeout_s if run_timeout_s is None else run_timeout_s
+        self.load_timeout_s = d.load_timeout_s if load_timeout_s is None else load_timeout_s
+        memory_bytes = d.memory_bytes if memory_bytes is None else memory_bytes
+        cpu_seconds = d.cpu_seconds if cpu_seconds is None else cpu_seconds
         if cpu_seconds is None:          # a backstop behind the wall clock, which acts first
-            cpu_seconds = math.ceil(run_timeout_s) + 1
+            cpu_seconds = math.ceil(self.run_timeout_s) + 1
         self._limits = {"as": int(memory_bytes), "cpu": int(cpu_seconds), "fsize": 1 << 20,
                         "nofile": 64, "stdout_keep": 4096, "stdout_send": STDOUT_SEND,
                         "max_frame": MAX_FRAME}
+        self._plan = containment.plan(isolation, PYTHON, CHILD, d.tmp_bytes)
         self._spent = 0.0                # seconds charged to this submission's run budget
         self._child: _Child | None = None
         self._holder: list = [None]      # what the finalizer kills if close() is never called
         self._finalizer = weakref.finalize(self, _kill_held, self._holder)
         self.load_stdout = ""
-        self.isolation = "process (the child did not start)"
+        self.isolation = f"{self._plan.describe}: the child did not start"
         self.load_error: str | None = self._start()
 
     # ------------------------------------------------------------------ public API
@@ -310,6 +377,11 @@ class Sandbox:
                 return results + [CallResult("unavailable", detail=why)] * (len(requests) - len(results))
         return results
 
+    def restart(self) -> None:
+        """End the child; the next call loads the submission in a fresh process (new module
+        state, new str hash seed), charged to the same run budget."""
+        self._kill()
+
     def close(self) -> None:
         self._kill()
         self._finalizer.detach()
@@ -340,27 +412,31 @@ class Sandbox:
         return self._charged(self._start_charged)
 
     def _start_charged(self):
-        workdir = tempfile.mkdtemp(prefix="grader-sandbox-")
+        plan = self._plan
+        # Under bwrap the working directory is the sandbox's own tmpfs; otherwise a fresh
+        # private host directory, removed with the child.
+        host_dir = None if plan.workdir else tempfile.mkdtemp(prefix="grader-sandbox-")
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         try:
             proc = subprocess.Popen(
-                [PYTHON, "-I", "-S", str(CHILD), str(req_r), str(resp_w)],
-                env=dict(CHILD_ENV), cwd=workdir, stdin=subprocess.DEVNULL,
+                [*plan.wrapper, plan.python, "-I", "-S", plan.child_path, str(req_r), str(resp_w)],
+                env=dict(CHILD_ENV), cwd=host_dir or "/", stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, pass_fds=(req_r, resp_w))
         except BaseException:
             for fd in (req_r, req_w, resp_r, resp_w):
                 os.close(fd)
-            _remove_tree(workdir)
+            if host_dir is not None:
+                _remove_tree(host_dir)
             raise
         os.close(req_r)
         os.close(resp_w)
         os.set_blocking(req_w, False)
         os.set_blocking(resp_r, False)
-        self._child = self._holder[0] = _Child(proc, req_w, resp_r, workdir)
+        self._child = self._holder[0] = _Child(proc, req_w, resp_r, host_dir, plan.wrapped)
         try:
-            return self._load(workdir)
+            return self._load(plan.workdir or host_dir)
         except BaseException:
             self._kill()
             raise
@@ -378,10 +454,12 @@ class Sandbox:
             steps = hello.get("isolation")
         except (_Timeout, _Ended, _Protocol) as exc:
             how = self._child.ended_how() if isinstance(exc, _Ended) else type(exc).__name__
-            raise SandboxError(f"the sandbox child did not start ({how}; {PYTHON} {CHILD})") from None
+            raise SandboxError(f"the sandbox child did not start ({how}; "
+                               f"{self._plan.describe}; {PYTHON} {CHILD})") from None
         if type(steps) is list and all(type(s) is str for s in steps):
             self.isolation = _one_line(
-                "process: " + ", ".join(steps) + ", clean env, empty cwd, no site-packages", 500)
+                f"{self._plan.describe}: " + ", ".join(steps)
+                + ", clean env, empty cwd, no site-packages", 800)
         try:
             loaded, _ = _parse(self._child.recv(min(deadline, start + self._remaining())))
         except _Timeout:

@@ -1,0 +1,258 @@
+"""Lesson 4 graded end to end: each mistake loses the criteria that name it, and only those."""
+import importlib.util
+from itertools import product
+
+import pytest
+
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from grader.course import find_course
+from grader.lessons import lesson4
+from grader.pipeline import grade_submission
+from grader.scenario import hidden_scenarios
+from grader.submission import load_submission
+from reference.policy import reference_policy
+from reference.shapes import EVENTS, STATES
+from reference.solutions import lesson4 as ref
+
+L4 = SUBMISSIONS / "lesson4"
+REFERENCE = ROOT / "reference" / "solutions" / "lesson4.py"
+STUB = ROOT / "assignments" / "lesson4" / "exercise.py"
+TABLE = {"table-no-release-while-pinned", "table-cancel-stops", "table-reclaim-at-fence",
+         "table-release-once", "table-terminal"}
+
+
+def _module(name):
+    spec = importlib.util.spec_from_file_location(f"l4_{name}", L4 / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _table(on_event):
+    return {k: on_event(*k) for k in product(STATES, EVENTS, (False, True))}
+
+
+# ---- whole submissions through the pipeline ---------------------------------------------
+@pytest.fixture(scope="module")
+def reference_grade():
+    return grade("lesson4", REFERENCE, "grade", SECRET)
+
+
+def test_reference_full_marks_public_and_hidden(reference_grade):
+    assert reference_grade.score == reference_grade.max_score == 24
+    kinds = {(c["family"], c["visibility"]) for c in reference_grade.cases}
+    assert {("scenario", "hidden"), ("key", "hidden"), ("publish", "hidden")} <= kinds
+    public = grade("lesson4", REFERENCE, "check")
+    assert public.score == public.max_score
+    assert all(c["visibility"] == "public" for c in public.cases)
+
+
+def test_stub_scores_zero_and_says_not_implemented():
+    report = grade("lesson4", STUB, "check")
+    assert report.score == 0
+    for c in report.criteria:
+        assert "not implemented" in c.feedback, c
+
+
+def test_different_correct_solution_keeps_full_marks():
+    report = grade("lesson4", L4 / "alt_correct.py", "grade", SECRET)
+    assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
+
+
+# Which criteria each wrong solution must lose (on the public cases alone); it keeps every other.
+WRONG = {
+    "release_at_cancel": {"table-no-release-while-pinned", "run-no-use-after-free"},
+    "never_release_cancelled": {"table-reclaim-at-fence", "run-reclaim-at-fence"},
+    "lazy_release": {"table-reclaim-at-fence", "run-reclaim-at-fence"},
+    "release_twice": {"table-release-once", "run-release-once"},
+    "schedule_after_cancel": {"table-cancel-stops", "run-stop-after-cancel"},
+    "key_without_scope": {"key-scope-separation", "run-hits-in-scope"},
+    "key_separator": {"key-scope-separation"},
+    "key_normalized": {"key-scope-separation"},
+    "key_without_parent": {"key-position"},
+    "key_token_join": {"key-position"},
+    "key_salted": {"key-deterministic", "run-hit-rate"},
+    "key_builtin_hash": {"key-deterministic"},
+    "publish_unwritten": {"publishable-pages", "run-clean-publish"},
+    "publish_partial": {"publishable-pages", "run-clean-publish"},
+}
+# Consequences a mistake may also cost: fewer pages published or usable keys share less.
+MAY_ALSO = {
+    "publish_positions": ({"publishable-pages"}, {"run-hit-rate"}),
+    "key_grows": ({"key-position"}, {"run-hit-rate"}),
+}
+
+
+def _lost(report) -> set:
+    got, top = scores(report), full(report)
+    return {k for k in got if got[k] < top[k]}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG) + sorted(MAY_ALSO))
+def test_wrong_solution_loses_where_it_is_wrong(name):
+    must, may = (WRONG[name], set()) if name in WRONG else MAY_ALSO[name]
+    report = grade("lesson4", L4 / f"{name}.py", "check")
+    lost = _lost(report)
+    assert must <= lost, f"{name} kept points on {must - lost}"
+    assert lost <= must | may, f"{name} lost points it did not earn losing: {lost - must - may}"
+    for c in report.criteria:
+        if c.id in must:
+            assert c.feedback and "not implemented" not in c.feedback, c
+
+
+@pytest.mark.parametrize("name", ["release_at_cancel", "key_without_scope", "publish_unwritten"])
+def test_hidden_cases_alone_catch_the_mistake(name):
+    """Graded on hidden cases only (the table needs none): the same criteria are lost."""
+    course = find_course(str(ROOT))
+    hidden = lesson4.hidden_cases(SECRET, course)
+    report = grade_submission("lesson4", load_submission(L4 / f"{name}.py"), course, mode="grade",
+                              cases=hidden)
+    assert _lost(report) == WRONG[name]
+    assert all(c["visibility"] == "hidden" for c in report.cases)
+
+
+# ---- feedback names what broke -------------------------------------------------------------
+def test_use_after_free_feedback_shows_the_timeline():
+    report = grade("lesson4", L4 / "release_at_cancel.py", "check")
+    line = next(c.feedback for c in report.criteria if c.id == "run-no-use-after-free")
+    for words in ("cancel of r", "during step", "released at", "given to r", "overwritten by step"):
+        assert words in line, line
+    table = next(c.feedback for c in report.criteria if c.id == "table-no-release-while-pinned")
+    assert "on_event('running', 'cancel', True)" in table and "still pins" in table, table
+
+
+def test_determinism_feedback_names_the_second_process():
+    report = grade("lesson4", L4 / "key_builtin_hash.py", "check")
+    line = next(c.feedback for c in report.criteria if c.id == "key-deterministic")
+    assert "another" in line and "hash" in line, line
+
+
+# ---- the table model checker, in process ------------------------------------------------------
+def test_reference_table_keeps_every_invariant_for_its_design_values():
+    faults = lesson4.TableFaults(_table(ref.on_event))
+    assert all(not found for found in faults.found.values()), faults.found
+
+
+@pytest.mark.parametrize("release,rule", [("at_cancel", "pinned"), ("never", "reclaim")])
+def test_the_lesson_faulty_knobs_break_their_invariant(release, rule):
+    faults = lesson4.TableFaults(_table(lambda *k: ref.on_event(*k, release=release)))
+    assert faults.found[rule]
+    assert all(not found for r, found in faults.found.items() if r != rule), faults.found
+
+
+def test_a_table_that_forgets_admission_leaks_on_cancel():
+    def forgetful(state, event, in_flight):
+        if state == "waiting" and event == "admit":
+            return ref.Transition("waiting")
+        return ref.on_event(state, event, in_flight)
+    found = lesson4.TableFaults(_table(forgetful)).found["reclaim"]
+    assert any("admit -> 'waiting'" in line and "leak" in line for line in found), found
+
+
+def test_notifying_twice_and_a_live_terminal_state_are_caught():
+    def chatty(state, event, in_flight):
+        if state == "cancelling" and event == "step_completed" and not in_flight:
+            return ref.Transition("done", ("release_pages", "notify_client"))
+        if state == "done" and event == "cancel":
+            return ref.Transition("done", ("notify_client",))
+        return ref.on_event(state, event, in_flight)
+    found = lesson4.TableFaults(_table(chatty)).found
+    assert any("notifies the client again" in line for line in found["stop"])
+    assert found["terminal"]
+
+
+# ---- probes, in process --------------------------------------------------------------------
+@pytest.mark.parametrize("secret", [SECRET, b"another secret", b"x"])
+def test_hidden_probes_catch_joined_keys_and_spare_the_reference(secret):
+    pairs = [c.inputs for c in lesson4.hidden_probes(secret) if c.family == "key"]
+    assert {p.kind for p in pairs} == {"scope", "parent", "block"}
+    assert all(ref.prefix_key(*p.a) != ref.prefix_key(*p.b) for p in pairs)
+    for name, kind in [("key_separator", "scope"), ("key_token_join", "block"),
+                       ("key_without_parent", "parent"), ("key_normalized", "scope")]:
+        key = _module(name).prefix_key
+        assert any(key(*p.a) == key(*p.b) for p in pairs if p.kind == kind), (name, secret)
+
+
+def test_publish_probes_agree_with_the_reference():
+    course = find_course(str(ROOT))
+    cases = [c for c in lesson4.public_cases(course) + lesson4.hidden_probes(SECRET)
+             if c.family == "publish"]
+    assert len(cases) > 40
+    for c in cases:
+        want = {p.index for p in c.inputs if lesson4.may_publish(p)}
+        assert set(ref.publishable(c.inputs)) == want, c.label
+
+
+def test_hidden_cases_are_drawn_from_the_secret():
+    course = find_course(str(ROOT))
+    digests = lambda s: [c.digest for c in lesson4.hidden_cases(s, course)]
+    assert digests(SECRET) == digests(SECRET)
+    assert digests(SECRET) != digests(b"another secret")
+
+
+# ---- what the runs show, for the reference and its faulty knobs ---------------------------------
+def test_reference_reclaims_exactly_at_the_fence_and_at_cancel_does_not():
+    case = hidden_scenarios(find_course(str(ROOT)), "lesson4", SECRET)[0]
+    s = case.inputs
+    good = s.run()
+    cancelled = [r for r in good.requests if r.cancel_s is not None and r.released_s is not None]
+    assert cancelled and all(r.released_s == r.fence_s for r in cancelled)
+    assert any(r.fence_s > r.cancel_s for r in cancelled)      # some waited for a step
+    early = s.run(reference_policy({**s.sheet, "cancellation": {"release": "at_cancel"}}))
+    assert lesson4.early_releases(early) and good.counts()["use_after_free"] == 0
+
+
+# ---- the README's timelines are runs of the reference worker ------------------------------------
+def _timeline(sheet: dict, requests: list):
+    from grader.scenario import course_machines
+    from reference.specs import model_from, worker_from
+    from reference.worker import simulate
+    models, workers = course_machines(find_course(str(ROOT)))
+    model = model_from(models["gqa-8b-bf16"], "gqa-8b-bf16")
+    worker = worker_from(workers["l24"], "l24")
+    return simulate(model, worker, reference_policy(sheet), requests)
+
+
+def _request(i, scope, arrival, prompt, out, cancel=None):
+    import numpy as np
+    from reference.request import Request
+    from reference.shapes import Slo
+    return Request(i, f"r{i}", scope, "x", arrival, np.asarray(prompt, np.int32), out, out,
+                   Slo(10.0, 1.0), cancel)
+
+
+def _tokens(seed, n):
+    import numpy as np
+    return np.random.default_rng(seed).integers(0, 32000, n)
+
+
+def test_readme_timelines_are_computed():
+    import numpy as np
+    readme = (ROOT / "assignments" / "lesson4" / "README.md").read_text()
+    said = lambda text: text in " ".join(readme.split())
+    chunk64 = {"chunk_rule": {"rule": "fixed", "fixed_tokens": 64}}
+    # Timeline 1: a cancel during a step, released at the fence, then at the cancel.
+    t1 = [_request(0, "acme", 0.0, _tokens(1, 48), 40, cancel=0.0200),
+          _request(1, "acme", 0.0210, _tokens(2, 40), 8)]
+    r0 = _timeline(chunk64, t1).requests[0]
+    assert said(f"`r0` cancelled at {r0.cancel_s:.4f}, fence {r0.fence_s:.4f}, released {r0.released_s:.4f}")
+    early = _timeline({**chunk64, "cancellation": {"release": "at_cancel"}}, t1)
+    assert [v.kind for v in early.violations] == ["use_after_free"]
+    assert said(early.violations[0].detail)
+    # Timeline 2: shared pages; without the scope, globex hits acme's pages.
+    system = _tokens(1, 48)
+    t2 = [_request(0, "acme", 0.0, np.concatenate([system, _tokens(3, 20)]), 12, cancel=0.0150),
+          _request(1, "acme", 0.0080, np.concatenate([system, _tokens(4, 30)]), 12),
+          _request(2, "globex", 0.0090, np.concatenate([system, _tokens(5, 16)]), 4)]
+    safe = _timeline(chunk64, t2)
+    assert not safe.violations and f"{safe.requests[0].fence_s:.4f}" == "0.0160"
+    leaky = _timeline({**chunk64, "cancellation": {"with_scope": False}}, t2)
+    assert {v.kind for v in leaky.violations} == {"cross_scope_hit"} and said(leaky.violations[0].detail)
+    # Timeline 3: cancelled mid-prefill; a rule that ignores the write is refused twice.
+    t3 = [_request(0, "acme", 0.0, _tokens(1, 100), 8, cancel=0.0090)]
+    chunk40 = {"chunk_rule": {"rule": "fixed", "fixed_tokens": 40}}
+    good = _timeline(chunk40, t3)
+    assert not good.violations and f"{good.requests[0].released_s:.4f}" == "0.0112"
+    careless = _timeline({**chunk40, "cancellation": {"require_written": False}}, t3)
+    assert [v.kind for v in careless.violations] == ["poisoned_publish"] * 2
+    assert all(said(v.detail) for v in careless.violations)
