@@ -12,6 +12,7 @@ from pathlib import Path
 
 from grader import __version__
 from grader.course import find_course
+from grader.edition import learner_edition, unavailable
 from grader.errors import InputError
 from grader.report import render
 from grader.secret import SecretError, load_secret
@@ -23,13 +24,21 @@ EXAMPLES = """examples:
   grader check lesson1                          check assignments/lesson1/exercise.py (public cases)
   grader check lesson1 --submission my.ipynb --json
   grader grade lesson1 alice.py bob.py --secret-file course.secret --json
+  grader grade lesson1 submissions/ --secret-file course.secret --jobs 4   a whole class, into the gradebook
+  grader export --format csv --out grades.csv      (also gradescope, nbgrader); grader feedback --out fb/
+  grader release --out learner-edition/            the copy learners get: no solutions, no secrets
+  grader experiment prefill-deadline --set budget=0.05 --plot deadline.png
 """
 
 INPUT_ERRORS = (InputError, SecretError, SpecError, UnitError, WorkloadError)
+INSTRUCTOR_EXAMPLES = ("grader grade", "grader export", "grader release", "grader feedback")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="grader", epilog=EXAMPLES,
+    learner = learner_edition() is not None
+    examples = "\n".join(l for l in EXAMPLES.splitlines()
+                          if not learner or not l.lstrip().startswith(INSTRUCTOR_EXAMPLES)) + "\n"
+    p = argparse.ArgumentParser(prog="grader", epilog=examples,
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 description="Grade exercises of 'Serving under pressure: from "
                                             "admission to release' against the reference worker.")
@@ -44,16 +53,73 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--submission", help="a .py or .ipynb file (default: assignments/LESSON/exercise.py)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    if not learner:
+        _instructor_commands(sub)
+
+    e = sub.add_parser("experiment", help="run a course experiment on the reference worker (seconds)",
+                       epilog="example: grader experiment prefill-deadline --set prompt=16384 "
+                              "--plot deadline.png",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    e.add_argument("name", help="the experiment, e.g. prefill-deadline")
+    e.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                   help="change one constraint (repeatable); unknown keys list the known ones")
+    e.add_argument("--plot", metavar="FILE.png", help="also draw the result into a PNG file")
+    e.add_argument("--json", action="store_true", help="print the table as JSON")
+    return p
+
+
+def _instructor_commands(sub) -> None:
+    """grade, export, feedback, release: not in the learner edition (they need the secret,
+    the hidden families or the reference solutions)."""
     g = sub.add_parser("grade", help="grade submissions on public and hidden cases (instructors)",
-                       epilog="example: grader grade lesson1 alice.py --secret-file course.secret",
+                       epilog="examples:\n  grader grade lesson1 alice.py --secret-file course.secret\n"
+                              "  grader grade lesson1 submissions/ --secret-file course.secret --jobs 4",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     g.add_argument("lesson")
-    g.add_argument("paths", nargs="+", help="submission files (.py or .ipynb)")
+    g.add_argument("paths", nargs="+",
+                   help="submission files (.py or .ipynb), or ONE class folder: nbgrader's "
+                        "submitted/<student>/<lesson>/ layout or a flat folder of <student>.py/.ipynb")
     g.add_argument("--secret-file", required=True,
                    help="the instructor secret that draws the hidden cases")
     g.add_argument("--json", action="store_true",
-                   help="print each report as one JSON object per line")
-    return p
+                   help="print each report as one JSON object per line (a class: the summary)")
+    g.add_argument("--gradebook", metavar="URL",
+                   help="SQLAlchemy URL or SQLite file (default for a class: gradebook.db in the course)")
+    g.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
+    g.add_argument("--force", action="store_true", help="regrade what the gradebook already has")
+    g.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="grade on a Dask distributed cluster; this process alone writes the gradebook")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    def gradebook_options(parser):
+        parser.add_argument("--gradebook", metavar="URL",
+                            help="SQLAlchemy URL or SQLite file (default: gradebook.db in the course)")
+        parser.add_argument("--lesson", dest="only_lesson", metavar="LESSON",
+                            help="only this lesson (default: every lesson in the gradebook)")
+
+    e = sub.add_parser("export", help="export the gradebook: csv, gradescope or nbgrader (instructors)",
+                       epilog="examples:\n  grader export --format csv --out grades.csv\n"
+                              "  grader export --format gradescope --out gradescope/\n"
+                              "  grader export --format nbgrader --out nbgrader-course/gradebook.db",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    gradebook_options(e)
+    e.add_argument("--format", required=True, choices=("csv", "gradescope", "nbgrader"))
+    e.add_argument("--out", metavar="PATH",
+                   help="csv: a file (default: stdout); gradescope: a folder (default gradescope/); "
+                        "nbgrader: its gradebook file or URL (default gradebook.db)")
+
+    f = sub.add_parser("feedback", help="write one feedback file per student (instructors)",
+                       epilog="example: grader feedback --out feedback/ --format html")
+    gradebook_options(f)
+    f.add_argument("--out", metavar="DIR", default="feedback", help="a folder (default: feedback/)")
+    f.add_argument("--format", choices=("md", "html"), default="md")
+    f.add_argument("--public-only", action="store_true",
+                   help="leave out the feedback of hidden-only criteria (their points stay)")
+
+    r = sub.add_parser("release", help="build the learner edition (instructors)",
+                       epilog="example: grader release --out learner-edition/")
+    r.add_argument("--out", required=True, metavar="DIR",
+                   help="a new or empty folder (or an earlier release, which is replaced)")
 
 
 def _emit(report, as_json: bool) -> None:
@@ -63,31 +129,113 @@ def _emit(report, as_json: bool) -> None:
         print(render(report))
 
 
+def _experiment(args, course) -> int:
+    from grader import experiments
+    from grader.experiments.common import plot_path, save_plot
+    path = plot_path(args.plot) if args.plot else None
+    outcome = experiments.run(args.name, args.settings, course)
+    plot = str(save_plot(outcome.plot, path)) if path and outcome.plot else None
+    if args.json:
+        print(json.dumps({**outcome.to_dict(), "plot": plot}, sort_keys=True))
+    else:
+        print(outcome.render())
+        if plot:
+            print(f"  plot: {plot}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from grader.pipeline import grade_path   # after parsing: --help and --version stay instant
     try:
         course = find_course(args.course)
+        if unavailable(args.command):
+            raise InputError(args.command, unavailable(args.command))
+        if args.command == "experiment":
+            return _experiment(args, course)
+        if args.command in INSTRUCTOR_COMMANDS:
+            return INSTRUCTOR_COMMANDS[args.command](args, course)
         course.require_lesson(args.lesson)
         if args.command == "check":
             path = Path(args.submission) if args.submission else course.assignment(args.lesson) / "exercise.py"
             _emit(grade_path(args.lesson, path, course, mode="check"), args.json)
-        else:
-            secret = load_secret(args.secret_file)
-            for path in args.paths:
-                try:
-                    report = grade_path(args.lesson, Path(path), course, mode="grade", secret=secret)
-                except InputError as e:
-                    # One unreadable submission must not stop the others.
-                    print(f"grader: {e}", file=sys.stderr)
-                    if len(args.paths) == 1:
-                        return 2
-                    continue
-                _emit(report, args.json)
         return 0
     except INPUT_ERRORS as e:
         print(f"grader: {e}", file=sys.stderr)
         return 2
+
+
+def _grade(args, course) -> int:
+    from grader.pipeline import grade_path
+    course.require_lesson(args.lesson)
+    secret = load_secret(args.secret_file)
+    folders = [p for p in args.paths if Path(p).is_dir()]
+    if folders:
+        if len(args.paths) != 1:
+            raise InputError(folders[0], "a class folder must be the only path given")
+        return _grade_class(args, course, secret, Path(folders[0]))
+    book = _gradebook(args, course) if args.gradebook else None
+    try:
+        for path in args.paths:
+            try:
+                report = grade_path(args.lesson, Path(path), course, mode="grade", secret=secret)
+            except InputError as e:
+                # One unreadable submission must not stop the others.
+                print(f"grader: {e}", file=sys.stderr)
+                if len(args.paths) == 1:
+                    return 2
+                continue
+            if book is not None:
+                book.record(Path(path).stem, report.to_dict())
+            _emit(report, args.json)
+    finally:
+        if book is not None:
+            book.close()
+    return 0
+
+
+def _gradebook(args, course):
+    from grader.gradebook import default_url, open_gradebook
+    return open_gradebook(args.gradebook or default_url(course.root))
+
+
+def _grade_class(args, course, secret: bytes, folder: Path) -> int:
+    from grader.batch import run_batch
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError("--jobs", "give at least 1 worker process")
+    with _gradebook(args, course) as book:
+        summary = run_batch(args.lesson, folder, course, secret, book, jobs=args.jobs,
+                            force=args.force, scheduler=args.scheduler, progress=not args.quiet)
+    print(json.dumps(summary.to_dict(), sort_keys=True) if args.json else summary.render())
+    return 0
+
+
+def _export(args, course) -> int:
+    from grader.exports import export
+    with _gradebook(args, course) as book:
+        where = export(book, args.format, lesson=args.only_lesson, out=args.out)
+    if where != "-":
+        print(f"wrote the {args.format} export to {where}", file=sys.stderr)
+    return 0
+
+
+def _feedback(args, course) -> int:
+    from grader.exports.feedback import write_feedback
+    with _gradebook(args, course) as book:
+        written = write_feedback(book, args.out, lesson=args.only_lesson, fmt=args.format,
+                                 public_only=args.public_only)
+    print(f"wrote {len(written)} feedback files to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _release(args, course) -> int:
+    from grader.learner_edition import build_learner_edition
+    print(build_learner_edition(course, Path(args.out)).render())
+    return 0
+
+
+INSTRUCTOR_COMMANDS = {"grade": _grade, "export": _export, "feedback": _feedback,
+                       "release": _release}
 
 
 if __name__ == "__main__":

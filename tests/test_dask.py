@@ -1,0 +1,69 @@
+"""Grading on a Dask cluster: workers grade, the client alone writes the gradebook, and the
+results are the local pool's."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from classroom import make_class
+from conftest import ROOT, SECRET
+from grader.batch import run_batch
+from grader.course import find_course
+from grader.errors import InputError
+from grader.gradebook import open_gradebook
+
+COURSE = find_course(str(ROOT))
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    from distributed import LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      host="127.0.0.1") as cluster:
+        yield cluster.scheduler_address
+
+
+def test_dask_grades_like_the_local_pool(scheduler, tmp_path):
+    make_class(tmp_path / "class", "lesson1", 8, seed=9, slow=0)
+    secret = tmp_path / "course.secret"
+    secret.write_bytes(SECRET)
+    url = f"sqlite:///{tmp_path / 'dask.db'}"
+    p = subprocess.run([sys.executable, "-m", "grader.cli", "grade", "lesson1", str(tmp_path / "class"),
+                        "--secret-file", str(secret), "--gradebook", url, "--scheduler", scheduler,
+                        "--json", "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout)
+    assert summary["graded"] == 8 and not summary["failed"] and summary["workers"].startswith("Dask")
+    with open_gradebook(str(tmp_path / "local.db")) as book:
+        run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book, jobs=1, progress=False)
+        local = {r.student: r.report for r in book.results()}
+    with open_gradebook(url) as book:
+        remote = {r.student: r.report for r in book.results()}
+        again = run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book, scheduler=scheduler,
+                          progress=False)
+        assert (again.graded, again.skipped) == (0, 8)       # resumable there too
+    for report in (*local.values(), *remote.values()):
+        report.pop("duration_s")
+    assert remote == local
+
+
+def test_a_worker_failure_is_that_students_error(scheduler, tmp_path, monkeypatch):
+    make_class(tmp_path / "class", "lesson1", 2, seed=1, slow=0)
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        # A worker that builds other cases than the client (another course) refuses to grade.
+        import grader.batch as batch
+        monkeypatch.setattr(batch, "cases_digest", lambda cases: "not-what-workers-build")
+        s = run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book, scheduler=scheduler,
+                      progress=False)
+    assert s.graded == 0 and len(s.failed) == 2
+    assert all("other lesson1 cases than the client" in why for _, why in s.failed)
+
+
+def test_an_unreachable_scheduler_is_an_input_error(tmp_path, monkeypatch):
+    import grader.batch as batch
+    monkeypatch.setattr(batch, "DASK_CONNECT_TIMEOUT", "1s")
+    make_class(tmp_path / "class", "lesson1", 1, seed=1, slow=0)
+    with open_gradebook(str(tmp_path / "gb.db")) as book, pytest.raises(InputError, match="Dask scheduler"):
+        run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book,
+                  scheduler="tcp://127.0.0.1:9", progress=False)

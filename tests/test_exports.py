@@ -1,0 +1,191 @@
+"""Exports: CSV that survives a round trip, Gradescope's results.json, nbgrader's gradebook
+(checked with nbgrader itself), and one feedback file per student."""
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, SECRET, SUBMISSIONS, grade
+from grader.errors import InputError
+from grader.exports import safe_name
+from grader.exports.csv import table
+from grader.exports.feedback import write_feedback
+from grader.exports.gradescope import results_json
+from grader.exports.nbgrader import export_nbgrader
+from grader.gradebook import LessonInfo, open_gradebook
+from test_gradebook import fake_report
+
+STUDENTS = {   # name -> submission: names a CSV, a file system and a spreadsheet all find awkward
+    "O'Brien, Pat": ROOT / "reference" / "solutions" / "lesson1.py",
+    'Ana "Nan" Lima': SUBMISSIONS / "lesson1" / "always_ok.py",
+    "Zoë Ångström": SUBMISSIONS / "lesson1" / "raises.py",
+    "=HYPERLINK(\"x\")": SUBMISSIONS / "lesson1" / "wrong_types.py",
+    "../../etc/passwd": SUBMISSIONS / "lesson1" / "alt_correct.py",
+}
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    path = tmp_path_factory.mktemp("exports") / "gb.db"
+    with open_gradebook(str(path)) as book:
+        for name, sub in STUDENTS.items():
+            book.record(name, grade("lesson1", sub, "grade", SECRET).to_dict())
+        book.record_error("no show", LessonInfo("lesson1", "The request contract", 1, 10.0, ()),
+                          "submitted/no show/lesson1", "no submission for lesson1")
+        book.record("O'Brien, Pat", fake_report(lesson="lesson9"))   # a second lesson, hidden criterion
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(scope="module")
+def stored(url):
+    with open_gradebook(url) as book:
+        return {(r.student, r.lesson): r for r in book.results()}
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_csv_round_trips_through_pythons_csv_module(url, stored, tmp_path):
+    out = tmp_path / "grades.csv"
+    p = cli("export", "--gradebook", url, "--format", "csv", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    raw = out.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf") and b"\r\n" in raw       # BOM for spreadsheets, RFC 4180 rows
+    with out.open(encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.reader(f))
+    header, body = rows[0], rows[1:]
+    assert header[:3] == ["student", "lesson1 total", "lesson1/kv-bytes"]
+    assert "lesson9 total" in header and header[-1] == "notes"
+    by_name = {row[0]: dict(zip(header, row)) for row in body}
+    # Names with commas, quotes and accents come back exactly; a formula is defused.
+    assert {"O'Brien, Pat", 'Ana "Nan" Lima', "Zoë Ångström", "../../etc/passwd", "no show"} <= set(by_name)
+    assert "'=HYPERLINK(\"x\")" in by_name
+    for (student, lesson), r in stored.items():
+        row = by_name["'" + student if student.startswith("=") else student]
+        assert float(row[f"{lesson} total"]) == pytest.approx(r.score)
+        for s in r.scores:
+            assert float(row[f"{lesson}/{s.criterion}"]) == pytest.approx(s.score)
+    assert by_name["no show"]["notes"] == "lesson1: no submission for lesson1"
+    assert by_name["no show"]["lesson1/kv-bytes"] == "" and by_name["no show"]["lesson9 total"] == ""
+
+
+def test_csv_to_stdout_and_one_lesson(url):
+    p = cli("export", "--gradebook", url, "--format", "csv", "--lesson", "lesson9")
+    assert p.returncode == 0
+    rows = list(csv.reader(p.stdout.splitlines()))
+    assert rows[0] == ["student", "lesson9 total", "lesson9/c0", "lesson9/c1", "notes"]
+    assert [r[0] for r in rows[1:]] == ["O'Brien, Pat"]
+    p = cli("export", "--gradebook", url, "--format", "csv", "--lesson", "lesson7")
+    assert p.returncode == 2 and "no results for this lesson" in p.stderr
+
+
+def test_gradescope_results_json(url, stored, tmp_path):
+    p = cli("export", "--gradebook", url, "--format", "gradescope", "--out", str(tmp_path / "gs"))
+    assert p.returncode == 0, p.stderr
+    files = sorted((tmp_path / "gs").rglob("results.json"))
+    assert len(files) == len(stored)
+    assert all(tmp_path / "gs" in f.parents and ".." not in f.parts for f in files)
+    for f in files:
+        data = json.loads(f.read_text())
+        assert set(data) >= {"score", "tests", "output", "visibility"}
+        for t in data["tests"]:
+            assert set(t) >= {"score", "max_score", "name", "output", "visibility"}
+        assert sum(t["score"] for t in data["tests"]) == pytest.approx(data["score"])
+    ninth = json.loads((tmp_path / "gs" / "lesson9" / "O'Brien, Pat" / "results.json").read_text())
+    assert [t["visibility"] for t in ninth["tests"]] == ["visible", "after_published"]
+    missing = json.loads((tmp_path / "gs" / "lesson1" / "no show" / "results.json").read_text())
+    assert missing["score"] == 0 and "no submission" in missing["output"]
+
+
+def test_gradescope_failed_criterion_carries_its_feedback(stored, url):
+    r = stored[("Ana \"Nan\" Lima", "lesson1")]
+    with open_gradebook(url) as book:
+        info = book.lesson("lesson1")
+    data = results_json(r, info)
+    failing = [t for t in data["tests"] if t["status"] == "failed"]
+    assert {t["name"].split(":")[0] for t in failing} == {"contract-ok", "contract-reason"}
+    assert all("wrong; first, request" in t["output"] for t in failing)   # which request, why
+
+
+def test_nbgrader_gradebook_and_nbgrader_export_show_the_same_totals(url, stored, tmp_path):
+    from nbgrader.api import Gradebook as NbGradebook
+    db = tmp_path / "gradebook.db"
+    p = cli("export", "--gradebook", url, "--format", "nbgrader", "--out", str(db))
+    assert p.returncode == 0, p.stderr
+    with open_gradebook(url) as book:         # exporting again updates in place
+        export_nbgrader(book, str(db))
+    with NbGradebook(f"sqlite:///{db}") as gb:
+        assert sorted(a.name for a in gb.assignments) == ["lesson1", "lesson9"]
+        cells = [c.name for c in gb.find_notebook("exercise", "lesson1").grade_cells]
+        assert sorted(cells) == sorted(s.criterion for s in stored[("O'Brien, Pat", "lesson1")].scores)
+        totals = {(s.student.id, lesson): s.score for lesson in ("lesson1", "lesson9")
+                  for s in gb.assignment_submissions(lesson)}
+        for (student, lesson), r in stored.items():
+            assert totals[(student, lesson)] == pytest.approx(r.score)
+            sub = gb.find_submission(lesson, student)
+            assert len(sub.notebooks) == 1
+            got = {g.name: g.auto_score for g in sub.notebooks[0].grades}
+            assert got == {s.criterion: pytest.approx(s.score) for s in r.scores} or r.status == "error"
+    # nbgrader's own command reads the same totals (its CSV does not quote, so plain names only).
+    p = subprocess.run([sys.executable, "-m", "nbgrader", "export", f"--db=sqlite:///{db}",
+                        "--to", str(tmp_path / "nb.csv")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    with (tmp_path / "nb.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f)]
+    plain = {(s, l): r for (s, l), r in stored.items() if "," not in s and '"' not in s}
+    seen = {(row["student_id"], row["assignment"]): float(row["raw_score"]) for row in rows
+            if (row["student_id"], row["assignment"]) in plain}
+    for key, r in plain.items():
+        assert seen[key] == pytest.approx(r.score)
+
+
+def test_nbgrader_missing_is_an_input_error(tmp_path, url, monkeypatch):
+    monkeypatch.setitem(sys.modules, "nbgrader", None)
+    with open_gradebook(url) as book, pytest.raises(InputError, match="pip install"):
+        export_nbgrader(book, str(tmp_path / "x.db"))
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_feedback_files_one_per_student(url, stored, tmp_path, fmt):
+    p = cli("feedback", "--gradebook", url, "--out", str(tmp_path / "fb"), "--format", fmt)
+    assert p.returncode == 0, p.stderr
+    files = sorted((tmp_path / "fb").iterdir())
+    students = {s for s, _ in stored}
+    assert len(files) == len(students) and all(f.suffix == f".{fmt}" for f in files)
+    ana = 'Ana "Nan" Lima'
+    page = (tmp_path / "fb" / f"{safe_name(ana)}.{fmt}").read_text()
+    lost = [s for s in stored[('Ana "Nan" Lima', "lesson1")].scores if not s.passed]
+    assert lost and all(s.criterion in page for s in lost)
+    if fmt == "html":
+        assert "Ana &quot;Nan&quot; Lima" in page and "<script" not in page
+    else:
+        assert page.startswith('# Feedback for Ana "Nan" Lima')
+    assert "said ok, but it breaks the contract" in page      # the feedback line: which, why
+    assert "expected one of" in page
+
+
+def test_feedback_public_only_hides_hidden_criteria_feedback(url, tmp_path):
+    with open_gradebook(url) as book:
+        [path] = [p for p in write_feedback(book, str(tmp_path), lesson="lesson9", public_only=True)]
+        page = path.read_text()
+        assert "feedback 1" not in page and "published later" in page
+        [path] = write_feedback(book, str(tmp_path / "all"), lesson="lesson9")
+        assert "feedback 1" in path.read_text()
+
+
+def test_safe_names_stay_inside_the_folder():
+    assert safe_name("alice") == "alice"
+    for name in ("../../etc/passwd", ".hidden", "", "a/b", "a\\b", "con:x"):
+        clean = safe_name(name)
+        assert "/" not in clean and "\\" not in clean and not clean.startswith(".") and clean
+    assert safe_name("a/b") != safe_name("a_b")
+
+
+def test_table_without_results_is_just_a_header(tmp_path):
+    with open_gradebook(str(tmp_path / "empty.db")) as book:
+        assert table(book) == (["student", "notes"], [])

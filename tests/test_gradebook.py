@@ -1,0 +1,133 @@
+"""The gradebook: one transaction per result, one result per student and lesson, safe with
+several writers, and everything a grade needs to be traced."""
+import multiprocessing
+
+import pytest
+import sqlalchemy as sa
+
+from grader.errors import InputError
+from grader.gradebook import LessonInfo, cases_digest, open_gradebook, results, scores
+
+
+def fake_report(lesson="lesson1", digest="d" * 64, points=(2.0, 1.0), got=(2.0, 0.5),
+                rubric_version=1, cases=({"family": "models", "name": "m", "visibility": "public"},),
+                visibility=("both", "hidden")):
+    criteria = [{"id": f"c{i}", "title": f"criterion {i}", "score": g, "max_score": p,
+                 "passed": g >= p, "feedback": f"feedback {i}, with \"quotes\"",
+                 "visibility": v, "evidence": []}
+                for i, (p, g, v) in enumerate(zip(points, got, visibility))]
+    return {"lesson": lesson, "title": "The request contract", "mode": "grade",
+            "submission": "alice.py", "submission_digest": digest, "rubric_version": rubric_version,
+            "criteria": criteria, "cases": list(cases), "isolation": "process",
+            "grader_version": "0.1.0", "duration_s": 0.5, "notes": [],
+            "score": sum(got), "max_score": sum(points), "cost_model": "synthetic"}
+
+
+@pytest.fixture
+def book(tmp_path):
+    with open_gradebook(str(tmp_path / "gb.db")) as b:
+        yield b
+
+
+def test_record_and_read_back(book):
+    report = fake_report()
+    book.record("O'Brien, Pat", report)
+    [r] = book.results("lesson1")
+    assert (r.student, r.lesson, r.status, r.score, r.max_score) == ("O'Brien, Pat", "lesson1", "graded", 2.5, 3.0)
+    assert r.submission_digest == "d" * 64 and r.rubric_version == 1
+    assert r.cases_digest == cases_digest(report["cases"])
+    assert r.report == report                             # the full JSON, exactly
+    assert [s.criterion for s in r.scores] == ["c0", "c1"]
+    assert r.scores[1].feedback == 'feedback 1, with "quotes"'
+    assert r.graded_at.tzinfo is not None
+    [info] = book.lessons()
+    assert info.title == "The request contract" and info.max_score == 3.0
+    assert [(c.id, c.visibility) for c in info.criteria] == [("c0", "both"), ("c1", "hidden")]
+    assert book.students() == ["O'Brien, Pat"]
+
+
+def test_graded_matches_digest_rubric_version_and_cases(book):
+    report = fake_report()
+    book.record("alice", report)
+    cd = cases_digest(report["cases"])
+    assert book.graded("alice", "lesson1", "d" * 64, 1, cd)
+    assert book.graded("alice", "lesson1", "d" * 64, 1)
+    assert not book.graded("alice", "lesson1", "e" * 64, 1, cd)        # another submission
+    assert not book.graded("alice", "lesson1", "d" * 64, 2, cd)        # another rubric
+    assert not book.graded("alice", "lesson1", "d" * 64, 1, "other")   # another secret
+    assert not book.graded("bob", "lesson1", "d" * 64, 1, cd)
+    assert book.graded_keys("lesson1") == {("alice", "d" * 64, 1, cd)}
+
+
+def test_regrading_replaces_the_result(book):
+    book.record("alice", fake_report(got=(0.0, 0.0)))
+    book.record("alice", fake_report(digest="e" * 64, got=(2.0, 1.0)))
+    [r] = book.results()
+    assert r.score == 3.0 and r.submission_digest == "e" * 64
+    with book.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(scores)).scalar() == 2
+
+
+def test_a_failed_write_leaves_nothing(book):
+    book.record("alice", fake_report())
+    bad = fake_report(digest="e" * 64)
+    bad["criteria"].append(dict(bad["criteria"][0]))     # a duplicate criterion row fails the insert
+    with pytest.raises(sa.exc.IntegrityError):
+        book.record("alice", bad)
+    [r] = book.results()                                  # the earlier result, whole
+    assert r.submission_digest == "d" * 64 and len(r.scores) == 2
+    with book.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(results)).scalar() == 1
+
+
+def test_errors_are_recorded_but_not_graded(book):
+    info = LessonInfo("lesson1", "The request contract", 1, 10.0, ())
+    book.record_error("bob", info, "bob.py", "is a binary file")
+    [r] = book.results()
+    assert r.status == "error" and r.score == 0 and r.error == "is a binary file" and r.scores == ()
+    assert not book.graded("bob", "lesson1", "", 1)
+    book.record("bob", fake_report())                    # then a good submission replaces it
+    assert [r.status for r in book.results()] == ["graded"]
+
+
+def test_a_newer_rubric_renames_criteria_and_keeps_dropped_ones_last(book):
+    book.record("alice", fake_report())
+    newer = fake_report(rubric_version=2)
+    newer["criteria"] = newer["criteria"][1:]
+    newer["criteria"][0]["title"] = "renamed"
+    book.record("bob", newer)
+    [info] = book.lessons()
+    assert info.rubric_version == 2
+    assert [(c.id, c.title) for c in info.criteria] == [("c1", "renamed"), ("c0", "criterion 0")]
+
+
+def _writer(url, worker, n):
+    with open_gradebook(url) as b:
+        for i in range(n):
+            b.record(f"s{worker}-{i}", fake_report(digest=f"{worker:02d}{i:062d}"))
+            b.record("shared", fake_report(digest=f"{worker:02d}{i:062d}"))
+
+
+def test_several_processes_write_at_once(tmp_path):
+    url = f"sqlite:///{tmp_path / 'gb.db'}"
+    open_gradebook(url).close()
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(url, w, 15)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    with open_gradebook(url) as b:
+        students = [r.student for r in b.results()]
+        assert len(students) == len(set(students)) == 4 * 15 + 1
+        assert all(len(r.scores) == 2 for r in b.results())
+
+
+def test_plain_paths_and_bad_urls(tmp_path):
+    with open_gradebook(str(tmp_path / "sub" / ".." / "x.db")) as b:
+        assert b.url.startswith("sqlite:///") and b.results() == []
+    with pytest.raises(InputError, match="not a usable database URL"):
+        open_gradebook("nosuchdialect://x/y")
+    with pytest.raises(InputError, match="cannot open the gradebook"):
+        open_gradebook(f"sqlite:///{tmp_path}/missing/dir/x.db")

@@ -1,0 +1,162 @@
+"""The learner edition (`grader release`): no reference solution text, no hidden families,
+no instructor commands, and `grader check` run inside it gives the course's reports."""
+import ast
+import json
+import re
+import shutil
+
+import pytest
+
+from conftest import ROOT, SUBMISSIONS, grade
+from grader.course import find_course
+from grader.errors import InputError
+from grader.learner_edition import (build_learner_edition, find_leaks, missing_imports,
+                                    run_in_release, solution_fingerprints)
+
+SOLUTIONS = ROOT / "reference" / "solutions"
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    out = tmp_path_factory.mktemp("edition") / "learner"
+    manifest = build_learner_edition(find_course(str(ROOT)), out)   # verifies `grader check` inside
+    return out, manifest
+
+
+def in_release(out, *args):
+    return run_in_release(out, "grader.cli", *args)
+
+
+def solution_code_lines():
+    """Every line of code (not docstring, not comment) inside a reference solution's
+    functions, less the lines an exercise's own docstrings already give the learner (the
+    contract's formulas)."""
+    published = "\n".join(p.read_text(encoding="utf-8")
+                          for p in (ROOT / "assignments").glob("*/exercise.py"))
+    lines = set()
+    for path in SOLUTIONS.glob("lesson*.py"):
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        text = source.splitlines()
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            body = fn.body
+            if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                body = body[1:]
+            for stmt in body:
+                for line in text[stmt.lineno - 1:stmt.end_lineno]:
+                    code = line.split("#")[0].strip()
+                    if len(code) >= 28 and code not in published:
+                        lines.add(code)
+    return lines
+
+
+def test_no_reference_solution_text_anywhere(release):
+    out, _ = release
+    assert not (out / "reference" / "solutions").exists()
+    assert not (out / "grader" / "families").exists()
+    code = solution_code_lines()
+    assert len(code) > 20                    # the check has teeth
+    for path in out.rglob("*"):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            hits = [line for line in code if line in text]
+            assert not hits, f"{path.relative_to(out)} holds reference solution code: {hits[:3]}"
+    assert find_leaks(out, solution_fingerprints(SOLUTIONS)) == []
+
+
+def test_the_leak_guard_finds_a_planted_copy(tmp_path):
+    source = (SOLUTIONS / "lesson1.py").read_text()
+    tree = ast.parse(source)
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "contract_reasons")
+    body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) else fn.body
+    planted = "def helper(request, model, worker):\n    # a comment the copier added\n" + \
+        "\n".join("    " + l for l in ast.unparse(ast.Module(body, [])).splitlines()) + "\n"
+    (tmp_path / "sneaky.py").write_text(planted)
+    assert find_leaks(tmp_path, solution_fingerprints(SOLUTIONS))
+
+
+def test_manifest_and_what_is_left_out(release):
+    out, manifest = release
+    assert "lesson1" in manifest.lessons
+    data = json.loads((out / "grader" / "learner_edition.json").read_text())
+    assert data["edition"] == "learner" and data["lessons"] == list(manifest.lessons)
+    assert (out / "grader" / "expectations" / "lesson1.json").is_file()
+    for lesson in manifest.left_out:
+        assert not (out / "rubrics" / f"{lesson}.yaml").exists()
+        assert not (out / "grader" / "lessons" / f"{lesson}.py").exists()
+    for module in ("batch", "gradebook", "learner_edition"):
+        assert not (out / "grader" / f"{module}.py").exists()
+    assert not (out / "grader" / "exports").exists()
+    # What ships, imports: no module of the release needs something left out.
+    for path in (out / "grader").rglob("*.py"):
+        rel = path.relative_to(out).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        assert missing_imports(out, ".".join(parts), anywhere=False) == [], rel
+
+
+GRADE_ALL = """
+import json, sys
+from pathlib import Path
+from grader.course import find_course
+from grader.lessons import lesson1
+from grader.pipeline import grade_path
+course = find_course(sys.argv[1])
+reports = [grade_path("lesson1", Path(p), course, mode="check").to_dict() for p in sys.argv[2:]]
+assert lesson1.oracle._module is None and lesson1.oracle._table, "the oracle must be replayed"
+print(json.dumps(reports))
+"""
+
+
+def test_check_in_the_release_matches_the_course(release, tmp_path):
+    out, _ = release
+    p = in_release(out, "check", "lesson1", "--json")           # the stub exercise
+    assert p.returncode == 0, p.stderr
+    stub = json.loads(p.stdout)
+    assert stub["score"] == 0 and "not implemented" in stub["criteria"][0]["feedback"]
+    copies = []
+    for sub in [SOLUTIONS / "lesson1.py", *sorted((SUBMISSIONS / "lesson1").glob("*.py"))]:
+        copies.append(tmp_path / sub.name)                       # outside the release
+        shutil.copy(sub, copies[-1])
+    p = in_release(out, "check", "lesson1", "--submission", str(copies[0]), "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["score"] == stub["max_score"]
+    # Every wrong submission: the same report in the release as in the course (one process).
+    (tmp_path / "grade_all.py").write_text(GRADE_ALL)
+    p = run_in_release(out, "grade_all", str(out), *map(str, copies), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    for copy, got in zip(copies, json.loads(p.stdout)):
+        want = json.loads(json.dumps(grade("lesson1", copy, "check").to_dict()))
+        for report in (got, want):
+            report.pop("duration_s")
+        assert got == want, copy.name
+
+
+def test_no_instructor_commands_in_the_release(release):
+    out, manifest = release
+    p = in_release(out, "--help")
+    assert p.returncode == 0
+    commands = set(re.search(r"\{([a-z,]+)\}", p.stdout).group(1).split(","))
+    assert "check" in commands and not commands & {"grade", "export", "feedback", "release"}
+    assert "grader grade" not in p.stdout and "grader check" in p.stdout
+    p = in_release(out, "grade", "lesson1", "x.py", "--secret-file", "s")
+    assert p.returncode == 2 and "invalid choice" in p.stderr
+    for command, why in manifest.unavailable_commands.items():
+        p = in_release(out, command, "anything")
+        assert p.returncode == 2 and why in p.stderr
+
+
+def test_release_refuses_a_folder_that_is_not_a_release(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep me")
+    with pytest.raises(InputError, match="not empty"):
+        build_learner_edition(find_course(str(ROOT)), tmp_path, verify=False)
+    assert (tmp_path / "precious.txt").read_text() == "keep me"
+    with pytest.raises(InputError, match="inside the course"):
+        build_learner_edition(find_course(str(ROOT)), ROOT / "grader" / "edition-out", verify=False)
+
+
+def test_release_replaces_an_earlier_release(release):
+    out, _ = release
+    (out / "stale.txt").write_text("old")
+    manifest = build_learner_edition(find_course(str(ROOT)), out, verify=False)
+    assert not (out / "stale.txt").exists() and "lesson1" in manifest.lessons
