@@ -106,7 +106,7 @@ def _instructor_commands(sub) -> None:
     e.add_argument("--format", required=True, choices=("csv", "gradescope", "nbgrader"))
     e.add_argument("--out", metavar="PATH",
                    help="csv: a file (default: stdout); gradescope: a folder (default gradescope/); "
-                        "nbgrader: its gradebook file or URL (default gradebook.db)")
+                        "nbgrader: its gradebook file or URL (default nbgrader/gradebook.db)")
 
     f = sub.add_parser("feedback", help="write one feedback file per student (instructors)",
                        epilog="example: grader feedback --out feedback/ --format html")

@@ -32,5 +32,7 @@ def export(book, fmt: str, *, lesson: str | None = None, out: str | None = None)
         return export_gradescope(book, out or "gradescope", lesson=lesson)
     if fmt == "nbgrader":
         from grader.exports.nbgrader import export_nbgrader
-        return export_nbgrader(book, out or "gradebook.db", lesson=lesson)
+        # Not gradebook.db: that is the grader's own gradebook, which must never be mixed
+        # with nbgrader's tables.
+        return export_nbgrader(book, out or "nbgrader/gradebook.db", lesson=lesson)
     raise ValueError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")

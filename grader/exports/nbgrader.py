@@ -18,7 +18,11 @@ NOTEBOOK = "exercise"
 
 
 def _url(out: str) -> str:
-    return out if "://" in out else f"sqlite:///{Path(out).resolve()}"
+    if "://" in out:
+        return out
+    path = Path(out).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
 
 
 def _submission(nb, db, assignment, student):
