@@ -118,8 +118,9 @@ def test_wrong_ledger_loses_where_it_is_wrong(name, where):
 
 def test_readme_feedback_example_is_what_the_grader_says():
     report = grade("lesson2", L2 / "prompt_only.py", "check")
-    example = ("bursts: 20 broken promises, 0 over-commits; first, r21 reserved 35 pages, "
-               "needed 43 (prompt 560 + max_new 114 at 16 tokens/page = 43 pages, 0 prefix hits)")
+    example = ("bursts: 17 broken promises, 0 over-commits; first, r21 reserved 10 pages, "
+               "needed 18 (prompt 560 + max_new 114 at 16 tokens/page = 43 pages, 25 prefix hits, "
+               "0 active)")
     assert example in feedback(report, "safety")
     assert " ".join(example.split()) in " ".join(README.read_text().split())
 
@@ -260,10 +261,10 @@ def test_readme_table_of_mistakes_is_what_the_worker_records():
     assert (len(broken), preempted, broken[0].requests[0]) == (24, 18, "r17")
     assert "24 broken promises (18 requests preempted and recomputed), the first one r17's" in text
     bursts = run("bursts", outstanding="ignore").counts()
-    assert (bursts["over_commit"], bursts["broken_promise"]) == (64, 4)
-    assert "64 over-commits and 4 broken promises" in text
-    assert run("prefix-multiscope", inactive_hits="free").counts()["over_commit"] == 5
-    assert "5 over-commits, each when a request reactivated" in text
+    assert (bursts["over_commit"], bursts["broken_promise"]) == (60, 4)
+    assert "60 over-commits and 4 broken promises" in text
+    assert run("prefix-multiscope", inactive_hits="free").counts()["over_commit"] == 6
+    assert "6 over-commits, each when a request reactivated" in text
     good = lambda r: sum(L.met_slo(x) for x in r.requests)
     assert good(run("prefix-multiscope", active_hits="as_new")) == 94
     assert good(run("prefix-multiscope")) == 118
