@@ -219,11 +219,10 @@ class _Sim:
             self._flag(live, "over_commit", (
                 f"admitting {r.id} with {adm.reserve_pages} reserved pages made outstanding "
                 f"promises {self.outstanding} exceed free capacity {pool.capacity}"))
-        for _ in range(pages_for(context, pt) - len(hits)):
-            if not self._allocate(live):
-                self._drop_pages(live)
-                self._return_promise(live)
-                return False
+        if not self._allocate_prompt(live, pages_for(context, pt) - len(hits)):
+            self._drop_pages(live)
+            self._return_promise(live)
+            return False
         for block, p in enumerate(hits):
             self._verify_hit(live, block, p)   # once per use, not at every retry while waiting
         live.target, live.done = context, len(hits) * pt
@@ -345,6 +344,23 @@ class _Sim:
         live.max_pages = max(live.max_pages, len(live.pages))
         if live.phase == "decode":
             self.decode_pages += 1
+        return True
+
+    def _allocate_prompt(self, live: _Live, need: int) -> bool:
+        """``need`` pages at admission. When the reservation and the pool cover them all, no
+        promise can break: take them in order, checking each, and keep the books once."""
+        pool = self.pool
+        if need > live.promise_left or need > pool.capacity:
+            return all(self._allocate(live) for _ in range(need))
+        take, pages, pinned = pool.take, live.pages, self.freed_pinned
+        for _ in range(need):
+            page = take()
+            if pinned and page in pinned:
+                self._use_after_free(page, live)
+            pages.append(page)
+        live.promise_left -= need
+        self.outstanding -= need
+        live.max_pages = max(live.max_pages, len(pages))
         return True
 
     def _use_after_free(self, page: int, taker: _Live) -> None:
