@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +55,21 @@ def _schema(rubrics_dir: Path) -> dict:
     return json.loads((rubrics_dir / "rubric.schema.json").read_text())
 
 
+def _non_finite(node, path=""):
+    """The path of the first NaN or infinity in the data, or None."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return path or "(top level)"
+    if isinstance(node, dict):
+        children = node.items()
+    else:
+        children = enumerate(node) if isinstance(node, list) else ()
+    for key, value in children:
+        found = _non_finite(value, f"{path}/{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
 def load_rubric(path: Path, known_checks=None) -> Rubric:
     """Load and validate; any problem is an InputError naming the file and the path inside it."""
     where = str(path)
@@ -66,12 +82,19 @@ def load_rubric(path: Path, known_checks=None) -> Rubric:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark else ""
-        raise InputError(where, f"{line}not valid YAML ({getattr(e, 'problem', e)})") from None
+        what = " ".join(str(getattr(e, "problem", None) or e).split())   # one line, always
+        raise InputError(where, f"{line}not valid YAML ({what})") from None
+    except RecursionError:
+        raise InputError(where, "not valid YAML (nested too deeply)") from None
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(_schema(path.parent)).iter_errors(data))
     if error is not None:
         inside = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise InputError(where, f"{inside}: {error.message}")
+        message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+        raise InputError(where, f"{inside}: {message}")
+    bad = _non_finite(data)
+    if bad is not None:       # JSON Schema bounds let NaN through: every comparison is false
+        raise InputError(where, f"{bad}: must be a finite number")
     criteria = []
     seen = set()
     for i, c in enumerate(data["criteria"]):

@@ -215,6 +215,8 @@ def load_workload(path: str | Path) -> WorkloadSpec:
         raise WorkloadError(f"{source}{line}: invalid YAML: {what}") from None
     except yaml.YAMLError as exc:
         raise WorkloadError(f"{source}: invalid YAML: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise WorkloadError(f"{source}: invalid YAML: nested too deeply") from None
     return parse_workload(mapping, source)
 
 

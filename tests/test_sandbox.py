@@ -1,12 +1,16 @@
-"""grader.sandbox: learner code runs in a child process and only values come back."""
+"""grader.sandbox: learner code runs in a child process and only values come back.
+
+Most tests use the default (bwrap where it works, as in CI); those marked with the `mode`
+fixture run under both the full bwrap stack and the plain-process fallback."""
 import os
-import shutil
+import sysconfig
 import textwrap
 import time
 
 import pytest
 
-from grader.sandbox import CallResult, Sandbox, SandboxError, session
+from grader.sandbox import CallResult, Sandbox, SandboxError, isolation, session
+from grader.sandbox.child import closed_to_others
 from grader.validate import coerce
 from reference.shapes import ChunkContext, CostModel, Slo, Verdict
 
@@ -114,6 +118,29 @@ SUBMISSION = textwrap.dedent('''
 ''')
 
 
+@pytest.fixture(params=["bwrap", "process"])
+def mode(request):
+    """Both containments; "bwrap" fails (never skips) where bubblewrap is unusable."""
+    return request.param
+
+
+def descendants(pid):
+    """Host pids of every process below `pid` (bwrap's init and the child under bwrap)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
 @pytest.fixture(scope="module")
 def box():
     with Sandbox(SUBMISSION, "exercise.py", call_timeout_s=0.5, run_timeout_s=60) as b:
@@ -162,7 +189,7 @@ def test_parent_environment_is_not_visible(monkeypatch):
     with Sandbox(src, "exercise.py") as b:
         env = b.call("env").value
     assert "GRADER_SECRET" not in env and "hunter2" not in str(env)
-    assert set(env) <= {"PATH", "LANG", "LC_CTYPE"}
+    assert set(env) <= {"PATH", "LANG", "LC_CTYPE", "PWD"}      # bwrap sets PWD=/tmp
 
 
 def test_non_finite_and_oversized_values_are_bad(box):
@@ -259,37 +286,115 @@ def test_run_budget_exhaustion_gives_unavailable():
         assert time.monotonic() - t0 < 0.05
 
 
-def test_close_leaves_no_process_or_directory():
-    b = Sandbox(SUBMISSION, "exercise.py")
+def test_close_leaves_no_process_or_directory(mode):
+    b = Sandbox(SUBMISSION, "exercise.py", isolation=mode)
     assert b.call("check", 1).ok
     pid, workdir = b._child.proc.pid, b._child.workdir
-    assert os.path.isdir(workdir)
+    below = descendants(pid)
+    assert (workdir is None) == (mode == "bwrap") and (mode == "process") == bool(workdir)
+    assert len(below) == (2 if mode == "bwrap" else 0)  # bwrap's init and the child
     b.close()
     b.close()                                          # idempotent
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)                                # reaped: not even a zombie
-    assert not os.path.exists(workdir)
+    for p in {pid} | below:
+        with pytest.raises(ProcessLookupError):
+            os.kill(p, 0)                              # reaped: not even a zombie
+    assert workdir is None or not os.path.exists(workdir)
 
 
-def test_isolation_is_described(box):
-    assert box.isolation.startswith("process: ")
-    assert "rlimits(as,cpu,fsize,nofile" in box.isolation
-    assert "clean env" in box.isolation and "no site-packages" in box.isolation
+def test_isolation_is_described(mode, monkeypatch):
+    with Sandbox(SUBMISSION, "exercise.py", isolation=mode) as b:
+        text = b.isolation
+    assert "rlimits(as,cpu,fsize,nofile" in text and "seccomp(no network, fork" in text
+    assert "clean env" in text and "no site-packages" in text
+    if mode == "bwrap":
+        assert text.startswith("bwrap(no network, private pid/ipc/uts namespaces, read-only "
+                               "binds of the interpreter and its libraries only, tmpfs /tmp 16 MiB")
+        assert "uid 65534 with no capabilities" in text and "nproc" in text
+    else:
+        assert text.startswith("process (no bwrap: GRADER_SANDBOX=process): ")
+    monkeypatch.setenv("GRADER_SANDBOX", mode)          # the variable selects the same
+    with Sandbox(SUBMISSION, "exercise.py") as b:
+        assert b.isolation == text
 
 
-@pytest.mark.skipif(not (hasattr(os, "geteuid") and os.geteuid() == 0
-                         and shutil.which("python3.11", path="/usr/bin")),
-                    reason="needs root and a world-readable system Python 3.11")
-def test_root_parent_drops_the_child_to_nobody(monkeypatch):
-    monkeypatch.setattr(session, "PYTHON", "/usr/bin/python3.11")
+def test_auto_prefers_bwrap_and_a_bad_mode_is_an_input_error(monkeypatch):
+    problem = isolation.bwrap_problem(session.PYTHON, str(session.CHILD))
+    with Sandbox(SUBMISSION, "exercise.py", isolation="auto") as b:
+        assert b.isolation.startswith("bwrap(" if problem is None else f"process (no bwrap: {problem})")
+    monkeypatch.setenv("GRADER_SANDBOX", "chroot")
+    with pytest.raises(Exception, match="GRADER_SANDBOX: unknown sandbox mode 'chroot'"):
+        Sandbox(SUBMISSION, "exercise.py")
+
+
+def test_required_bwrap_that_cannot_run_is_a_grader_error(monkeypatch):
+    monkeypatch.setattr(isolation.shutil, "which", lambda name, *a, **k: None)
+    isolation.bwrap_problem.cache_clear()
+    try:
+        with pytest.raises(SandboxError, match="bwrap not installed"):
+            Sandbox(SUBMISSION, "exercise.py", isolation="bwrap")
+        with Sandbox(SUBMISSION, "exercise.py", isolation="auto") as b:   # falls back, and says so
+            assert b.isolation.startswith("process (no bwrap: bwrap not installed): ")
+            assert b.call("check", 1).ok
+    finally:
+        isolation.bwrap_problem.cache_clear()
+
+
+ROOT_SPY = textwrap.dedent('''
+    import os
+    def who():
+        return [os.getuid(), os.getgid(), os.getgroups(), os.getcwd()]
+    def read(path):
+        with open(path, "rb") as f:
+            return f.read(200).decode("latin-1")
+    def write(path):
+        with open(path, "w") as f:
+            f.write("escaped")
+        return True
+    def listing(path):
+        return sorted(os.listdir(path))
+''')
+
+
+ROOT_TOP = session.CHILD.resolve().parts[1]      # e.g. "work": where the course lives
+
+
+def test_bwrap_child_is_nobody_in_an_empty_read_only_world(monkeypatch, tmp_path):
     monkeypatch.setenv("GRADER_SECRET", "hunter2")
-    src = ("import os\ndef uid():\n    return os.getuid()\n"
-           "def parent_env():\n    return open('/proc/%d/environ' % os.getppid()).read()\n")
-    with Sandbox(src, "exercise.py") as b:
-        assert "uid 65534" in b.isolation
-        assert b.call("uid").value == 65534
-        r = b.call("parent_env")
-        assert r.status == "raised" and "PermissionError" in r.detail
+    secret = tmp_path / "course.secret"
+    secret.write_text("hunter2")
+    os.chmod(tmp_path, 0o755)
+    with Sandbox(ROOT_SPY, "exercise.py", isolation="bwrap") as b:
+        assert b.call("who").value == [65534, 65534, [], "/tmp"]
+        top = set(b.call("listing", "/").value)
+        assert {"sandbox", "tmp", "dev", "usr"} <= top
+        assert top.isdisjoint({"proc", "etc", "home", "var", "run", "sys", ROOT_TOP})
+        for path in (str(secret), f"/proc/{os.getpid()}/environ", "/proc/1/environ",
+                     str(session.CHILD.parent.parent.parent / "reference" / "solutions" / "lesson1.py"),
+                     "/etc/passwd"):
+            r = b.call("read", path)
+            assert r.status == "raised" and "FileNotFoundError" in r.detail, (path, r)
+        stdlib = sysconfig.get_path("stdlib")
+        assert b.call("listing", sysconfig.get_path("purelib")).value == []   # masked
+        assert b.call("read", os.path.join(stdlib, "os.py")).ok          # what Python needs is there
+        for path in (os.path.join(stdlib, "evil.py"), "/usr/lib/evil", "/sandbox/child.py"):
+            r = b.call("write", path)
+            assert r.status == "raised", (path, r)
+            assert "Read-only" in r.detail or "Permission" in r.detail, (path, r)
+        assert b.call("write", "/tmp/scratch").ok                        # its own tmpfs
+        assert not os.path.exists("/tmp/scratch")
+
+
+def test_fallback_as_root_drops_the_uid_only_when_the_interpreter_allows(monkeypatch):
+    with Sandbox(ROOT_SPY, "exercise.py", isolation="process") as b:
+        uid = b.call("who").value[0]
+        text = b.isolation
+    if os.geteuid() != 0:
+        assert uid == os.geteuid() and f"uid {uid}" in text
+    elif any(closed_to_others(p) for p in (sysconfig.get_path("stdlib"),)):
+        assert uid == 0 and "still root (uid drop skipped:" in text     # said, not hidden
+        assert "file writes" in text                                    # so seccomp denies them
+    else:
+        assert uid == 65534 and "uid 65534" in text
 
 
 def test_cpu_limit_kills_a_runaway_the_wall_clock_would_allow():
@@ -305,12 +410,19 @@ def test_a_child_that_cannot_start_is_a_grader_error(monkeypatch):
         Sandbox(SUBMISSION, "exercise.py")
 
 
-def test_seccomp_blocks_fork_network_and_outside_writes(box):
-    if "seccomp" not in box.isolation:
-        pytest.skip("libseccomp not present: " + box.isolation)
-    for fname in ("fork", "connect"):
-        r = box.call(fname)
-        assert r.status == "raised" and "PermissionError" in r.detail, (fname, r)
-    r = box.call("write_outside")
-    assert r.status == "raised" and "PermissionError" in r.detail
-    assert not os.path.exists("/tmp/sandbox-escape-test")
+def test_seccomp_blocks_fork_network_and_outside_writes(mode):
+    with Sandbox(SUBMISSION, "exercise.py", isolation=mode) as b:
+        assert "seccomp(" in b.isolation
+        for fname in ("fork", "connect"):
+            r = b.call(fname)
+            assert r.status == "raised" and "PermissionError" in r.detail, (fname, r)
+        r = b.call("write_outside")
+    try:
+        if mode == "bwrap":       # the write lands in the sandbox's own tmpfs
+            assert r.ok and not os.path.exists("/tmp/sandbox-escape-test")
+        elif os.geteuid() == 0:   # a root child that could not drop its uid: refused
+            assert r.status == "raised" and "PermissionError" in r.detail
+            assert not os.path.exists("/tmp/sandbox-escape-test")
+    finally:                      # a non-root fallback writes where its user may: clean up
+        if mode == "process" and os.geteuid() != 0 and os.path.exists("/tmp/sandbox-escape-test"):
+            os.unlink("/tmp/sandbox-escape-test")

@@ -1,9 +1,10 @@
 """The child process that runs a learner's submission. Standard library only.
 
-Started by grader.sandbox.session as ``python -I -S child.py READ_FD WRITE_FD``: no
-site-packages, no environment, no script directory on sys.path, so nothing of the grader
-is importable. Everything it learns arrives on READ_FD; everything it says leaves on
-WRITE_FD. A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON.
+Started by grader.sandbox.session as ``python -I -S child.py READ_FD WRITE_FD`` (under
+bwrap and setpriv when grader.sandbox.isolation can): no site-packages, no environment,
+no script directory on sys.path, so nothing of the grader is importable. Everything it
+learns arrives on READ_FD; everything it says leaves on WRITE_FD. A frame is a 4-byte
+big-endian length and that many bytes of UTF-8 JSON.
 
 Conversation:
   parent -> {"shapes_source", "submission", "filename", "workdir", "limits"}
@@ -71,7 +72,14 @@ def harden(workdir, limits):
         note = drop_uid(workdir)
         is_root = os.geteuid() == 0
         applied.append(note)
+    elif hasattr(os, "geteuid"):
+        # Started unprivileged (by setpriv under bwrap, or by a non-root grader).
+        applied.append("uid %d%s" % (os.geteuid(), " with no capabilities"
+                                     if libc is not None and no_capabilities(libc) else ""))
     if libc is not None:
+        # PR_SET_PDEATHSIG SIGKILL (after the uid drop, which clears it): a grader killed
+        # with -9 must not leave a looping submission spinning until its CPU limit.
+        libc.prctl(1, 9, 0, 0, 0)
         libc.prctl(4, 0, 0, 0, 0)              # PR_SET_DUMPABLE 0: no ptrace, no /proc/pid/mem
         if libc.prctl(38, 1, 0, 0, 0) == 0:     # PR_SET_NO_NEW_PRIVS: setuid binaries stay powerless
             applied.append("no_new_privs")
@@ -90,6 +98,25 @@ def load_libc():
         return ctypes.CDLL(None, use_errno=True)
     except Exception:
         return None
+
+
+def no_capabilities(libc):
+    """True when this process holds no capability in any set, bounding set included."""
+    try:
+        import ctypes
+        header = (ctypes.c_uint32 * 2)(0x20080522, 0)      # _LINUX_CAPABILITY_VERSION_3, self
+        data = (ctypes.c_uint32 * 6)()                     # 2 x (effective, permitted, inheritable)
+        if libc.capget(header, data) != 0 or any(data):
+            return False
+        for cap in range(64):
+            held = libc.prctl(23, cap, 0, 0, 0)            # PR_CAPBSET_READ
+            if held < 0:                                   # past the last capability
+                break
+            if held or libc.prctl(47, 1, cap, 0, 0) == 1:  # PR_CAP_AMBIENT_IS_SET
+                return False
+        return True
+    except Exception:
+        return False
 
 
 def drop_uid(workdir):
@@ -416,38 +443,47 @@ def main(argv):
 
     write_frame(wfd, {"isolation": harden(setup["workdir"], limits)})
 
+    # Learner code may rebind json.dumps, os.write or this module's functions: the
+    # conversation keeps the references taken here, before any learner code runs, so a
+    # submission that does so still has its answers delivered (and judged).
+    dumps, write, read, call, explain, take = (json.dumps, os.write, read_frame, run_call,
+                                               describe, Capture.take)
+
+    def send(obj):
+        try:
+            data = dumps(obj, separators=(",", ":")).encode()
+        except BaseException as exc:    # e.g. an int too long to print
+            data = dumps({"bad": "returned a value that could not be sent (%s)"
+                          % explain(exc, filename)}).encode()
+        if len(data) > max_frame:
+            data = dumps({"bad": "returned a value too large to send (%d bytes)"
+                          % len(data)}).encode()
+        data = len(data).to_bytes(4, "big") + data
+        while data:
+            data = data[write(wfd, data):]
+
     capture = Capture(limits.get("stdout_keep", 4096))
     sys.stdout = sys.stderr = capture
     module, error = load_submission(setup["submission"], filename)
-    loaded = {"loaded": error is None, "stdout": capture.take()[:send_chars]}
+    loaded = {"loaded": error is None, "stdout": take(capture)[:send_chars]}
     if error is not None:
         loaded["error"] = error
-    write_frame(wfd, loaded)
+    send(loaded)
     namespace = module.__dict__
 
     while True:
         try:
-            request = read_frame(rfd)
+            request = read(rfd)
         except EOFError:                  # the parent is gone or done: so are we
             return
         for fname, args in request["calls"]:
-            capture.take()
-            result = run_call(namespace, fname, args, decode, filename)
-            printed = capture.take()
+            take(capture)
+            result = call(namespace, fname, args, decode, filename)
+            printed = take(capture)
             sys.stdout = sys.stderr = capture   # in case the submission replaced them
             if printed:
                 result["stdout"] = printed[:send_chars]
-            try:
-                data = json.dumps(result, separators=(",", ":")).encode()
-            except BaseException as exc:    # e.g. an int too long to print
-                data = json.dumps({"bad": "returned a value that could not be sent (%s)"
-                                   % describe(exc, filename)}).encode()
-            if len(data) > max_frame:
-                data = json.dumps({"bad": "returned a value too large to send (%d bytes)"
-                                   % len(data)}).encode()
-            data = len(data).to_bytes(4, "big") + data
-            while data:
-                data = data[os.write(wfd, data):]
+            send(result)
 
 
 if __name__ == "__main__":

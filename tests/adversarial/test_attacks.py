@@ -1,0 +1,314 @@
+"""The adversarial suite: hostile lesson 1 submissions against the sandbox.
+
+Each attack (a full submission file under attacks/) is graded in a class of two, the
+attack and then an honest submission (the reference solution), by one grader process, as
+`grader grade` grades a class. Every test asserts that
+- the attack scores no more than the honest stub (0: the attacks implement nothing);
+- no secret left the grader: the instructor secret, the hidden workload families, the
+  reference solution, the gradebook and a canary environment variable appear in no report,
+  in the gradebook and in the grader's own output; nothing was written outside the
+  sandbox; no connection reached a listener on the host; no process is left behind;
+- the grader finished: both students are graded, none is a grader failure;
+- the honest submission graded next has exactly the report it gets on its own.
+
+The whole stack (bwrap) is required: without it these tests fail rather than skip, since
+a root child outside bwrap could really kill the machine's processes. The attacks that
+are safe anywhere also run under the plain-process fallback.
+"""
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SECRET
+from grader.batch import run_batch
+from grader.cli import main
+from grader.course import find_course
+from grader.gradebook import open_gradebook
+from grader.pipeline import grade_path
+from grader.sandbox import session
+
+COURSE = find_course(str(ROOT))
+ATTACKS = Path(__file__).resolve().parent / "attacks"
+HONEST = ROOT / "reference" / "solutions" / "lesson1.py"
+STUB = ROOT / "assignments" / "lesson1" / "exercise.py"
+# Small budgets cut every attack short; the honest reference needs a fraction of them.
+QUICK = replace(session.DEFAULT_LIMITS, call_timeout_s=0.3, run_timeout_s=1.0,
+                load_timeout_s=2.0, memory_bytes=256 << 20)
+PLACEHOLDER = "TARGETS = {}  # the test writes the real paths here"
+STABLE = ("score", "max_score", "criteria", "cases", "isolation", "rubric_version", "mode")
+
+READS = ["read_secret_file", "read_hidden_workloads", "read_reference", "read_gradebook",
+         "read_environment"]
+EVERYWHERE = ["loop_forever", "sleep_forever", "memory_bomb", "flood_output", "exit_sys",
+              "exit_os", "fake_result", "monkeypatch_grader", "hostile_values", "mutate_args",
+              "crash_interpreter", "network"]
+BWRAP_ONLY = READS + ["write_outside", "fork_bomb", "threads_and_children", "kill_parent"]
+
+
+def test_every_attack_file_is_in_the_suite():
+    assert sorted(p.stem for p in ATTACKS.glob("*.py")) == sorted(EVERYWHERE + BWRAP_ONLY)
+
+
+@dataclass
+class Outcome:
+    summary: object
+    attack: dict           # the attack's report
+    honest: dict           # the next submission's report
+    gradebook: bytes
+    written: list          # files the attack managed to create outside its sandbox
+    connections: list      # what reached the host's listeners
+    leftovers: list        # sandbox processes still alive after the batch
+
+    @property
+    def feedback(self) -> str:
+        return " | ".join(c["feedback"] for c in self.attack["criteria"])
+
+
+class World:
+    """What the attacks are after, and one grader to grade them."""
+
+    def __init__(self, tmp: Path):
+        self.token = secrets.token_hex(8)
+        self.canary_env = f"canary-{self.token}"
+        self.secret_file = tmp / "course.secret"
+        self.secret_file.write_bytes(SECRET)
+        families = sorted((ROOT / "grader" / "families").glob("*.yaml"))
+        hidden = [ROOT / "grader" / "lessons" / "lesson1.py", *families]
+        self.canaries = {
+            "secret": SECRET.decode(),
+            "environment": self.canary_env,
+            "reference": "return -(-tokens // page_tokens)",
+            "reference docstring": HONEST.read_text().splitlines()[0][3:40],
+            "hidden cases": "derive_seed(secret, \"lesson1\", \"hidden\")",
+            **{f"family {p.stem}": p.read_text().strip().splitlines()[0][:40] for p in families},
+        }
+        self.hidden = [str(p) for p in hidden]
+        self.gradebook_canary = "SQLite format 3"     # in the gradebook itself, of course
+        self.tcp = socket.socket()
+        self.tcp.bind(("127.0.0.1", 0))
+        self.tcp.listen(8)
+        self.tcp.setblocking(False)
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.udp.setblocking(False)
+
+    def close(self):
+        self.tcp.close()
+        self.udp.close()
+
+    def targets(self, where: Path, gradebook: Path) -> dict:
+        name = f"pwned-{self.token}"
+        write = [ROOT / f"{name}.txt", ROOT / "grader" / "__pycache__" / f"{name}.pyc",
+                 ROOT / "reference" / "solutions" / f"{name}.py", Path("/tmp") / name,
+                 Path("/dev/shm") / name, Path.home() / name, where / name,
+                 gradebook.parent / f"{name}.db"]
+        return {"course_root": str(ROOT), "secret_file": str(self.secret_file),
+                "reference": str(HONEST), "hidden": self.hidden, "gradebook": str(gradebook),
+                "grader_pid": os.getpid(), "tcp_port": self.tcp.getsockname()[1],
+                "udp_port": self.udp.getsockname()[1], "write": [str(p) for p in write]}
+
+    def attack(self, name: str, tmp: Path, mode: str) -> Outcome:
+        folder, gradebook = tmp / "class", tmp / "gradebook.db"
+        folder.mkdir()
+        targets = self.targets(tmp, gradebook)
+        source = (ATTACKS / f"{name}.py").read_text()
+        assert PLACEHOLDER in source or "TARGETS" not in source
+        (folder / "a-attack.py").write_text(source.replace(PLACEHOLDER, f"TARGETS = {targets!r}"))
+        (folder / "b-honest.py").write_text(HONEST.read_text())
+        os.environ["GRADER_SANDBOX"] = mode
+        try:
+            with open_gradebook(str(gradebook)) as book:
+                summary = run_batch("lesson1", folder, COURSE, SECRET, book, jobs=1, progress=False)
+                reports = {r.student: r.report for r in book.results()}
+        finally:
+            del os.environ["GRADER_SANDBOX"]
+        written = [p for p in targets["write"] if os.path.lexists(p)]
+        for p in written:                       # leave no trace even when a test fails
+            os.unlink(p)
+        return Outcome(summary, reports.get("a-attack", {}), reports.get("b-honest", {}),
+                       gradebook.read_bytes(), written, self._connections(), sandbox_processes())
+
+    def _connections(self) -> list:
+        got = []
+        try:
+            conn, addr = self.tcp.accept()
+            conn.close()
+            got.append(f"tcp from {addr}")
+        except BlockingIOError:
+            pass
+        try:
+            got.append(f"udp {self.udp.recv(100)!r}")
+        except BlockingIOError:
+            pass
+        return got
+
+
+def sandbox_processes() -> list:
+    """Sandbox processes (bwrap, or a child.py) below this test process."""
+    parents, names = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+                names[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except (OSError, IndexError, ValueError):
+                pass
+    below, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - below
+        below |= frontier
+    return [names[p] for p in below if b"bwrap" in names[p] or b"child.py" in names[p]]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        w = World(tmp_path_factory.mktemp("world"))
+        mp.setenv("GRADER_CANARY_TOKEN", w.canary_env)
+        mp.setattr(session, "DEFAULT_LIMITS", QUICK)
+        w.stub, w.honest = {}, {}
+        for mode in ("bwrap", "process"):
+            mp.setenv("GRADER_SANDBOX", mode)
+            w.stub[mode] = grade_path("lesson1", STUB, COURSE, mode="grade", secret=SECRET).to_dict()
+            w.honest[mode] = json.loads(json.dumps(   # as the gradebook gives it back
+                grade_path("lesson1", HONEST, COURSE, mode="grade", secret=SECRET).to_dict()))
+            assert w.honest[mode]["score"] == w.honest[mode]["max_score"] > 0
+            assert w.stub[mode]["score"] == 0
+        mp.delenv("GRADER_SANDBOX")
+        yield w
+        w.close()
+
+
+def assert_contained(world: World, out: Outcome, mode: str, capfd) -> None:
+    # The grader finished, and graded both.
+    assert out.summary.students == 2 and out.summary.graded == 2, out.summary
+    assert not out.summary.failed, out.summary.failed
+    # No better than the stub.
+    assert out.attack["score"] <= world.stub[mode]["score"], out.feedback
+    assert out.attack["isolation"].startswith("bwrap(" if mode == "bwrap" else "process (no bwrap")
+    # The next submission was graded normally.
+    assert {k: out.honest[k] for k in STABLE} == {k: world.honest[mode][k] for k in STABLE}
+    # No secret left the grader.
+    printed = capfd.readouterr()
+    reports = json.dumps([out.attack, out.honest]) + printed.out + printed.err
+    for what, canary in world.canaries.items():
+        assert canary not in reports + out.gradebook.decode("latin-1"), what
+    assert world.gradebook_canary not in reports
+    assert out.written == [] and out.connections == [] and out.leftovers == []
+    assert not os.path.exists("/tmp/pwned-by-reduce")       # nothing was ever unpickled
+
+
+# What the feedback says about an attack: the learner is told what their code did.
+SAYS = {"loop_forever": "did not return in time", "sleep_forever": "did not finish within 2 s",
+        "memory_bomb": "MemoryError", "exit_sys": "raised SystemExit",
+        "exit_os": "ended the process running a-attack.py: the process exited with code 0",
+        "crash_interpreter": "SIGSEGV", "hostile_values": "returned something unusable",
+        "flood_output": "returned str 'flooded', expected int", "mutate_args": "returned str 'mutated'",
+        "monkeypatch_grader": "returned str 'patched-encode'", "fake_result": "returned str 'forged'",
+        "fork_bomb": "bomb failed: fork: PermissionError, shell: PermissionError, "
+                     "spawn: PermissionError"}
+
+
+@pytest.mark.parametrize("name", BWRAP_ONLY + EVERYWHERE)
+def test_attack_under_bwrap(world, name, tmp_path, capfd):
+    out = world.attack(name, tmp_path, "bwrap")
+    assert_contained(world, out, "bwrap", capfd)
+    assert SAYS.get(name, "") in out.feedback, out.feedback
+    if name in READS + ["network", "threads_and_children", "kill_parent"]:
+        # The leak channel (its own load error, in the feedback) worked; nothing was in it.
+        assert "LEAK" in out.feedback and '"ok:' not in out.feedback, out.feedback
+    if name == "write_outside":         # under /tmp it wrote into its own tmpfs, nowhere else
+        assert "LEAK" in out.feedback and not re.search(f'"{ROOT}[^"]*", "ok:', out.feedback)
+
+
+@pytest.mark.parametrize("name", EVERYWHERE)
+def test_attack_under_the_fallback(world, name, tmp_path, capfd):
+    out = world.attack(name, tmp_path, "process")
+    assert_contained(world, out, "process", capfd)
+
+
+def cli(capfd, *args):
+    assert main(list(args)) == 0
+    printed = capfd.readouterr()
+    assert printed.err == "", printed.err
+    return printed.out
+
+
+def test_a_fake_result_cannot_pass_for_the_graders(world, tmp_path, capfd):
+    """The CLI prints exactly one report per submission, whatever the submission prints."""
+    fake = tmp_path / "fake.py"
+    fake.write_text((ATTACKS / "fake_result.py").read_text())
+    secret = str(world.secret_file)
+    out = cli(capfd, "grade", "lesson1", str(fake), "--secret-file", secret, "--json")
+    [line] = out.splitlines()
+    report = json.loads(line)
+    assert report["score"] == 0 and report["submission"] == str(fake)
+    out = cli(capfd, "grade", "lesson1", str(fake), "--secret-file", secret)
+    totals = [line.split() for line in out.splitlines() if "total" in line]
+    assert len(totals) == 1 and totals[0][:4] == ["total", "0", "/", "10"], out
+
+
+def test_killing_the_grader_leaves_no_sandbox_running(tmp_path):
+    """SIGKILL the grader while it waits on a looping submission: the sandbox dies with it."""
+    looper = tmp_path / "loop.py"
+    looper.write_text((ATTACKS / "loop_forever.py").read_text())
+    grader = subprocess.Popen([sys.executable, "-m", "grader.cli", "check", "lesson1",
+                               "--submission", str(looper)], cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not sandboxes_of(grader.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        mine = sandboxes_of(grader.pid)
+        assert mine, "the grader never started a sandbox"
+    finally:
+        os.kill(grader.pid, signal.SIGKILL)
+        grader.wait()
+    deadline = time.monotonic() + 30
+    while any(alive(p) for p in mine) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in mine)
+
+
+def sandboxes_of(pid: int) -> set:
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    found.add(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    frontier = set(found)
+    while frontier:                      # bwrap -> its init -> the child
+        frontier = {c for f in frontier for c in _children(f)} - found
+        found |= frontier
+    return found
+
+
+def _children(pid: int) -> set:
+    try:
+        return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except (OSError, ValueError):
+        return set()
+
+
+def alive(pid: int) -> bool:
+    """Running, or anything but a zombie waiting for a reaper."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

@@ -1,0 +1,168 @@
+"""Bad input from people: each is one line on stderr naming the file and the field, exit 2.
+
+Instructors' files (rubrics, workloads, the secret, the gradebook URL) and learners'
+files (empty, binary, corrupt notebooks) are broken on purpose in a copy of the course;
+nothing is graded and nothing crashes.
+"""
+import shutil
+
+import pytest
+
+from conftest import ROOT
+from grader.cli import main
+
+REF = ROOT / "reference" / "solutions" / "lesson1.py"
+
+
+@pytest.fixture
+def course(tmp_path):
+    """A copy of the course's rubrics and assignments, free to break."""
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "rubrics", root / "rubrics")
+    shutil.copytree(ROOT / "assignments", root / "assignments",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+@pytest.fixture
+def secret(tmp_path):
+    path = tmp_path / "course.secret"
+    path.write_text("class of 2026\n")
+    return path
+
+
+def refused(capsys, *args) -> str:
+    """Run the CLI; it must exit 2 with exactly one line on stderr and nothing on stdout."""
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", (code, out, err)
+    assert err.startswith("grader: ") and err.count("\n") == 1, err
+    return err
+
+
+def edit(path, old, new):
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+# ---------------------------------------------------------------------------- rubrics
+
+def test_malformed_rubric_yaml_names_the_file_and_line(course, capsys):
+    rubric = course / "rubrics" / "lesson1.yaml"
+    edit(rubric, "  - id: pool-pages", "  - id: [pool-pages")
+    err = refused(capsys, "--course", course, "check", "lesson1", "--submission", REF)
+    assert str(rubric) in err and "not valid YAML" in err and "line " in err
+
+
+@pytest.mark.parametrize("old,new,field", [
+    ("    points: 2\n", "    points: -2\n", "criteria/0/points"),
+    ("    visibility: both\n", "    visibility: sometimes\n", "criteria/0/visibility"),
+    ("    credit: {rule: linear, floor: 0.5, target: 1.0}\n",
+     "    credit: {rule: linear, floor: 0.9, target: 0.5}\n", "criteria/0/credit"),
+    ("    check: lesson1.kv_bytes\n", "    check: lesson1.no_such_check\n", "criteria/0/check"),
+    ("  - id: pool-pages", "  - id: kv-bytes", "criteria/1/id"),
+    ("version: 1\n", "version: one\n", "version"),
+])
+def test_rubric_that_breaks_the_schema_names_the_field(course, capsys, old, new, field):
+    rubric = course / "rubrics" / "lesson1.yaml"
+    edit(rubric, old, new)
+    err = refused(capsys, "--course", course, "check", "lesson1", "--submission", REF)
+    assert f"{rubric}: {field}" in err
+
+
+def test_non_finite_numbers_and_deep_nesting_in_a_rubric(course, capsys):
+    rubric = course / "rubrics" / "lesson1.yaml"
+    original = rubric.read_text()
+    edit(rubric, "    points: 2\n", "    points: .nan\n")      # JSON Schema bounds let NaN pass
+    err = refused(capsys, "--course", course, "check", "lesson1", "--submission", REF)
+    assert f"{rubric}: criteria/0/points: must be a finite number" in err
+    deep = "[" * 2000 + "]" * 2000
+    rubric.write_text(original.replace("version: 1\n", f"version: 1\nextra: {deep}\n"))
+    err = refused(capsys, "--course", course, "check", "lesson1", "--submission", REF)
+    assert f"{rubric}: not valid YAML (nested too deeply)" in err
+
+
+# ---------------------------------------------------------------------------- workloads
+
+@pytest.mark.parametrize("old,new,field", [
+    ("prompt: {dist: lognormal, median: 384, sigma: 0.7, min: 16, max: 4096}",
+     "prompt: {dist: uniform, min: 4096, max: 16}", "prompt.min"),
+    ("arrival: {process: gamma, rate: 25.0, cv: 4.0}",
+     "arrival: {process: gamma, rate: -25.0, cv: 4.0}", "arrival.rate"),
+    ("requests: 100", "requests: 0", "requests"),
+    ("  - {name: interactive, weight: 0.7, ttft_s: 2.0, gap_s: 0.2}",
+     "  - {name: interactive, weight: 0.7, ttft_s: .nan, gap_s: 0.2}", "classes[0].ttft_s"),
+])
+def test_workload_with_impossible_parameters_names_the_field(course, capsys, old, new, field):
+    workload = course / "assignments" / "lesson2" / "public" / "bursts.yaml"
+    edit(workload, old, new)
+    err = refused(capsys, "--course", course, "check", "lesson2",
+                  "--submission", ROOT / "reference" / "solutions" / "lesson2.py")
+    assert f"{workload}: {field}" in err
+
+
+def test_deeply_nested_workload(course, capsys):
+    workload = course / "assignments" / "lesson2" / "public" / "bursts.yaml"
+    workload.write_text("name: " + "[" * 2000 + "]" * 2000 + "\n")
+    err = refused(capsys, "--course", course, "check", "lesson2",
+                  "--submission", ROOT / "reference" / "solutions" / "lesson2.py")
+    assert f"{workload}: invalid YAML: nested too deeply" in err
+
+
+# ---------------------------------------------------------------------------- submissions
+
+@pytest.mark.parametrize("name,body,message", [
+    ("empty.py", b"  \n\n", "the submission is empty"),
+    ("binary.py", b"\x7fELF\x02\x01\x01\x00\x00", "is a binary file"),
+    ("latin1.py", "x = 'café'\n".encode("latin-1"), "is not UTF-8 text (byte 8)"),
+    ("corrupt.ipynb", b'{"cells": [{"cell_type": "code", "source": ',
+     "cells: not a readable Jupyter notebook"),
+    ("nocode.ipynb", b'{"cells": [{"cell_type": "markdown", "source": "hi"}]}',
+     "cells: the notebook has no code cells"),
+    ("exercise.txt", b"def f(): pass\n", "a submission is a .py file or a .ipynb notebook"),
+])
+def test_unusable_submission_is_refused_in_one_line(tmp_path, capsys, secret, name, body, message):
+    path = tmp_path / name
+    path.write_bytes(body)
+    for args in (("check", "lesson1", "--submission", path),
+                 ("grade", "lesson1", path, "--secret-file", secret)):
+        err = refused(capsys, *args)
+        assert f"{path}: {message}" in err
+
+
+def test_missing_lesson_and_missing_submission(capsys):
+    assert "lesson9: no such lesson" in refused(capsys, "check", "lesson9")
+    err = refused(capsys, "check", "lesson1", "--submission", "nope.py")
+    assert "nope.py: no such submission file" in err
+
+
+# ---------------------------------------------------------------------------- secret, gradebook
+
+def test_secret_file_that_is_empty_or_unreadable(tmp_path, capsys):
+    empty = tmp_path / "empty.secret"
+    empty.write_bytes(b" \n\t")
+    assert f"{empty}: the secret file is empty" in refused(
+        capsys, "grade", "lesson1", REF, "--secret-file", empty)
+    unreadable = empty / "inside"             # a path through a file: unreadable even for root
+    assert f"{unreadable}: cannot read the secret file: Not a directory" in refused(
+        capsys, "grade", "lesson1", REF, "--secret-file", unreadable)
+    assert f"{tmp_path}: is a directory, not a secret file" in refused(
+        capsys, "grade", "lesson1", REF, "--secret-file", tmp_path)
+
+
+@pytest.mark.parametrize("url,message", [
+    ("nosuchdialect://x/y", "not a usable database URL"),
+    ("sqlite:///{tmp}/missing/dir/grades.db", "cannot open the gradebook"),
+])
+def test_gradebook_that_cannot_be_opened(tmp_path, capsys, secret, url, message):
+    url = url.format(tmp=tmp_path)
+    err = refused(capsys, "grade", "lesson1", REF, "--secret-file", secret, "--gradebook", url)
+    assert f"{url}: {message}" in err
+    assert not (tmp_path / "missing").exists()
+
+
+def test_unknown_sandbox_mode_is_an_input_error(capsys, monkeypatch):
+    monkeypatch.setenv("GRADER_SANDBOX", "docker")
+    err = refused(capsys, "check", "lesson1", "--submission", REF)
+    assert "GRADER_SANDBOX: unknown sandbox mode 'docker' (use auto, bwrap, process)" in err
