@@ -28,7 +28,7 @@ from grader.course import Course
 from grader.errors import InputError
 from grader.gradebook import Gradebook, LessonInfo, cases_digest
 from grader.progress import Progress
-from grader.submission import Submission, load_submission
+from grader.submission import Submission, is_submission_folder, load_submission
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
 DASK_CONNECT_TIMEOUT = "10s"
@@ -60,7 +60,10 @@ def _pick(folder: Path, lesson: str) -> tuple[str, str]:
 
 
 def discover(folder: Path, lesson: str) -> list[Entry]:
-    """Every student found in ``folder``, sorted by name."""
+    """Every student found in ``folder``, sorted by name. For a lesson whose submission is a
+    folder, ``<student>/<lesson>/`` (nbgrader) or ``<student>/`` itself is the submission."""
+    from grader.pipeline import folder_files
+    files = folder_files(lesson)
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(str(folder), "no such submissions folder")
@@ -71,8 +74,10 @@ def discover(folder: Path, lesson: str) -> list[Entry]:
             continue
         if item.is_dir():
             where = item / lesson
+            if files is not None and not where.is_dir() and is_submission_folder(item, files):
+                where = item
             if where.is_dir():
-                path, problem = _pick(where, lesson)
+                path, problem = (str(where), "") if files is not None else _pick(where, lesson)
             else:
                 path, problem = str(where), f"no submission for {lesson} (no folder {where.name}/)"
             found.setdefault(item.name, []).append(Entry(item.name, path, problem))
@@ -276,7 +281,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
               progress: bool = True, stream=None) -> BatchSummary:
     from grader.checks import REGISTRY
     from grader.lessons import lesson_module
-    from grader.pipeline import build_cases
+    from grader.pipeline import build_cases, folder_files
     from grader.rubric import load_rubric
 
     started = time.monotonic()
@@ -297,7 +302,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
             book.record_error(e.student, info, e.path, e.problem)
             continue
         try:
-            sub = load_submission(Path(e.path))
+            sub = load_submission(Path(e.path), folder_files(lesson), e.student)
         except InputError as err:
             failed.append((e.student, str(err)))
             book.record_error(e.student, info, e.path, err.message)

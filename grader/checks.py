@@ -1,6 +1,7 @@
 """Checks: the registered functions a rubric criterion names, and what they measure.
 
-A check gets a CheckContext (the sandboxed submission and the cases of this run) and
+A check gets a CheckContext (the sandboxed submission, or for a lesson whose submission is
+a folder of data the parsed folder, and the cases of this run) and
 the criterion's params, and returns a Measure: a value in [0, 1] that the criterion's
 credit rule turns into points, one feedback line a learner can act on, and the
 evidence (case names or digests, request ids) behind it.
@@ -38,6 +39,7 @@ class CheckContext:
     cases: Sequence[Case]
     course: Any = None
     memo: dict = field(default_factory=dict)   # shared by the checks of one run
+    submission: Any = None             # a folder submission as its lesson parsed it (sandbox is None)
 
     def family(self, name: str) -> list[Case]:
         return [c for c in self.cases if c.family == name]

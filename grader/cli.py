@@ -28,10 +28,13 @@ EXAMPLES = """examples:
   grader export --format csv --out grades.csv      (also gradescope, nbgrader); grader feedback --out fb/
   grader release --out learner-edition/            the copy learners get: no solutions, no secrets
   grader experiment prefill-deadline --set budget=0.05 --plot deadline.png
+  grader sheet validate design_sheet.yaml; grader sheet run design_sheet.yaml --baseline R42.yaml
+  grader incident --student alice --secret-file course.secret --out incidents/alice/
 """
 
 INPUT_ERRORS = (InputError, SecretError, SpecError, UnitError, WorkloadError)
-INSTRUCTOR_EXAMPLES = ("grader grade", "grader export", "grader release", "grader feedback")
+INSTRUCTOR_EXAMPLES = ("grader grade", "grader export", "grader release", "grader feedback",
+                       "grader incident")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,11 +53,13 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="example: grader check lesson1 --json",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("lesson", help="lesson1 .. lesson6")
-    c.add_argument("--submission", help="a .py or .ipynb file (default: assignments/LESSON/exercise.py)")
+    c.add_argument("--submission", help="a .py or .ipynb file (default: assignments/LESSON/exercise.py); "
+                                        "lesson6: a folder (default: assignments/lesson6/submission/)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
 
     if not learner:
         _instructor_commands(sub)
+    _sheet_commands(sub)
 
     e = sub.add_parser("experiment", help="run a course experiment on the reference worker (seconds)",
                        epilog="example: grader experiment prefill-deadline --set prompt=16384 "
@@ -116,10 +121,41 @@ def _instructor_commands(sub) -> None:
     f.add_argument("--public-only", action="store_true",
                    help="leave out the feedback of hidden-only criteria (their points stay)")
 
+    i = sub.add_parser("incident", help="write a student's lesson 6 incident bundle (instructors)",
+                       epilog="examples:\n  grader incident --student alice --secret-file course.secret "
+                              "--out incidents/alice/\n  grader incident --demo --out assignments/lesson6/demo/",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    who = i.add_mutually_exclusive_group(required=True)
+    who.add_argument("--student", metavar="ID", help="the student's id, as their submission will be named")
+    who.add_argument("--demo", action="store_true", help="the public demo incident (no secret needed)")
+    i.add_argument("--secret-file", help="the instructor secret (required with --student)")
+    i.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder (or an earlier bundle)")
+    i.add_argument("--answer", metavar="DIR", help="also write the reference diagnosis and fixed sheet "
+                   "there (never hand it out)")
+
     r = sub.add_parser("release", help="build the learner edition (instructors)",
                        epilog="example: grader release --out learner-edition/")
     r.add_argument("--out", required=True, metavar="DIR",
                    help="a new or empty folder (or an earlier release, which is replaced)")
+
+
+def _sheet_commands(sub) -> None:
+    s = sub.add_parser("sheet", help="validate a design sheet, or replay it on the reference worker",
+                       epilog="examples:\n  grader sheet validate design_sheet.yaml\n"
+                              "  grader sheet run design_sheet.yaml --baseline incident/sheets/R42.yaml",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = s.add_subparsers(dest="action", required=True)
+    v = actions.add_parser("validate", help="every problem, with its place in the file and what was expected")
+    v.add_argument("file")
+    v.add_argument("--json", action="store_true", help="print the problems as JSON")
+    r = actions.add_parser("run", help="replay the sheet and print the release-relevant figures")
+    r.add_argument("file")
+    r.add_argument("--workload", metavar="W", help="a scenario or workload file (default: the sheet's "
+                   "release_criteria.workload, else lesson 6's incident scenario)")
+    r.add_argument("--seeds", metavar="S,S,...", help="paired seeds (default: the sheet's paired_seeds)")
+    r.add_argument("--baseline", metavar="SHEET", help="also replay this sheet on the same seeds and "
+                   "decide the release with lesson 5's rule (the baseline's release_criteria.rule)")
+    r.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
 def _emit(report, as_json: bool) -> None:
@@ -146,18 +182,21 @@ def _experiment(args, course) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from grader.pipeline import grade_path   # after parsing: --help and --version stay instant
+    from grader.pipeline import folder_files, grade_path   # after parsing: --help stays instant
     try:
         course = find_course(args.course)
         if unavailable(args.command):
             raise InputError(args.command, unavailable(args.command))
         if args.command == "experiment":
             return _experiment(args, course)
+        if args.command == "sheet":
+            return _sheet(args, course)
         if args.command in INSTRUCTOR_COMMANDS:
             return INSTRUCTOR_COMMANDS[args.command](args, course)
         course.require_lesson(args.lesson)
         if args.command == "check":
-            path = Path(args.submission) if args.submission else course.assignment(args.lesson) / "exercise.py"
+            default = "exercise.py" if folder_files(args.lesson) is None else "submission"
+            path = Path(args.submission) if args.submission else course.assignment(args.lesson) / default
             _emit(grade_path(args.lesson, path, course, mode="check"), args.json)
         return 0
     except INPUT_ERRORS as e:
@@ -166,10 +205,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _grade(args, course) -> int:
-    from grader.pipeline import grade_path
+    from grader.pipeline import folder_files, grade_path
+    from grader.submission import is_submission_folder
     course.require_lesson(args.lesson)
     secret = load_secret(args.secret_file)
-    folders = [p for p in args.paths if Path(p).is_dir()]
+    files = folder_files(args.lesson)
+    folders = [p for p in args.paths if Path(p).is_dir()
+               and not (files is not None and is_submission_folder(Path(p), files))]
     if folders:
         if len(args.paths) != 1:
             raise InputError(folders[0], "a class folder must be the only path given")
@@ -234,8 +276,50 @@ def _release(args, course) -> int:
     return 0
 
 
+def _sheet(args, course) -> int:
+    from grader.sheet import load_sheet
+    path = Path(args.file)
+    sheet, problems = load_sheet(path, course)
+    if args.action == "validate" or problems:
+        if args.json:
+            print(json.dumps({"file": str(path), "valid": not problems,
+                              "problems": [{"path": p.path, "message": p.message} for p in problems]}))
+        else:
+            print(f"{path}: valid" if not problems else
+                  "\n".join([f"{path}: {len(problems)} problem{'s' if len(problems) > 1 else ''}"]
+                            + [f"  {p}" for p in problems]))
+        return 0 if not problems else 2
+    try:
+        from grader import replay
+    except ImportError:
+        raise InputError("sheet run", "not in the learner edition: it runs the reference worker and "
+                                      "policies, which are not shipped") from None
+    print(replay.run_sheets(sheet, path, course, args.workload, args.seeds, args.baseline, args.json))
+    return 0
+
+
+def _incident(args, course) -> int:
+    from grader.bundle import write_bundle
+    from grader.incident import demo_incident, incidents_key, student_incident
+    if args.demo:
+        incident = demo_incident(course)
+    else:
+        if not args.secret_file:
+            raise InputError("--student", "give --secret-file: a student's incident is drawn from the secret")
+        incident = student_incident(course, incidents_key(load_secret(args.secret_file)), args.student)
+    written = write_bundle(incident, Path(args.out))
+    print(f"incident {incident.id}: {len(written)} files in {args.out}")
+    if not incident.settled:
+        print(f"grader: warning: incident {incident.id} did not settle (a fault may leave too little "
+              f"evidence); tell the course maintainers", file=sys.stderr)
+    if args.answer:
+        from grader.bundle import write_answer
+        print(f"reference answer in {write_answer(incident, Path(args.answer))}")
+    return 0
+
+
 INSTRUCTOR_COMMANDS = {"grade": _grade, "export": _export, "feedback": _feedback,
-                       "release": _release}
+                       "release": _release, "incident": _incident}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Grading one submission for one lesson, as a pipeline of small steps.
 
 rubric -> submission -> cases -> sandbox -> criteria -> report. Each step is a function;
+a lesson whose submission is a folder of data (lesson 6) skips the sandbox;
 a failure of the learner's code costs points inside its criterion, a failure of the
 instructor's input (rubric, cases, secret) is an InputError before anything is scored.
 """
@@ -45,7 +46,7 @@ def run_criteria(rubric: Rubric, ctx: CheckContext, mode: str, load_error: str |
         if load_error:
             measure = Measure(0.0, f"your file did not load: {load_error}")
         else:
-            sub = CheckContext(ctx.sandbox, visible, ctx.course, ctx.memo)
+            sub = CheckContext(ctx.sandbox, visible, ctx.course, ctx.memo, ctx.submission)
             measure = REGISTRY[criterion.check](sub, criterion.params)
         yield score(criterion, measure)
 
@@ -54,13 +55,20 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
                      secret: bytes | None = None, rubric: Rubric | None = None,
                      cases: list[Case] | None = None) -> Report:
     started = time.perf_counter()
-    lesson_module(lesson)                       # registers the lesson's checks
+    module = lesson_module(lesson)              # registers the lesson's checks
     rubric = rubric or load_rubric(course.rubric_path(lesson), REGISTRY)
     cases = cases if cases is not None else build_cases(lesson, course, secret if mode == "grade" else None)
-    with Sandbox(submission.source, Path(submission.path).name) as sandbox:
-        ctx = CheckContext(sandbox, cases, course)
-        results = tuple(run_criteria(rubric, ctx, mode, sandbox.load_error))
-        isolation = sandbox.isolation
+    if folder_files(lesson) is not None:
+        # Data, not code: nothing of the learner's runs, so there is no sandbox; the lesson
+        # parses the folder (every problem becomes feedback) and its checks read the result.
+        ctx = CheckContext(None, cases, course, submission=module.parse_submission(submission, course))
+        results = tuple(run_criteria(rubric, ctx, mode, None))
+        isolation = "none needed: the submission is data, and no learner code runs"
+    else:
+        with Sandbox(submission.source, Path(submission.path).name) as sandbox:
+            ctx = CheckContext(sandbox, cases, course)
+            results = tuple(run_criteria(rubric, ctx, mode, sandbox.load_error))
+            isolation = sandbox.isolation
     return Report(lesson=lesson, title=rubric.title, mode=mode, submission=submission.path,
                   submission_digest=submission.digest, rubric_version=rubric.version,
                   criteria=results, cases=tuple(c.summary() for c in cases),
@@ -68,5 +76,12 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
                   duration_s=round(time.perf_counter() - started, 3), notes=submission.notes)
 
 
-def grade_path(lesson: str, path: Path, course: Course, **kw) -> Report:
-    return grade_submission(lesson, load_submission(path), course, **kw)
+def folder_files(lesson: str) -> tuple[str, ...] | None:
+    """The files of a lesson whose submission is a folder (``SUBMISSION = "folder"`` in its
+    module), or None for a lesson graded on a code file."""
+    module = lesson_module(lesson)
+    return tuple(module.FILES) if getattr(module, "SUBMISSION", "file") == "folder" else None
+
+
+def grade_path(lesson: str, path: Path, course: Course, *, student: str = "", **kw) -> Report:
+    return grade_submission(lesson, load_submission(path, folder_files(lesson), student), course, **kw)

@@ -193,7 +193,12 @@ def test_every_lesson_grades_in_a_batch(lesson, tmp_path):
     """The batch path is lesson-agnostic: the reference, in a class folder, full marks."""
     folder = tmp_path / "class"
     (folder / "submitted" / "ref" / lesson).mkdir(parents=True)
-    (folder / "submitted" / "ref" / lesson / "exercise.py").write_text(templates(lesson)["reference"].read_text())
+    if lesson == "lesson6":     # a folder of YAML, and the reference answer of ref's own incident
+        from grader.bundle import write_answer
+        from grader.incident import incidents_key, student_incident
+        write_answer(student_incident(COURSE, incidents_key(SECRET), "ref"), folder / "submitted" / "ref" / lesson)
+    else:
+        (folder / "submitted" / "ref" / lesson / "exercise.py").write_text(templates(lesson)["reference"].read_text())
     with open_gradebook(str(tmp_path / "gb.db")) as book:
         s = run_batch(lesson, folder, COURSE, SECRET, book, jobs=1, progress=False)
         assert not s.failed and s.graded == 1

@@ -1,0 +1,316 @@
+"""Lesson 6, the incident: a diagnosis and a fixed design sheet, graded on what they demonstrate.
+
+The submission is a folder, not code: ``diagnosis.yaml`` (each root cause: the change, the
+mechanism from the lesson's taxonomy, the evidence items cited, the fix as sheet values)
+and ``design_sheet.yaml`` (the regressed release's sheet with the fixes, recorded as a new
+release with a rollback rule). Nothing of the learner's runs, so there is no sandbox, but
+the folder is hostile input all the same: files are read as bounded bytes, parsed without
+YAML aliases, validated against rubrics/diagnosis.schema.json and the design-sheet schema,
+and every problem is feedback on the criterion it affects.
+
+Cases: ``grader check`` grades against the public demo incident; ``grader grade`` against
+the student's own incident, drawn from the instructor secret and the student's id (the
+hidden case carries a key derived from the secret, never the secret).
+
+Criteria (rubrics/lesson6.yaml):
+- causes found (recall) and causes named rightly (precision): a cause counts only when it
+  names a change of the release and cites at least one evidence item of the bundle that
+  shows the mechanism it names. A claim with no support earns nothing.
+- evidence: each claim of a change at fault names that change's mechanism and cites only
+  items that exist and show it.
+- replay: the fixed sheet carries every stated fix, and replayed on the incident's replay
+  seeds it ships against the regressed release under lesson 5's rule, with no class
+  regressing against the last good release and no violation above its count.
+- rollback: the new release states a rollback rule: back to the last good release, on a
+  condition this incident meets, with a gate that judges every token's deadline.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from grader.bundle import symptoms
+from grader.cases import Case
+from grader.checks import CheckContext, Measure, check
+from grader.incident import (NEXT, PREVIOUS, RELEASE, Incident, demo_incident, incidents_key,
+                             judge_fix, regression, student_incident)
+from grader.sheet import (POLICY_SECTIONS, Problem, get_path, read_yaml, schema_path, schema_problems,
+                          short, validate_sheet)
+
+SUBMISSION = "folder"
+FILES = ("diagnosis.yaml", "design_sheet.yaml")
+SHOWN = 3            # problems a feedback line lists
+
+
+# ---- the folder -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Handed:
+    """What the learner handed in, parsed; a file with problems has no data."""
+    diagnosis: Optional[dict]
+    diagnosis_problems: tuple[Problem, ...]
+    sheet: Optional[dict]
+    sheet_problems: tuple[Problem, ...]
+    student: str
+    notes: tuple[str, ...] = ()
+
+
+def _read(files: dict, name: str, validate) -> tuple[Any, tuple[Problem, ...]]:
+    if name not in files:
+        return None, (Problem("(file)", f"there is no {name} in your folder"),)
+    data, problems = read_yaml(files[name])
+    if not problems and data is None:
+        problems = [Problem("(file)", f"{name} is empty")]
+    if not problems:
+        problems = validate(data)
+    return (None, tuple(problems)) if problems else (data, ())
+
+
+def parse_submission(submission, course) -> Handed:
+    files = dict(submission.files)
+    diagnosis, dp = _read(files, "diagnosis.yaml",
+                          lambda d: schema_problems(d, schema_path(course, "diagnosis.schema.json")))
+    sheet, sp = _read(files, "design_sheet.yaml", lambda d: validate_sheet(d, course))
+    return Handed(diagnosis, dp, sheet, sp, submission.student, submission.notes)
+
+
+def _problems(name: str, problems) -> str:
+    shown = "; ".join(str(p) for p in problems[:SHOWN])
+    more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
+    return f"{name} is not usable: {shown}{more}"
+
+
+# ---- the cases --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StudentIncidents:
+    """The hidden case: each student's incident is drawn from this key and their id."""
+    key: str
+
+
+def public_cases(course) -> list[Case]:
+    return [Case("incident", "demo", "public", demo_incident(course), "the demo incident")]
+
+
+def hidden_cases(secret: bytes, course=None) -> list[Case]:
+    return [Case("incident", "your-incident", "hidden", StudentIncidents(incidents_key(secret)),
+                 "your own incident")]
+
+
+def _incident(ctx: CheckContext) -> Incident:
+    """The student's own incident when grading, else the demo."""
+    if "incident" not in ctx.memo:
+        hidden = [c for c in ctx.cases if c.visibility == "hidden"]
+        if hidden:
+            ctx.memo["incident"] = student_incident(ctx.course, hidden[0].inputs.key,
+                                                    ctx.submission.student or "anonymous")
+        else:
+            ctx.memo["incident"] = next(c.inputs for c in ctx.cases if c.family == "incident")
+    return ctx.memo["incident"]
+
+
+# ---- judging the claims ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Claim:
+    n: int                      # its place in the diagnosis (1-based)
+    change: str
+    mechanism: str
+    cited: tuple[str, ...]
+    fix: dict
+    known: bool                 # the change is one of the release's
+    at_fault: bool              # ... and one of its faults
+    supported: bool             # some cited item exists and shows the named mechanism
+    sound: bool                 # the fault's own mechanism, and every cited item exists and shows it
+    why: str                    # what is wrong with its support ("" when sound)
+
+
+def _judge(incident: Incident, cause: dict, n: int) -> Claim:
+    changes = {c.id: c for c in incident.changes}
+    items = {i.id: i for i in incident.evidence()}
+    change, mechanism = cause["change"], cause["mechanism"]
+    cited = tuple(cause["evidence"])
+    fault = changes.get(change)
+    showing = [e for e in cited if e in items and mechanism in items[e].supports]
+    reasons = []
+    if fault is None:
+        reasons.append(f"there is no change {change} in {RELEASE} (it has {', '.join(changes)})")
+    elif fault.fault and mechanism != fault.mechanism:
+        reasons.append(f"{mechanism} is not what {change} does to the release")
+    if not cited:
+        reasons.append("it cites no evidence")
+    for e in cited:
+        if e not in items:
+            reasons.append(f"{e} is not in the evidence index (E1..E{len(items)})")
+        elif mechanism not in items[e].supports:
+            reasons.append(f"{e} ({items[e].select}, {items[e].count} rows) does not show {mechanism}")
+    at_fault = bool(fault and fault.fault)
+    return Claim(n, change, mechanism, cited, cause["fix"], fault is not None, at_fault, bool(showing),
+                 at_fault and not reasons, "; ".join(reasons))
+
+
+def _claims(ctx: CheckContext) -> tuple[list[Claim], str]:
+    """(claims, why there are none to judge)."""
+    handed: Handed = ctx.submission
+    if handed.diagnosis is None:
+        return [], _problems("diagnosis.yaml", handed.diagnosis_problems)
+    incident = _incident(ctx)
+    causes = handed.diagnosis["causes"]
+    if not causes:
+        return [], "nothing diagnosed yet: diagnosis.yaml lists no causes"
+    return [_judge(incident, c, n + 1) for n, c in enumerate(causes)], ""
+
+
+def _elsewhere(ctx: CheckContext) -> str:
+    """A note when the diagnosis names another incident than the one graded."""
+    handed: Handed = ctx.submission
+    said = (handed.diagnosis or {}).get("incident")
+    graded = _incident(ctx).id
+    return f" (your diagnosis is of incident {said!r}; you are graded on incident {graded!r})" \
+        if said is not None and said != graded else ""
+
+
+@check("lesson6.causes_found")
+def causes_found(ctx: CheckContext, params: dict) -> Measure:
+    claims, none = _claims(ctx)
+    if none:
+        return Measure(0.0, none)
+    incident = _incident(ctx)
+    faults = incident.faults
+    found = {c.change for c in claims if c.at_fault and c.supported}
+    if len(found) == len(faults):
+        return Measure(1.0, f"all {len(faults)} root causes found, each with evidence")
+    parts = []
+    for c in claims:
+        if c.at_fault and not c.supported:
+            parts.append(f"your claim of {c.change} has no support, so it earns nothing: {c.why}")
+    reports = symptoms(incident)
+    missed = [reports[i] for i, f in enumerate(faults) if f.id not in found
+              and not any(c.change == f.id for c in claims)]
+    if missed:
+        parts.append(f"{len(missed)} root cause{'s' if len(missed) > 1 else ''} not named; this report "
+                     f"is not explained yet: {missed[0]}")
+    return Measure(len(found) / len(faults),
+                   f"{len(found)} of {len(faults)} root causes found; " + "; ".join(parts) + _elsewhere(ctx),
+                   tuple(sorted(found)))
+
+
+@check("lesson6.causes_precision")
+def causes_precision(ctx: CheckContext, params: dict) -> Measure:
+    claims, none = _claims(ctx)
+    if none:
+        return Measure(0.0, none)
+    named = sorted({c.change for c in claims})
+    right = {c.change for c in claims if c.at_fault and c.supported}
+    wrong = [n for n in named if n not in right]
+    if not wrong:
+        return Measure(1.0, "every change you named is a root cause, with evidence")
+    why = []
+    for n in wrong:
+        first = next(c for c in claims if c.change == n)
+        if not first.known:
+            why.append(f"{n}: {first.why}")
+        elif not first.at_fault:
+            why.append(f"{n} is not a root cause (nothing in the evidence follows from it)")
+        else:
+            why.append(f"{n} has no evidence for what you say it does ({first.why})")
+    return Measure(len(right) / len(named),
+                   f"{len(wrong)} of the {len(named)} changes you named are not demonstrated root causes: "
+                   + "; ".join(why) + _elsewhere(ctx), tuple(wrong))
+
+
+@check("lesson6.evidence")
+def evidence(ctx: CheckContext, params: dict) -> Measure:
+    claims, none = _claims(ctx)
+    if none:
+        return Measure(0.0, none)
+    judged = [c for c in claims if c.at_fault]
+    if not judged:
+        return Measure(0.0, "none of your causes names a change at fault, so there is no evidence to judge"
+                       + _elsewhere(ctx))
+    unsound = [c for c in judged if not c.sound]
+    if not unsound:
+        return Measure(1.0, "every cause names its mechanism and cites evidence that shows it")
+    first = unsound[0]
+    return Measure((len(judged) - len(unsound)) / len(judged),
+                   f"{len(unsound)} of {len(judged)} causes are not supported as stated; cause "
+                   f"{first.n} ({first.change}, {first.mechanism}): {first.why}" + _elsewhere(ctx),
+                   tuple(c.change for c in unsound))
+
+
+# ---- the fixed sheet ----------------------------------------------------------------------------
+def _sheet(ctx: CheckContext) -> tuple[Optional[dict], str]:
+    handed: Handed = ctx.submission
+    if handed.sheet is None:
+        problems = handed.sheet_problems
+        if problems and problems[0].message.endswith("is empty"):
+            return None, (f"design_sheet.yaml is empty: start from your bundle's sheets/{RELEASE}.yaml, "
+                          f"apply your fixes and record them as release {NEXT}")
+        return None, _problems("design_sheet.yaml", problems)
+    missing = [s for s in (*POLICY_SECTIONS, "release_criteria", "change_record") if s not in handed.sheet]
+    if missing:
+        return None, (f"design_sheet.yaml is not a whole release: it has no {', '.join(missing)} "
+                      f"(start from your bundle's sheets/{RELEASE}.yaml)")
+    return handed.sheet, ""
+
+
+def _leaves(fix: dict, prefix: str = ""):
+    for k, v in fix.items():
+        path = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict) and v:
+            yield from _leaves(v, path)
+        else:
+            yield path, v
+
+
+@check("lesson6.replay")
+def replay_fix(ctx: CheckContext, params: dict) -> Measure:
+    sheet, why = _sheet(ctx)
+    if sheet is None:
+        return Measure(0.0, why)
+    handed: Handed = ctx.submission
+    for cause in (handed.diagnosis or {}).get("causes", []):
+        for path, value in _leaves(cause["fix"]):
+            have = get_path(sheet, path, "(absent)")
+            if have != value or isinstance(have, bool) != isinstance(value, bool):
+                return Measure(0.0, f"your diagnosis fixes {cause['change']} with {path}: {short(value)}, but "
+                                    f"design_sheet.yaml has {short(have)}: the sheet you ship must carry your fixes")
+    incident = _incident(ctx)
+    verdict = judge_fix(incident, sheet)
+    seeds = ", ".join(map(str, incident.replay_seeds)) if not any(
+        c.visibility == "hidden" for c in ctx.cases) else f"{len(incident.replay_seeds)} hidden seeds"
+    if verdict.passed:
+        return Measure(1.0, f"replayed on {seeds}: {verdict.decision.decision} against {RELEASE} "
+                            f"({verdict.decision.reasons[0]}), no class regression and no new violation "
+                            f"against {PREVIOUS}")
+    return Measure(0.0, f"replayed on {seeds}, your sheet does not fix the release: "
+                        + "; ".join(verdict.problems[:SHOWN]))
+
+
+@check("lesson6.rollback")
+def rollback(ctx: CheckContext, params: dict) -> Measure:
+    sheet, why = _sheet(ctx)
+    if sheet is None:
+        return Measure(0.0, why)
+    record = sheet["change_record"]
+    last = record[-1] if record else {}
+    if not record or last["release"] in (PREVIOUS, RELEASE):
+        return Measure(0.0, f"the change record has no release after {RELEASE}: record your fixes as "
+                            f"release {NEXT}, with its rollback rule")
+    rule = last.get("rollback")
+    if not rule:
+        return Measure(0.0, f"release {last['release']} states no rollback rule (rollback: to, when)")
+    if rule["to"] != PREVIOUS:
+        bad = "the release that regressed" if rule["to"] == RELEASE else "not the last good release"
+        return Measure(0.0, f"release {last['release']} rolls back to {rule['to']}, {bad}; the last good "
+                            f"release is {PREVIOUS}")
+    fired = regression(_incident(ctx))
+    if not any(fired.get(w) for w in rule["when"]):
+        met = ", ".join(k for k, v in fired.items() if v) or "none"
+        return Measure(0.0, f"your rollback conditions ({', '.join(rule['when'])}) would not have rolled "
+                            f"{RELEASE} back; this incident meets: {met}")
+    if get_path(sheet, "release_criteria.qualification.token_deadline") != "largest_gap":
+        return Measure(0.0, "your release gate judges token deadlines by the average time per token, "
+                            "which hides stalls: a rollback rule on it cannot see them (token_deadline: "
+                            "largest_gap)")
+    return Measure(1.0, f"release {last['release']} rolls back to {PREVIOUS} when "
+                        f"{', '.join(rule['when'])}; {RELEASE} met "
+                        f"{', '.join(k for k, v in fired.items() if v)}")
+

@@ -1,0 +1,384 @@
+"""Lesson 6: the incident. Reference diagnoses get full marks (the demo's and every fault
+combination's); each wrong diagnosis loses exactly on the criterion that names its mistake;
+hostile folders are feedback, never a crash; incidents are per student and deterministic."""
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from grader.batch import run_batch
+from grader.bundle import symptoms, write_answer, write_bundle
+from grader.cases import Case
+from grader.cli import main
+from grader.course import find_course
+from grader.errors import InputError
+from grader.gradebook import open_gradebook
+from grader.incident import (FAULTS, MECHANISMS, combinations, demo_incident, draw, incidents_key,
+                             reference_diagnosis, reference_sheet, set_path, settled, student_incident)
+from grader.pipeline import grade_path, grade_submission
+from grader.sheet import policy_sheet
+from grader.submission import load_submission
+from grader.trials import Design, run_design
+
+COURSE = find_course(str(ROOT))
+REFERENCE = ROOT / "reference" / "solutions" / "lesson6"
+STUB = ROOT / "assignments" / "lesson6" / "submission"
+WRONG = SUBMISSIONS / "lesson6"
+FILES = ("diagnosis.yaml", "design_sheet.yaml")
+ALL = {"causes-found": 3, "causes-precision": 2, "evidence": 2, "fix-replayed": 2, "rollback-rule": 1}
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return demo_incident(COURSE)
+
+
+def lost(report) -> dict:
+    return {k: round(v - scores(report)[k], 4) for k, v in full(report).items() if scores(report)[k] != v}
+
+
+# ---- the reference and the stub ----------------------------------------------------------
+def test_reference_diagnosis_of_the_demo_gets_full_marks():
+    report = grade("lesson6", REFERENCE)
+    assert full(report) == ALL and scores(report) == ALL, [c.feedback for c in report.criteria]
+    assert report.isolation.startswith("none needed")
+
+
+def test_the_stub_gets_nothing_with_a_clear_line():
+    report = grade("lesson6", STUB)
+    assert report.score == 0
+    feedback = {c.id: c.feedback for c in report.criteria}
+    assert all(feedback[k] == "nothing diagnosed yet: diagnosis.yaml lists no causes"
+               for k in ("causes-found", "causes-precision", "evidence"))
+    assert feedback["fix-replayed"].startswith("design_sheet.yaml is empty: start from your bundle's sheets/R42.yaml")
+
+
+def test_the_reference_folder_is_the_demos_reference_answer(demo):
+    diagnosis = yaml.safe_load((REFERENCE / "diagnosis.yaml").read_text())
+    want = reference_diagnosis(demo)
+    assert [{k: c[k] for k in ("change", "mechanism", "fix")} for c in diagnosis["causes"]] == \
+           [{k: c[k] for k in ("change", "mechanism", "fix")} for c in want["causes"]]
+    assert [sorted(c["evidence"]) for c in diagnosis["causes"]] == [sorted(c["evidence"]) for c in want["causes"]]
+    sheet = yaml.safe_load((REFERENCE / "design_sheet.yaml").read_text())
+    assert policy_sheet(sheet) == policy_sheet(reference_sheet(demo))
+
+
+# ---- wrong diagnoses lose exactly where they are wrong -------------------------------------
+EXPECTED_LOSS = {
+    "alt_correct": {},
+    "absent_evidence": {"evidence": 1.0},
+    "irrelevant_evidence": {"evidence": 2.0},
+    "unsupported_claims": {"causes-found": 3.0, "causes-precision": 2.0, "evidence": 2.0},
+    "wrong_mechanism": {"evidence": 1.0},
+    "guess_all": {"causes-precision": 1.6667},
+    "missed_cause": {"causes-found": 1.5},
+    "half_fix": {"causes-found": 1.5, "fix-replayed": 2.0},
+    "fix_breaks_reclaim": {"fix-replayed": 2.0},
+    "fix_not_in_sheet": {"fix-replayed": 2.0},
+    "stale_gate": {"rollback-rule": 1.0},
+    "rollback_to_regressed": {"rollback-rule": 1.0},
+    "invalid_sheet": {"fix-replayed": 2.0, "rollback-rule": 1.0},
+    "invalid_diagnosis": {"causes-found": 3.0, "causes-precision": 2.0, "evidence": 2.0},
+}
+
+
+def test_every_wrong_diagnosis_is_listed():
+    assert {p.name for p in WRONG.iterdir() if p.is_dir()} == set(EXPECTED_LOSS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_LOSS))
+def test_a_wrong_diagnosis_loses_exactly_on_its_criterion(name):
+    report = grade("lesson6", WRONG / name)
+    assert lost(report) == EXPECTED_LOSS[name], {c.id: c.feedback for c in report.criteria}
+
+
+def test_feedback_says_what_is_wrong_and_where():
+    fb = lambda name: {c.id: c.feedback for c in grade("lesson6", WRONG / name).criteria}
+    assert "E42 is not in the evidence index (E1..E19)" in fb("absent_evidence")["evidence"]
+    assert "E6 (the 20 longest steps without a prefill chunk, 20 rows) does not show stall_hidden_by_average" \
+        in fb("irrelevant_evidence")["evidence"]
+    assert "has no support, so it earns nothing" in fb("unsupported_claims")["causes-found"]
+    assert "outstanding_ignored is not what C3 does" in fb("wrong_mechanism")["evidence"]
+    assert "C2 is not a root cause" in fb("guess_all")["causes-precision"]
+    missed = fb("missed_cause")["causes-found"]
+    assert "1 of 2 root causes found" in missed and "this report is not explained yet: On-call" in missed
+    assert "use_after_free violations on your sheet's runs, 0 on R41's" in fb("fix_breaks_reclaim")["fix-replayed"]
+    assert "chunk_rule.fixed_tokens: 512, but design_sheet.yaml has 1024: the sheet you ship must carry your fixes" \
+        in fb("fix_not_in_sheet")["fix-replayed"]
+    assert "rolls back to R42, the release that regressed" in fb("rollback_to_regressed")["rollback-rule"]
+    assert "average time per token" in fb("stale_gate")["rollback-rule"]
+    sheet = fb("invalid_sheet")["fix-replayed"]
+    for part in ("admission_ledger.outstanding: missing (required)",
+                 "chunk_rule.rule: expected one of budget, per_token_only, fixed; got 'budgett'",
+                 "request_contract.worker.max_running: expected integer"):
+        assert part in sheet
+    diagnosis = fb("invalid_diagnosis")["causes-found"]
+    assert "causes[0].mechanism: expected one of inactive_hits_as_free" in diagnosis
+    assert "causes[0].evidence: expected array; got str 'E7'" in diagnosis
+
+
+# ---- hostile folders --------------------------------------------------------------------------
+def folder(tmp_path, diagnosis=None, sheet=None, name="sub") -> Path:
+    d = tmp_path / name
+    d.mkdir()
+    for file, content in (("diagnosis.yaml", diagnosis), ("design_sheet.yaml", sheet)):
+        src = (REFERENCE / file).read_bytes() if content is None else content
+        if src is not False:
+            (d / file).write_bytes(src if isinstance(src, bytes) else src.encode())
+    return d
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\nincident: demo\ncauses: []\n"
+
+
+@pytest.mark.parametrize("diagnosis,needle", [
+    (BOMB, "anchors"),
+    (b"\x00" * 64, "binary"),
+    ("x: " + "y" * (300 * 1024), "the limit is"),
+    ("[" * 4000, "nested too deeply"),
+    ("", "diagnosis.yaml is empty"),
+    ("- just\n- a list\n", "expected object"),
+    ("incident: demo\ncauses:\n  - {change: C1, change: C3}\n", "repeated"),
+    (False, "there is no diagnosis.yaml"),
+], ids=["alias-bomb", "binary", "too-large", "too-deep", "empty", "a-list", "repeated-key", "missing"])
+def test_a_hostile_diagnosis_is_feedback(tmp_path, diagnosis, needle):
+    report = grade("lesson6", folder(tmp_path, diagnosis=diagnosis))
+    feedback = {c.id: c.feedback for c in report.criteria}
+    assert needle in feedback["causes-found"], feedback["causes-found"]
+    assert scores(report)["fix-replayed"] == 2 and scores(report)["causes-found"] == 0
+
+
+def test_a_linked_file_is_not_followed(tmp_path):
+    d = folder(tmp_path, diagnosis=False)
+    (tmp_path / "secret").write_text("instructor secret\n")
+    (d / "diagnosis.yaml").symlink_to(tmp_path / "secret")
+    (d / "notes.txt").write_text("other files are left alone")
+    sub = load_submission(d, FILES, "x")
+    assert dict(sub.files).keys() == {"design_sheet.yaml"}
+    assert any("symbolic link" in n for n in sub.notes) and any("notes.txt" in n for n in sub.notes)
+    report = grade("lesson6", d)
+    assert "there is no diagnosis.yaml" in report.criteria[0].feedback and "secret" not in json.dumps(report.to_dict())
+
+
+def test_non_finite_numbers_and_a_wrong_sheet_shape_are_feedback(tmp_path):
+    text = (REFERENCE / "design_sheet.yaml").read_text().replace("gap_budget_s: 0.1 ", "gap_budget_s: .nan ")
+    report = grade("lesson6", folder(tmp_path, sheet=text))
+    assert "chunk_rule.gap_budget_s: expected a finite number" in report.criteria[3].feedback
+    report = grade("lesson6", folder(tmp_path, sheet="chunk_rule: {rule: budget}\n", name="partial"))
+    assert "missing (required)" in report.criteria[3].feedback
+
+
+def test_a_folder_is_required_and_a_code_lesson_refuses_one(tmp_path):
+    with pytest.raises(InputError, match="a submission for this lesson is a folder"):
+        grade("lesson6", REFERENCE / "diagnosis.yaml")
+    with pytest.raises(InputError, match="holds neither diagnosis.yaml nor design_sheet.yaml"):
+        grade("lesson6", tmp_path)
+    with pytest.raises(InputError, match="is a folder"):
+        grade("lesson1", REFERENCE)
+
+
+def test_the_digest_is_over_the_files_bytes(tmp_path):
+    a = load_submission(folder(tmp_path, name="a"), FILES)
+    b = load_submission(folder(tmp_path, name="b"), FILES)
+    c = load_submission(folder(tmp_path, sheet=(REFERENCE / "design_sheet.yaml").read_text() + "\n", name="c"), FILES)
+    assert a.digest == b.digest != c.digest and a.student == "a"
+
+
+# ---- incidents: the demo, per student, every combination -----------------------------------------
+def test_the_shipped_demo_bundle_is_what_the_generator_writes(tmp_path, demo):
+    write_bundle(demo, tmp_path / "demo")
+    shipped = ROOT / "assignments" / "lesson6" / "demo"
+    names = sorted(p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(tmp_path / "demo") for p in (tmp_path / "demo").rglob("*") if p.is_file())
+    for name in names:
+        assert (shipped / name).read_bytes() == (tmp_path / "demo" / name).read_bytes(), name
+
+
+def test_the_taxonomy_is_the_schemas_and_every_fault_has_a_mechanism_in_it():
+    schema = json.loads((ROOT / "rubrics" / "diagnosis.schema.json").read_text())
+    assert schema["properties"]["causes"]["items"]["properties"]["mechanism"]["enum"] == list(MECHANISMS)
+    assert {f.mechanism for f in FAULTS.values()} <= set(MECHANISMS)
+    readme = (ROOT / "assignments" / "lesson6" / "README.md").read_text()
+    assert all(f"| `{m}` |" in readme for m in MECHANISMS)
+
+
+def test_evidence_support_is_read_from_the_data(demo):
+    items = {i.key: i for i in demo.evidence()}
+    assert items["audit:use_after_free"].count == 0 and not items["audit:use_after_free"].supports
+    assert items["steps:long"].supports == {"stall_hidden_by_average"}      # within R42's 0.3 s budget
+    assert not items["steps:over_budget"].supports and not items["steps:decode_only"].supports
+    assert "inactive_hits_as_free" in items["audit:over_commit"].supports
+    assert sorted(i.id for i in demo.evidence()) == sorted(f"E{n}" for n in range(1, 20))
+
+
+def test_a_student_incident_is_theirs_and_the_same_every_time(tmp_path):
+    key = incidents_key(SECRET)
+    alice, again, bob = (student_incident(COURSE, key, s) for s in ("alice", "alice", "bob"))
+    assert alice.identity() == again.identity() and alice.id != bob.id
+    assert student_incident(COURSE, incidents_key(b"another secret"), "alice").id != alice.id
+    assert 2 <= len(alice.faults) <= 3 and len(alice.changes) > len(alice.faults)
+    write_bundle(alice, tmp_path / "bundle")
+    text = "".join(p.read_text() for p in (tmp_path / "bundle").rglob("*") if p.is_file())
+    assert not any(str(s) in text for s in alice.replay_seeds), "the replay seeds are hidden"
+    assert all(f.fault not in text for f in alice.faults), "the bundle does not name the faults"
+
+
+def test_grading_a_student_uses_their_own_incident(tmp_path):
+    alice = student_incident(COURSE, incidents_key(SECRET), "alice")
+    answer = write_answer(alice, tmp_path / "alice")
+    report = grade_path("lesson6", answer, COURSE, mode="grade", secret=SECRET)
+    assert scores(report) == ALL, [c.feedback for c in report.criteria]
+    assert {c["visibility"] for c in report.cases} == {"public", "hidden"}
+    # Alice's answer handed in by bob is graded on bob's incident.
+    bob = grade_path("lesson6", answer, COURSE, mode="grade", secret=SECRET, student="bob")
+    assert bob.score < report.score
+    assert "you are graded on incident" in " ".join(c.feedback for c in bob.criteria)
+
+
+def test_every_fault_combination_is_settled_and_its_reference_gets_full_marks(tmp_path):
+    for combo in combinations():
+        incident = draw(COURSE, 0, "combo", faults=combo)
+        assert settled(incident), combo
+        assert {c.fault for c in incident.faults} == set(combo)
+        answer = write_answer(incident, tmp_path / "-".join(combo))
+        report = grade_submission("lesson6", load_submission(answer, FILES), COURSE, mode="check",
+                                  cases=[Case("incident", "combo", "public", incident)])
+        assert scores(report) == ALL, (combo, [c.feedback for c in report.criteria if not c.passed])
+
+
+def _graded(incident, diagnosis, sheet, where: Path):
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "diagnosis.yaml").write_text(yaml.safe_dump(diagnosis))
+    (where / "design_sheet.yaml").write_text(yaml.safe_dump(sheet))
+    return grade_submission("lesson6", load_submission(where, FILES), COURSE, mode="check",
+                            cases=[Case("incident", incident.id, "public", incident)])
+
+
+@pytest.mark.parametrize("combo", [("key_unscoped", "reclaim_at_cancel", "stall_hidden"),
+                                   ("attention_dropped", "key_unscoped", "reclaim_never"),
+                                   ("attention_dropped", "inactive_free", "reclaim_at_cancel")])
+def test_each_kind_of_wrong_diagnosis_on_other_faults(combo, tmp_path):
+    """The same classes of mistake on incidents with other faults lose the same criteria."""
+    incident = draw(COURSE, 0, "combo", faults=combo)
+    right, sheet = reference_diagnosis(incident), reference_sheet(incident)
+    faults = len(incident.faults)
+    # Every change named: the harmless ones with a mechanism some item supports.
+    some = next(i for i in incident.evidence() if i.supports)
+    guess = {"incident": incident.id, "causes": right["causes"] + [
+        {"change": c.id, "mechanism": sorted(some.supports)[0], "evidence": [some.id],
+         "fix": {"chunk_rule": {"gap_budget_s": 0.1}}} for c in incident.changes if not c.fault]}
+    share = max(0.0, (faults / len(incident.changes) - 0.4) / 0.6)
+    assert lost(_graded(incident, guess, sheet, tmp_path / "guess")) == {"causes-precision": round(2 - 2 * share, 4)}
+    # The right changes, citing only items that show nothing.
+    nothing = next(i.id for i in incident.evidence() if not i.supports)
+    unsupported = {"incident": incident.id, "causes": [dict(c, evidence=[nothing]) for c in right["causes"]]}
+    assert lost(_graded(incident, unsupported, sheet, tmp_path / "none")) == \
+        {"causes-found": 3.0, "causes-precision": 2.0, "evidence": 2.0}
+    # One fault missed and left in the sheet (not the stall: its gate change costs the rollback
+    # rule too, as stale_gate shows).
+    kept = next(f for f in incident.faults if f.fault != "stall_hidden")
+    partial = copy.deepcopy(sheet)
+    for path, _, released in kept.diff:
+        set_path(partial, path, released)
+    missed = {"incident": incident.id, "causes": [c for c in right["causes"] if c["change"] != kept.id]}
+    assert lost(_graded(incident, missed, partial, tmp_path / "missed")) == \
+        {"causes-found": round(3 / faults, 4), "fix-replayed": 2.0}
+
+
+def test_symptoms_conflict_and_cover_every_fault(demo):
+    reports = symptoms(demo)
+    assert len(reports) == len(demo.faults) == 2
+    assert "freeze mid-reply" in reports[0] and "promised more pages than the pool could give" in reports[1]
+
+
+# ---- the commands and the class ----------------------------------------------------------------------
+def test_check_and_grade_commands(tmp_path, capsys):
+    assert main(["check", "lesson6", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["score"] == 0
+    secret = tmp_path / "course.secret"
+    secret.write_bytes(SECRET)
+    answer = write_answer(student_incident(COURSE, incidents_key(SECRET), "carol"), tmp_path / "carol")
+    assert main(["grade", "lesson6", str(answer), "--secret-file", str(secret), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["score"] == report["max_score"] == 10
+
+
+def test_incident_command(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["incident", "--out", str(tmp_path / "x")])             # --student or --demo
+    assert main(["incident", "--student", "dan", "--out", str(tmp_path / "x")]) == 2
+    assert "--secret-file" in capsys.readouterr().err
+    secret = tmp_path / "course.secret"
+    secret.write_bytes(SECRET)
+    out = tmp_path / "dan"
+    assert main(["incident", "--student", "dan", "--secret-file", str(secret), "--out", str(out),
+                 "--answer", str(tmp_path / "dan-answer")]) == 0
+    incident_id = student_incident(COURSE, incidents_key(SECRET), "dan").id
+    assert yaml.safe_load((out / "incident.yaml").read_text())["incident"] == incident_id
+    assert (tmp_path / "dan-answer" / "diagnosis.yaml").is_file()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("mine")
+    assert main(["incident", "--demo", "--out", str(tmp_path / "full")]) == 2     # not a bundle: kept
+    assert (tmp_path / "full" / "keep.txt").is_file()
+
+
+def test_a_class_of_folders_grades_each_on_their_own_incident(tmp_path):
+    key = incidents_key(SECRET)
+    root = tmp_path / "class" / "submitted"
+    erin = write_answer(student_incident(COURSE, key, "erin"), root / "erin" / "lesson6")
+    shutil.copytree(erin, root / "frank" / "lesson6")                          # frank copies erin
+    (root / "gina" / "lesson6").mkdir(parents=True)                            # gina handed in nothing
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        summary = run_batch("lesson6", tmp_path / "class", COURSE, SECRET, book, jobs=1, progress=False)
+        results = {r.student: r for r in book.results()}
+    assert summary.graded == 2 and [s for s, _ in summary.failed] == ["gina"]
+    assert results["erin"].score == 10 and results["frank"].score < 10
+
+
+# ---- the README's worked example is what the grader computes -----------------------------------------
+def test_readme_worked_example_is_computed(demo):
+    text = " ".join((ROOT / "assignments" / "lesson6" / "README.md").read_text().split())
+    for line in symptoms(demo):
+        assert line in text
+    items = {i.key: i for i in demo.evidence()}
+    for key, eid, count in (("steps:long", "E7", 35), ("requests:slow_tokens", "E10", 57),
+                            ("audit:over_commit", "E14", 4), ("series:headroom", "E17", 17),
+                            ("requests:preempted", "E15", 2), ("report:gate", "E2", 1),
+                            ("steps:over_budget", "E16", 0)):
+        assert (items[key].id, items[key].count) == (eid, count)
+    for phrase in ("`E7` selects the 35 steps", "`E10` selects the 57 requests", "`E14` selects the 4",
+                   "`E17` selects the 17 samples", "90.1% -> 33.1%", "interactive class is at 90.1% on R41 and 89.4% on R42",
+                   "| R42 | 4.315 req/s | 33.1% | 4 broken promises, 7 over-commits |",
+                   "ship (+41.3%, noise band ±0.362 req/s)"):
+        assert phrase in text, phrase
+    c4 = next(c for c in demo.changes if c.id == "C4")
+    assert not c4.fault and c4.diff[0][0] == "chunk_rule.fixed_tokens"
+    knobs = policy_sheet(demo.release)           # fixed_tokens is dropped there; run with it, both ways
+    runs = [[run_design(demo.scenario.model, Design("r42", {**knobs, "chunk_rule": {**knobs["chunk_rule"],
+                                                                                   "fixed_tokens": n}},
+                                                    demo.scenario.worker), demo.scenario.workload, seed)[1].digest()
+             for seed in demo.replay_seeds[:2]] for n in (512, 1024)]
+    assert runs[0] == runs[1]
+    report = yaml.safe_load((ROOT / "assignments" / "lesson6" / "demo" / "evidence" / "release_report.yaml").read_text())
+    assert report["attainment"]["interactive"] == {"R41": 0.9011, "R42": 0.8936}
+    assert report["decision"] == "inconclusive"
+
+
+def test_discovery_finds_folder_submissions_in_both_layouts(tmp_path):
+    from grader.batch import discover
+    flat = tmp_path / "flat"
+    (flat / "hana").mkdir(parents=True)
+    shutil.copy(REFERENCE / "diagnosis.yaml", flat / "hana" / "diagnosis.yaml")
+    (flat / "ivan").mkdir()                                          # nothing handed in
+    nb = tmp_path / "nb" / "submitted" / "jo" / "lesson6"
+    nb.mkdir(parents=True)
+    shutil.copy(REFERENCE / "design_sheet.yaml", nb / "design_sheet.yaml")
+    got = {e.student: (Path(e.path).name, bool(e.problem)) for e in discover(flat, "lesson6")}
+    assert got == {"hana": ("hana", False), "ivan": ("lesson6", True)}
+    [jo] = discover(tmp_path / "nb", "lesson6")
+    assert (jo.student, Path(jo.path), jo.problem) == ("jo", nb, "")
+    assert load_submission(nb, FILES, jo.student).student == "jo"
