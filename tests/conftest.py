@@ -1,6 +1,9 @@
 """Shared test helpers: grade a submission file the way the CLI does."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,3 +32,18 @@ def full(report) -> dict[str, float]:
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+def run_grader(*args, cwd=ROOT, timeout=300):
+    """The command line as a person runs it: (exit code, stdout, stderr)."""
+    p = subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=cwd,
+                       capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def experiment_run(name: str, folder: Path, plot: str):
+    """One experiment with its defaults, through the command line, with --json and --plot."""
+    png = folder / plot
+    code, out, err = run_grader("experiment", name, "--json", "--plot", str(png))
+    assert code == 0, err
+    return json.loads(out), png

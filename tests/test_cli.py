@@ -1,19 +1,15 @@
 """The command line as people use it: exit codes, --json, one-line errors."""
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_grader
 
 REF = str(ROOT / "reference" / "solutions" / "lesson1.py")
 
 
 def run(*args, cwd=ROOT):
-    p = subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=cwd,
-                       capture_output=True, text=True, timeout=120)
-    return p.returncode, p.stdout, p.stderr
+    return run_grader(*args, cwd=cwd, timeout=120)
 
 
 def test_check_reference_json_full_marks():

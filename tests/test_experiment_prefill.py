@@ -1,11 +1,8 @@
 """The prefill deadline experiment: its table, its plot, its --set knobs, its errors."""
-import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, experiment_run, run_grader
 from grader import experiments
 from grader.course import find_course
 from grader.errors import InputError
@@ -15,18 +12,12 @@ COURSE = find_course(str(ROOT))
 
 
 def run_cli(*args):
-    p = subprocess.run([sys.executable, "-m", "grader.cli", "experiment", *args], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+    return run_grader("experiment", *args)
 
 
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory):
-    """The whole default experiment once, through the command line, with --json and --plot."""
-    png = tmp_path_factory.mktemp("plot") / "deadline.png"
-    code, out, err = run_cli("prefill-deadline", "--json", "--plot", str(png))
-    assert code == 0, err
-    return json.loads(out), png
+    return experiment_run("prefill-deadline", tmp_path_factory.mktemp("plot"), "deadline.png")
 
 
 def test_table_rows_cover_every_chunk_and_rule(default_run):

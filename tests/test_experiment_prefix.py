@@ -1,11 +1,8 @@
 """The prefix ownership experiment: each ownership mistake shows in its own column."""
-import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, experiment_run, run_grader
 from grader import experiments
 from grader.course import find_course
 
@@ -13,18 +10,12 @@ COURSE = find_course(str(ROOT))
 
 
 def run_cli(*args):
-    p = subprocess.run([sys.executable, "-m", "grader.cli", "experiment", *args], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+    return run_grader("experiment", *args)
 
 
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory):
-    """The default experiment once, through the command line, with --json and --plot."""
-    png = tmp_path_factory.mktemp("plot") / "ownership.png"
-    code, out, err = run_cli("prefix-ownership", "--json", "--plot", str(png))
-    assert code == 0, err
-    return json.loads(out), png
+    return experiment_run("prefix-ownership", tmp_path_factory.mktemp("plot"), "ownership.png")
 
 
 def test_each_mistake_shows_in_its_column_and_the_design_in_none(default_run):
