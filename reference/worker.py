@@ -25,8 +25,7 @@ from reference.records import SERIES, Run, Series, StepLog, Violation
 from reference.request import Request
 from reference.shapes import (ACTIONS, CHUNK_VERDICTS, DECISIONS, EVENTS, STATES, Admission,
                               AdmissionRequest, ChunkContext, ChunkPlan, LedgerView, ModelSpec,
-                              PageInfo, RequestRecord, Transition, Verdict, WorkerSpec,
-                              attention_pairs)
+                              PageInfo, RequestRecord, Transition, Verdict, WorkerSpec)
 from reference.solutions.lesson1 import pages_for, pool_pages
 
 _COMPLETE, _CANCEL, _ARRIVAL = 0, 1, 2     # tie order at equal times: free pages first

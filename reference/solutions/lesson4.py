@@ -53,7 +53,8 @@ def prefix_key(scope: str, parent_key: str, block_tokens: tuple, *,
     return h.hexdigest()
 
 
-def publishable(pages: tuple, *, partial: bool = False, require_written: bool = True) -> tuple:
+def publishable(pages: tuple[PageInfo, ...], *, partial: bool = False,
+                require_written: bool = True) -> tuple:
     out = []
     for p in pages:
         if p.published or p.prompt_tokens == 0:
