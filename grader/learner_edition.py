@@ -151,7 +151,7 @@ def _bodies(tree: ast.AST):
 
 def solution_fingerprints(solutions: Path) -> dict[str, str]:
     """{normalized function body: "file:function"} for every reference solution function
-    whose body is more than a `raise NotImplementedError`."""
+    whose body is more than a stub that raises NotImplementedError."""
     prints = {}
     for path in sorted(solutions.glob("*.py")):
         if path.name == "__init__.py":
