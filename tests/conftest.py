@@ -34,6 +34,18 @@ def root() -> Path:
     return ROOT
 
 
+def write_mutant(base: Path, mutations, folder: Path, name: str) -> Path:
+    """``base`` with each (old, new) replaced exactly once: a wrong solution that differs
+    from a correct one exactly where it claims to, instead of a copied file."""
+    source = base.read_text()
+    for old, new in mutations:
+        assert source.count(old) == 1, f"the mutation {name} no longer applies to {base.name}: {old!r}"
+        source = source.replace(old, new)
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    return path
+
+
 def run_grader(*args, cwd=ROOT, timeout=300):
     """The command line as a person runs it: (exit code, stdout, stderr)."""
     p = subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=cwd,

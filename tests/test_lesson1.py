@@ -1,7 +1,7 @@
 """Lesson 1 graded end to end: each mistake loses exactly the criteria that name it."""
 import pytest
 
-from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores, write_mutant
 
 L1 = SUBMISSIONS / "lesson1"
 REFERENCE = ROOT / "reference" / "solutions" / "lesson1.py"
@@ -57,11 +57,7 @@ def _wrong_file(name, tmp_path):
     if name not in MUTANTS:
         return L1 / f"{name}.py"
     line, mutated, _ = MUTANTS[name]
-    source = REFERENCE.read_text()
-    assert source.count(line) == 1, f"the mutation {name} no longer applies to the reference"
-    path = tmp_path / f"{name}.py"
-    path.write_text(source.replace(line, mutated))
-    return path
+    return write_mutant(REFERENCE, [(line, mutated)], tmp_path, name)
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))

@@ -3,10 +3,12 @@ where it is wrong, and the goodput experiment."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 
-from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores, write_mutant
 from grader import experiments
 from grader.course import find_course
 from grader.errors import InputError
@@ -189,6 +191,15 @@ def test_different_correct_solution_keeps_full_marks(reference_grade):
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
 
 
+MUTANTS = yaml.safe_load((L5 / "mutants.yaml").read_text())
+
+
+def wrong_file(name: str, folder) -> Path:
+    """A wrong solution: alt_correct.py with the mutations tests/submissions/lesson5/mutants.yaml lists."""
+    pairs = [(r["old"], r["new"]) for r in MUTANTS[name]["replace"]]
+    return write_mutant(L5 / "alt_correct.py", pairs, folder, name)
+
+
 # Which criterion each wrong solution must lose; every other criterion keeps full marks.
 WRONG = {
     "average_tpot": "largest-gap",
@@ -205,8 +216,8 @@ WRONG = {
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
-def test_wrong_solution_loses_exactly_where_it_is_wrong(name, reference_grade):
-    report = grade("lesson5", L5 / f"{name}.py", "grade", SECRET)
+def test_wrong_solution_loses_exactly_where_it_is_wrong(name, reference_grade, tmp_path):
+    report = grade("lesson5", wrong_file(name, tmp_path), "grade", SECRET)
     got, top = scores(report), full(report)
     lost = {k for k in got if got[k] < top[k]}
     assert lost == {WRONG[name]}, f"{name} lost {lost}"
@@ -214,10 +225,10 @@ def test_wrong_solution_loses_exactly_where_it_is_wrong(name, reference_grade):
     assert "expected" in feedback, feedback
 
 
-def test_goodput_that_calls_a_wrong_qualify_is_not_charged_twice(reference_grade):
-    report = grade("lesson5", L5 / "average_tpot.py", "check")
+def test_goodput_that_calls_a_wrong_qualify_is_not_charged_twice(reference_grade, tmp_path):
+    report = grade("lesson5", wrong_file("average_tpot", tmp_path), "check")
     assert scores(report)["goodput"] == full(report)["goodput"]
-    wrong = grade("lesson5", L5 / "goodput_completed.py", "check")
+    wrong = grade("lesson5", wrong_file("goodput_completed", tmp_path), "check")
     feedback = next(c.feedback for c in wrong.criteria if c.id == "goodput")
     assert "your qualify counts" in feedback and "good requests /" in feedback
 
