@@ -195,7 +195,7 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
     """--workload (a scenario or a workload file), else the sheet's release_criteria.workload,
     else lesson 6's incident scenario; a bare workload runs on the sheet's own model and worker.
     Seeds: --seeds, else the sheet's paired_seeds, else four from the workload's seed."""
-    from grader.scenario import _read_yaml, load_scenario
+    from grader.scenario import read_yaml, load_scenario
     from grader.sheet import machine_of
     from reference.workload import load_workload, with_overrides
     criteria = sheet.get("release_criteria") or {}
@@ -206,7 +206,7 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
         path = _find(own["file"], sheet_path, course)
     else:
         path = Path(course.root) / INCIDENT_SCENARIO
-    data = _read_yaml(path)
+    data = read_yaml(path)
     if isinstance(data, Mapping) and "workload" in data:
         s = load_scenario(path, course)
         model, worker, spec = s.model, s.worker, s.workload

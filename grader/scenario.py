@@ -67,7 +67,7 @@ class Scenario:
                 "workload": to_mapping(self.workload), "seed": self.seed}
 
 
-def _read_yaml(path: Path) -> Any:
+def read_yaml(path: Path) -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -90,13 +90,13 @@ def _named(value: Any, table: Mapping, kind: str, where: str):
 def course_machines(course) -> tuple[dict, dict]:
     """The named models and workers of assignments/worker.yaml (mappings, unparsed)."""
     path = course.root / "assignments" / "worker.yaml"
-    data = _read_yaml(path) or {}
+    data = read_yaml(path) or {}
     return dict(data.get("models") or {}), dict(data.get("workers") or {})
 
 
 def load_scenario(path: Path, course) -> Scenario:
     where = str(path)
-    data = _read_yaml(path)
+    data = read_yaml(path)
     if not isinstance(data, Mapping):
         raise InputError(where, "a scenario is a mapping with name, model, worker, workload")
     models, workers = course_machines(course)
@@ -125,7 +125,7 @@ def public_scenarios(course, lesson: str) -> list[Case]:
     folder = course.assignment(lesson) / "public"
     cases = []
     for path in sorted(folder.glob("*.yaml")):
-        data = _read_yaml(path)
+        data = read_yaml(path)
         if isinstance(data, Mapping) and "workload" in data:   # a scenario, not a bare workload
             s = load_scenario(path, course)
             cases.append(Case("scenario", s.name, "public", s, f"public scenario {s.name}"))
@@ -151,7 +151,7 @@ def _draw(g: np.random.Generator, bounds: Any, where: str):
 
 def hidden_scenarios(course, lesson: str, secret: bytes, families_path: Path | None = None) -> list[Case]:
     path = families_path or Path(__file__).parent / "families" / f"{lesson}.yaml"
-    data = _read_yaml(path) or {}
+    data = read_yaml(path) or {}
     cases = []
     for f_index, fam in enumerate(data.get("families") or []):
         where = f"{path}: families.{fam.get('name', f_index)}"

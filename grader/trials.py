@@ -36,7 +36,7 @@ from typing import Any, Mapping
 
 from grader.cases import digest_of
 from grader.errors import InputError
-from grader.scenario import Scenario, _read_yaml, course_machines, hidden_scenarios, load_scenario
+from grader.scenario import Scenario, read_yaml, course_machines, hidden_scenarios, load_scenario
 from reference.policy import Policy, reference_policy
 from reference.records import Run
 from reference.shapes import (QUALIFICATIONS, RELEASE_DECISIONS, ClassSummary, ModelSpec,
@@ -198,7 +198,7 @@ class Suite:
 def suite_from(path: Path, course, base: Scenario | None = None, name: str | None = None) -> Suite:
     """The suite in ``path``; ``base`` replaces its baseline scenario (a hidden instance)."""
     where = str(path)
-    data = _read_yaml(path)
+    data = read_yaml(path)
     base = base or load_scenario(path, course)
     _, workers = course_machines(course)
     base_worker = data.get("worker")
@@ -233,7 +233,7 @@ def hidden_suites(course, secret: bytes, lesson: str = "lesson5",
     """Each hidden instance of a family: its base suite on the instance's workload and seeds."""
     path = families_path or Path(__file__).parent / "families" / f"{lesson}.yaml"
     bases = {f["name"]: (path.parent / f["base"]).resolve()
-             for f in (_read_yaml(path) or {}).get("families") or []}
+             for f in (read_yaml(path) or {}).get("families") or []}
     suites = []
     for case in hidden_scenarios(course, lesson, secret, path):
         family = case.name.rsplit("#", 1)[0]
