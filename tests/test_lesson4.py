@@ -1,10 +1,12 @@
 """Lesson 4 graded end to end: each mistake loses the criteria that name it, and only those."""
 import importlib.util
 from itertools import product
+from pathlib import Path
 
 import pytest
+import yaml
 
-from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores, write_mutant
 from grader.course import find_course
 from grader.lessons import lesson4
 from grader.pipeline import grade_submission
@@ -21,8 +23,17 @@ TABLE = {"table-no-release-while-pinned", "table-cancel-stops", "table-reclaim-a
          "table-release-once", "table-terminal"}
 
 
-def _module(name):
-    spec = importlib.util.spec_from_file_location(f"l4_{name}", L4 / f"{name}.py")
+MUTANTS = yaml.safe_load((L4 / "mutants.yaml").read_text())
+
+
+def wrong_file(name: str, folder: Path) -> Path:
+    """A wrong solution: plain_correct.py with the mutations mutants.yaml lists for ``name``."""
+    pairs = [(r["old"], r["new"]) for r in MUTANTS[name]["replace"]]
+    return write_mutant(L4 / "plain_correct.py", pairs, folder, name)
+
+
+def _module(name, folder):
+    spec = importlib.util.spec_from_file_location(f"l4_{name}", wrong_file(name, folder))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -54,8 +65,9 @@ def test_stub_scores_zero_and_says_not_implemented():
         assert "not implemented" in c.feedback, c
 
 
-def test_different_correct_solution_keeps_full_marks():
-    report = grade("lesson4", L4 / "alt_correct.py", "grade", SECRET)
+@pytest.mark.parametrize("name", ["alt_correct", "plain_correct"])
+def test_different_correct_solution_keeps_full_marks(name):
+    report = grade("lesson4", L4 / f"{name}.py", "grade", SECRET)
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
 
 
@@ -89,9 +101,9 @@ def _lost(report) -> set:
 
 
 @pytest.mark.parametrize("name", sorted(WRONG) + sorted(MAY_ALSO))
-def test_wrong_solution_loses_where_it_is_wrong(name):
+def test_wrong_solution_loses_where_it_is_wrong(name, tmp_path):
     must, may = (WRONG[name], set()) if name in WRONG else MAY_ALSO[name]
-    report = grade("lesson4", L4 / f"{name}.py", "check")
+    report = grade("lesson4", wrong_file(name, tmp_path), "check")
     lost = _lost(report)
     assert must <= lost, f"{name} kept points on {must - lost}"
     assert lost <= must | may, f"{name} lost points it did not earn losing: {lost - must - may}"
@@ -101,19 +113,19 @@ def test_wrong_solution_loses_where_it_is_wrong(name):
 
 
 @pytest.mark.parametrize("name", ["release_at_cancel", "key_without_scope", "publish_unwritten"])
-def test_hidden_cases_alone_catch_the_mistake(name):
+def test_hidden_cases_alone_catch_the_mistake(name, tmp_path):
     """Graded on hidden cases only (the table needs none): the same criteria are lost."""
     course = find_course(str(ROOT))
     hidden = lesson4.hidden_cases(SECRET, course)
-    report = grade_submission("lesson4", load_submission(L4 / f"{name}.py"), course, mode="grade",
+    report = grade_submission("lesson4", load_submission(wrong_file(name, tmp_path)), course, mode="grade",
                               cases=hidden)
     assert _lost(report) == WRONG[name]
     assert all(c["visibility"] == "hidden" for c in report.cases)
 
 
 # ---- feedback names what broke -------------------------------------------------------------
-def test_use_after_free_feedback_shows_the_timeline():
-    report = grade("lesson4", L4 / "release_at_cancel.py", "check")
+def test_use_after_free_feedback_shows_the_timeline(tmp_path):
+    report = grade("lesson4", wrong_file("release_at_cancel", tmp_path), "check")
     line = next(c.feedback for c in report.criteria if c.id == "run-no-use-after-free")
     for words in ("cancel of r", "during step", "released at", "given to r", "overwritten by step"):
         assert words in line, line
@@ -121,8 +133,8 @@ def test_use_after_free_feedback_shows_the_timeline():
     assert "on_event('running', 'cancel', True)" in table and "still pins" in table, table
 
 
-def test_determinism_feedback_names_the_second_process():
-    report = grade("lesson4", L4 / "key_builtin_hash.py", "check")
+def test_determinism_feedback_names_the_second_process(tmp_path):
+    report = grade("lesson4", wrong_file("key_builtin_hash", tmp_path), "check")
     line = next(c.feedback for c in report.criteria if c.id == "key-deterministic")
     assert "another" in line and "hash" in line, line
 
@@ -163,13 +175,13 @@ def test_notifying_twice_and_a_live_terminal_state_are_caught():
 
 # ---- probes, in process --------------------------------------------------------------------
 @pytest.mark.parametrize("secret", [SECRET, b"another secret", b"x"])
-def test_hidden_probes_catch_joined_keys_and_spare_the_reference(secret):
+def test_hidden_probes_catch_joined_keys_and_spare_the_reference(secret, tmp_path):
     pairs = [c.inputs for c in lesson4.hidden_probes(secret) if c.family == "key"]
     assert {p.kind for p in pairs} == {"scope", "parent", "block"}
     assert all(ref.prefix_key(*p.a) != ref.prefix_key(*p.b) for p in pairs)
     for name, kind in [("key_separator", "scope"), ("key_token_join", "block"),
                        ("key_without_parent", "parent"), ("key_normalized", "scope")]:
-        key = _module(name).prefix_key
+        key = _module(name, tmp_path).prefix_key
         assert any(key(*p.a) == key(*p.b) for p in pairs if p.kind == kind), (name, secret)
 
 

@@ -1,4 +1,5 @@
-"""Wrong: returns positions in the offered tuple instead of the pages' index values."""
+"""A plain correct solution (tests): the base that every lesson 4 mutant in mutants.yaml
+changes in one place. It is graded for full marks like alt_correct.py."""
 import hashlib
 
 from reference.shapes import Transition
@@ -38,5 +39,5 @@ def prefix_key(scope, parent_key, block_tokens):
 
 
 def publishable(pages):
-    return tuple(i for i, p in enumerate(pages) if p.prompt_tokens == p.page_tokens
+    return tuple(p.index for p in pages if p.prompt_tokens == p.page_tokens
                  and p.written_tokens >= p.page_tokens and not p.published)
