@@ -48,6 +48,16 @@ class Case:
         identity = getattr(self.inputs, "identity", None)
         return digest_of(identity() if identity else self.inputs)
 
+    @property
+    def cite(self) -> str:
+        """How evidence names the case: public ones by name, hidden ones by digest only."""
+        return self.name if self.visibility == "public" else f"hidden:{self.digest}"
+
+    @property
+    def where(self) -> str:
+        """How a feedback sentence names the case: a hidden one by its label and digest."""
+        return self.name if self.visibility == "public" else f"{self.label} ({self.digest})"
+
     def summary(self) -> dict:
         """How a report lists the case: public ones by name, hidden ones by digest."""
         if self.visibility == "public":

@@ -31,6 +31,14 @@ class Measure:
     value: float                       # 0..1: the share of the property that holds
     feedback: str
     evidence: tuple[str, ...] = ()
+    checked: bool = True               # False: no evidence here (see not_checked_here)
+
+
+def not_checked_here(why: str) -> Measure:
+    """A criterion this edition cannot check: the learner edition lacks what its evidence
+    needs (worker runs with the reference's other decisions). It scores nothing and counts
+    in neither total, so the public check neither fails nor passes it."""
+    return Measure(0.0, why, checked=False)
 
 
 @dataclass
@@ -108,7 +116,7 @@ def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
     n = len(answers)
     if n == 0:
         return Measure(0.0, f"no {noun} to grade")
-    evidence = tuple(_cite(c) for c, _ in wrong[:20])
+    evidence = tuple(c.cite for c, _ in wrong[:20])
     if not wrong:
         return Measure(1.0, f"all {n} {noun} right")
     problems = {why for _, why in wrong}
@@ -118,7 +126,3 @@ def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
     return Measure((n - lost) / n,
                    f"{len(wrong)} of {n} {noun} wrong; first, {case.label or case.name}: {why}",
                    evidence)
-
-
-def _cite(case: Case) -> str:
-    return case.name if case.visibility == "public" else f"hidden:{case.digest}"

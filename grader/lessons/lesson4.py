@@ -628,11 +628,7 @@ def prefix_hits(run: Run) -> int:
 
 
 def _where(case: Case) -> str:
-    return f"public scenario {case.name}" if case.visibility == "public" else f"{case.label} ({case.digest})"
-
-
-def _cite(case: Case) -> str:
-    return case.name if case.visibility == "public" else f"hidden:{case.digest}"
+    return f"public scenario {case.name}" if case.visibility == "public" else case.where
 
 
 Finding = tuple  # (what, one line): what names the kind in the tally ("leaks")
@@ -688,7 +684,7 @@ def _run_measure(ctx: CheckContext, needs: tuple, find, noun: str) -> Measure:
         out = learner_run(ctx, case)
         failed = next((out.failed(f) for f in needs if out.failed(f)), "")
         if failed:
-            return Measure(0.0, failed, (_cite(case),))
+            return Measure(0.0, failed, (case.cite,))
         found = find(out.run)
         if found:
             bad.append((case, found))
@@ -698,7 +694,7 @@ def _run_measure(ctx: CheckContext, needs: tuple, find, noun: str) -> Measure:
         return Measure(1.0, f"none in {len(cases)} scenario runs: {noun}")
     case, found = bad[0]
     return Measure(clean / len(cases), f"{_where(case)}: {found[0][1]} ({_tally(found)} in this run)",
-                   tuple(_cite(c) for c, _ in bad))
+                   tuple(c.cite for c, _ in bad))
 
 
 @check("lesson4.run_no_use_after_free")
@@ -749,7 +745,7 @@ def run_hit_rate(ctx: CheckContext, params: dict) -> Measure:
         out = learner_run(ctx, case)
         failed = next((out.failed(f) for f in ("prefix_key", "publishable") if out.failed(f)), "")
         if failed:
-            return Measure(0.0, failed, (_cite(case),))
+            return Measure(0.0, failed, (case.cite,))
         got, want = prefix_hits(out.run), oracle_hits(case)
         share = min(1.0, got / want) if want else 1.0
         if worst is None or share < worst[0]:
@@ -764,4 +760,4 @@ def run_hit_rate(ctx: CheckContext, params: dict) -> Measure:
                          if v.kind == "invalid_decision" and not v.detail.startswith("on_event")), "")
         if unusable:
             words += f" (the worker could not use some answers: {unusable[:160]})"
-    return Measure(share, words, (_cite(case),))
+    return Measure(share, words, (case.cite,))
