@@ -8,8 +8,14 @@ Put in: the oracle's answers to each released lesson's public cases
 solution, the stub and the course's test submissions in check mode, so ``grader check``
 gives the same report in the release as in the course.
 
-A lesson is released when nothing its grading module imports (followed through the
-release's own modules) is missing from the release. The build then proves itself: no
+Worker runs are the exception: a learner's function runs in the worker beside the
+reference's other decisions (lesson 2's ledger beside lesson 3's chunk rule and lesson 4's
+cancellation), so publishing those runs would publish the other lessons' answers. The
+learner edition has no such cases (grader.oracle.reference_policies); a criterion that
+only runs can show is reported as not checked there, and counts in neither total.
+
+A lesson is released when nothing importing its grading module needs (followed through
+the release's own modules) is missing from the release. The build then proves itself: no
 function body of a reference solution appears anywhere in the release, and ``grader
 check`` run inside the release gives the reference solution full marks.
 """
@@ -257,18 +263,20 @@ def _recorded_submissions(course: Course, lesson: str) -> list[Path]:
     return [p for p in paths if p.is_file()]
 
 
-def record_expectations(course: Course, lesson: str) -> dict:
-    """The oracle's answers to every call the public checks make of it."""
+def record_expectations(course: Course, lesson: str) -> dict[str, dict]:
+    """The oracle's answers to every call the lesson's public checks make of it, as they
+    run in the learner edition: {oracle lesson: {key: answer}} (lesson 2 asks lesson 1's
+    oracle to count pages)."""
     from grader.errors import InputError as _InputError
-    from grader.oracle import recording
+    from grader.oracle import as_in_the_learner_edition, recording
     from grader.pipeline import grade_path
-    with recording() as answers:
+    with recording() as answers, as_in_the_learner_edition():
         for path in _recorded_submissions(course, lesson):
             try:
                 grade_path(lesson, path, course, mode="check")
             except _InputError:
                 continue            # a test submission that is unreadable on purpose
-    return answers.get(lesson, {})
+    return answers
 
 
 # Runs a command in the release as a fresh install would: the course's own editable
@@ -329,6 +337,10 @@ def _readme(lessons: tuple[str, ...]) -> str:
         feedback per criterion that lost points. Your instructor grades on hidden cases of
         the same kinds as well, so fitting the public numbers by hand earns nothing.
 
+        A criterion marked `n/a` (lesson 2's efficiency) needs worker runs of your function
+        beside the other lessons' reference decisions, which this edition does not ship: it
+        counts in neither total here, and your graded submission is checked on it.
+
         > The service-cost model is synthetic: a teaching model, not a measurement of any
         > engine or GPU.
         """).replace("{listed}", listed)
@@ -339,12 +351,15 @@ def build_learner_edition(course: Course, out: Path, *, verify: bool = True) -> 
     out = out.resolve()
     _copy(out, course)
 
-    released, left_out, expectations = [], {}, {}
+    released, left_out, expectations, recorded = [], {}, {}, {}
     candidates = set(course.lessons())
     candidates |= {p.name for p in (out / "assignments").glob("lesson[0-9]*") if p.is_dir()}
     candidates |= {p.stem for p in (out / "grader" / "lessons").glob("lesson[0-9]*.py")}
     for lesson in sorted(candidates):
-        missing = missing_imports(out, f"grader.lessons.{lesson}")
+        # What importing the lesson's module needs: a lesson may import the machinery of
+        # its worker runs only where it has such cases, which the learner edition has not
+        # (grader.oracle.reference_policies); _verify proves the released check runs.
+        missing = missing_imports(out, f"grader.lessons.{lesson}", anywhere=False)
         if lesson not in course.lessons():
             left_out[lesson] = "it has no rubric yet"
             _drop_lesson(out, lesson)
@@ -355,12 +370,15 @@ def build_learner_edition(course: Course, out: Path, *, verify: bool = True) -> 
             _drop_lesson(out, lesson)
             continue
         answers = record_expectations(course, lesson)
-        if answers:
-            folder = out / "grader" / "expectations"
-            folder.mkdir(exist_ok=True)
-            (folder / f"{lesson}.json").write_text(json.dumps(answers, sort_keys=True), encoding="utf-8")
-        expectations[lesson] = len(answers)
+        for oracle, table in answers.items():
+            recorded.setdefault(oracle, {}).update(table)
+        expectations[lesson] = sum(len(t) for t in answers.values())
         released.append(lesson)
+    if recorded:
+        folder = out / "grader" / "expectations"
+        folder.mkdir(exist_ok=True)
+        for oracle, table in recorded.items():
+            (folder / f"{oracle}.json").write_text(json.dumps(table, sort_keys=True), encoding="utf-8")
 
     pruned = _prune(out)
     unavailable = {}

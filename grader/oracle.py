@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 from importlib import import_module
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -24,6 +25,14 @@ from reference import shapes
 EXPECTATIONS = Path(__file__).with_name("expectations")
 
 _recording: dict[str, dict[str, Any]] | None = None
+_as_released = False
+
+
+def reference_policies() -> bool:
+    """Whether worker runs with the reference's decisions can happen here: in the course,
+    yes; in the learner edition (no reference solutions), no, and nor while recording
+    the learner edition's expectations (see as_in_the_learner_edition)."""
+    return not _as_released and find_spec("reference.solutions") is not None
 
 
 class OracleMissing(RuntimeError):
@@ -77,6 +86,7 @@ class Oracle:
                 if _recording is not None:
                     _recording.setdefault(self.lesson, {})[_key(function, args, kwargs)] = encode_arg(value)
                 return value
+            setattr(self, function, call)       # found by plain lookup from now on
             return call
 
         table = self._table
@@ -88,6 +98,7 @@ class Oracle:
                     f"{self.lesson}: the learner edition has no expected answer for "
                     f"{function}{args!r}: only public cases are precomputed")
             return _decode(table[key])
+        setattr(self, function, replay)
         return replay
 
 
@@ -104,3 +115,15 @@ def recording() -> Iterator[dict[str, dict[str, Any]]]:
         yield _recording
     finally:
         _recording = previous
+
+
+@contextmanager
+def as_in_the_learner_edition() -> Iterator[None]:
+    """Inside the block, lessons build the cases the learner edition will have (no worker
+    runs), while the oracle still answers from the reference: what release records."""
+    global _as_released
+    previous, _as_released = _as_released, True
+    try:
+        yield
+    finally:
+        _as_released = previous

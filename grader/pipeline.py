@@ -14,6 +14,7 @@ from grader import __version__
 from grader.cases import Case
 from grader.checks import REGISTRY, CheckContext, Measure
 from grader.course import Course
+from grader.errors import InputError
 from grader.lessons import lesson_module
 from grader.report import CriterionResult, Report
 from grader.rubric import Criterion, Rubric, load_rubric
@@ -30,11 +31,12 @@ def build_cases(lesson: str, course: Course, secret: bytes | None) -> list[Case]
 
 
 def score(criterion: Criterion, measure: Measure) -> CriterionResult:
-    share = criterion.credit.share(measure.value)
+    share = criterion.credit.share(measure.value) if measure.checked else 0.0
     return CriterionResult(id=criterion.id, title=criterion.title,
                            score=round(criterion.points * share, 4), max_score=criterion.points,
-                           passed=share >= 1.0, feedback=measure.feedback,
-                           visibility=criterion.visibility, evidence=measure.evidence)
+                           passed=measure.checked and share >= 1.0, feedback=measure.feedback,
+                           visibility=criterion.visibility, evidence=measure.evidence,
+                           checked=measure.checked)
 
 
 def run_criteria(rubric: Rubric, ctx: CheckContext, mode: str, load_error: str | None):
@@ -69,6 +71,11 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
             ctx = CheckContext(sandbox, cases, course)
             results = tuple(run_criteria(rubric, ctx, mode, sandbox.load_error))
             isolation = sandbox.isolation
+    unchecked = [r.id for r in results if not r.checked]
+    if mode == "grade" and unchecked:
+        # A grade stands on every criterion; only the learner edition's check may skip one.
+        raise InputError(f"rubrics/{lesson}.yaml", f"criteria {', '.join(unchecked)} could not "
+                         f"be checked here (is this the learner edition?)")
     return Report(lesson=lesson, title=rubric.title, mode=mode, submission=submission.path,
                   submission_digest=submission.digest, rubric_version=rubric.version,
                   criteria=results, cases=tuple(c.summary() for c in cases),

@@ -23,6 +23,7 @@ class CriterionResult:
     feedback: str
     visibility: str
     evidence: tuple[str, ...] = ()
+    checked: bool = True      # False: this edition cannot check it; in neither total
 
 
 @dataclass(frozen=True)
@@ -42,11 +43,11 @@ class Report:
 
     @property
     def score(self) -> float:
-        return round(sum(c.score for c in self.criteria), 4)
+        return round(sum(c.score for c in self.criteria if c.checked), 4)
 
     @property
     def max_score(self) -> float:
-        return round(sum(c.max_score for c in self.criteria), 4)
+        return round(sum(c.max_score for c in self.criteria if c.checked), 4)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -67,6 +68,8 @@ def render(report: Report, width: int | None = None) -> str:
     for c in report.criteria:
         mark = "pass" if c.passed else ("part" if c.score > 0 else "FAIL")
         pts = f"{_fmt(c.score)}/{_fmt(c.max_score)}"
+        if not c.checked:
+            mark, pts = "n/a ", f"-/{_fmt(c.max_score)}"
         lines.append(f"  {c.id:<{name_w}}  {pts:>11}  {mark}  {c.title}")
         if not c.passed:
             for part in textwrap.wrap(c.feedback, width - name_w - 8) or [""]:

@@ -12,6 +12,7 @@ from grader.course import find_course
 from grader.errors import InputError
 from grader.learner_edition import (build_learner_edition, find_leaks, missing_imports,
                                     run_in_release, solution_fingerprints)
+from grader.oracle import as_in_the_learner_edition
 
 SOLUTIONS = ROOT / "reference" / "solutions"
 
@@ -79,7 +80,11 @@ def test_the_leak_guard_finds_a_planted_copy(tmp_path):
 
 def test_manifest_and_what_is_left_out(release):
     out, manifest = release
-    assert "lesson1" in manifest.lessons
+    assert {"lesson1", "lesson2"} <= set(manifest.lessons)     # the free lessons
+    # Lesson 2 runs no worker there: its run machinery and the worker itself are not shipped.
+    for module in ("grader/lessons/ledger_runs.py", "grader/scenario.py", "reference/worker.py",
+                   "reference/policy.py"):
+        assert not (out / module).exists(), module
     data = json.loads((out / "grader" / "learner_edition.json").read_text())
     assert data["edition"] == "learner" and data["lessons"] == list(manifest.lessons)
     assert (out / "grader" / "expectations" / "lesson1.json").is_file()
@@ -100,36 +105,60 @@ GRADE_ALL = """
 import json, sys
 from pathlib import Path
 from grader.course import find_course
-from grader.lessons import lesson1
+from grader.lessons import ledger, lesson1
 from grader.pipeline import grade_path
-course = find_course(sys.argv[1])
-reports = [grade_path("lesson1", Path(p), course, mode="check").to_dict() for p in sys.argv[2:]]
-assert lesson1.oracle._module is None and lesson1.oracle._table, "the oracle must be replayed"
+course, lesson = find_course(sys.argv[1]), sys.argv[2]
+reports = [grade_path(lesson, Path(p), course, mode="check").to_dict() for p in sys.argv[3:]]
+oracles = (lesson1.oracle, ledger.sizes)
+assert all(o._module is None for o in oracles) and any(o._table for o in oracles), "not replayed"
 print(json.dumps(reports))
 """
 
 
-def test_check_in_the_release_matches_the_course(release, tmp_path):
+@pytest.mark.parametrize("lesson", ["lesson1", "lesson2"])
+def test_check_in_the_release_matches_the_course(release, tmp_path, lesson):
     out, _ = release
-    p = in_release(out, "check", "lesson1", "--json")           # the stub exercise
+    p = in_release(out, "check", lesson, "--json")              # the stub exercise
     assert p.returncode == 0, p.stderr
     stub = json.loads(p.stdout)
     assert stub["score"] == 0 and "not implemented" in stub["criteria"][0]["feedback"]
     copies = []
-    for sub in [SOLUTIONS / "lesson1.py", *sorted((SUBMISSIONS / "lesson1").glob("*.py"))]:
+    for sub in [SOLUTIONS / f"{lesson}.py", *sorted((SUBMISSIONS / lesson).glob("*.py"))]:
         copies.append(tmp_path / sub.name)                       # outside the release
         shutil.copy(sub, copies[-1])
-    p = in_release(out, "check", "lesson1", "--submission", str(copies[0]), "--json")
-    assert p.returncode == 0 and json.loads(p.stdout)["score"] == stub["max_score"]
-    # Every wrong submission: the same report in the release as in the course (one process).
+    p = in_release(out, "check", lesson, "--submission", str(copies[0]), "--json")
+    ref = json.loads(p.stdout)
+    assert p.returncode == 0 and ref["score"] == ref["max_score"] == stub["max_score"] > 0
+    # Every wrong submission: the same report in the release as in the course graded on
+    # the cases the release has (one process for all of them).
     (tmp_path / "grade_all.py").write_text(GRADE_ALL)
-    p = run_in_release(out, "grade_all", str(out), *map(str, copies), cwd=tmp_path)
+    p = run_in_release(out, "grade_all", str(out), lesson, *map(str, copies), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    for copy, got in zip(copies, json.loads(p.stdout)):
-        want = json.loads(json.dumps(grade("lesson1", copy, "check").to_dict()))
+    with as_in_the_learner_edition():
+        wanted = [json.loads(json.dumps(grade(lesson, c, "check").to_dict())) for c in copies]
+    for copy, got, want in zip(copies, json.loads(p.stdout), wanted):
         for report in (got, want):
             report.pop("duration_s")
         assert got == want, copy.name
+
+
+def test_lesson2_in_the_release_says_what_it_cannot_check(release, tmp_path):
+    """Efficiency needs worker runs: the release reports it as not checked, in no total,
+    while a wrong ledger still loses the criteria its probes show."""
+    out, _ = release
+    shutil.copy(SUBMISSIONS / "lesson2" / "prompt_only.py", tmp_path / "mine.py")
+    p = in_release(out, "check", "lesson2", "--submission", str(tmp_path / "mine.py"))
+    assert p.returncode == 0, p.stderr
+    assert "n/a" in p.stdout and "not checked here" in p.stdout
+    assert re.search(r"efficiency\s+-/3\s+n/a", p.stdout)
+    assert re.search(r"total [0-9.]+ / 7 ", p.stdout)
+    assert "reserved 7 pages, expected 9" in p.stdout
+
+
+def test_the_course_never_skips_a_criterion_when_grading(tmp_path):
+    """Only the learner edition's check may leave a criterion unchecked; a grade never does."""
+    with as_in_the_learner_edition(), pytest.raises(InputError, match="could not be checked"):
+        grade("lesson2", SOLUTIONS / "lesson2.py", "grade")
 
 
 def test_no_instructor_commands_in_the_release(release):

@@ -14,6 +14,7 @@ import yaml
 
 from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
 from grader.course import find_course
+from grader.lessons import ledger_runs as runs
 from grader.lessons import lesson2 as L
 from grader.pipeline import grade_submission
 from grader.scenario import load_scenario
@@ -265,11 +266,11 @@ def test_readme_table_of_mistakes_is_what_the_worker_records():
     assert "60 over-commits and 4 broken promises" in text
     assert run("prefix-multiscope", inactive_hits="free").counts()["over_commit"] == 6
     assert "6 over-commits, each when a request reactivated" in text
-    good = lambda r: sum(L.met_slo(x) for x in r.requests)
+    good = lambda r: sum(runs.met_slo(x) for x in r.requests)
     assert good(run("prefix-multiscope", active_hits="as_new")) == 94
     assert good(run("prefix-multiscope")) == 118
     assert "94 requests met their SLO instead of 118 (79.7%)" in text
-    assert sum(L._stuck(r) for r in run("never-fit", impossible="wait").requests) == 66
+    assert sum(runs.stuck(r) for r in run("never-fit", impossible="wait").requests) == 66
     assert "66 of 80 requests never admitted" in text
     correct = run("never-fit")
     assert sum(r.outcome == "rejected" for r in correct.requests) == 3

@@ -9,6 +9,10 @@ Cases:
   hidden: drawn from the secret at every boundary: roomy, exact fit, one page short, busy,
   impossible, a footprint of exactly the whole pool).
 
+The learner edition (``grader release``) has no scenario cases: their runs need the
+reference's other decisions (grader/lessons/ledger_runs.py, left out there), so lesson 2
+checks there on its probes, and efficiency, which only runs can show, is not checked.
+
 Every criterion grades a property of the promise, from both kinds of evidence:
 - safety: no broken promise, no over-commit in any run; no probe admitted beyond capacity;
 - efficiency: requests that met their SLO, as a share of the oracle ledger's, on the runs
@@ -20,62 +24,22 @@ Every criterion grades a property of the promise, from both kinds of evidence:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
 
 from grader.cases import Case
-from grader.checks import Answer, CheckContext, Measure, ask, check, grade_answers
+from grader.checks import Answer, CheckContext, Measure, ask, check, grade_answers, not_checked_here
 from grader.errors import InputError
-from grader.learner_policy import CallLog, learner_policy
-from grader.scenario import hidden_scenarios, public_scenarios
+from grader.lessons.ledger import (available, footprint, inactive, ledger_words, need, promise,
+                                   request_words)
+from grader.oracle import reference_policies
 from grader.secret import derive_seed
-from reference.policy import reference_policy
-from reference.records import Run
-from reference.shapes import DECISIONS, Admission, AdmissionRequest, LedgerView, RequestRecord
-from reference.solutions.lesson1 import pages_for, pool_pages
+from reference.shapes import DECISIONS, Admission, AdmissionRequest, LedgerView
 
 LESSON = "lesson2"
 UNSAFE = ("broken_promise", "over_commit")
-
-
-# ---- the ledger's arithmetic, as the lesson defines it --------------------------------
-def footprint(r: AdmissionRequest) -> int:
-    """Pages the request's whole context can occupy: pages_for(prompt + max_new)."""
-    return pages_for(r.prompt_tokens + r.max_new_tokens, r.page_tokens)
-
-
-def promise(r: AdmissionRequest) -> int:
-    """The exact reservation: the new pages it may ever allocate (hits are referenced)."""
-    return footprint(r) - r.prefix_hit_pages
-
-
-def inactive(r: AdmissionRequest) -> int:
-    return r.prefix_hit_pages - r.prefix_hit_active
-
-
-def need(r: AdmissionRequest) -> int:
-    """Capacity admission takes now: the promise plus the inactive hits it reactivates."""
-    return promise(r) + inactive(r)
-
-
-def available(v: LedgerView) -> int:
-    """Capacity not yet promised: unallocated + evictable - outstanding reservations."""
-    return v.unallocated_pages + v.evictable_pages - v.reserved_pages
-
-
-def _request_words(r: AdmissionRequest) -> str:
-    hits = (f"{r.prefix_hit_pages} prefix hits, {r.prefix_hit_active} active"
-            if r.prefix_hit_pages else "0 prefix hits")
-    return (f"prompt {r.prompt_tokens} + max_new {r.max_new_tokens} at {r.page_tokens} "
-            f"tokens/page = {footprint(r)} pages, {hits}")
-
-
-def _ledger_words(v: LedgerView) -> str:
-    return (f"{v.unallocated_pages} unallocated + {v.evictable_pages} evictable - "
-            f"{v.reserved_pages} promised to running requests = {available(v)} available")
 
 
 # ---- public cases ---------------------------------------------------------------------
@@ -132,6 +96,9 @@ def _public_probes(course) -> list[Case]:
 
 
 def public_cases(course) -> list[Case]:
+    if not reference_policies():        # the learner edition: probes only (see ledger_runs)
+        return _public_probes(course)
+    from grader.scenario import public_scenarios
     return public_scenarios(course, LESSON) + _public_probes(course)
 
 
@@ -199,8 +166,8 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
     v = LedgerView(total_pages=total, unallocated_pages=cap + reserved - evictable,
                    evictable_pages=evictable, reserved_pages=reserved,
                    running=int(g.integers(1 if active or reserved else 0, 65)))
-    label = (f"hidden probe {kind}: {_request_words(r)}; ledger: total {total}, "
-             f"{_ledger_words(v)}")
+    label = (f"hidden probe {kind}: {request_words(r)}; ledger: total {total}, "
+             f"{ledger_words(v)}")
     return _probe_case(f"probe#{i}", r, v, "hidden", label)
 
 
@@ -210,6 +177,7 @@ def hidden_probes(secret: bytes, count: int = 60) -> list[Case]:
 
 
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
+    from grader.scenario import hidden_scenarios
     return hidden_scenarios(course, LESSON, secret) + hidden_probes(secret)
 
 
@@ -232,153 +200,24 @@ def _not_implemented(ctx: CheckContext) -> Measure | None:
 
 
 # ---- one worker run per scenario (learner) and its oracle --------------------------------
-@dataclass
-class Book:
-    """The learner's decisions during one run, kept for feedback (the worker saw the same)."""
-    admitted: dict = field(default_factory=dict)   # id -> (request, ledger, admission), latest
-    waited: dict = field(default_factory=dict)     # id -> (request, ledger, admission), latest
-    overcautious: tuple | None = None   # the first wait or reject whose need was available
+def _runs(ctx: CheckContext) -> list:
+    """(case, LearnerRun) for every scenario case, run once per grading run. The learner
+    edition has no scenario cases, so it never imports the run machinery."""
+    scenarios = ctx.family("scenario")
+    if not scenarios:
+        return []
+    from grader.lessons.ledger_runs import learner_run
+    return [(case, learner_run(ctx, case)) for case in scenarios]
 
 
-@dataclass(frozen=True)
-class LearnerRun:
-    run: Run
-    log: CallLog
-    book: Book
-
-    @property
-    def failures(self) -> int:
-        """Admissions with no usable decision (raised, timed out, invalid value): the worker
-        records each as an invalid decision and rejects the request."""
-        return sum(1 for v in self.run.violations
-                   if v.kind == "invalid_decision" and v.detail.startswith("admit"))
-
-
-def _recording(admit, book: Book):
-    """The learner's admit, each decision kept for feedback (the worker sees the same one).
-
-    The worker retries a waiting head at every step completion, often with nothing
-    changed. A ledger is a function of its two arguments, so a call identical to the
-    previous one is answered with the previous answer instead of crossing the sandbox again.
-    """
-    last: list = [None, None]
-
-    def call(request: AdmissionRequest, ledger: LedgerView) -> Admission:
-        if last[0] == (request, ledger):
-            return last[1]
-        adm = admit(request, ledger)
-        last[0], last[1] = (request, ledger), adm
-        seen = (request, ledger, adm)
-        if adm.decision == "admit":
-            book.admitted[request.id] = seen
-        else:
-            book.waited[request.id] = seen
-            if book.overcautious is None and need(request) <= available(ledger):
-                book.overcautious = seen
-        return adm
-    return call
-
-
-def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
-    """The scenario with the learner's admit (in the sandbox); once per grading run."""
-    key = ("run", case.name)
-    if key not in ctx.memo:
-        s, log, book = case.inputs, CallLog(), Book()
-        base = learner_policy(ctx.sandbox, reference_policy(s.sheet), ("admit",), log)
-        run = s.run(base.with_(admit=_recording(base.admit, book)))
-        ctx.memo[key] = LearnerRun(run, log, book)
-    return ctx.memo[key]
-
-
-@dataclass(frozen=True)
-class OracleRun:
-    good: int                       # requests that met their SLO
-    impossible: tuple[str, ...]     # ids that can never fit (and reached admission)
-    possible: tuple[str, ...]       # ids that passed the contract and fit the pool
-
-
-_ORACLE: dict[str, OracleRun] = {}  # by scenario digest: the same for every submission
-
-
-def oracle_run(case: Case) -> OracleRun:
-    digest = case.digest
-    if digest not in _ORACLE:
-        s = case.inputs
-        policy = reference_policy(s.sheet)
-        run = s.run(policy)
-        pool = pool_pages(s.model, s.worker)
-        pt = s.worker.page_tokens
-        impossible, possible = [], []
-        for r in s.requests():
-            if not policy.check_contract(r.view(), s.model, s.worker).ok:
-                continue
-            if pages_for(r.prompt_tokens + r.max_new_tokens, pt) > pool:
-                # A client cancel can end it before it reaches admission: no evidence then.
-                if r.cancel_at_s is None:
-                    impossible.append(r.id)
-            else:
-                possible.append(r.id)
-        _ORACLE[digest] = OracleRun(sum(met_slo(x) for x in run.requests), tuple(impossible),
-                                    tuple(possible))
-    return _ORACLE[digest]
-
-
-def met_slo(rec: RequestRecord) -> bool:
-    """Completed, first token within ttft_s of arrival, and no gap between tokens over gap_s.
-
-    The lesson 5 meaning of a good request, reduced to what lesson 2 needs: a cancelled,
-    rejected or failed request is not good.
-    """
-    if rec.outcome != "completed" or rec.first_token_s is None:
-        return False
-    if rec.first_token_s - rec.arrival_s > rec.slo.ttft_s:
-        return False
-    times = rec.token_times
-    return all(b - a <= rec.slo.gap_s for a, b in zip(times, times[1:]))
-
-
-def _scenarios(ctx: CheckContext) -> list[Case]:
-    return ctx.family("scenario")
-
-
-def _cite(case: Case) -> str:
-    return case.name if case.visibility == "public" else f"hidden:{case.digest}"
-
-
-def _where(case: Case) -> str:
-    return case.name if case.visibility == "public" else f"{case.label} ({case.digest})"
-
-
-def _calls_note(runs: list[LearnerRun]) -> str:
-    failed = sum(r.failures for r in runs)
-    if not failed:
+def _calls_note(runs: list) -> str:
+    if not runs:
         return ""
-    first = next((r.log.first["admit"] for r in runs if "admit" in r.log.first), None)
-    if first is None:
-        first = next(v.detail for r in runs for v in r.run.violations
-                     if v.kind == "invalid_decision" and v.detail.startswith("admit"))
-    return (f" ({failed} admit calls gave no usable decision, so the worker rejected those "
-            f"requests; first: {first})")
+    from grader.lessons.ledger_runs import calls_note
+    return calls_note(runs)
 
 
 # ---- safety -------------------------------------------------------------------------------
-def _explain_violation(v, out: LearnerRun) -> str:
-    rid = v.requests[0] if v.requests else ""
-    seen = out.book.admitted.get(rid)
-    if seen is None:
-        return v.detail
-    r, ledger, adm = seen
-    if v.kind == "broken_promise" and adm.reserve_pages < promise(r):
-        return (f"{rid} reserved {adm.reserve_pages} pages, needed {promise(r)} "
-                f"({_request_words(r)})")
-    if v.kind == "over_commit":
-        took = adm.reserve_pages + inactive(r)
-        return (f"admitting {rid} took {took} pages of capacity ({adm.reserve_pages} reserved + "
-                f"{inactive(r)} inactive cached hits reactivated), but the ledger had "
-                f"{_ledger_words(ledger)}")
-    return f"{v.detail} (its own reservation of {adm.reserve_pages} was right: others over-committed)"
-
-
 def _unsafe_probe(case: Case, adm: Admission) -> str:
     r, v = case.inputs
     if adm.decision not in DECISIONS:
@@ -387,11 +226,11 @@ def _unsafe_probe(case: Case, adm: Admission) -> str:
         return ""
     if adm.reserve_pages < promise(r):
         return (f"admitted with {adm.reserve_pages} reserved pages; it may allocate "
-                f"{promise(r)} ({_request_words(r)})")
+                f"{promise(r)} ({request_words(r)})")
     took = adm.reserve_pages + inactive(r)
     if took > available(v):
         return (f"admitted taking {took} pages of capacity ({adm.reserve_pages} reserved + "
-                f"{inactive(r)} inactive hits) with {_ledger_words(v)}")
+                f"{inactive(r)} inactive hits) with {ledger_words(v)}")
     return ""
 
 
@@ -400,35 +239,35 @@ def safety(ctx: CheckContext, params: dict) -> Measure:
     stub = _not_implemented(ctx)
     if stub:
         return stub
-    scenarios = _scenarios(ctx)
-    runs = [learner_run(ctx, c) for c in scenarios]
+    runs = _runs(ctx)
     bad_runs = []
-    for case, out in zip(scenarios, runs):
+    for case, out in runs:
         unsafe = [v for v in out.run.violations if v.kind in UNSAFE]
         if unsafe or out.failures:
             bad_runs.append((case, out, unsafe))
     answers = _probe_answers(ctx)
     probes = grade_answers(answers, _unsafe_probe, "probes")
     wrong_probes = sum(1 for a in answers if a.problem or _unsafe_probe(a.case, a.value))
-    admitted = sum(len(o.book.admitted) for o in runs) + sum(
+    admitted = sum(len(o.book.admitted) for _, o in runs) + sum(
         1 for a in answers if a.value is not None and a.value.decision == "admit")
     if not admitted:
         return Measure(0.0, "your ledger admitted no request on any workload or probe, so it "
                             "kept no promise: safety is not shown by admitting nothing")
-    total = len(scenarios) + len(answers)
+    total = len(runs) + len(answers)
     clean = total - len(bad_runs) - wrong_probes
-    evidence = tuple(_cite(c) for c, _, _ in bad_runs) + probes.evidence
+    evidence = tuple(c.cite for c, _, _ in bad_runs) + probes.evidence
     if not bad_runs and wrong_probes == 0:
-        return Measure(1.0, f"no broken promise and no over-commit on {len(scenarios)} workloads; "
-                            f"{probes.feedback}")
+        on = f"no broken promise and no over-commit on {len(runs)} workloads; " if runs else ""
+        return Measure(1.0, on + probes.feedback)
     parts = []
     if bad_runs:
+        from grader.lessons.ledger_runs import explain_violation
         case, out, unsafe = bad_runs[0]
         kinds = {k: sum(v.kind == k for v in unsafe) for k in UNSAFE}
-        first = (f"first, {_explain_violation(unsafe[0], out)}" if unsafe
+        first = (f"first, {explain_violation(unsafe[0], out)}" if unsafe
                  else "admit gave no usable decision" + _calls_note([out]))
-        parts.append(f"{len(bad_runs)} of {len(scenarios)} workloads were not safe; "
-                     f"{_where(case)}: {kinds['broken_promise']} broken promises, "
+        parts.append(f"{len(bad_runs)} of {len(runs)} workloads were not safe; "
+                     f"{case.where}: {kinds['broken_promise']} broken promises, "
                      f"{kinds['over_commit']} over-commits; {first}")
     if wrong_probes:
         parts.append(probes.feedback)
@@ -438,30 +277,37 @@ def safety(ctx: CheckContext, params: dict) -> Measure:
 # ---- efficiency ---------------------------------------------------------------------------
 @check("lesson2.efficiency")
 def efficiency(ctx: CheckContext, params: dict) -> Measure:
+    if not ctx.family("scenario"):
+        return not_checked_here(
+            "not checked here: it compares worker runs of your ledger with the oracle "
+            "ledger's, and those runs need the reference's other decisions (contract, chunk "
+            "rule, cancellation); your graded submission is checked on every workload")
     stub = _not_implemented(ctx)
     if stub:
         return stub
+    runs = _runs(ctx)
+    from grader.lessons.ledger_runs import met_slo, oracle_run
     # A never-fit workload measures liveness: an impossible request at the head of the
     # queue would make its SLO count a second penalty for the same mistake.
-    graded = [c for c in _scenarios(ctx) if not oracle_run(c).impossible]
+    graded = [(c, out) for c, out in runs if not oracle_run(c).impossible]
     if not graded:
         return Measure(0.0, "no workload where every request fits: nothing to measure")
     rows = []                                   # (share, case, learner good, oracle good, run)
-    for case in graded:
-        out, ref = learner_run(ctx, case), oracle_run(case)
+    for case, out in graded:
+        ref = oracle_run(case)
         good = sum(met_slo(x) for x in out.run.requests)
         rows.append((1.0 if ref.good == 0 else min(1.0, good / ref.good), case, good, ref.good, out))
     worst, case, good, ref_good, out = min(rows, key=lambda row: row[0])
     if worst >= 1.0:
         return Measure(1.0, f"on all {len(graded)} workloads where every request fits, as many "
                             f"requests met their SLO as under the oracle ledger, or more")
-    line = (f"lowest on {_where(case)}: {good} requests met their SLO under your ledger, "
+    line = (f"lowest on {case.where}: {good} requests met their SLO under your ledger, "
             f"{ref_good} under the oracle ledger ({100 * worst:.1f}%)")
     if out.book.overcautious is not None:
         r, v, adm = out.book.overcautious
-        line += (f"; e.g. {r.id} was told {adm.decision} with {_ledger_words(v)}, and it needed "
-                 f"{need(r)} ({_request_words(r)})")
-    evidence = tuple(_cite(row[1]) for row in rows if row[0] < 1.0)
+        line += (f"; e.g. {r.id} was told {adm.decision} with {ledger_words(v)}, and it needed "
+                 f"{need(r)} ({request_words(r)})")
+    evidence = tuple(row[1].cite for row in rows if row[0] < 1.0)
     return Measure(worst, line + _calls_note([out]), evidence)
 
 
@@ -479,61 +325,25 @@ def _liveness_probe(case: Case, adm: Admission) -> str:
     return ""
 
 
-def _stuck(rec: RequestRecord) -> bool:
-    return rec.outcome == "failed" and rec.reason.startswith("never admitted")
-
-
-def _run_liveness(case: Case, out: LearnerRun) -> tuple[list, list, int, int]:
-    """What went wrong for liveness in one run: (impossible not rejected, possible refused
-    or starved, impossible count, possible count). Records in arrival order."""
-    ref, records = oracle_run(case), out.run.by_id()
-    stuck_imp = [records[i] for i in ref.impossible if records[i].outcome != "rejected"]
-    refused = [records[i] for i in ref.possible
-               if records[i].outcome == "rejected" or _stuck(records[i])]
-    return stuck_imp, refused, len(ref.impossible), len(ref.possible)
-
-
-def _liveness_story(case: Case, out: LearnerRun, rec: RequestRecord) -> str:
-    """One request's liveness failure in words, with the numbers behind it."""
-    s = case.inputs
-    pt, pool = s.worker.page_tokens, pool_pages(s.model, s.worker)
-    pages = pages_for(rec.prompt_tokens + rec.max_new_tokens, pt)
-    size = (f"prompt {rec.prompt_tokens} + max_new {rec.max_new_tokens} at {pt} tokens/page = "
-            f"{pages} pages, pool {pool}")
-    if rec.outcome == "rejected":
-        return f"{_where(case)}: {rec.id} fits the pool ({size}) but was rejected ({rec.reason})"
-    behind = sum(1 for x in out.run.requests if _stuck(x) and x.id != rec.id)
-    queue = f"; {behind} requests queued behind it never ran" if behind else ""
-    if pages > pool and not _stuck(rec):
-        return (f"{_where(case)}: {rec.id} can never fit ({size}) yet was admitted and ended "
-                f"{rec.outcome}: no promise could cover it")
-    if pages > pool:
-        return (f"{_where(case)}: {rec.id} can never fit ({size}) and waited at the head of the "
-                f"queue until the end of the run{queue}")
-    seen = out.book.waited.get(rec.id)
-    last = (f"; last told {seen[2].decision} with {_ledger_words(seen[1])}, needing {need(seen[0])}"
-            if seen else "")
-    return (f"{_where(case)}: {rec.id} fits the pool ({size}) but was never admitted{last}{queue}")
-
-
 @check("lesson2.liveness")
 def liveness(ctx: CheckContext, params: dict) -> Measure:
     stub = _not_implemented(ctx)
     if stub:
         return stub
     imp_total = imp_bad = poss_total = poss_bad = 0
-    stories, evidence, runs = [], [], []
-    for case in _scenarios(ctx):
-        out = learner_run(ctx, case)
-        runs.append(out)
-        stuck_imp, refused, n_imp, n_poss = _run_liveness(case, out)
+    stories, evidence = [], []
+    runs = _runs(ctx)
+    if runs:
+        from grader.lessons.ledger_runs import liveness_story, run_liveness
+    for case, out in runs:
+        stuck_imp, refused, n_imp, n_poss = run_liveness(case, out)
         imp_total, imp_bad = imp_total + n_imp, imp_bad + len(stuck_imp)
         poss_total, poss_bad = poss_total + n_poss, poss_bad + len(refused)
         if stuck_imp or refused:
-            evidence.append(_cite(case))
+            evidence.append(case.cite)
             # The first failure in arrival order: a starved head explains what follows it.
             first = min(stuck_imp + refused, key=lambda x: (x.arrival_s, x.id))
-            stories.append(_liveness_story(case, out, first))
+            stories.append(liveness_story(case, out, first))
     answers = _probe_answers(ctx)
     for a in answers:
         r, v = a.case.inputs
@@ -553,7 +363,8 @@ def liveness(ctx: CheckContext, params: dict) -> Measure:
     parts += stories[:1]
     if probes.value < 1.0:
         parts.append(probes.feedback)
-    return Measure(value, "; ".join(parts) + _calls_note(runs), tuple(evidence) + probes.evidence)
+    return Measure(value, "; ".join(parts) + _calls_note([o for _, o in runs]),
+                   tuple(evidence) + probes.evidence)
 
 
 # ---- reservations -------------------------------------------------------------------------
@@ -561,11 +372,11 @@ def _reservation_probe(case: Case, adm: Admission) -> str:
     r, v = case.inputs
     if adm.decision != "admit":
         exact = ", exactly enough" if need(r) == available(v) else ""
-        return (f"returned {adm.decision!r} with {_ledger_words(v)}, and it needs {need(r)}"
-                f"{exact} ({_request_words(r)}): it fits, so admit it")
+        return (f"returned {adm.decision!r} with {ledger_words(v)}, and it needs {need(r)}"
+                f"{exact} ({request_words(r)}): it fits, so admit it")
     if adm.reserve_pages != promise(r):
         return (f"reserved {adm.reserve_pages} pages, expected {promise(r)} "
-                f"({_request_words(r)}: only the {promise(r)} pages it does not share)")
+                f"({request_words(r)}: only the {promise(r)} pages it does not share)")
     return ""
 
 

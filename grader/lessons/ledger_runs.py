@@ -1,0 +1,190 @@
+"""Lesson 2's worker runs: the learner's admit on a scenario, and the oracle ledger's run.
+
+Every other decision of a run (the contract, the chunk rule, cancellation) is the
+reference's, so this module needs the reference policies: the learner edition leaves it
+out, and lesson 2 there grades on its probes alone (see grader.oracle.reference_policies).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grader.cases import Case
+from grader.checks import CheckContext
+from grader.learner_policy import CallLog, learner_policy
+from grader.lessons.ledger import available, inactive, ledger_words, need, promise, request_words
+from reference.policy import reference_policy
+from reference.records import Run
+from reference.shapes import AdmissionRequest, LedgerView, RequestRecord
+from reference.solutions.lesson1 import pages_for, pool_pages
+
+
+@dataclass
+class Book:
+    """The learner's decisions during one run, kept for feedback (the worker saw the same)."""
+    admitted: dict = field(default_factory=dict)   # id -> (request, ledger, admission), latest
+    waited: dict = field(default_factory=dict)     # id -> (request, ledger, admission), latest
+    overcautious: tuple | None = None   # the first wait or reject whose need was available
+
+
+@dataclass(frozen=True)
+class LearnerRun:
+    run: Run
+    log: CallLog
+    book: Book
+
+    @property
+    def failures(self) -> int:
+        """Admissions with no usable decision (raised, timed out, invalid value): the worker
+        records each as an invalid decision and rejects the request."""
+        return sum(1 for v in self.run.violations
+                   if v.kind == "invalid_decision" and v.detail.startswith("admit"))
+
+
+def _recording(admit, book: Book):
+    """The learner's admit, each decision kept for feedback (the worker sees the same one).
+
+    The worker retries a waiting head at every step completion, often with nothing
+    changed. A ledger is a function of its two arguments, so a call identical to the
+    previous one is answered with the previous answer instead of crossing the sandbox again.
+    """
+    last: list = [None, None]
+
+    def call(request: AdmissionRequest, ledger: LedgerView):
+        if last[0] == (request, ledger):
+            return last[1]
+        adm = admit(request, ledger)
+        last[0], last[1] = (request, ledger), adm
+        seen = (request, ledger, adm)
+        if adm.decision == "admit":
+            book.admitted[request.id] = seen
+        else:
+            book.waited[request.id] = seen
+            if book.overcautious is None and need(request) <= available(ledger):
+                book.overcautious = seen
+        return adm
+    return call
+
+
+def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
+    """The scenario with the learner's admit (in the sandbox); once per grading run."""
+    key = ("run", case.name)
+    if key not in ctx.memo:
+        s, log, book = case.inputs, CallLog(), Book()
+        base = learner_policy(ctx.sandbox, reference_policy(s.sheet), ("admit",), log)
+        run = s.run(base.with_(admit=_recording(base.admit, book)))
+        ctx.memo[key] = LearnerRun(run, log, book)
+    return ctx.memo[key]
+
+
+@dataclass(frozen=True)
+class OracleRun:
+    good: int                       # requests that met their SLO
+    impossible: tuple[str, ...]     # ids that can never fit (and reached admission)
+    possible: tuple[str, ...]       # ids that passed the contract and fit the pool
+
+
+_ORACLE: dict[str, OracleRun] = {}  # by scenario digest: the same for every submission
+
+
+def oracle_run(case: Case) -> OracleRun:
+    digest = case.digest
+    if digest not in _ORACLE:
+        s = case.inputs
+        policy = reference_policy(s.sheet)
+        run = s.run(policy)
+        pool = pool_pages(s.model, s.worker)
+        pt = s.worker.page_tokens
+        impossible, possible = [], []
+        for r in s.requests():
+            if not policy.check_contract(r.view(), s.model, s.worker).ok:
+                continue
+            if pages_for(r.prompt_tokens + r.max_new_tokens, pt) > pool:
+                # A client cancel can end it before it reaches admission: no evidence then.
+                if r.cancel_at_s is None:
+                    impossible.append(r.id)
+            else:
+                possible.append(r.id)
+        _ORACLE[digest] = OracleRun(sum(met_slo(x) for x in run.requests), tuple(impossible),
+                                    tuple(possible))
+    return _ORACLE[digest]
+
+
+def met_slo(rec: RequestRecord) -> bool:
+    """Completed, first token within ttft_s of arrival, and no gap between tokens over gap_s.
+
+    The lesson 5 meaning of a good request, reduced to what lesson 2 needs: a cancelled,
+    rejected or failed request is not good.
+    """
+    if rec.outcome != "completed" or rec.first_token_s is None:
+        return False
+    if rec.first_token_s - rec.arrival_s > rec.slo.ttft_s:
+        return False
+    times = rec.token_times
+    return all(b - a <= rec.slo.gap_s for a, b in zip(times, times[1:]))
+
+
+def calls_note(runs: list[LearnerRun]) -> str:
+    failed = sum(r.failures for r in runs)
+    if not failed:
+        return ""
+    first = next((r.log.first["admit"] for r in runs if "admit" in r.log.first), None)
+    if first is None:
+        first = next(v.detail for r in runs for v in r.run.violations
+                     if v.kind == "invalid_decision" and v.detail.startswith("admit"))
+    return (f" ({failed} admit calls gave no usable decision, so the worker rejected those "
+            f"requests; first: {first})")
+
+
+# ---- what a run shows, per criterion ---------------------------------------------------
+def explain_violation(v, out: LearnerRun) -> str:
+    rid = v.requests[0] if v.requests else ""
+    seen = out.book.admitted.get(rid)
+    if seen is None:
+        return v.detail
+    r, ledger, adm = seen
+    if v.kind == "broken_promise" and adm.reserve_pages < promise(r):
+        return (f"{rid} reserved {adm.reserve_pages} pages, needed {promise(r)} "
+                f"({request_words(r)})")
+    if v.kind == "over_commit":
+        took = adm.reserve_pages + inactive(r)
+        return (f"admitting {rid} took {took} pages of capacity ({adm.reserve_pages} reserved + "
+                f"{inactive(r)} inactive cached hits reactivated), but the ledger had "
+                f"{ledger_words(ledger)}")
+    return f"{v.detail} (its own reservation of {adm.reserve_pages} was right: others over-committed)"
+
+
+def stuck(rec: RequestRecord) -> bool:
+    return rec.outcome == "failed" and rec.reason.startswith("never admitted")
+
+
+def run_liveness(case: Case, out: LearnerRun) -> tuple[list, list, int, int]:
+    """What went wrong for liveness in one run: (impossible not rejected, possible refused
+    or starved, impossible count, possible count). Records in arrival order."""
+    ref, records = oracle_run(case), out.run.by_id()
+    stuck_imp = [records[i] for i in ref.impossible if records[i].outcome != "rejected"]
+    refused = [records[i] for i in ref.possible
+               if records[i].outcome == "rejected" or stuck(records[i])]
+    return stuck_imp, refused, len(ref.impossible), len(ref.possible)
+
+
+def liveness_story(case: Case, out: LearnerRun, rec: RequestRecord) -> str:
+    """One request's liveness failure in words, with the numbers behind it."""
+    s = case.inputs
+    pt, pool = s.worker.page_tokens, pool_pages(s.model, s.worker)
+    pages = pages_for(rec.prompt_tokens + rec.max_new_tokens, pt)
+    size = (f"prompt {rec.prompt_tokens} + max_new {rec.max_new_tokens} at {pt} tokens/page = "
+            f"{pages} pages, pool {pool}")
+    if rec.outcome == "rejected":
+        return f"{case.where}: {rec.id} fits the pool ({size}) but was rejected ({rec.reason})"
+    behind = sum(1 for x in out.run.requests if stuck(x) and x.id != rec.id)
+    queue = f"; {behind} requests queued behind it never ran" if behind else ""
+    if pages > pool and not stuck(rec):
+        return (f"{case.where}: {rec.id} can never fit ({size}) yet was admitted and ended "
+                f"{rec.outcome}: no promise could cover it")
+    if pages > pool:
+        return (f"{case.where}: {rec.id} can never fit ({size}) and waited at the head of the "
+                f"queue until the end of the run{queue}")
+    seen = out.book.waited.get(rec.id)
+    last = (f"; last told {seen[2].decision} with {ledger_words(seen[1])}, needing {need(seen[0])}"
+            if seen else "")
+    return f"{case.where}: {rec.id} fits the pool ({size}) but was never admitted{last}{queue}"
