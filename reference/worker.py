@@ -92,7 +92,11 @@ class _Sim:
             r.max_new_tokens + r.prompt_tokens // self.pt for r in requests)) + 1000
         self.now = 0.0
         self.events: list = []
+        # FCFS queue. A request stopped while queued is left in place and skipped when it
+        # reaches the head (removing it would cost O(queue) per cancel under overload), so
+        # `queued` counts the entries still waiting.
         self.waiting: deque[_Live] = deque()
+        self.queued = 0
         self.prefilling: dict[int, _Live] = {}   # admission order: the oldest gets the chunk
         self.decoding: dict[int, _Live] = {}
         self.cancelling: dict[int, _Live] = {}
@@ -165,7 +169,8 @@ class _Sim:
             return self._end(live, "rejected", reason or "contract")
         live.phase = "queued"
         self.waiting.append(live)
-        if len(self.waiting) == 1:
+        self.queued += 1
+        if self.queued == 1:
             self._admit_waiting()
         if live.req.cancel_at_s is not None and live.req.cancel_at_s <= self.now:
             self._cancel(live)   # its cancel event came first (ties put cancels before arrivals)
@@ -180,6 +185,7 @@ class _Sim:
             if self.running >= self.spec.max_running or not self._admit(live):
                 return
             self.waiting.popleft()
+            self.queued -= 1
 
     def _admit(self, live: _Live) -> bool:
         """True when the head leaves the queue (admitted or rejected)."""
@@ -460,7 +466,7 @@ class _Sim:
             return
         live.stopped = True
         if live.phase == "queued":
-            self.waiting.remove(live)   # it leaves the queue now, so the series counts it no more
+            self.queued -= 1            # it leaves the queue now (skipped at the head later)
             self.retry = True           # and the head may have changed, on an idle worker too
         if live.phase == "decode":
             live.emitted = self._emitted(live)
@@ -496,7 +502,7 @@ class _Sim:
             self.step_rows.append((now, duration, decoding, chunk, chunk_live.req.id, verdict,
                                    self.decode_pages + len(chunk_live.pages)))
         self.series_rows.append((now, len(pool.free), len(pool.evictable), self.outstanding,
-                                 self.running, len(self.waiting), self.prefix_hits))
+                                 self.running, self.queued, self.prefix_hits))
         end = now + duration
         self.inflight = (index, end, chunk_live, chunk)
         if chunk_live is not None:
@@ -615,6 +621,7 @@ class _Sim:
         live.preemptions += 1
         live.published = set()
         self.waiting.appendleft(live)
+        self.queued += 1
         self.retry = True
 
     # ---- the end ---------------------------------------------------------------------------
@@ -710,6 +717,8 @@ class _Sim:
                 held[p] = held.get(p, 0) + 1
         assert all(pool.refcount[p] == c for p, c in held.items()), "refcount != holders"
         assert all(c == 0 or p in held for p, c in enumerate(pool.refcount)), "unowned page"
+        queued = [l for l in self.waiting if l.phase == "queued"]
+        assert self.queued == len(queued) == len(set(map(id, queued))), "queue count drifted"
 
 
 @lru_cache(maxsize=65536)
