@@ -7,7 +7,10 @@ either the whole result or nothing; a re-run grades only what is missing.
 
 Several grading processes may write at once: SQLite runs in WAL mode and takes its write
 lock at BEGIN (no lock upgrades, so no deadlocks between writers), with a generous busy
-timeout; elsewhere a clash on one student is retried.
+timeout; PostgreSQL gets the same one-writer-at-a-time rule from a transaction-scoped
+advisory lock taken first in every write (a write is one small transaction, so this costs
+nothing next to grading); elsewhere a clash on one student is retried. Orders (students,
+results) are sorted in Python, so they do not depend on the database's collation.
 
     book = open_gradebook("sqlite:///course/gradebook.db")
     if not book.graded("alice", "lesson1", digest, rubric_version, cases_digest):
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -31,6 +35,11 @@ from grader.errors import InputError
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "gradebook.db"
+CONNECT_TIMEOUT_S = 10         # PostgreSQL: an unreachable server is an error, not a hang
+# pg_advisory_xact_lock's key for "one gradebook writer at a time": any fixed 64-bit number;
+# this one is derived from a name so it is unlikely to be another application's.
+_PG_WRITE_LOCK = int.from_bytes(hashlib.sha256(b"serving-grader gradebook writes").digest()[:8],
+                                "big", signed=True)
 
 _meta = sa.MetaData()
 
@@ -158,6 +167,23 @@ def _utc(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
+def shown_url(url: str) -> str:
+    """The URL as given, its password masked (read as SQLAlchemy reads user:password@)."""
+    return re.sub(r"^([\w+]+://[^:/]*:)[^@]*@", r"\1***@", url)
+
+
+def _one_line(error: BaseException) -> str:
+    # Drivers' messages span lines (libpq adds a hint on its own line); a person gets one.
+    return " ".join(str(error).split())
+
+
+def _no_nul(value):
+    # PostgreSQL text cannot hold NUL, and feedback may quote a submission's own exception
+    # message, which can: such a character is stored as U+FFFD (the JSON report keeps it
+    # exactly, escaped). SQLite stores it as it is.
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+
+
 def _sqlite_setup(engine: sa.Engine) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record):
@@ -178,33 +204,62 @@ def _sqlite_setup(engine: sa.Engine) -> None:
 class Gradebook:
     def __init__(self, url: str):
         self.url = url
+        self.shown_url = shown_url(url)
         try:
-            self.engine = sa.create_engine(url)
-        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as e:
-            raise InputError(url, f"not a usable database URL ({e})") from None
-        if self.engine.dialect.name == "sqlite":
+            parsed = sa.make_url(url)
+            connect_args = {}
+            if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+                connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+            self.engine = sa.create_engine(parsed, connect_args=connect_args)
+        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as e:
+            raise InputError(self.shown_url, f"not a usable database URL ({e})") from None
+        except ImportError as e:
+            hint = ("; install the PostgreSQL driver: pip install 'serving-grader[postgres]'"
+                    if parsed.get_backend_name() == "postgresql" else "")
+            raise InputError(self.shown_url, f"not a usable database URL ({e}{hint})") from None
+        self.dialect = self.engine.dialect.name
+        if self.dialect == "sqlite":
             _sqlite_setup(self.engine)
         self._create_schema()
 
     # ------------------------------------------------------------------ setup
 
+    def _connect(self):
+        """A connection, or one line that says why there is none (naming the URL, its
+        password masked: a server that is down, a wrong password, a missing database)."""
+        try:
+            return self.engine.connect()
+        except sa.exc.DBAPIError as e:
+            raise self._cannot_open(e) from None
+
+    def _cannot_open(self, e: sa.exc.DBAPIError) -> InputError:
+        return InputError(self.shown_url, f"cannot open the gradebook: {_one_line(e.orig)}")
+
+    def _one_writer(self, conn) -> None:
+        """Wait for the gradebook's write lock, held until this transaction ends. SQLite
+        took its lock at BEGIN (BEGIN IMMEDIATE); PostgreSQL's is an advisory lock."""
+        if self.dialect == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_WRITE_LOCK})
+
     def _create_schema(self) -> None:
         for attempt in range(3):
+            conn = self._connect()
             try:
-                with self.engine.begin() as conn:
+                with conn, conn.begin():
+                    self._one_writer(conn)
                     _meta.create_all(conn)
                     have = conn.execute(sa.select(schema_info.c.version)).scalar()
                     if have is None:
                         conn.execute(schema_info.insert().values(version=SCHEMA_VERSION))
                     elif have != SCHEMA_VERSION:
-                        raise InputError(self.url, f"gradebook schema version {have}; this grader "
-                                                   f"reads version {SCHEMA_VERSION}")
+                        raise InputError(self.shown_url, f"gradebook schema version {have}; this "
+                                                         f"grader reads version {SCHEMA_VERSION}")
                 return
             except (IntegrityError, sa.exc.ProgrammingError):
                 if attempt == 2:        # another process created the same tables meanwhile
                     raise
             except OperationalError as e:
-                raise InputError(self.url, f"cannot open the gradebook: {e.orig}") from None
+                raise self._cannot_open(e) from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -249,9 +304,13 @@ class Gradebook:
         self._write(student, lesson, row, [])
 
     def _write(self, student: str, lesson: LessonInfo, row: dict, criteria_rows: list[dict]):
+        if self.dialect == "postgresql":
+            row = {k: _no_nul(v) for k, v in row.items()}
+            criteria_rows = [{k: _no_nul(v) for k, v in r.items()} for r in criteria_rows]
         for attempt in range(5):
             try:
                 with self.engine.begin() as conn:
+                    self._one_writer(conn)
                     self._ensure_student(conn, student)
                     self._ensure_lesson(conn, lesson)
                     conn.execute(results.delete().where(results.c.student == student,
@@ -262,7 +321,8 @@ class Gradebook:
                 return
             except IntegrityError:
                 # Another process wrote the same student or lesson in between (not possible
-                # under SQLite's BEGIN IMMEDIATE; possible elsewhere): the retry sees it.
+                # under SQLite's or PostgreSQL's write lock; possible elsewhere): the retry
+                # sees it.
                 if attempt == 4:
                     raise
                 time.sleep(0.05 * (attempt + 1))
@@ -331,7 +391,7 @@ class Gradebook:
 
     def students(self) -> list[str]:
         with self.engine.connect() as conn:
-            return [r[0] for r in conn.execute(sa.select(students.c.id).order_by(students.c.id))]
+            return sorted(r[0] for r in conn.execute(sa.select(students.c.id)))
 
     def lessons(self) -> list[LessonInfo]:
         with self.engine.connect() as conn:
@@ -341,7 +401,7 @@ class Gradebook:
                     CriterionInfo(r.id, r.title, r.max_score, r.visibility))
             return [LessonInfo(r.id, r.title, r.rubric_version, r.max_score,
                                tuple(crit.get(r.id, ())))
-                    for r in conn.execute(sa.select(lessons).order_by(lessons.c.id))]
+                    for r in sorted(conn.execute(sa.select(lessons)), key=lambda r: r.id)]
 
     def lesson(self, lesson: str) -> LessonInfo:
         for info in self.lessons():
@@ -351,15 +411,15 @@ class Gradebook:
         raise InputError(lesson, f"no results for this lesson in the gradebook (lessons: {have})")
 
     def results(self, lesson: str | None = None, student: str | None = None) -> list[StoredResult]:
-        """Stored results ordered by student then lesson, each with its criterion scores."""
+        """Stored results ordered by student then lesson (by code point, as Python sorts,
+        whatever the database's collation), each with its criterion scores."""
         q = sa.select(results)
         if lesson is not None:
             q = q.where(results.c.lesson == lesson)
         if student is not None:
             q = q.where(results.c.student == student)
-        q = q.order_by(results.c.student, results.c.lesson)
         with self.engine.connect() as conn:
-            rows = conn.execute(q).all()
+            rows = sorted(conn.execute(q).all(), key=lambda r: (r.student, r.lesson))
             by_result: dict[int, list[CriterionScore]] = {}
             sq = sa.select(scores).join(results, scores.c.result_id == results.c.id)
             if lesson is not None:
