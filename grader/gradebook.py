@@ -49,7 +49,9 @@ schema_info = sa.Table(
 
 students = sa.Table(
     "students", _meta,
-    sa.Column("id", sa.String(200), primary_key=True),        # the folder or file name
+    # The folder or file name: unbounded, since a file name may reach 255 bytes and
+    # PostgreSQL, unlike SQLite, enforces a declared length.
+    sa.Column("id", sa.Text, primary_key=True),
     sa.Column("added_at", sa.DateTime(timezone=True), nullable=False))
 
 lessons = sa.Table(
@@ -71,7 +73,7 @@ criteria = sa.Table(
 results = sa.Table(
     "results", _meta,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("student", sa.String(200), sa.ForeignKey("students.id"), nullable=False),
+    sa.Column("student", sa.Text, sa.ForeignKey("students.id"), nullable=False),
     sa.Column("lesson", sa.String(64), sa.ForeignKey("lessons.id"), nullable=False),
     sa.Column("status", sa.String(16), nullable=False),         # graded | error
     sa.Column("score", sa.Float, nullable=False),

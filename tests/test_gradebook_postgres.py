@@ -35,6 +35,11 @@ def stable(report: dict) -> dict:
 
 def test_a_class_grades_resumes_and_exports_as_with_sqlite(pg_url, tmp_path, secret_file):
     students = make_class(tmp_path / "class", "lesson1", 6, seed=8, slow=0)   # odd names included
+    # A student folder name as long as a file name may be (PostgreSQL enforces lengths).
+    long_name = "x" * 250
+    (tmp_path / "class" / "submitted" / long_name / "lesson1").mkdir(parents=True)
+    (tmp_path / "class" / "submitted" / long_name / "lesson1" / "exercise.py").write_text(REF.read_text())
+    names = {s.name for s in students} | {long_name}
     sqlite_url = f"sqlite:///{tmp_path / 'gb.db'}"
 
     def grade(url):
@@ -45,10 +50,10 @@ def test_a_class_grades_resumes_and_exports_as_with_sqlite(pg_url, tmp_path, sec
         return json.loads(out)
 
     first = grade(pg_url)
-    assert (first["students"], first["graded"], first["skipped"], first["failed"]) == (6, 6, 0, [])
+    assert (first["students"], first["graded"], first["skipped"], first["failed"]) == (7, 7, 0, [])
     again = grade(pg_url)                         # resumed: nothing new to grade
-    assert (again["graded"], again["skipped"], again["failed"]) == (0, 6, [])
-    assert grade(sqlite_url)["graded"] == 6
+    assert (again["graded"], again["skipped"], again["failed"]) == (0, 7, [])
+    assert grade(sqlite_url)["graded"] == 7
 
     exported = {}
     for url in (pg_url, sqlite_url):
@@ -57,7 +62,7 @@ def test_a_class_grades_resumes_and_exports_as_with_sqlite(pg_url, tmp_path, sec
         exported[url] = out
     rows = list(csv.DictReader(exported[pg_url].splitlines()))
     totals = {row["student"]: float(row["lesson1 total"]) for row in rows}
-    assert set(totals) == {s.name for s in students}
+    assert set(totals) == names and totals[long_name] == 10
     lite_rows = csv.DictReader(exported[sqlite_url].splitlines())
     assert totals == {row["student"]: float(row["lesson1 total"]) for row in lite_rows}
     assert exported[pg_url] == exported[sqlite_url]        # every criterion cell too
@@ -67,7 +72,7 @@ def test_a_class_grades_resumes_and_exports_as_with_sqlite(pg_url, tmp_path, sec
     with open_gradebook(pg_url) as pg, open_gradebook(sqlite_url) as lite:
         assert [(r.student, stable(r.report)) for r in pg.results()] == \
                [(r.student, stable(r.report)) for r in lite.results()]
-        assert pg.students() == lite.students() == sorted(s.name for s in students)
+        assert pg.students() == lite.students() == sorted(names)
         assert all(r.graded_at.tzinfo is not None for r in pg.results())
 
 
