@@ -1,10 +1,11 @@
 """A generated class: many students' submissions for a lesson, for batch tests and bench/.
 
-Each student's file is one of the lesson's known submissions (the reference solution and
+Each student's file is one of the lesson's known submissions (the reference solution,
 every file under tests/submissions/<lesson>/: alternative correct ones, wrong ones,
-crashing and looping ones) with the student's own header comment and spacing, so every
-file has its own digest while its expected score is the template's. Students come in
-nbgrader's layout (submitted/<student>/<lesson>/exercise.py or .ipynb) or a flat folder.
+crashing and looping ones, and every mutant its mutants.yaml lists) with the student's
+own header comment and spacing, so every file has its own digest while its expected score
+is the template's. Students come in nbgrader's layout
+(submitted/<student>/<lesson>/exercise.py or .ipynb) or a flat folder.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+
+from mutants import written
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
@@ -29,8 +32,11 @@ class Student:
 
 
 def templates(lesson: str) -> dict[str, Path]:
+    """The reference first, then the lesson's test submissions by name: real files, and the
+    mutants (written once per process, in a temporary folder)."""
     found = {"reference": ROOT / "reference" / "solutions" / f"{lesson}.py"}
     found.update({p.stem: p for p in sorted((SUBMISSIONS / lesson).glob("*.py"))})
+    found.update(written(lesson))
     return found
 
 

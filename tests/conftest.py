@@ -10,6 +10,7 @@ import pytest
 
 from grader.course import find_course
 from grader.pipeline import grade_path
+from mutants import write_mutant  # noqa: F401  (the tests' name for it: tests/mutants.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
@@ -32,18 +33,6 @@ def full(report) -> dict[str, float]:
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
-
-
-def write_mutant(base: Path, mutations, folder: Path, name: str) -> Path:
-    """``base`` with each (old, new) replaced exactly once: a wrong solution that differs
-    from a correct one exactly where it claims to, instead of a copied file."""
-    source = base.read_text()
-    for old, new in mutations:
-        assert source.count(old) == 1, f"the mutation {name} no longer applies to {base.name}: {old!r}"
-        source = source.replace(old, new)
-    path = folder / f"{name}.py"
-    path.write_text(source)
-    return path
 
 
 def run_grader(*args, cwd=ROOT, timeout=300):

@@ -12,11 +12,12 @@ import time
 import pytest
 
 from classroom import ODD_NAMES, make_class, templates
-from conftest import ROOT, SECRET
+from conftest import ROOT, SECRET, SUBMISSIONS
 from grader.batch import discover, run_batch
 from grader.course import find_course
 from grader.gradebook import open_gradebook
 from grader.pipeline import grade_path
+from mutants import mutations
 
 COURSE = find_course(str(ROOT))
 LESSONS = COURSE.lessons()
@@ -206,6 +207,14 @@ def test_every_lesson_grades_in_a_batch(lesson, tmp_path):
 
 
 # ---------------------------------------------------------------------------- a class of 200
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_a_class_is_drawn_from_the_real_files_and_every_mutant(lesson):
+    pool = templates(lesson)
+    real = {p.stem for p in (SUBMISSIONS / lesson).glob("*.py")}
+    assert list(pool)[0] == "reference" and set(pool) == {"reference"} | real | set(mutations(lesson))
+    assert templates(lesson) == pool                      # the mutants are written once
+
 
 @pytest.mark.parametrize("lesson", ["lesson1", "lesson2"])
 def test_class_of_200_grades_resumes_exports_and_nbgrader_agrees(lesson, tmp_path, secret_file):

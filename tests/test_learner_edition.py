@@ -7,12 +7,14 @@ import shutil
 
 import pytest
 
-from conftest import ROOT, SUBMISSIONS, grade
+from classroom import templates
+from conftest import ROOT, grade
 from grader.course import find_course
 from grader.errors import InputError
 from grader.learner_edition import (build_learner_edition, find_leaks, missing_imports,
                                     run_in_release, solution_fingerprints)
 from grader.oracle import as_in_the_learner_edition
+from mutants import wrong_file
 
 SOLUTIONS = ROOT / "reference" / "solutions"
 
@@ -123,7 +125,7 @@ def test_check_in_the_release_matches_the_course(release, tmp_path, lesson):
     stub = json.loads(p.stdout)
     assert stub["score"] == 0 and "not implemented" in stub["criteria"][0]["feedback"]
     copies = []
-    for sub in [SOLUTIONS / f"{lesson}.py", *sorted((SUBMISSIONS / lesson).glob("*.py"))]:
+    for sub in templates(lesson).values():                       # the reference first, mutants too
         copies.append(tmp_path / sub.name)                       # outside the release
         shutil.copy(sub, copies[-1])
     p = in_release(out, "check", lesson, "--submission", str(copies[0]), "--json")
@@ -146,7 +148,7 @@ def test_lesson2_in_the_release_says_what_it_cannot_check(release, tmp_path):
     """Efficiency needs worker runs: the release reports it as not checked, in no total,
     while a wrong ledger still loses the criteria its probes show."""
     out, _ = release
-    shutil.copy(SUBMISSIONS / "lesson2" / "prompt_only.py", tmp_path / "mine.py")
+    shutil.copy(wrong_file("lesson2", "prompt_only", tmp_path), tmp_path / "mine.py")
     p = in_release(out, "check", "lesson2", "--submission", str(tmp_path / "mine.py"))
     assert p.returncode == 0, p.stderr
     assert "n/a" in p.stdout and "not checked here" in p.stdout

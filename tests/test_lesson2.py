@@ -19,6 +19,7 @@ from grader.lessons import lesson2 as L
 from grader.pipeline import grade_submission
 from grader.scenario import load_scenario
 from grader.submission import load_submission
+from mutants import mutations, wrong_file
 from reference.policy import reference_policy
 from reference.solutions import lesson2 as reference_ledger
 from reference.workload import load_workload
@@ -107,8 +108,8 @@ SAYS = {
 
 @pytest.mark.parametrize("where", ["public", "hidden"])
 @pytest.mark.parametrize("name", sorted(WRONG))
-def test_wrong_ledger_loses_where_it_is_wrong(name, where):
-    path = L2 / f"{name}.py"
+def test_wrong_ledger_loses_where_it_is_wrong(name, where, tmp_path):
+    path = wrong_file("lesson2", name, tmp_path)
     report = grade("lesson2", path, "check") if where == "public" else grade_hidden(path)
     must, may = WRONG[name]
     assert must <= lost(report), f"{name} kept points on {must - lost(report)} ({where})"
@@ -117,8 +118,8 @@ def test_wrong_ledger_loses_where_it_is_wrong(name, where):
     assert re.search(pattern, feedback(report, criterion)), feedback(report, criterion)
 
 
-def test_readme_feedback_example_is_what_the_grader_says():
-    report = grade("lesson2", L2 / "prompt_only.py", "check")
+def test_readme_feedback_example_is_what_the_grader_says(tmp_path):
+    report = grade("lesson2", wrong_file("lesson2", "prompt_only", tmp_path), "check")
     example = ("bursts: 17 broken promises, 0 over-commits; first, r21 reserved 10 pages, "
                "needed 18 (prompt 560 + max_new 114 at 16 tokens/page = 43 pages, 25 prefix hits, "
                "0 active)")
@@ -141,8 +142,8 @@ OTHERS = {
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS))
-def test_other_mistakes_lose_the_property_they_break(name):
-    report = grade("lesson2", L2 / f"{name}.py", "check")
+def test_other_mistakes_lose_the_property_they_break(name, tmp_path):
+    report = grade("lesson2", wrong_file("lesson2", name, tmp_path), "check")
     must, may = OTHERS[name]
     assert must <= lost(report), f"{name} kept points on {must - lost(report)}"
     assert lost(report) <= must | may, f"{name} lost {lost(report) - must - may}"
@@ -154,9 +155,14 @@ def test_a_ledger_that_admits_nothing_is_not_called_safe():
     assert "admitted no request" in feedback(report, "safety")
 
 
-def test_a_crashing_admit_is_named_in_the_feedback():
-    report = grade("lesson2", L2 / "raises_on_hits.py", "check")
+def test_a_crashing_admit_is_named_in_the_feedback(tmp_path):
+    report = grade("lesson2", wrong_file("lesson2", "raises_on_hits", tmp_path), "check")
     assert "raised ValueError: hits not handled" in feedback(report, "safety")
+
+
+def test_every_mutant_is_a_wrong_ledger_with_its_expectations():
+    """Every wrong ledger but rejects_everything is a mutant of alt_correct.py (mutants.yaml)."""
+    assert set(mutations("lesson2")) <= set(WRONG) | set(OTHERS)
 
 
 # ---- cases ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
 from grader.course import find_course
 from grader.lessons import lesson3
+from mutants import mutations, wrong_file
 from reference.shapes import ChunkContext, CostModel
 
 L3 = SUBMISSIONS / "lesson3"
@@ -134,10 +135,15 @@ NEEDLES = {"within-budget": "over the budget", "progress": "below 95%", "page-al
 PUBLIC_ONLY = {"fixed_tiny"}
 
 
+def test_every_mutant_is_a_wrong_rule_with_its_expectations():
+    assert set(mutations("lesson3")) <= set(WRONG)
+
+
 @pytest.mark.parametrize("name", sorted(WRONG))
-def test_wrong_rule_loses_where_it_is_wrong(name):
+def test_wrong_rule_loses_where_it_is_wrong(name, tmp_path):
+    """fixed_large and fixed_tiny are files of their own; the others, mutants of alt_search.py."""
     mode = "check" if name in PUBLIC_ONLY else "grade"
-    report = grade("lesson3", L3 / f"{name}.py", mode, SECRET)
+    report = grade("lesson3", wrong_file("lesson3", name, tmp_path), mode, SECRET)
     got, top = scores(report), full(report)
     lost = {k for k in got if got[k] < top[k]}
     must, may = WRONG[name]
@@ -148,8 +154,8 @@ def test_wrong_rule_loses_where_it_is_wrong(name):
             assert NEEDLES[c.id] in c.feedback, (c.id, c.feedback)
 
 
-def test_e2e_feedback_names_the_slow_step():
-    report = grade("lesson3", L3 / "per_token_only.py", "check")
+def test_e2e_feedback_names_the_slow_step(tmp_path):
+    report = grade("lesson3", wrong_file("lesson3", "per_token_only", tmp_path), "check")
     gap = next(c for c in report.criteria if c.id == "e2e-gap")
     assert "p99 token gap" in gap.feedback and "slowest: step" in gap.feedback and "prefilled" in gap.feedback
 

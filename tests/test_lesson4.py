@@ -4,9 +4,9 @@ from itertools import product
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores, write_mutant
+import mutants
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
 from grader.course import find_course
 from grader.lessons import lesson4
 from grader.pipeline import grade_submission
@@ -23,13 +23,9 @@ TABLE = {"table-no-release-while-pinned", "table-cancel-stops", "table-reclaim-a
          "table-release-once", "table-terminal"}
 
 
-MUTANTS = yaml.safe_load((L4 / "mutants.yaml").read_text())
-
-
 def wrong_file(name: str, folder: Path) -> Path:
     """A wrong solution: plain_correct.py with the mutations mutants.yaml lists for ``name``."""
-    pairs = [(r["old"], r["new"]) for r in MUTANTS[name]["replace"]]
-    return write_mutant(L4 / "plain_correct.py", pairs, folder, name)
+    return mutants.wrong_file("lesson4", name, folder)
 
 
 def _module(name, folder):

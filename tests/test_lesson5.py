@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores, write_mutant
+import mutants
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
 from grader import experiments
 from grader.course import find_course
 from grader.errors import InputError
@@ -191,13 +191,9 @@ def test_different_correct_solution_keeps_full_marks(reference_grade):
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
 
 
-MUTANTS = yaml.safe_load((L5 / "mutants.yaml").read_text())
-
-
 def wrong_file(name: str, folder) -> Path:
     """A wrong solution: alt_correct.py with the mutations tests/submissions/lesson5/mutants.yaml lists."""
-    pairs = [(r["old"], r["new"]) for r in MUTANTS[name]["replace"]]
-    return write_mutant(L5 / "alt_correct.py", pairs, folder, name)
+    return mutants.wrong_file("lesson5", name, folder)
 
 
 # Which criterion each wrong solution must lose; every other criterion keeps full marks.
