@@ -16,6 +16,8 @@ from grader.checks import REGISTRY, CheckContext, Measure
 from grader.course import Course
 from grader.errors import InputError
 from grader.lessons import lesson_module
+from grader.memo import files_digest, remember
+from grader.oracle import reference_policies
 from grader.report import CriterionResult, Report
 from grader.rubric import Criterion, Rubric, load_rubric
 from grader.sandbox.session import Sandbox
@@ -24,7 +26,11 @@ from grader.submission import Submission, load_submission
 
 def build_cases(lesson: str, course: Course, secret: bytes | None) -> list[Case]:
     module = lesson_module(lesson)
-    cases = list(module.public_cases(course))
+    # The public cases follow from the course's files (and from the edition: the learner
+    # edition has no worker-run cases), so they are built once and read back after.
+    public = files_digest(course.root / "assignments", course.root / "rubrics")
+    cases = list(remember("public-cases", f"{lesson}|{public}|{reference_policies()}",
+                          lambda: list(module.public_cases(course))))
     if secret is not None:
         cases += module.hidden_cases(secret, course)
     return cases

@@ -12,6 +12,7 @@ from grader.cases import Case
 from grader.checks import CheckContext
 from grader.learner_policy import CallLog, learner_policy
 from grader.lessons.ledger import available, inactive, ledger_words, need, promise, request_words
+from grader.memo import remember
 from reference.policy import reference_policy
 from reference.records import Run
 from reference.shapes import AdmissionRequest, LedgerView, RequestRecord
@@ -83,30 +84,28 @@ class OracleRun:
     possible: tuple[str, ...]       # ids that passed the contract and fit the pool
 
 
-_ORACLE: dict[str, OracleRun] = {}  # by scenario digest: the same for every submission
-
-
 def oracle_run(case: Case) -> OracleRun:
-    digest = case.digest
-    if digest not in _ORACLE:
-        s = case.inputs
-        policy = reference_policy(s.sheet)
-        run = s.run(policy)
-        pool = pool_pages(s.model, s.worker)
-        pt = s.worker.page_tokens
-        impossible, possible = [], []
-        for r in s.requests():
-            if not policy.check_contract(r.view(), s.model, s.worker).ok:
-                continue
-            if pages_for(r.prompt_tokens + r.max_new_tokens, pt) > pool:
-                # A client cancel can end it before it reaches admission: no evidence then.
-                if r.cancel_at_s is None:
-                    impossible.append(r.id)
-            else:
-                possible.append(r.id)
-        _ORACLE[digest] = OracleRun(sum(met_slo(x) for x in run.requests), tuple(impossible),
-                                    tuple(possible))
-    return _ORACLE[digest]
+    """The reference ledger's run of the scenario, summed up: the same for every submission."""
+    return remember("lesson2-oracle", case.digest, lambda: _oracle_run(case.inputs),
+                    persist=case.visibility == "public")
+
+
+def _oracle_run(s) -> OracleRun:
+    policy = reference_policy(s.sheet)
+    run = s.run(policy)
+    pool = pool_pages(s.model, s.worker)
+    pt = s.worker.page_tokens
+    impossible, possible = [], []
+    for r in s.requests():
+        if not policy.check_contract(r.view(), s.model, s.worker).ok:
+            continue
+        if pages_for(r.prompt_tokens + r.max_new_tokens, pt) > pool:
+            # A client cancel can end it before it reaches admission: no evidence then.
+            if r.cancel_at_s is None:
+                impossible.append(r.id)
+        else:
+            possible.append(r.id)
+    return OracleRun(sum(met_slo(x) for x in run.requests), tuple(impossible), tuple(possible))
 
 
 def met_slo(rec: RequestRecord) -> bool:

@@ -25,6 +25,7 @@ from grader.checks import Answer, CheckContext, Measure, ask, check, grade_answe
 from grader.errors import InputError
 from grader.experiments.common import token_gaps, ttfts
 from grader.learner_policy import CallLog, learner_policy
+from grader.memo import remember
 from grader.scenario import hidden_scenarios, public_scenarios
 from grader.secret import derive_seed
 from reference.policy import reference_policy
@@ -401,7 +402,8 @@ def _pair(ctx: CheckContext, case: Case) -> RunPair:
                 return remote(c)
             except PolicyError:
                 raise _Stopped from None
-        oracle = s.run(base)
+        oracle = remember("lesson3-oracle", case.digest, lambda: s.run(base),
+                          persist=case.visibility == "public")
         # A rule that needs many times the oracle's steps has already lost on TTFT; stopping
         # it there keeps a one-page-per-step rule from taking minutes.
         cap = STEP_CAP * len(oracle.steps) + 500

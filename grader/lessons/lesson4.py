@@ -31,6 +31,7 @@ from grader.cases import Case
 from grader.checks import Answer, CheckContext, Measure, ask, check, grade_answers
 from grader.errors import InputError
 from grader.learner_policy import CallLog, learner_policy
+from grader.memo import remember
 from grader.scenario import hidden_scenarios, public_scenarios
 from grader.secret import derive_seed
 from reference.policy import reference_policy
@@ -612,14 +613,10 @@ def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
     return ctx.memo[key]
 
 
-_ORACLE_HITS: dict[str, int] = {}   # by scenario digest: the same for every submission
-
-
 def oracle_hits(case: Case) -> int:
-    if case.digest not in _ORACLE_HITS:
-        run = case.inputs.run()
-        _ORACLE_HITS[case.digest] = prefix_hits(run)
-    return _ORACLE_HITS[case.digest]
+    """The reference's prefix hits on the scenario: the same for every submission."""
+    return remember("lesson4-oracle-hits", case.digest, lambda: prefix_hits(case.inputs.run()),
+                    persist=case.visibility == "public")
 
 
 def prefix_hits(run: Run) -> int:
