@@ -1,9 +1,13 @@
 """Shared test helpers: grade a submission file the way the CLI does."""
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,11 @@ import pytest
 from grader.course import find_course
 from grader.pipeline import grade_path
 from mutants import write_mutant  # noqa: F401  (the tests' name for it: tests/mutants.py)
+
+# The memo of public cases and oracle runs (grader.memo) starts empty for every session and
+# never touches the user's ~/.cache; the command-line runs inherit the same folder.
+os.environ["GRADER_CACHE"] = tempfile.mkdtemp(prefix="grader-test-cache-")
+atexit.register(shutil.rmtree, os.environ["GRADER_CACHE"], True)
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
