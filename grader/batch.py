@@ -86,6 +86,14 @@ def discover(folder: Path, lesson: str) -> list[Entry]:
         else:
             found.setdefault(item.name, []).append(
                 Entry(item.name, str(item), "not a submission (a .py file or a .ipynb notebook)"))
+    inside = root.resolve()
+    for options in found.values():
+        for i, e in enumerate(options):
+            # A submission is read from inside the class folder only: a symbolic link that
+            # leads elsewhere (the instructor's secret, a solution) is not followed.
+            if not e.problem and inside not in Path(e.path).resolve().parents:
+                options[i] = Entry(e.student, e.path, "a symbolic link that leads outside the "
+                                   "class folder; hand in the file itself")
     entries = []
     for student, options in sorted(found.items()):
         if len(options) == 1:

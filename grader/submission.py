@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,7 +73,10 @@ def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: 
         return load_folder(path, folder, student)
     where = str(path)
     try:
-        raw = path.read_bytes()
+        if not stat.S_ISREG(path.stat().st_mode):      # a FIFO or a device would never end
+            raise InputError(where, "is not a regular file")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)                 # a huge file is refused unread
     except FileNotFoundError:
         raise InputError(where, "no such submission file") from None
     except IsADirectoryError:
@@ -80,7 +84,7 @@ def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: 
     except OSError as e:
         raise InputError(where, f"cannot read the submission: {e.strerror}") from None
     if len(raw) > MAX_BYTES:
-        raise InputError(where, f"submission is {len(raw)} bytes; the limit is {MAX_BYTES}")
+        raise InputError(where, f"submission is larger than {MAX_BYTES} bytes, the limit")
     if b"\x00" in raw:
         raise InputError(where, "is a binary file, not Python source or a notebook")
     try:

@@ -4,6 +4,7 @@ Instructors' files (rubrics, workloads, the secret, the gradebook URL) and learn
 files (empty, binary, corrupt notebooks) are broken on purpose in a copy of the course;
 nothing is graded and nothing crashes.
 """
+import os
 import shutil
 
 import pytest
@@ -129,6 +130,17 @@ def test_unusable_submission_is_refused_in_one_line(tmp_path, capsys, secret, na
                  ("grade", "lesson1", path, "--secret-file", secret)):
         err = refused(capsys, *args)
         assert f"{path}: {message}" in err
+
+
+def test_a_submission_that_is_no_regular_file_or_too_large_is_refused_unread(tmp_path, capsys):
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)                                # opening it to read would wait forever
+    assert f"{fifo}: is not a regular file" in refused(capsys, "check", "lesson1", "--submission", fifo)
+    huge = tmp_path / "huge.py"
+    with open(huge, "wb") as f:                    # sparse: 4 GiB on paper, nothing on disk
+        f.truncate(4 << 30)
+    err = refused(capsys, "check", "lesson1", "--submission", huge)
+    assert f"{huge}: submission is larger than {1 << 20} bytes, the limit" in err
 
 
 def test_missing_lesson_and_missing_submission(capsys):

@@ -77,6 +77,36 @@ def test_discover_nbgrader_layout_and_its_problems(tmp_path):
     assert entries["dan"].path.endswith("lesson1.ipynb") and not entries["dan"].problem
 
 
+def test_a_symbolic_link_out_of_the_class_folder_is_not_followed(tmp_path, secret_file):
+    """A student's link to the instructor's secret (or to a solution) would put its text in
+    the sandbox and its lines in the feedback: it is that student's error, never read."""
+    folder = tmp_path / "class"
+    (folder / "submitted" / "mallory" / "lesson1").mkdir(parents=True)
+    (folder / "submitted" / "mallory" / "lesson1" / "exercise.py").symlink_to(secret_file)
+    elsewhere = tmp_path / "instructor"                 # outside the class folder
+    elsewhere.mkdir()
+    (elsewhere / "exercise.py").write_text((ROOT / "reference/solutions/lesson1.py").read_text())
+    (folder / "submitted" / "trudy").mkdir()
+    (folder / "submitted" / "trudy" / "lesson1").symlink_to(elsewhere, target_is_directory=True)
+    (folder / "submitted" / "alice" / "lesson1").mkdir(parents=True)
+    (folder / "submitted" / "alice" / "lesson1" / "exercise.py").write_text(
+        (ROOT / "reference/solutions/lesson1.py").read_text())
+    (folder / "submitted" / "bob" / "lesson1").mkdir(parents=True)       # a link inside: fine
+    (folder / "submitted" / "bob" / "lesson1" / "exercise.py").symlink_to(
+        folder / "submitted" / "alice" / "lesson1" / "exercise.py")
+    entries = {e.student: e for e in discover(folder, "lesson1")}
+    for student in ("mallory", "trudy"):
+        assert "leads outside the class folder" in entries[student].problem
+    assert not entries["alice"].problem and not entries["bob"].problem
+    url = f"sqlite:///{tmp_path / 'gb.db'}"
+    p = run_cli("grade", "lesson1", str(folder), "--secret-file", str(secret_file),
+                "--gradebook", url, "--jobs", "1", "--quiet")
+    assert p.returncode == 0, p.stderr
+    stored = by_student(url)
+    assert stored["mallory"].status == "error" and stored["alice"].score == 10
+    assert SECRET.decode() not in json.dumps([r.report for r in stored.values()]) + stored["mallory"].error
+
+
 def test_discover_flat_folder(tmp_path):
     for name in ("alice.py", "bob.ipynb", "carol.py", "carol.ipynb", "notes.txt", ".hidden.py"):
         (tmp_path / name).write_text("x = 1\n")
