@@ -63,17 +63,24 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
                      secret: bytes | None = None, rubric: Rubric | None = None,
                      cases: list[Case] | None = None) -> Report:
     started = time.perf_counter()
-    module = lesson_module(lesson)              # registers the lesson's checks
-    rubric = rubric or load_rubric(course.rubric_path(lesson), REGISTRY)
-    cases = cases if cases is not None else build_cases(lesson, course, secret if mode == "grade" else None)
+
+    def prepare():
+        module = lesson_module(lesson)          # registers the lesson's checks
+        return (module, rubric or load_rubric(course.rubric_path(lesson), REGISTRY),
+                cases if cases is not None else build_cases(lesson, course,
+                                                            secret if mode == "grade" else None))
+
     if folder_files(lesson) is not None:
         # Data, not code: nothing of the learner's runs, so there is no sandbox; the lesson
         # parses the folder (every problem becomes feedback) and its checks read the result.
+        module, rubric, cases = prepare()
         ctx = CheckContext(None, cases, course, submission=module.parse_submission(submission, course))
         results = tuple(run_criteria(rubric, ctx, mode, None))
         isolation = "none needed: the submission is data, and no learner code runs"
     else:
+        # The sandbox first: its child loads the submission while the cases are prepared.
         with Sandbox(submission.source, Path(submission.path).name) as sandbox:
+            module, rubric, cases = prepare()
             ctx = CheckContext(sandbox, cases, course)
             results = tuple(run_criteria(rubric, ctx, mode, sandbox.load_error))
             isolation = sandbox.isolation

@@ -412,8 +412,9 @@ def test_cpu_limit_kills_a_runaway_the_wall_clock_would_allow():
 
 def test_a_child_that_cannot_start_is_a_grader_error(monkeypatch):
     monkeypatch.setattr(session, "PYTHON", "/bin/false")
-    with pytest.raises(SandboxError):
-        Sandbox(SUBMISSION, "exercise.py")
+    with pytest.raises(SandboxError):       # the load is awaited at the first use
+        with Sandbox(SUBMISSION, "exercise.py") as b:
+            b.load_error
 
 
 def test_seccomp_blocks_fork_network_and_outside_writes(mode):

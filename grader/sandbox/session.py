@@ -313,6 +313,10 @@ def encode_arg(value):
 class Sandbox:
     """A submission loaded in an isolated child process. Not thread-safe: one user at a time.
 
+    The child starts in the constructor and loads the submission while the caller goes on
+    (preparing its cases); the first use (load_error, isolation, a call) awaits the load, so
+    a child that cannot start raises SandboxError there.
+
     with Sandbox(source, "exercise.py") as box:
         if box.load_error: ...
         result = box.call("check_contract", model, worker, request)
@@ -343,9 +347,31 @@ class Sandbox:
         self._child: _Child | None = None
         self._holder: list = [None]      # what the finalizer kills if close() is never called
         self._finalizer = weakref.finalize(self, _kill_held, self._holder)
-        self.load_stdout = ""
-        self.isolation = f"{self._plan.describe}: the child did not start"
-        self.load_error: str | None = self._start()
+        self._load_stdout = ""
+        self._isolation = f"{self._plan.describe}: the child did not start"
+        # The child loads the submission while the grader prepares its cases: the load is
+        # awaited at the first use (load_error or a call), not here.
+        self._loading: float | None = None       # when the pending load's request was sent
+        self._load_error: str | None = self._charged_start(self._spawn)
+
+    @property
+    def load_error(self) -> str | None:
+        """Why the submission could not be loaded, or None (waits for a pending load)."""
+        if self._loading is not None:
+            self._load_error = self._charged(self._await_load)
+        return self._load_error
+
+    @property
+    def isolation(self) -> str:
+        """How the child is contained, as it reported it (waits for a pending load)."""
+        self.load_error
+        return self._isolation
+
+    @property
+    def load_stdout(self) -> str:
+        """What the submission printed while loading (waits for a pending load)."""
+        self.load_error
+        return self._load_stdout
 
     # ------------------------------------------------------------------ public API
 
@@ -407,11 +433,16 @@ class Sandbox:
 
     def _start(self):
         """Start and load a fresh child. Returns None, or why it could not load."""
+        error = self._charged_start(self._spawn)
+        return error if error is not None else self._charged(self._await_load)
+
+    def _charged_start(self, spawn):
         if self._remaining() <= 0:
             return f"the time budget for this submission ({self.run_timeout_s:g} s) is spent"
-        return self._charged(self._start_charged)
+        return self._charged(spawn)
 
-    def _start_charged(self):
+    def _spawn(self):
+        """Start a child and send it the submission; None (the load is pending)."""
         plan = self._plan
         # Under bwrap the working directory is the sandbox's own tmpfs; otherwise a fresh
         # private host directory, removed with the child.
@@ -435,21 +466,37 @@ class Sandbox:
         os.set_blocking(req_w, False)
         os.set_blocking(resp_r, False)
         self._child = self._holder[0] = _Child(proc, req_w, resp_r, host_dir, plan.wrapped)
+        self._loading = time.monotonic()
         try:
-            return self._load(plan.workdir or host_dir)
+            self._child.send({"shapes_source": SHAPES_SOURCE, "submission": self._source,
+                              "filename": self._filename, "workdir": plan.workdir or host_dir,
+                              "limits": self._limits}, self._loading + self.load_timeout_s)
+        except (_Timeout, _Ended) as exc:
+            self._loading = None
+            how = self._child.ended_how() if isinstance(exc, _Ended) else type(exc).__name__
+            self._kill()
+            raise SandboxError(f"the sandbox child did not start ({how}; "
+                               f"{self._plan.describe}; {PYTHON} {CHILD})") from None
+        except BaseException:
+            self._loading = None
+            self._kill()
+            raise
+        return None
+
+    def _await_load(self):
+        """The pending load's outcome: None, or why the submission could not be loaded."""
+        start, self._loading = self._loading, None
+        try:
+            return self._load(start)
         except BaseException:
             self._kill()
             raise
 
-    def _load(self, workdir):
-        start = time.monotonic()
+    def _load(self, start):
         try:
             # Until the child reports its isolation, only grader code has run in it: a
             # failure here is the grader's, not the submission's.
             deadline = start + self.load_timeout_s
-            self._child.send({"shapes_source": SHAPES_SOURCE, "submission": self._source,
-                              "filename": self._filename, "workdir": workdir,
-                              "limits": self._limits}, deadline)
             hello, _ = _parse(self._child.recv(deadline))
             steps = hello.get("isolation")
         except (_Timeout, _Ended, _Protocol) as exc:
@@ -457,7 +504,7 @@ class Sandbox:
             raise SandboxError(f"the sandbox child did not start ({how}; "
                                f"{self._plan.describe}; {PYTHON} {CHILD})") from None
         if type(steps) is list and all(type(s) is str for s in steps):
-            self.isolation = _one_line(
+            self._isolation = _one_line(
                 f"{self._plan.describe}: " + ", ".join(steps)
                 + ", clean env, empty cwd, no site-packages", 800)
         try:
@@ -473,7 +520,7 @@ class Sandbox:
             self._kill()
             return f"the process {exc} while loading {self._filename}"
         if type(loaded.get("stdout")) is str:
-            self.load_stdout = _clean_stdout(loaded["stdout"])
+            self._load_stdout = _clean_stdout(loaded["stdout"])
         if loaded.get("loaded") is True:
             return None
         self._kill()
@@ -533,6 +580,9 @@ class Sandbox:
         raise _Protocol("sent a malformed answer")
 
     def _kill(self):
+        if self._loading is not None:           # stopped before its load was awaited
+            self._loading = None
+            self._load_error = "the sandbox was stopped before the submission loaded"
         if self._child is not None:
             self._child.kill()
         self._child = self._holder[0] = None
