@@ -2,7 +2,8 @@
 
 Left out: the reference solutions (reference/solutions/), the hidden families
 (grader/families/), the instructor commands and their modules (grade, export, feedback,
-release), and every lesson whose public checks cannot run without the reference.
+release), and every lesson whose public checks cannot run without the reference,
+with the modules beside it (grader/lessons/) that no released lesson needs.
 Put in: the oracle's answers to each released lesson's public cases
 (grader/expectations/<lesson>.json, see grader.oracle), recorded by grading the reference
 solution, the stub and the course's test submissions in check mode, so ``grader check``
@@ -255,6 +256,25 @@ def _drop_lesson(out: Path, lesson: str) -> None:
         shutil.rmtree(out / "assignments" / lesson)
 
 
+def _drop_unneeded_lesson_parts(out: Path) -> None:
+    """A lesson's own modules beside it go with it: only those a shipped module imports
+    (anywhere, followed through each other) stay. Some need nothing the release leaves out
+    (lesson 4's table model checker, lesson 3's search oracle), yet they judge, and so
+    give away, the answers of a lesson the release does not have."""
+    folder = out / "grader" / "lessons"
+    parts = {f"grader.lessons.{p.stem}": p for p in folder.glob("*.py")
+             if p.stem != "__init__" and not p.stem.startswith("lesson")}
+    needed: set[str] = set()
+    todo = [(name, path) for name, path in _modules(out) if name not in parts]
+    while todo:
+        name, path = todo.pop()
+        for part in _imports(path, name) & parts.keys() - needed:
+            needed.add(part)
+            todo.append((part, parts[part]))
+    for name in parts.keys() - needed:
+        parts[name].unlink()
+
+
 def _recorded_submissions(course: Course, lesson: str) -> list[Path]:
     """What expectations are recorded on: the reference (every judge runs), the stub, and
     the course's wrong test submissions (the paths a mistake takes)."""
@@ -380,6 +400,7 @@ def build_learner_edition(course: Course, out: Path, *, verify: bool = True) -> 
         for oracle, table in recorded.items():
             (folder / f"{oracle}.json").write_text(json.dumps(table, sort_keys=True), encoding="utf-8")
 
+    _drop_unneeded_lesson_parts(out)
     pruned = _prune(out)
     unavailable = {}
     for command, (package, machinery) in COMMAND_PACKAGES.items():

@@ -93,6 +93,9 @@ def test_manifest_and_what_is_left_out(release):
     for lesson in manifest.left_out:
         assert not (out / "rubrics" / f"{lesson}.yaml").exists()
         assert not (out / "grader" / "lessons" / f"{lesson}.py").exists()
+    # A left-out lesson's own modules go with it, even those that import nothing left out.
+    for module in ("transition_table", "prefix_keys"):
+        assert not (out / "grader" / "lessons" / f"{module}.py").exists(), module
     for module in ("batch", "gradebook", "learner_edition"):
         assert not (out / "grader" / f"{module}.py").exists()
     assert not (out / "grader" / "exports").exists()
