@@ -98,6 +98,15 @@ def ask(ctx: CheckContext, function: str, cases: Sequence[Case], args: Callable[
     return answers
 
 
+def not_implemented(answers: Sequence[Answer]) -> str:
+    """The stub's one problem when every answer is its NotImplementedError, else "": a
+    criterion then says only that, instead of judging what was never written."""
+    problems = {a.problem for a in answers}
+    if answers and len(problems) == 1 and "not implemented" in next(iter(problems)):
+        return next(iter(problems))
+    return ""
+
+
 def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
                   noun: str = "probes") -> Measure:
     """Share of answers the judge accepts ("" = right, else why it is wrong).

@@ -9,6 +9,9 @@ import mutants
 from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
 from grader.course import find_course
 from grader.lessons import lesson4
+from grader.lessons.cancellation_runs import early_releases
+from grader.lessons.publishing import may_publish
+from grader.lessons.transition_table import TableFaults
 from grader.pipeline import grade_submission
 from grader.scenario import hidden_scenarios
 from grader.submission import load_submission
@@ -137,13 +140,13 @@ def test_determinism_feedback_names_the_second_process(tmp_path):
 
 # ---- the table model checker, in process ------------------------------------------------------
 def test_reference_table_keeps_every_invariant_for_its_design_values():
-    faults = lesson4.TableFaults(_table(ref.on_event))
+    faults = TableFaults(_table(ref.on_event))
     assert all(not found for found in faults.found.values()), faults.found
 
 
 @pytest.mark.parametrize("release,rule", [("at_cancel", "pinned"), ("never", "reclaim")])
 def test_the_lesson_faulty_knobs_break_their_invariant(release, rule):
-    faults = lesson4.TableFaults(_table(lambda *k: ref.on_event(*k, release=release)))
+    faults = TableFaults(_table(lambda *k: ref.on_event(*k, release=release)))
     assert faults.found[rule]
     assert all(not found for r, found in faults.found.items() if r != rule), faults.found
 
@@ -153,7 +156,7 @@ def test_a_table_that_forgets_admission_leaks_on_cancel():
         if state == "waiting" and event == "admit":
             return ref.Transition("waiting")
         return ref.on_event(state, event, in_flight)
-    found = lesson4.TableFaults(_table(forgetful)).found["reclaim"]
+    found = TableFaults(_table(forgetful)).found["reclaim"]
     assert any("admit -> 'waiting'" in line and "leak" in line for line in found), found
 
 
@@ -164,7 +167,7 @@ def test_notifying_twice_and_a_live_terminal_state_are_caught():
         if state == "done" and event == "cancel":
             return ref.Transition("done", ("notify_client",))
         return ref.on_event(state, event, in_flight)
-    found = lesson4.TableFaults(_table(chatty)).found
+    found = TableFaults(_table(chatty)).found
     assert any("notifies the client again" in line for line in found["stop"])
     assert found["terminal"]
 
@@ -187,7 +190,7 @@ def test_publish_probes_agree_with_the_reference():
              if c.family == "publish"]
     assert len(cases) > 40
     for c in cases:
-        want = {p.index for p in c.inputs if lesson4.may_publish(p)}
+        want = {p.index for p in c.inputs if may_publish(p)}
         assert set(ref.publishable(c.inputs)) == want, c.label
 
 
@@ -207,7 +210,7 @@ def test_reference_reclaims_exactly_at_the_fence_and_at_cancel_does_not():
     assert cancelled and all(r.released_s == r.fence_s for r in cancelled)
     assert any(r.fence_s > r.cancel_s for r in cancelled)      # some waited for a step
     early = s.run(reference_policy({**s.sheet, "cancellation": {"release": "at_cancel"}}))
-    assert lesson4.early_releases(early) and good.counts()["use_after_free"] == 0
+    assert early_releases(early) and good.counts()["use_after_free"] == 0
 
 
 # ---- the README's timelines are runs of the reference worker ------------------------------------

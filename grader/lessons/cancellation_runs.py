@@ -1,0 +1,194 @@
+"""Lesson 4's worker runs: the learner's on_event, prefix_key and publishable in the worker.
+
+The table and the probes predict; a run shows. On cancellation-heavy, prefix-sharing,
+multi-scope scenarios (public: assignments/lesson4/public/*.scenario.yaml; hidden:
+grader/families/lesson4.yaml) the reference worker records use-after-free, leaks, double
+releases, cross-scope hits and poisoned publishes, and each cancelled request's record
+gives its fence and release time. The oracle is the reference policy on the same scenario
+(its prefix hits). Every other decision of a run is the reference's, so this module needs
+the reference policies.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grader.cases import Case
+from grader.checks import CheckContext, Measure, check
+from grader.learner_policy import CallLog, learner_policy
+from grader.memo import remember
+from reference.policy import reference_policy
+from reference.records import Run
+
+FUNCTIONS = ("on_event", "prefix_key", "publishable")
+HIT_SHARE = 0.95          # prefix hits a correct key reaches, as a share of the oracle's
+
+
+@dataclass(frozen=True)
+class LearnerRun:
+    run: Run
+    log: CallLog
+
+    def failed(self, function: str) -> str:
+        """Why calls of ``function`` failed (raised, timed out, wrong type), or "".
+
+        A property cannot be credited on a run where the worker had to fall back for the
+        function. A typed but unusable answer (an index not offered) is judged by what the
+        worker made of it instead, like any other decision."""
+        n = self.log.failures.get(function, 0)
+        if not n:
+            return ""
+        first = self.log.first[function]
+        if "not implemented" in first:
+            return first
+        return f"{n} {function} calls gave no usable answer; first: {first}"
+
+
+def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
+    """The scenario with the learner's three functions (in the sandbox); once per grading run."""
+    key = ("run", case.name)
+    if key not in ctx.memo:
+        s, log = case.inputs, CallLog()
+        policy = learner_policy(ctx.sandbox, reference_policy(s.sheet), FUNCTIONS, log)
+        ctx.memo[key] = LearnerRun(s.run(policy), log)
+    return ctx.memo[key]
+
+
+def oracle_hits(case: Case) -> int:
+    """The reference's prefix hits on the scenario: the same for every submission."""
+    return remember("lesson4-oracle-hits", case.digest, lambda: prefix_hits(case.inputs.run()),
+                    persist=case.visibility == "public")
+
+
+def prefix_hits(run: Run) -> int:
+    hits = run.series["prefix_hits"]
+    return int(hits[-1]) if len(hits) else 0
+
+
+def _where(case: Case) -> str:
+    return f"public scenario {case.name}" if case.visibility == "public" else case.where
+
+
+Finding = tuple  # (what, one line): what names the kind in the tally ("leaks")
+
+LABELS = {"use_after_free": "use-after-free", "leak": "leaks", "double_release": "double releases",
+          "release_of_referenced": "releases of pages others reference",
+          "scheduled_after_cancel": "requests scheduled after their cancel",
+          "cross_scope_hit": "cross-scope hits", "wrong_prefix_hit": "wrong-position hits",
+          "poisoned_publish": "poisoned publishes"}
+
+
+def early_releases(run: Run) -> list[Finding]:
+    """Requests whose pages were released before their fence, or while still served."""
+    out = []
+    for r in run.requests:
+        if r.cancel_s is not None and r.released_s is not None and r.released_s < r.fence_s:
+            out.append(("releases before the fence",
+                        f"{r.id} was cancelled at {r.cancel_s:.3f} s during a step that ends "
+                        f"{r.fence_s:.3f} s; its pages were released at {r.released_s:.3f} s, "
+                        "before that step completed"))
+        elif r.outcome == "failed" and "released while it was running" in r.reason:
+            out.append(("releases while served",
+                        f"{r.id}'s pages were released at {r.released_s:.3f} s while it was still "
+                        "being served (neither cancelled nor finished)"))
+    return out
+
+
+def late_releases(run: Run) -> list[Finding]:
+    return [("lazy releases", f"{r.id} was cancelled at {r.cancel_s:.3f} s; its fence was "
+             f"{r.fence_s:.3f} s, but its pages came back at {r.released_s:.3f} s (lazy reclamation)")
+            for r in run.requests
+            if r.cancel_s is not None and r.released_s is not None and r.released_s > r.fence_s]
+
+
+def _faults(run: Run, kinds: tuple) -> list[Finding]:
+    return [(LABELS[v.kind], v.detail) for v in run.violations if v.kind in kinds]
+
+
+def _tally(found: list[Finding]) -> str:
+    counts: dict[str, int] = {}
+    for what, _ in found:
+        counts[what] = counts.get(what, 0) + 1
+    return ", ".join(f"{n} {what}" for what, n in counts.items())
+
+
+def _run_measure(ctx: CheckContext, needs: tuple, find, noun: str) -> Measure:
+    """Share of scenarios where ``find(run)`` reports nothing; the first report as feedback."""
+    cases = ctx.family("scenario")
+    if not cases:
+        return Measure(0.0, "no scenarios to run")
+    clean, bad = 0, []
+    for case in cases:
+        out = learner_run(ctx, case)
+        failed = next((out.failed(f) for f in needs if out.failed(f)), "")
+        if failed:
+            return Measure(0.0, failed, (case.cite,))
+        found = find(out.run)
+        if found:
+            bad.append((case, found))
+        else:
+            clean += 1
+    if not bad:
+        return Measure(1.0, f"none in {len(cases)} scenario runs: {noun}")
+    case, found = bad[0]
+    return Measure(clean / len(cases), f"{_where(case)}: {found[0][1]} ({_tally(found)} in this run)",
+                   tuple(c.cite for c, _ in bad))
+
+
+# Each criterion (lesson4.<name>): the functions whose answers its runs need, the
+# violations the worker records for it, what the records show besides (early or lazy
+# releases), and what a clean run means.
+RUN_RULES = {
+    "run_no_use_after_free": (("on_event",), ("use_after_free",), (early_releases,),
+                              "no page released under a step that still pins it"),
+    "run_reclaim_at_fence": (("on_event",), ("leak",), (late_releases,),
+                             "no leak, every cancelled request released at its fence"),
+    "run_release_once": (("on_event",), ("double_release", "release_of_referenced"), (),
+                         "no double release"),
+    "run_stop_after_cancel": (("on_event",), ("scheduled_after_cancel",), (),
+                              "no request scheduled after its cancel"),
+    "run_hits_in_scope": (("prefix_key",), ("cross_scope_hit", "wrong_prefix_hit"), (),
+                          "no cross-scope or wrong-position hit"),
+    "run_clean_publish": (("publishable",), ("poisoned_publish",), (),
+                          "no page published before its write completed"),
+}
+
+
+def _run_check(needs: tuple, kinds: tuple, besides: tuple, noun: str):
+    def find(run: Run) -> list[Finding]:
+        return _faults(run, kinds) + [f for records in besides for f in records(run)]
+
+    def measure(ctx: CheckContext, params: dict) -> Measure:
+        return _run_measure(ctx, needs, find, noun)
+    return measure
+
+
+for _name, _rule in RUN_RULES.items():
+    check(f"lesson4.{_name}")(_run_check(*_rule))
+
+
+@check("lesson4.run_hit_rate")
+def run_hit_rate(ctx: CheckContext, params: dict) -> Measure:
+    cases = ctx.family("scenario")
+    if not cases:
+        return Measure(0.0, "no scenarios to run")
+    worst = None
+    for case in cases:
+        out = learner_run(ctx, case)
+        failed = next((out.failed(f) for f in ("prefix_key", "publishable") if out.failed(f)), "")
+        if failed:
+            return Measure(0.0, failed, (case.cite,))
+        got, want = prefix_hits(out.run), oracle_hits(case)
+        share = min(1.0, got / want) if want else 1.0
+        if worst is None or share < worst[0]:
+            worst = (share, case, got, want)
+    share, case, got, want = worst
+    words = (f"{_where(case)}: {got} prefix hits, the oracle's keys found {want} "
+             f"({share:.0%}; at least {HIT_SHARE:.0%} is the target)")
+    if share < HIT_SHARE:
+        words += ("; requests of one scope with the same prompt prefix must get the same keys, "
+                  "and every full written page must be published")
+        unusable = next((v.detail for v in learner_run(ctx, case).run.violations
+                         if v.kind == "invalid_decision" and not v.detail.startswith("on_event")), "")
+        if unusable:
+            words += f" (the worker could not use some answers: {unusable[:160]})"
+    return Measure(share, words, (case.cite,))

@@ -1,0 +1,219 @@
+"""Lesson 4's transition table, model-checked: every entry asked once, every event path walked.
+
+on_event is a pure function of (state, event, in-flight), so all 5 x 5 x 2 entries can be
+asked up front, with no worker run. The table is then judged by what the worker would do
+with it, not entry by entry against the reference: a model of the worker's side of a
+request's life (which events can come next, and whether a launched step pins the pages)
+walks every event sequence the worker can produce, so each invariant (no release under a
+pinning step, a cancel stops and notifies at once, reclaim at the fence, release once, done
+stays done) is checked on every path, and on every entry directly.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from itertools import product
+
+from grader.cases import Case
+from grader.checks import CheckContext, Measure, ask, check, not_implemented
+from reference.shapes import ACTIONS, EVENTS, STATES, Transition
+
+STOP, NOTIFY, RELEASE = ACTIONS
+TABLE_KEYS = tuple(product(STATES, EVENTS, (False, True)))
+HOLDING = ("admitted", "running", "cancelling")      # states whose request holds pages
+SERVED = ("waiting", "admitted", "running")          # states the scheduler serves
+
+
+def show_entry(state: str, event: str, in_flight: bool, tr: Transition) -> str:
+    acts = f" + {', '.join(tr.actions)}" if tr.actions else ""
+    return f"on_event({state!r}, {event!r}, {in_flight}) -> {tr.next_state!r}{acts}"
+
+
+def table_answers(ctx: CheckContext) -> tuple[dict, str]:
+    """The learner's table {(state, event, in_flight): Transition}, or why it is unusable."""
+    if "table" not in ctx.memo:
+        cases = [Case("table", f"on_event{k}", "public", k) for k in TABLE_KEYS]
+        answers = ask(ctx, "on_event", cases, lambda c: c.inputs, Transition)
+        table, problem = {}, not_implemented(answers)
+        for a in answers:
+            why = a.problem
+            if not why and a.value.next_state not in STATES:
+                why = f"next_state {a.value.next_state!r} is not one of {', '.join(STATES)}"
+            if not why and any(x not in ACTIONS for x in a.value.actions):
+                why = f"actions {a.value.actions!r}: each must be one of {', '.join(ACTIONS)}"
+            if why and not problem:
+                problem = f"on_event{a.case.inputs}: {why}; every entry of the table must be a valid Transition"
+            if not why:
+                table[a.case.inputs] = a.value
+        ctx.memo["table"] = (table, problem)
+    return ctx.memo["table"]
+
+
+# The worker's side of a request's life: in each phase, which events can come, with which
+# in-flight flag, and the phase after. After a cancel or finish (the last four), the worker
+# fires step_completed only while the state machine says "cancelling".
+FLOW = {
+    "queued": (("admit", False, "fresh"), ("cancel", False, "gone")),
+    "fresh": (("step_launched", True, "pinned"), ("cancel", False, "cancelled")),
+    "pinned": (("step_completed", False, "served"), ("cancel", True, "cancelled_pinned")),
+    "served": (("step_launched", True, "pinned"), ("step_completed", False, "served"),
+               ("finished", False, "ended"), ("cancel", False, "cancelled")),
+    "cancelled_pinned": (("step_completed", False, "cancelled"),),
+    "cancelled": (("step_completed", False, "cancelled"),),
+    "ended": (("step_completed", False, "ended"),),
+    "gone": (("step_completed", False, "gone"),),
+}
+PINNED = ("pinned", "cancelled_pinned")
+LIVE = ("fresh", "served")
+PAST_FENCE = ("cancelled", "ended")                 # over, and no step pins the pages
+OVER = ("cancelled_pinned", "cancelled", "ended", "gone")
+# Where the model starts: a new request, and (for a table that loses track of its state)
+# each state the worker can cancel or finish a request in, with that first event.
+STARTS = ((("waiting", "queued"), None), (("admitted", "fresh"), "cancel"),
+          (("admitted", "pinned"), "cancel"), (("running", "pinned"), "cancel"),
+          (("running", "served"), "cancel"), (("running", "served"), "finished"))
+
+
+@dataclass(frozen=True)
+class _Config:
+    state: str
+    phase: str
+    released: bool = False
+    cancelled: bool = False
+
+
+class TableFaults:
+    """What the table breaks, per invariant, each with the event path that shows it."""
+    RULES = ("pinned", "stop", "reclaim", "once", "terminal")
+
+    def __init__(self, table: dict):
+        self.table = table
+        self.found: dict[str, dict[str, None]] = {r: {} for r in self.RULES}
+        seen: set = set()
+        self._explore(STARTS[:1], seen)    # the worker's own event paths first: the clearest evidence
+        self._explore(STARTS[1:], seen)
+        self._direct()
+
+    def add(self, rule: str, path: list, why: str) -> None:
+        *before, last = path
+        prefix = ""
+        if before:
+            steps = ", ".join(f"{e} -> {tr.next_state!r}" + (f" + {', '.join(tr.actions)}" if tr.actions else "")
+                              for _, e, _, tr in before)
+            prefix = f"from {before[0][0]!r}: {steps}; then "
+        self.found[rule].setdefault(f"{prefix}{show_entry(*last)}: {why}", None)
+
+    def _direct(self) -> None:
+        t = self.table
+        for (s, e, f), tr in t.items():
+            if s == "done" and (tr.next_state != "done" or tr.actions):
+                self.add("terminal", [(s, e, f, tr)], "a done request must stay done with no action")
+            if f and s in HOLDING and RELEASE in tr.actions:
+                self.add("pinned", [(s, e, f, tr)], "releases pages while a step still pins them")
+        for s, f in product(SERVED, (False, True)):
+            self._cancel_rules([(s, "cancel", f, t[s, "cancel", f])])
+
+    def _cancel_rules(self, path: list) -> None:
+        tr = path[-1][3]
+        if STOP not in tr.actions:
+            self.add("stop", path, "does not stop scheduling: the cancelled request keeps its place "
+                                   "in the queue or the batch")
+        n = tr.actions.count(NOTIFY)
+        if n != 1:
+            self.add("stop", path, "does not notify the client at once" if n == 0 else
+                     f"notifies the client {n} times")
+        if tr.next_state not in ("cancelling", "done"):
+            self.add("stop", path, f"leaves a cancelled request in {tr.next_state!r}, a state "
+                                   "the scheduler serves")
+
+    def _after_fence(self, state: str, phase: str) -> str:
+        """Lazy or leaked: follow the step completions that still come after the fence."""
+        for k in range(1, 9):
+            if state != "cancelling":
+                break
+            tr = self.table[state, "step_completed", False]
+            if RELEASE in tr.actions:
+                return (f"the pages come back only {k} step completion{'s' if k > 1 else ''} "
+                        "after the fence (lazy reclamation: they sit idle meanwhile)")
+            state = tr.next_state
+        what = "finished" if phase == "ended" else "cancelled"
+        return f"the {what} request's pages are never released (a leak)"
+
+    def _explore(self, starts: tuple, seen: set) -> None:
+        queue = deque((_Config(*c), first, []) for c, first in starts)
+        while queue:
+            cfg, only, path = queue.popleft()
+            if cfg.phase in OVER and cfg.state != "cancelling":
+                if cfg.phase in ("cancelled_pinned",) and not cfg.released and path:
+                    self.add("reclaim", path, "no event comes after this, so the cancelled "
+                                              "request's pages are never released (a leak)")
+                continue
+            for event, flag, phase in FLOW[cfg.phase]:
+                if only and event != only:
+                    continue
+                tr = self.table[cfg.state, event, flag]
+                step = path + [(cfg.state, event, flag, tr)]
+                self._step(cfg, event, phase, tr, step)
+                nxt = _Config(tr.next_state, phase, cfg.released or RELEASE in tr.actions,
+                              cfg.cancelled or event == "cancel")
+                if nxt not in seen:
+                    seen.add(nxt)
+                    queue.append((nxt, None, step))
+
+    def _step(self, cfg: _Config, event: str, phase: str, tr: Transition, path: list) -> None:
+        releases = tr.actions.count(RELEASE)
+        if releases and phase in PINNED:
+            self.add("pinned", path, "releases pages while a step still pins them")
+        elif releases and phase in LIVE:
+            self.add("pinned", path, "releases the pages of a request still being served "
+                                     "(neither cancelled nor finished)")
+        if releases > 1 or (releases and cfg.released):
+            self.add("once", path, "releases the pages a second time")
+        if event == "cancel":
+            self._cancel_rules(path)
+        elif cfg.cancelled:
+            if NOTIFY in tr.actions:
+                self.add("stop", path, "notifies the client again")
+            if tr.next_state in SERVED:
+                self.add("stop", path, f"puts a cancelled request back in {tr.next_state!r}")
+        crossed = phase in PAST_FENCE and cfg.phase not in PAST_FENCE
+        if crossed and not (releases or cfg.released):
+            self.add("reclaim", path, self._after_fence(tr.next_state, phase))
+
+
+def table_faults(ctx: CheckContext) -> tuple[TableFaults | None, str]:
+    if "table_faults" not in ctx.memo:
+        table, problem = table_answers(ctx)
+        ctx.memo["table_faults"] = (None if problem else TableFaults(table), problem)
+    return ctx.memo["table_faults"]
+
+
+# Each rule's criterion (lesson4.table_<rule>), and what a table that keeps it guarantees.
+KEPT = {
+    "pinned": "pages are released only once no step pins them",
+    "stop": "a cancel stops scheduling and notifies the client once, at once",
+    "reclaim": "every cancelled or finished request is released at its fence",
+    "once": "no event sequence releases a request's pages twice",
+    "terminal": "done stays done",
+}
+
+
+def _table_measure(ctx: CheckContext, rule: str) -> Measure:
+    faults, problem = table_faults(ctx)
+    if problem:
+        return Measure(0.0, problem)
+    found = list(faults.found[rule])
+    if not found:
+        return Measure(1.0, f"all 50 entries and every event path keep it: {KEPT[rule]}")
+    more = f" ({len(found)} ways in all)" if len(found) > 1 else ""
+    return Measure(0.0, found[0] + more, tuple(found[:20]))
+
+
+def _table_check(rule: str):
+    def measure(ctx: CheckContext, params: dict) -> Measure:
+        return _table_measure(ctx, rule)
+    return measure
+
+
+for _rule in TableFaults.RULES:
+    check(f"lesson4.table_{_rule}")(_table_check(_rule))
