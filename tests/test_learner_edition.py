@@ -94,7 +94,7 @@ def test_manifest_and_what_is_left_out(release):
         assert not (out / "rubrics" / f"{lesson}.yaml").exists()
         assert not (out / "grader" / "lessons" / f"{lesson}.py").exists()
     # A left-out lesson's own modules go with it, even those that import nothing left out.
-    for module in ("transition_table", "prefix_keys"):
+    for module in ("transition_table", "prefix_keys", "chunk_oracle", "chunk_probes"):
         assert not (out / "grader" / "lessons" / f"{module}.py").exists(), module
     for module in ("batch", "gradebook", "learner_edition"):
         assert not (out / "grader" / f"{module}.py").exists()

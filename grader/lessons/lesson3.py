@@ -7,13 +7,16 @@ secret per family (short and very long prefixes, empty and full decode batches, 
 next to the decode-only step or a page boundary, coefficients other than the defaults),
 hidden scenarios from grader/families/lesson3.yaml.
 
-The oracle finds the largest fitting chunk by binary search over page multiples with the
-true cost model (step time only grows with the chunk), never by the reference's formula,
-so another correct rule is judged by what it does, not by how it computes it.
+The oracle (chunk_oracle) finds the largest fitting chunk by binary search over page
+multiples with the true cost model, never by the reference's formula, so another correct
+rule is judged by what it does, not by how it computes it.
+
+This module builds the cases; chunk_probes (one decision per probe) and chunk_runs (the
+rule end to end) judge them, and importing this module registers their checks.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -21,84 +24,14 @@ import numpy as np
 import yaml
 
 from grader.cases import Case
-from grader.checks import Answer, CheckContext, Measure, ask, check, grade_answers
 from grader.errors import InputError
-from grader.experiments.common import token_gaps, ttfts
-from grader.learner_policy import CallLog, learner_policy
-from grader.memo import remember
+# Importing the judges registers their checks.
+from grader.lessons import chunk_probes, chunk_runs  # noqa: F401
+from grader.lessons.chunk_oracle import EDGE, knife_edges, step_s
 from grader.scenario import hidden_scenarios, public_scenarios
 from grader.secret import derive_seed
-from reference.policy import reference_policy
-from reference.records import Run
-from reference.shapes import ChunkContext, ChunkPlan, CostModel
+from reference.shapes import ChunkContext, CostModel
 from reference.specs import SpecError, cost_from
-from reference.worker import PolicyError
-
-PROGRESS_SHARE = 0.95     # an ok chunk must reach this share of the largest fitting one
-EDGE = 1e-7               # probes keep the budget this far (relative) from a deciding step time
-GAP_SLACK = 1e-9          # token gaps are differences of summed floats: allow their rounding
-STEP_CAP = 2              # a learner's run stops after this many times the oracle's steps
-
-
-# ---- the oracle ---------------------------------------------------------------------------
-def step_s(ctx: ChunkContext, tokens: int) -> float:
-    """The true time of this step with a chunk of ``tokens`` (0: the decode-only step)."""
-    return ctx.cost.step_time(ctx.decode_contexts, tokens, ctx.prefill_done)
-
-
-def fits(ctx: ChunkContext, tokens: int) -> bool:
-    return step_s(ctx, tokens) <= ctx.gap_budget_s
-
-
-@dataclass(frozen=True)
-class Expected:
-    verdict: str          # ok | starved | infeasible
-    largest: int          # the largest fitting candidate chunk (0 when none fits)
-    decode_only_s: float
-
-    def next_candidate(self, ctx: ChunkContext) -> int | None:
-        """The smallest candidate above ``largest`` (it does not fit), if any."""
-        if self.verdict == "infeasible" or self.largest >= ctx.prefill_remaining:
-            return None
-        return min(ctx.prefill_remaining, (self.largest // ctx.page_tokens + 1) * ctx.page_tokens)
-
-
-def expected(ctx: ChunkContext) -> Expected:
-    """Candidates: page multiples below the remaining prompt, and the remaining prompt itself.
-
-    infeasible: the decode-only step already misses the budget (no chunk can help).
-    starved: not infeasible, and the largest fitting candidate neither finishes the prompt
-    nor reaches min_chunk_tokens (or is 0). A short tail that fits is ok even when it is
-    below min_chunk_tokens: it finishes the prompt, so TTFT does not grow.
-    """
-    decode_only = step_s(ctx, 0)
-    remaining, pt = ctx.prefill_remaining, ctx.page_tokens
-    if not fits(ctx, 0):
-        return Expected("infeasible", 0, decode_only)
-    if fits(ctx, remaining):
-        return Expected("ok", remaining, decode_only)
-    lo, hi = 0, (remaining - 1) // pt        # page counts: lo fits; above hi is the whole rest
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(ctx, mid * pt):
-            lo = mid
-        else:
-            hi = mid - 1
-    largest = lo * pt
-    ok = largest > 0 and largest >= ctx.min_chunk_tokens
-    return Expected("ok" if ok else "starved", largest, decode_only)
-
-
-def knife_edges(ctx: ChunkContext) -> list[float]:
-    """Step times that decide the answer: a budget this close to one is a float coin toss."""
-    e = expected(ctx)
-    times = [e.decode_only_s]
-    if e.verdict != "infeasible":
-        times.append(step_s(ctx, e.largest))
-        nxt = e.next_candidate(ctx)
-        if nxt is not None:
-            times.append(step_s(ctx, nxt))
-    return [t for t in times if abs(t - ctx.gap_budget_s) <= EDGE * ctx.gap_budget_s]
 
 
 # ---- public cases ---------------------------------------------------------------------------
@@ -291,200 +224,3 @@ def show(ctx: ChunkContext) -> str:
     return (f"(budget {ctx.gap_budget_s:.9g} s, {decode}, done {ctx.prefill_done}, remaining "
             f"{ctx.prefill_remaining}, page_tokens {ctx.page_tokens}, min_chunk_tokens "
             f"{ctx.min_chunk_tokens}{cost})")
-
-
-# ---- probe checks ---------------------------------------------------------------------------
-def _plans(ctx: CheckContext) -> list[Answer]:
-    """choose_chunk is asked once per probe; the four probe criteria read the same answers."""
-    cases = ctx.family("probe")
-    key = ("plans", tuple(c.name for c in cases))
-    if key not in ctx.memo:
-        ctx.memo[key] = ask(ctx, "choose_chunk", cases, lambda c: (c.inputs,), ChunkPlan)
-    return ctx.memo[key]
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.6g} ms"
-
-
-@check("lesson3.within_budget")
-def within_budget(ctx: CheckContext, params: dict) -> Measure:
-    def judge(case: Case, plan: ChunkPlan) -> str:
-        c = case.inputs
-        if plan.verdict != "ok" or plan.tokens == 0 or plan.tokens > c.prefill_remaining or fits(c, plan.tokens):
-            return ""
-        e = expected(c)
-        best = ("no chunk fits: the decode-only step alone takes " + _ms(e.decode_only_s)
-                if e.verdict == "infeasible" else f"the largest chunk that fits is {e.largest} tokens")
-        return (f"ok chunk of {plan.tokens} tokens makes the step {_ms(step_s(c, plan.tokens))}, over "
-                f"the budget {_ms(c.gap_budget_s)} ({best})")
-    return grade_answers(_plans(ctx), judge, "probes")
-
-
-@check("lesson3.progress")
-def progress(ctx: CheckContext, params: dict) -> Measure:
-    share = float(params.get("share", PROGRESS_SHARE))
-    ok = [a for a in _plans(ctx) if expected(a.case.inputs).verdict == "ok"]
-
-    def judge(case: Case, plan: ChunkPlan):
-        c, e = case.inputs, expected(case.inputs)
-        need = share * e.largest
-        if plan.tokens >= need:
-            return ""
-        return (plan.tokens / need,
-                f"chunk of {plan.tokens} tokens ({plan.verdict}) is below {share:.0%} of the largest "
-                f"chunk that fits, {e.largest} tokens (its step takes {_ms(step_s(c, e.largest))} "
-                f"of the {_ms(c.gap_budget_s)} budget)")
-    return grade_answers(ok, judge, "probes where a chunk fits")
-
-
-@check("lesson3.page_aligned")
-def page_aligned(ctx: CheckContext, params: dict) -> Measure:
-    def judge(case: Case, plan: ChunkPlan) -> str:
-        c = case.inputs
-        if plan.tokens > c.prefill_remaining:
-            return f"chunk of {plan.tokens} tokens is more than the {c.prefill_remaining} left to prefill"
-        if plan.verdict != "ok" or plan.tokens in (0, c.prefill_remaining) or plan.tokens % c.page_tokens == 0:
-            return ""
-        return (f"chunk of {plan.tokens} tokens is not a multiple of page_tokens {c.page_tokens} and "
-                f"does not finish the prompt ({c.prefill_remaining} left); round down to "
-                f"{plan.tokens - plan.tokens % c.page_tokens}")
-    return grade_answers(_plans(ctx), judge, "probes")
-
-
-_WHY = {
-    "infeasible": "the decode-only step takes {d} > budget {b}: no chunk can help",
-    "starved": "the largest chunk that fits is {n} tokens, below min_chunk_tokens {m}, and does not "
-               "finish the prompt",
-    "starved0": "not even one page ({p} tokens) fits next to the batch, nor the whole {r}-token rest",
-    "ok": "a chunk of {n} tokens fits ({s} <= budget {b})",
-}
-
-
-@check("lesson3.verdicts")
-def verdicts(ctx: CheckContext, params: dict) -> Measure:
-    def judge(case: Case, plan: ChunkPlan) -> str:
-        c, e = case.inputs, expected(case.inputs)
-        if plan.verdict == e.verdict:
-            return ""
-        reason = "starved0" if e.verdict == "starved" and e.largest == 0 else e.verdict
-        why = _WHY[reason].format(d=_ms(e.decode_only_s), b=_ms(c.gap_budget_s), n=e.largest,
-                                  m=c.min_chunk_tokens, s=_ms(step_s(c, e.largest)), p=c.page_tokens,
-                                  r=c.prefill_remaining)
-        return f"said {plan.verdict!r}, expected {e.verdict!r}: {why}"
-    return grade_answers(_plans(ctx), judge, "probes")
-
-
-# ---- end to end -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RunPair:
-    """One scenario run with the learner's rule (None when a call failed) and the oracle rule."""
-    learner: Run | None
-    oracle: Run
-    budget_s: float
-    failure: str           # why the learner's run stopped ("" when it ran to the end)
-
-
-class _Stopped(Exception):
-    """A call of the learner's rule failed: the run is decided, so it stops there."""
-
-
-def _pair(ctx: CheckContext, case: Case) -> RunPair:
-    key = ("run", case.name)
-    if key not in ctx.memo:
-        s = case.inputs
-        base = reference_policy(s.sheet)
-        log = CallLog()
-        remote = learner_policy(ctx.sandbox, base, ("choose_chunk",), log).choose_chunk
-
-        def choose_chunk(c: ChunkContext) -> ChunkPlan:
-            try:
-                return remote(c)
-            except PolicyError:
-                raise _Stopped from None
-        oracle = remember("lesson3-oracle", case.digest, lambda: s.run(base),
-                          persist=case.visibility == "public")
-        # A rule that needs many times the oracle's steps has already lost on TTFT; stopping
-        # it there keeps a one-page-per-step rule from taking minutes.
-        cap = STEP_CAP * len(oracle.steps) + 500
-        try:
-            learner = s.run(base.with_(choose_chunk=choose_chunk), max_steps=cap)
-        except _Stopped:
-            first = log.first["choose_chunk"]
-            why = first if "not implemented" in first else (
-                f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
-            ctx.memo[key] = RunPair(None, oracle, base.gap_budget_s, why)
-        else:
-            ctx.memo[key] = RunPair(learner, oracle, base.gap_budget_s, "")
-    return ctx.memo[key]
-
-
-def _scenario_answers(ctx: CheckContext) -> list[Answer]:
-    answers = []
-    for case in ctx.family("scenario"):
-        pair = _pair(ctx, case)
-        answers.append(Answer(case, pair, pair.failure))
-    return answers
-
-
-def worst_step(run: Run) -> str:
-    """The slowest step that carried a chunk, in words."""
-    steps = run.steps
-    with_chunk = np.flatnonzero(steps.chunk_tokens > 0)
-    if with_chunk.size == 0:
-        return ""
-    i = int(with_chunk[np.argmax(steps.duration_s[with_chunk])])
-    rid = steps.chunk_request[i]
-    done = int(sum(int(steps.chunk_tokens[j]) for j in with_chunk if j < i and steps.chunk_request[j] == rid))
-    return (f"; slowest: step {i}, {rid}'s chunk of {int(steps.chunk_tokens[i])} tokens after {done} "
-            f"prefilled, with {int(steps.batch[i])} decoding, took {_ms(float(steps.duration_s[i]))}")
-
-
-@check("lesson3.e2e_gap")
-def e2e_gap(ctx: CheckContext, params: dict) -> Measure:
-    q = float(params.get("percentile", 99))
-
-    def judge(case: Case, pair: RunPair) -> str:
-        gaps = token_gaps(pair.learner)
-        if gaps.size == 0:
-            return "no request emitted two tokens, so there is no token gap to measure"
-        p = float(np.percentile(gaps, q))
-        if p <= pair.budget_s * (1 + GAP_SLACK):
-            return ""
-        late = int(np.count_nonzero(gaps > pair.budget_s * (1 + GAP_SLACK)))
-        return (f"p{q:g} token gap {_ms(p)} > budget {_ms(pair.budget_s)} ({late} of {gaps.size} "
-                f"gaps over budget){worst_step(pair.learner)}")
-    return grade_answers(_scenario_answers(ctx), judge, "scenarios")
-
-
-def mean_ttft(run: Run) -> tuple[float, int]:
-    """Mean TTFT over the requests that got a first token, and how many did."""
-    t = ttfts(run)
-    return (float(t.mean()) if t.size else float("inf")), int(t.size)
-
-
-def _mean_chunk(run: Run) -> float:
-    chunks = run.steps.chunk_tokens[run.steps.chunk_tokens > 0]
-    return float(chunks.mean()) if chunks.size else 0.0
-
-
-@check("lesson3.e2e_ttft")
-def e2e_ttft(ctx: CheckContext, params: dict) -> Measure:
-    tolerance = float(params.get("tolerance", 0.10))
-
-    def judge(case: Case, pair: RunPair) -> str:
-        mine, n_mine = mean_ttft(pair.learner)
-        best, n_best = mean_ttft(pair.oracle)
-        if pair.learner.aborted:
-            return (f"TTFT far above the oracle rule's: your rule needed more than {STEP_CAP}x its "
-                    f"{len(pair.oracle.steps)} steps, so the run was stopped with {n_best - n_mine} "
-                    f"requests still waiting for a first token; your chunks averaged "
-                    f"{_mean_chunk(pair.learner):.0f} tokens, the oracle rule's {_mean_chunk(pair.oracle):.0f}")
-        if n_mine < n_best:
-            return f"{n_best - n_mine} requests never got a first token"
-        if mine <= best * (1 + tolerance):
-            return ""
-        return (f"mean TTFT {mine:.4g} s is {mine / best - 1:.0%} above the oracle rule's {best:.4g} s "
-                f"(allowed {tolerance:.0%}); your chunks averaged {_mean_chunk(pair.learner):.0f} tokens, "
-                f"the oracle rule's {_mean_chunk(pair.oracle):.0f}")
-    return grade_answers(_scenario_answers(ctx), judge, "scenarios")

@@ -1,0 +1,141 @@
+"""Lesson 3 end to end: the learner's chunk rule in the worker, beside the oracle rule's run.
+
+Probes judge one decision; a run shows what the rule does to a workload: the token gaps
+the decoding requests see, and how soon prompts get their first token. Each scenario runs
+with the learner's choose_chunk beside the reference's other decisions, and with the
+reference policy, whose run is the oracle: so this module needs the reference policies
+and the worker.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from grader.cases import Case
+from grader.checks import Answer, CheckContext, Measure, check, grade_answers
+from grader.experiments.common import token_gaps, ttfts
+from grader.learner_policy import CallLog, learner_policy
+from grader.lessons.chunk_oracle import ms
+from grader.memo import remember
+from reference.policy import reference_policy
+from reference.records import Run
+from reference.shapes import ChunkContext, ChunkPlan
+from reference.worker import PolicyError
+
+GAP_SLACK = 1e-9          # token gaps are differences of summed floats: allow their rounding
+STEP_CAP = 2              # a learner's run stops after this many times the oracle's steps
+
+
+@dataclass(frozen=True)
+class RunPair:
+    """One scenario run with the learner's rule (None when a call failed) and the oracle rule."""
+    learner: Run | None
+    oracle: Run
+    budget_s: float
+    failure: str           # why the learner's run stopped ("" when it ran to the end)
+
+
+class _Stopped(Exception):
+    """A call of the learner's rule failed: the run is decided, so it stops there."""
+
+
+def _pair(ctx: CheckContext, case: Case) -> RunPair:
+    key = ("run", case.name)
+    if key not in ctx.memo:
+        s = case.inputs
+        base = reference_policy(s.sheet)
+        log = CallLog()
+        remote = learner_policy(ctx.sandbox, base, ("choose_chunk",), log).choose_chunk
+
+        def choose_chunk(c: ChunkContext) -> ChunkPlan:
+            try:
+                return remote(c)
+            except PolicyError:
+                raise _Stopped from None
+        oracle = remember("lesson3-oracle", case.digest, lambda: s.run(base),
+                          persist=case.visibility == "public")
+        # A rule that needs many times the oracle's steps has already lost on TTFT; stopping
+        # it there keeps a one-page-per-step rule from taking minutes.
+        cap = STEP_CAP * len(oracle.steps) + 500
+        try:
+            learner = s.run(base.with_(choose_chunk=choose_chunk), max_steps=cap)
+        except _Stopped:
+            first = log.first["choose_chunk"]
+            why = first if "not implemented" in first else (
+                f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
+            ctx.memo[key] = RunPair(None, oracle, base.gap_budget_s, why)
+        else:
+            ctx.memo[key] = RunPair(learner, oracle, base.gap_budget_s, "")
+    return ctx.memo[key]
+
+
+def _scenario_answers(ctx: CheckContext) -> list[Answer]:
+    answers = []
+    for case in ctx.family("scenario"):
+        pair = _pair(ctx, case)
+        answers.append(Answer(case, pair, pair.failure))
+    return answers
+
+
+def worst_step(run: Run) -> str:
+    """The slowest step that carried a chunk, in words."""
+    steps = run.steps
+    with_chunk = np.flatnonzero(steps.chunk_tokens > 0)
+    if with_chunk.size == 0:
+        return ""
+    i = int(with_chunk[np.argmax(steps.duration_s[with_chunk])])
+    rid = steps.chunk_request[i]
+    done = int(sum(int(steps.chunk_tokens[j]) for j in with_chunk if j < i and steps.chunk_request[j] == rid))
+    return (f"; slowest: step {i}, {rid}'s chunk of {int(steps.chunk_tokens[i])} tokens after {done} "
+            f"prefilled, with {int(steps.batch[i])} decoding, took {ms(float(steps.duration_s[i]))}")
+
+
+@check("lesson3.e2e_gap")
+def e2e_gap(ctx: CheckContext, params: dict) -> Measure:
+    q = float(params.get("percentile", 99))
+
+    def judge(case: Case, pair: RunPair) -> str:
+        gaps = token_gaps(pair.learner)
+        if gaps.size == 0:
+            return "no request emitted two tokens, so there is no token gap to measure"
+        p = float(np.percentile(gaps, q))
+        if p <= pair.budget_s * (1 + GAP_SLACK):
+            return ""
+        late = int(np.count_nonzero(gaps > pair.budget_s * (1 + GAP_SLACK)))
+        return (f"p{q:g} token gap {ms(p)} > budget {ms(pair.budget_s)} ({late} of {gaps.size} "
+                f"gaps over budget){worst_step(pair.learner)}")
+    return grade_answers(_scenario_answers(ctx), judge, "scenarios")
+
+
+def mean_ttft(run: Run) -> tuple[float, int]:
+    """Mean TTFT over the requests that got a first token, and how many did."""
+    t = ttfts(run)
+    return (float(t.mean()) if t.size else float("inf")), int(t.size)
+
+
+def _mean_chunk(run: Run) -> float:
+    chunks = run.steps.chunk_tokens[run.steps.chunk_tokens > 0]
+    return float(chunks.mean()) if chunks.size else 0.0
+
+
+@check("lesson3.e2e_ttft")
+def e2e_ttft(ctx: CheckContext, params: dict) -> Measure:
+    tolerance = float(params.get("tolerance", 0.10))
+
+    def judge(case: Case, pair: RunPair) -> str:
+        mine, n_mine = mean_ttft(pair.learner)
+        best, n_best = mean_ttft(pair.oracle)
+        if pair.learner.aborted:
+            return (f"TTFT far above the oracle rule's: your rule needed more than {STEP_CAP}x its "
+                    f"{len(pair.oracle.steps)} steps, so the run was stopped with {n_best - n_mine} "
+                    f"requests still waiting for a first token; your chunks averaged "
+                    f"{_mean_chunk(pair.learner):.0f} tokens, the oracle rule's {_mean_chunk(pair.oracle):.0f}")
+        if n_mine < n_best:
+            return f"{n_best - n_mine} requests never got a first token"
+        if mine <= best * (1 + tolerance):
+            return ""
+        return (f"mean TTFT {mine:.4g} s is {mine / best - 1:.0%} above the oracle rule's {best:.4g} s "
+                f"(allowed {tolerance:.0%}); your chunks averaged {_mean_chunk(pair.learner):.0f} tokens, "
+                f"the oracle rule's {_mean_chunk(pair.oracle):.0f}")
+    return grade_answers(_scenario_answers(ctx), judge, "scenarios")
