@@ -98,6 +98,16 @@ def ask(ctx: CheckContext, function: str, cases: Sequence[Case], args: Callable[
     return answers
 
 
+def ask_once(ctx: CheckContext, key: str, function: str, cases: Sequence[Case], args: Callable[[Case], tuple],
+             returns: Any) -> list[Answer]:
+    """Each case asked once per run, whichever criterion needs it first (memo by case name)."""
+    memo = ctx.memo.setdefault(key, {})
+    todo = [c for c in cases if c.name not in memo]
+    if todo:
+        memo.update((a.case.name, a) for a in ask(ctx, function, todo, args, returns))
+    return [memo[c.name] for c in cases]
+
+
 def not_implemented(answers: Sequence[Answer]) -> str:
     """The stub's one problem when every answer is its NotImplementedError, else "": a
     criterion then says only that, instead of judging what was never written."""

@@ -12,7 +12,7 @@ from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
 from grader import experiments
 from grader.course import find_course
 from grader.errors import InputError
-from grader.lessons import lesson5
+from grader.lessons import lesson5, release_decisions, verdicts
 from grader.pipeline import build_cases
 from grader.trials import KINDS, public_suites, suite_from
 from reference.shapes import QUALIFICATIONS, Slo
@@ -55,7 +55,7 @@ def rec(outcome, times=(), cancel=None, arrival=2.0):
 ])
 def test_reference_verdicts_at_the_edges(record, verdict):
     assert reference.qualify(record, None) == verdict
-    assert lesson5.explain(record, None, verdict)
+    assert verdicts.explain(record, None, verdict)
 
 
 def test_an_slo_passed_explicitly_replaces_the_records_own():
@@ -71,7 +71,7 @@ def test_hidden_edge_records_cover_every_verdict_and_topic():
     import numpy as np
     edges = lesson5.edge_records(np.random.Generator(np.random.PCG64(1)), "t")
     assert {reference.qualify(r, s) for r, s in edges} == set(QUALIFICATIONS)
-    assert {lesson5.topic(r, s) for r, s in edges} == set(lesson5.TOPICS)
+    assert {verdicts.topic(r, s) for r, s in edges} == set(verdicts.TOPICS)
     # Dyadic times: the subtraction and the addition forms of every deadline agree.
     for r, s in edges:
         slo = s or r.slo
@@ -92,7 +92,7 @@ def test_public_release_suite_is_settled(public_cases):
     assert sorted(c.inputs.kind for c in release) == sorted(KINDS)
     expect = {t.kind: t.expect for t in public_suites(COURSE)[0].trials}
     for c in release:
-        assert lesson5.settled(c.inputs, expect[c.inputs.kind]), c.name
+        assert release_decisions.settled(c.inputs, expect[c.inputs.kind]), c.name
 
 
 def test_stalls_scenario_improves_the_mean_tpot_it_should_not_trust(public_cases):
@@ -119,7 +119,8 @@ def test_readme_numbers_are_the_reference_s(public_cases):
         cand = sum(reference.run_goodput(r) for r in probe.candidate) / 4
         line = f"| `{kind}` |"
         row = next(l for l in readme.splitlines() if l.startswith(line))
-        assert f"{base:.3f} → {cand:.3f} ({lesson5.mean_gain(probe):+.1%})".replace("-", "−") in row, row
+        gain = release_decisions.mean_gain(probe)
+        assert f"{base:.3f} → {cand:.3f} ({gain:+.1%})".replace("-", "−") in row, row
         assert f"| {decision.decision} |" in row, row
     for c in lesson5.public_records(COURSE):
         record, slo = c.inputs
@@ -130,9 +131,9 @@ def test_readme_numbers_are_the_reference_s(public_cases):
 
 def test_public_records_reach_every_topic_clear_of_edges(public_cases):
     families = {c.family for c in public_cases}
-    assert {f"qualify-{t}" for t in lesson5.TOPICS} <= families
+    assert {f"qualify-{t}" for t in verdicts.TOPICS} <= families
     real = [c.inputs[0] for c in public_cases if c.family.startswith("qualify-") and c.inputs[0].scope != "probe"]
-    assert real and all(lesson5.clear_of_edges(r) for r in real)
+    assert real and all(verdicts.clear_of_edges(r) for r in real)
 
 
 def test_hidden_cases_depend_on_the_secret():

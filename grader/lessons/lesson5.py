@@ -20,12 +20,13 @@ release case is kept only when the oracle's decision is the one its kind expects
 same under every correct reading of the rule (sample or population deviation, pooled or
 per-run shares, each threshold 10% either way) and differs from the decision of the mistake
 its kind is about, so another correct rule is never marked wrong.
+
+This module builds the cases; each kind is judged beside it, in verdicts (qualify),
+goodput and release_decisions, and importing this module registers their checks.
 """
 from __future__ import annotations
 
-import itertools
-import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -33,105 +34,17 @@ import numpy as np
 import yaml
 
 from grader.cases import Case
-from grader.checks import Answer, CheckContext, Measure, ask, check, grade_answers
 from grader.errors import InputError
-from grader.trials import KINDS, Suite, Trial, hidden_suites, public_suites, run_design
+# Importing the judges registers their checks.
+from grader.lessons import goodput, release_decisions, verdicts  # noqa: F401
+from grader.lessons.release_decisions import ReleaseProbe, mean_gain, settled
+from grader.lessons.verdicts import TOPICS, clear_of_edges, seconds, show_record, topic
+from grader.trials import Suite, Trial, hidden_suites, public_suites, run_design
 from grader.secret import derive_seed
-from reference.shapes import (QUALIFICATIONS, RELEASE_DECISIONS, ReleaseDecision, ReleaseRule,
-                              RequestRecord, RunSummary, Slo)
-from reference.solutions import lesson5 as oracle
+from reference.shapes import RequestRecord, Slo
 
-TOPICS = ("deadlines", "gaps", "cancels", "outcomes")
-EDGE_S = 1e-6            # real records keep every deciding time this far from its deadline
 REAL_PER_TOPIC = {"deadlines": 24, "gaps": 16, "cancels": 16, "outcomes": 10}
 GOODPUT_SET = 30         # records in a goodput probe cut from a real run
-REL_TOL = 1e-9
-
-
-# ---- the oracle's view of a record ------------------------------------------------------------
-def topic(record: RequestRecord, slo: Optional[Slo]) -> str:
-    """The idea a record's verdict hinges on."""
-    if oracle.qualify(record, slo) != oracle.qualify(record, slo, gaps="average"):
-        return "gaps"
-    if record.outcome in ("rejected", "failed", "preempted"):
-        return "outcomes"
-    return "cancels" if record.outcome == "cancelled_by_client" else "deadlines"
-
-
-def _gaps(times) -> list[float]:
-    return [b - a for a, b in zip(times, times[1:])]
-
-
-def clear_of_edges(record: RequestRecord) -> bool:
-    """No deciding time of a real record within EDGE_S of its deadline."""
-    slo, times = record.slo, record.token_times
-    due = record.arrival_s + slo.ttft_s
-    near = []
-    if times:
-        near.append(times[0] - due)
-        near += [g - slo.gap_s for g in _gaps(times)]
-    if record.outcome == "cancelled_by_client" and record.cancel_s is not None:
-        near.append(record.cancel_s - due)
-        if times:
-            near.append(record.cancel_s - times[-1] - slo.gap_s)
-    return all(abs(x) > EDGE_S for x in near)
-
-
-def _s(x: float) -> str:
-    return f"{x:.6g} s"
-
-
-def show_record(record: RequestRecord, slo: Optional[Slo]) -> str:
-    """The record as feedback shows it: what decides its verdict."""
-    own = record.slo
-    use = slo or own
-    times = record.token_times
-    parts = [f"{record.outcome}", f"arrival {_s(record.arrival_s)}",
-             f"slo ttft {_s(use.ttft_s)} gap {_s(use.gap_s)}"
-             + (f" (passed explicitly; the record's own is ttft {_s(own.ttft_s)} gap {_s(own.gap_s)})"
-                if slo else ""),
-             f"first-token deadline {_s(record.arrival_s + use.ttft_s)}"]
-    if times:
-        gaps = _gaps(times)
-        parts.append(f"{len(times)} token{'s' if len(times) != 1 else ''}, first at {_s(times[0])}")
-        if gaps:
-            parts.append(f"largest gap {_s(max(gaps))}, mean gap {_s(sum(gaps) / len(gaps))}, "
-                         f"last token {_s(times[-1])}")
-    else:
-        parts.append("no tokens")
-    if record.cancel_s is not None:
-        parts.append(f"cancelled at {_s(record.cancel_s)}")
-    return f"record {record.id} ({'; '.join(parts)})"
-
-
-def explain(record: RequestRecord, slo: Optional[Slo], verdict: str) -> str:
-    """Why the oracle's verdict is what it is, in the lesson's words."""
-    use = slo or record.slo
-    times, due = record.token_times, record.arrival_s + use.ttft_s
-    cancel = record.cancel_s
-    if verdict == "rejected":
-        return "a rejection counts against the service"
-    if verdict == "failed":
-        return f"a request that ends {record.outcome} counts against the service"
-    if verdict == "late_first_token":
-        if not times and record.outcome == "completed":
-            return "it completed without ever emitting a first token"
-        if not times:
-            return f"the client cancelled at {_s(cancel)}, after the first-token deadline {_s(due)} had passed"
-        return f"the first token came at {_s(times[0])}, after the deadline {_s(due)}"
-    if verdict == "slow_tokens":
-        gaps = _gaps(times)
-        if gaps and max(gaps) > use.gap_s:
-            return (f"its largest gap {_s(max(gaps))} exceeds gap_s {_s(use.gap_s)} (the mean gap "
-                    f"{_s(sum(gaps) / len(gaps))} does not matter: the deadline is per token)")
-        return (f"the client cancelled {_s(cancel - times[-1])} after the last token, when the next "
-                f"token was already more than gap_s {_s(use.gap_s)} late")
-    if verdict == "excluded":
-        return "the client cancelled before any deadline was missed (a cancel exactly at a deadline comes before the miss)"
-    edge = ["the first token came exactly at the deadline, which is in time"] if times and times[0] == due else []
-    if times and _gaps(times) and max(_gaps(times)) == use.gap_s:
-        edge.append("its largest gap equals gap_s, which is in time")
-    return "; ".join(edge) or "every deadline was met"
 
 
 # ---- building record cases ------------------------------------------------------------------
@@ -281,7 +194,8 @@ def goodput_cases(records: list[tuple[RequestRecord, Optional[Slo]]], suites: li
     own = tuple(r for r, s in records if s is None)
 
     def add(name, recs, slo, window, what):
-        slo_note = f", slo passed explicitly (ttft {_s(slo.ttft_s)}, gap {_s(slo.gap_s)})" if slo else ""
+        slo_note = (f", slo passed explicitly (ttft {seconds(slo.ttft_s)}, gap {seconds(slo.gap_s)})"
+                    if slo else "")
         where = "" if visibility == "public" else "hidden "
         cases.append(Case("goodput", where + name, visibility, (tuple(recs), slo, float(window)),
                           f"{where}{what}: {len(recs)} records over a {window:g} s window{slo_note}"))
@@ -301,54 +215,9 @@ def goodput_cases(records: list[tuple[RequestRecord, Optional[Slo]]], suites: li
 
 
 # ---- release cases -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ReleaseProbe:
-    trial: str
-    kind: str
-    note: str
-    baseline: tuple[RunSummary, ...]
-    candidate: tuple[RunSummary, ...]
-    rule: ReleaseRule
-
-
-MISTAKE = {"noise": {"noise": "mean_only"}, "rejections": {"rejection_guard": False},
-           "class": {"class_guard": False}}
-GAINS = {"gain", "noise", "rejections", "class"}     # kinds whose candidate raises mean goodput
-
-
-def _readings(rule: ReleaseRule):
-    """Every correct reading of the rule: deviations, pooling, thresholds 10% either way."""
-    for stdev, pool in itertools.product(("sample", "population"), ("runs", "per_run")):
-        yield {"stdev": stdev, "pool": pool}, rule
-        for name in ("min_gain", "noise_k", "max_class_drop", "max_rejection_rise"):
-            for f in (0.9, 1.1):
-                yield {"stdev": stdev, "pool": pool}, replace(rule, **{name: getattr(rule, name) * f})
-
-
-def settled(probe: ReleaseProbe, expect: str) -> bool:
-    """The oracle decides as the kind expects, robustly, and unlike the kind's mistake."""
-    b, c, rule = probe.baseline, probe.candidate, probe.rule
-    decision = oracle.decide_release(b, c, rule).decision
-    if expect and decision != expect:
-        return False
-    if probe.kind in GAINS and mean_gain(probe) <= 0:
-        return False
-    if any(oracle.decide_release(b, c, r, **kw).decision != decision for kw, r in _readings(rule)):
-        return False
-    mistake = MISTAKE.get(probe.kind)
-    return mistake is None or oracle.decide_release(b, c, rule, **mistake).decision != decision
-
-
 def release_probe(trial: Trial, note: str) -> ReleaseProbe:
     base, cand = trial.runs()
     return ReleaseProbe(trial.name, trial.kind, note, base, cand, trial.rule)
-
-
-def mean_gain(probe: ReleaseProbe) -> float:
-    """The candidate's mean paired goodput difference, relative to the baseline's goodput."""
-    diffs = [oracle.run_goodput(c) - oracle.run_goodput(b) for b, c in oracle.paired(probe.baseline, probe.candidate)]
-    base = sum(oracle.run_goodput(b) for b in probe.baseline) / len(probe.baseline)
-    return (sum(diffs) / len(diffs)) / base if base > 0 else 0.0
 
 
 def _sharpen_noise(probe: ReleaseProbe) -> ReleaseProbe:
@@ -408,115 +277,3 @@ def hidden_cases(secret: bytes, course=None) -> list[Case]:
     cases += goodput_cases(_suite_records(edges), suites, g, "hidden")
     cases += release_cases(suites, "hidden", _notes(course))
     return cases
-
-
-# ---- checks ----------------------------------------------------------------------------------------
-def _asked(ctx: CheckContext, key: str, function: str, cases: list[Case], args, returns) -> list[Answer]:
-    """Each case asked once per run, whichever criterion needs it first (memo by case name)."""
-    memo = ctx.memo.setdefault(key, {})
-    todo = [c for c in cases if c.name not in memo]
-    if todo:
-        memo.update((a.case.name, a) for a in ask(ctx, function, todo, args, returns))
-    return [memo[c.name] for c in cases]
-
-
-def _judge_verdict(case: Case, got: str) -> str:
-    record, slo = case.inputs
-    want = oracle.qualify(record, slo)
-    if got not in QUALIFICATIONS:
-        return f"returned {got!r}, which is not one of {', '.join(QUALIFICATIONS)}"
-    return "" if got == want else f"returned {got!r}, expected {want!r}: {explain(record, slo, want)}"
-
-
-def _qualify_check(name: str):
-    def measure(ctx: CheckContext, params: dict) -> Measure:
-        # Every topic's records go in one batch the first time any topic is graded.
-        every = [c for c in ctx.cases if c.family.startswith("qualify-")]
-        _asked(ctx, "qualify", "qualify", every, lambda c: c.inputs, str)
-        mine = _asked(ctx, "qualify", "qualify", ctx.family(f"qualify-{name}"), lambda c: c.inputs, str)
-        return grade_answers(mine, _judge_verdict, "records")
-    return measure
-
-
-for _topic in TOPICS:
-    check(f"lesson5.qualify_{_topic}")(_qualify_check(_topic))
-
-
-def _own_goodput(ctx: CheckContext, cases: list[Case]) -> dict[str, float]:
-    """goodput as the learner's own qualify counts it, for the given record sets. A goodput
-    that calls a wrong qualify is consistent: that mistake is charged to the qualify criteria."""
-    probes = [Case("own", f"{c.name}/{i}", "public", (r, c.inputs[1]))
-              for c in cases for i, r in enumerate(c.inputs[0])]
-    answers = _asked(ctx, "own-qualify", "qualify", probes, lambda c: c.inputs, str)
-    own = {}
-    for c in cases:
-        mine = [a for a in answers if a.case.name.rsplit("/", 1)[0] == c.name]
-        if all(not a.problem for a in mine):
-            own[c.name] = sum(1 for a in mine if a.value == "good") / c.inputs[2]
-    return own
-
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-12)
-
-
-@check("lesson5.goodput")
-def goodput(ctx: CheckContext, params: dict) -> Measure:
-    cases = ctx.family("goodput")
-    answers = ask(ctx, "goodput", cases, lambda c: c.inputs, float)
-    off = [a.case for a in answers if not a.problem
-           and not _close(a.value, oracle.goodput(*a.case.inputs))]
-    own = _own_goodput(ctx, off) if off else {}
-
-    def judge(case: Case, got: float) -> str:
-        records, slo, window = case.inputs
-        want = oracle.goodput(records, slo, window)
-        if _close(got, want) or (case.name in own and _close(got, own[case.name])):
-            return ""
-        good = round(want * window)
-        return (f"returned {got:.6g} req/s, expected {want:.6g} ({good} good requests / {window:g} s)"
-                + (f"; your qualify counts {round(own[case.name] * window)} good, which would give "
-                   f"{own[case.name]:.6g}" if case.name in own else ""))
-    return grade_answers(answers, judge, "record sets")
-
-
-def _decision_args(case: Case) -> tuple:
-    return (case.inputs.baseline, case.inputs.candidate, case.inputs.rule)
-
-
-def _show_runs(p: ReleaseProbe) -> str:
-    names = [c.cls for c in p.baseline[0].classes]
-    parts = []
-    for name in names:
-        before, after = oracle.attainment(p.baseline, name), oracle.attainment(p.candidate, name)
-        if before is not None and after is not None:
-            parts.append(f"{name} attainment {before:.1%} -> {after:.1%}")
-    parts.append(f"rejected {oracle.rejected_share(p.baseline):.1%} -> {oracle.rejected_share(p.candidate):.1%}")
-    tpot = [sum(r.mean_tpot_s for r in runs) / len(runs) * 1000 for runs in (p.baseline, p.candidate)]
-    parts.append(f"mean TPOT {tpot[0]:.1f} -> {tpot[1]:.1f} ms")
-    return "; ".join(parts)
-
-
-def _judge_decision(case: Case, got: ReleaseDecision) -> str:
-    p: ReleaseProbe = case.inputs
-    want = oracle.decide_release(p.baseline, p.candidate, p.rule)
-    if got.decision not in RELEASE_DECISIONS:
-        return f"decision {got.decision!r} is not one of {', '.join(RELEASE_DECISIONS)}"
-    if got.decision == want.decision:
-        return ""
-    return (f"decided {got.decision}, expected {want.decision}: {'; '.join(want.reasons)} "
-            f"[{_show_runs(p)}; rule {p.rule}]")
-
-
-def _release_check(kind: str):
-    def measure(ctx: CheckContext, params: dict) -> Measure:
-        every = [c for c in ctx.cases if c.family.startswith("release-")]
-        _asked(ctx, "release", "decide_release", every, _decision_args, ReleaseDecision)
-        mine = _asked(ctx, "release", "decide_release", ctx.family(f"release-{kind}"), _decision_args,
-                      ReleaseDecision)
-        return grade_answers(mine, _judge_decision, "release scenarios")
-    return measure
-
-
-for _kind in KINDS:
-    check(f"lesson5.release_{_kind}")(_release_check(_kind))

@@ -1,0 +1,106 @@
+"""Lesson 5's release decisions: a baseline against a candidate over paired seeds, by the rule.
+
+A release case is the paired-seed summaries of two designs and the rule (ReleaseProbe).
+Only a case whose decision is settled is fair to grade: the oracle decides as its kind
+expects, the same under every correct reading of the rule, and unlike the mistake its kind
+is about, so another correct rule is never marked wrong. Each kind of candidate (a real
+gain, a gain inside the noise, one bought by rejections, one class regressing, an average
+TPOT that hides stalls) is a criterion of its own.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+
+from grader.cases import Case
+from grader.checks import CheckContext, Measure, ask_once, check, grade_answers
+from grader.trials import KINDS
+from reference.shapes import RELEASE_DECISIONS, ReleaseDecision, ReleaseRule, RunSummary
+from reference.solutions import lesson5 as oracle
+
+
+@dataclass(frozen=True)
+class ReleaseProbe:
+    trial: str
+    kind: str
+    note: str
+    baseline: tuple[RunSummary, ...]
+    candidate: tuple[RunSummary, ...]
+    rule: ReleaseRule
+
+
+MISTAKE = {"noise": {"noise": "mean_only"}, "rejections": {"rejection_guard": False},
+           "class": {"class_guard": False}}
+GAINS = {"gain", "noise", "rejections", "class"}     # kinds whose candidate raises mean goodput
+
+
+def _readings(rule: ReleaseRule):
+    """Every correct reading of the rule: deviations, pooling, thresholds 10% either way."""
+    for stdev, pool in itertools.product(("sample", "population"), ("runs", "per_run")):
+        yield {"stdev": stdev, "pool": pool}, rule
+        for name in ("min_gain", "noise_k", "max_class_drop", "max_rejection_rise"):
+            for f in (0.9, 1.1):
+                yield {"stdev": stdev, "pool": pool}, replace(rule, **{name: getattr(rule, name) * f})
+
+
+def settled(probe: ReleaseProbe, expect: str) -> bool:
+    """The oracle decides as the kind expects, robustly, and unlike the kind's mistake."""
+    b, c, rule = probe.baseline, probe.candidate, probe.rule
+    decision = oracle.decide_release(b, c, rule).decision
+    if expect and decision != expect:
+        return False
+    if probe.kind in GAINS and mean_gain(probe) <= 0:
+        return False
+    if any(oracle.decide_release(b, c, r, **kw).decision != decision for kw, r in _readings(rule)):
+        return False
+    mistake = MISTAKE.get(probe.kind)
+    return mistake is None or oracle.decide_release(b, c, rule, **mistake).decision != decision
+
+
+def mean_gain(probe: ReleaseProbe) -> float:
+    """The candidate's mean paired goodput difference, relative to the baseline's goodput."""
+    diffs = [oracle.run_goodput(c) - oracle.run_goodput(b) for b, c in oracle.paired(probe.baseline, probe.candidate)]
+    base = sum(oracle.run_goodput(b) for b in probe.baseline) / len(probe.baseline)
+    return (sum(diffs) / len(diffs)) / base if base > 0 else 0.0
+
+
+def _decision_args(case: Case) -> tuple:
+    return (case.inputs.baseline, case.inputs.candidate, case.inputs.rule)
+
+
+def _show_runs(p: ReleaseProbe) -> str:
+    names = [c.cls for c in p.baseline[0].classes]
+    parts = []
+    for name in names:
+        before, after = oracle.attainment(p.baseline, name), oracle.attainment(p.candidate, name)
+        if before is not None and after is not None:
+            parts.append(f"{name} attainment {before:.1%} -> {after:.1%}")
+    parts.append(f"rejected {oracle.rejected_share(p.baseline):.1%} -> {oracle.rejected_share(p.candidate):.1%}")
+    tpot = [sum(r.mean_tpot_s for r in runs) / len(runs) * 1000 for runs in (p.baseline, p.candidate)]
+    parts.append(f"mean TPOT {tpot[0]:.1f} -> {tpot[1]:.1f} ms")
+    return "; ".join(parts)
+
+
+def _judge_decision(case: Case, got: ReleaseDecision) -> str:
+    p: ReleaseProbe = case.inputs
+    want = oracle.decide_release(p.baseline, p.candidate, p.rule)
+    if got.decision not in RELEASE_DECISIONS:
+        return f"decision {got.decision!r} is not one of {', '.join(RELEASE_DECISIONS)}"
+    if got.decision == want.decision:
+        return ""
+    return (f"decided {got.decision}, expected {want.decision}: {'; '.join(want.reasons)} "
+            f"[{_show_runs(p)}; rule {p.rule}]")
+
+
+def _release_check(kind: str):
+    def measure(ctx: CheckContext, params: dict) -> Measure:
+        every = [c for c in ctx.cases if c.family.startswith("release-")]
+        ask_once(ctx, "release", "decide_release", every, _decision_args, ReleaseDecision)
+        mine = ask_once(ctx, "release", "decide_release", ctx.family(f"release-{kind}"), _decision_args,
+                      ReleaseDecision)
+        return grade_answers(mine, _judge_decision, "release scenarios")
+    return measure
+
+
+for _kind in KINDS:
+    check(f"lesson5.release_{_kind}")(_release_check(_kind))
