@@ -73,7 +73,10 @@ def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: 
         return load_folder(path, folder, student)
     where = str(path)
     try:
-        if not stat.S_ISREG(path.stat().st_mode):      # a FIFO or a device would never end
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(mode):                      # a FIFO or a device would never end
             raise InputError(where, "is not a regular file")
         with open(path, "rb") as f:
             raw = f.read(MAX_BYTES + 1)                 # a huge file is refused unread
