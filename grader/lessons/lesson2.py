@@ -30,7 +30,8 @@ import numpy as np
 import yaml
 
 from grader.cases import Case
-from grader.checks import Answer, CheckContext, Measure, ask, check, grade_answers, not_checked_here
+from grader.checks import (Answer, CheckContext, Measure, ask, check, grade_answers, not_checked_here,
+                           not_implemented)
 from grader.errors import InputError
 from grader.lessons.ledger import (available, footprint, inactive, ledger_words, need, promise,
                                    request_words)
@@ -192,11 +193,8 @@ def _probe_answers(ctx: CheckContext) -> list[Answer]:
 
 def _not_implemented(ctx: CheckContext) -> Measure | None:
     """The stub: every probe answered NotImplementedError. No worker run is worth doing."""
-    answers = _probe_answers(ctx)
-    problems = {a.problem for a in answers}
-    if answers and len(problems) == 1 and "not implemented" in next(iter(problems)):
-        return Measure(0.0, next(iter(problems)))
-    return None
+    problem = not_implemented(_probe_answers(ctx))
+    return Measure(0.0, problem) if problem else None
 
 
 # ---- one worker run per scenario (learner) and its oracle --------------------------------
