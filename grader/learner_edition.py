@@ -275,6 +275,53 @@ def _drop_unneeded_lesson_parts(out: Path) -> None:
         parts[name].unlink()
 
 
+# Import name of each distribution the course depends on (the release keeps only those
+# its shipped modules import).
+IMPORT_NAMES = {"numpy": "numpy", "pyyaml": "yaml", "jsonschema": "jsonschema",
+                "matplotlib": "matplotlib", "sqlalchemy": "sqlalchemy"}
+
+
+def _third_party_imports(out: Path) -> set[str]:
+    found = set()
+    for _, path in _modules(out):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+def _trim_pyproject(out: Path) -> None:
+    """The release installs what its own modules import: the dependencies of what was left
+    out (the gradebook's SQLAlchemy) and the instructor extras (nbgrader, dask, postgres,
+    test) go. The course's pyproject is ours, so its layout is known: one dependency per
+    line, the extras in their own table."""
+    path = out / "pyproject.toml"
+    if not path.is_file():
+        return
+    used = _third_party_imports(out)
+    lines, kept, in_deps, in_extras = path.read_text(encoding="utf-8").splitlines(), [], False, False
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("["):
+            in_extras = stripped == "[project.optional-dependencies]"
+        if in_extras:
+            continue
+        if stripped.startswith("dependencies = ["):
+            in_deps = True
+        elif in_deps and stripped.startswith("]"):
+            in_deps = False
+        elif in_deps and stripped.startswith('"'):
+            dist = stripped[1:].split('"')[0].split("[")[0]
+            for op in ("<", ">", "=", "!", "~", " "):
+                dist = dist.split(op)[0]
+            if IMPORT_NAMES.get(dist.lower(), dist) not in used:
+                continue
+        kept.append(line)
+    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+
+
 def _recorded_submissions(course: Course, lesson: str) -> list[Path]:
     """What expectations are recorded on: the reference (every judge runs), the stub, and
     the course's wrong test submissions (the paths a mistake takes)."""
@@ -402,6 +449,7 @@ def build_learner_edition(course: Course, out: Path, *, verify: bool = True) -> 
 
     _drop_unneeded_lesson_parts(out)
     pruned = _prune(out)
+    _trim_pyproject(out)
     unavailable = {}
     for command, (package, machinery) in COMMAND_PACKAGES.items():
         folder = out.joinpath(*package.split("."))

@@ -194,3 +194,18 @@ def test_release_replaces_an_earlier_release(release):
     (out / "stale.txt").write_text("old")
     manifest = build_learner_edition(find_course(str(ROOT)), out, verify=False)
     assert not (out / "stale.txt").exists() and "lesson1" in manifest.lessons
+
+
+def test_the_release_installs_what_it_imports_and_nothing_else(release):
+    """No instructor extras, no dependency of what was left out (the gradebook's SQLAlchemy),
+    and every third-party module the release imports is a declared dependency."""
+    import sys
+    import tomllib
+    from grader.learner_edition import IMPORT_NAMES, _third_party_imports
+    out, _ = release
+    project = tomllib.loads((out / "pyproject.toml").read_text())["project"]
+    assert "optional-dependencies" not in project
+    declared = {IMPORT_NAMES[re.split(r"[<>=!~\[ ]", d)[0].lower()] for d in project["dependencies"]}
+    imported = {m for m in _third_party_imports(out)
+                if m not in sys.stdlib_module_names and m not in ("grader", "reference")}
+    assert declared == imported and "sqlalchemy" not in declared
