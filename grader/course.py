@@ -4,6 +4,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from grader.errors import InputError
 
@@ -35,6 +38,25 @@ class Course:
     @property
     def shapes_source(self) -> str:
         return (_PACKAGE_ROOT / "reference" / "shapes.py").read_text(encoding="utf-8")
+
+
+def read_yaml(path: Path) -> Any:
+    """A course file (rubric, probes, records, scenarios) as data; every way it can be
+    unusable is one InputError naming the file (and the line, for a YAML error)."""
+    where = str(path)
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(where, "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(where, f"cannot read: {e}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark else ""
+        what = " ".join(str(getattr(e, "problem", None) or e).split())   # one line, always
+        raise InputError(where, f"{line}not valid YAML ({what})") from None
+    except RecursionError:
+        raise InputError(where, "not valid YAML (nested too deeply)") from None
 
 
 def find_course(explicit: str | None = None) -> Course:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -313,10 +314,8 @@ def _trim_pyproject(out: Path) -> None:
         elif in_deps and stripped.startswith("]"):
             in_deps = False
         elif in_deps and stripped.startswith('"'):
-            dist = stripped[1:].split('"')[0].split("[")[0]
-            for op in ("<", ">", "=", "!", "~", " "):
-                dist = dist.split(op)[0]
-            if IMPORT_NAMES.get(dist.lower(), dist) not in used:
+            dist = re.match(r'"([A-Za-z0-9_.-]+)', stripped).group(1).lower()
+            if IMPORT_NAMES.get(dist, dist) not in used:
                 continue
         kept.append(line)
     path.write_text("\n".join(kept) + "\n", encoding="utf-8")

@@ -89,9 +89,7 @@ def _read(path: Path):
     try:
         with open(path, "rb") as f:
             return pickle.load(f)
-    except FileNotFoundError:
-        return _MISSING
-    except Exception:            # torn or foreign: compute it again, and overwrite it
+    except Exception:            # absent, torn or foreign: compute it again, and overwrite it
         return _MISSING
 
 

@@ -195,7 +195,8 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
     """--workload (a scenario or a workload file), else the sheet's release_criteria.workload,
     else lesson 6's incident scenario; a bare workload runs on the sheet's own model and worker.
     Seeds: --seeds, else the sheet's paired_seeds, else four from the workload's seed."""
-    from grader.scenario import read_yaml, load_scenario
+    from grader.course import read_yaml
+    from grader.scenario import load_scenario
     from grader.sheet import machine_of
     from reference.workload import load_workload, with_overrides
     criteria = sheet.get("release_criteria") or {}

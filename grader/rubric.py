@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jsonschema
-import yaml
 
+from grader.course import read_yaml
 from grader.errors import InputError
 
 
@@ -73,19 +73,7 @@ def _non_finite(node, path=""):
 def load_rubric(path: Path, known_checks=None) -> Rubric:
     """Load and validate; any problem is an InputError naming the file and the path inside it."""
     where = str(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(where, "no such rubric file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(where, f"cannot read the rubric: {e}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark else ""
-        what = " ".join(str(getattr(e, "problem", None) or e).split())   # one line, always
-        raise InputError(where, f"{line}not valid YAML ({what})") from None
-    except RecursionError:
-        raise InputError(where, "not valid YAML (nested too deeply)") from None
+    data = read_yaml(path)
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(_schema(path.parent)).iter_errors(data))
     if error is not None:

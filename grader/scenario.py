@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import yaml
 
 from grader.cases import Case
+from grader.course import read_yaml
 from grader.errors import InputError
 from grader.secret import derive_seed
 from reference.policy import Policy, reference_policy
@@ -65,18 +65,6 @@ class Scenario:
         """Everything that determines the run: what a hidden case's digest is taken of."""
         return {"model": self.model, "worker": self.worker, "sheet": self.sheet,
                 "workload": to_mapping(self.workload), "seed": self.seed}
-
-
-def read_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(str(path), "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(str(path), f"cannot read: {e}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise InputError(str(path), f"{'line %d: ' % (mark.line + 1) if mark else ''}not valid YAML") from None
 
 
 def _named(value: Any, table: Mapping, kind: str, where: str):

@@ -36,7 +36,8 @@ from typing import Any, Mapping
 
 from grader.cases import digest_of
 from grader.errors import InputError
-from grader.scenario import Scenario, read_yaml, course_machines, hidden_scenarios, load_scenario
+from grader.course import read_yaml
+from grader.scenario import Scenario, course_machines, hidden_scenarios, load_scenario
 from reference.policy import Policy, reference_policy
 from reference.records import Run
 from reference.shapes import (QUALIFICATIONS, RELEASE_DECISIONS, ClassSummary, ModelSpec,

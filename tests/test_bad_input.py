@@ -103,6 +103,20 @@ def test_workload_with_impossible_parameters_names_the_field(course, capsys, old
     assert f"{workload}: {field}" in err
 
 
+@pytest.mark.parametrize("lesson,public_file", [
+    ("lesson1", "public.yaml"), ("lesson2", "probes.yaml"), ("lesson3", "public/probes.yaml"),
+    ("lesson4", "probes.yaml"), ("lesson5", "public/records.yaml")])
+def test_a_broken_public_file_of_any_lesson_is_one_line_naming_it(course, capsys, lesson, public_file):
+    path = course / "assignments" / lesson / public_file
+    path.write_text("probes: [1, 2\n")
+    err = refused(capsys, "--course", course, "check", lesson,
+                  "--submission", ROOT / "reference" / "solutions" / f"{lesson}.py")
+    assert f"{path}: line 2: not valid YAML" in err
+    path.unlink()
+    assert f"{path}: no such file" in refused(capsys, "--course", course, "check", lesson, "--submission",
+                                              ROOT / "reference" / "solutions" / f"{lesson}.py")
+
+
 def test_deeply_nested_workload(course, capsys):
     workload = course / "assignments" / "lesson2" / "public" / "bursts.yaml"
     workload.write_text("name: " + "[" * 2000 + "]" * 2000 + "\n")

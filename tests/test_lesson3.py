@@ -15,7 +15,6 @@ from reference.shapes import ChunkContext, CostModel
 
 L3 = SUBMISSIONS / "lesson3"
 REFERENCE = ROOT / "reference" / "solutions" / "lesson3.py"
-STUB = ROOT / "assignments" / "lesson3" / "exercise.py"
 COURSE = find_course(str(ROOT))
 
 
@@ -97,13 +96,6 @@ def test_reference_full_marks_public_and_hidden(reference_grade):
     public = grade("lesson3", REFERENCE, "check")
     assert public.score == public.max_score
     assert all(c["visibility"] == "public" for c in public.cases)
-
-
-def test_stub_scores_zero_and_says_not_implemented():
-    report = grade("lesson3", STUB, "check")
-    assert report.score == 0
-    for c in report.criteria:
-        assert "not implemented" in c.feedback, c
 
 
 @pytest.mark.parametrize("name", ["alt_search", "alt_margin"])

@@ -7,13 +7,12 @@ every boundary the lesson names (page multiples, max_context, the pool, the dead
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
-import yaml
 
 from grader.cases import Case
 from grader.checks import CheckContext, Measure, ask, check, grade_answers
+from grader.course import read_yaml
 from grader.errors import InputError
 from grader.oracle import reference_oracle
 from grader.secret import derive_seed
@@ -28,13 +27,13 @@ oracle = reference_oracle("lesson1")
 # ---- public cases ---------------------------------------------------------------------
 def public_cases(course) -> list[Case]:
     path = course.assignment("lesson1") / "public.yaml"
+    data = read_yaml(path) or {}
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
         models = {m["name"]: model_from(m, f"{path}: models.{m.get('name', i)}")
                   for i, m in enumerate(data.get("models", []))}
         workers = {w["name"]: worker_from(w, f"{path}: workers.{w.get('name', i)}")
                    for i, w in enumerate(data.get("workers", []))}
-    except (OSError, yaml.YAMLError, SpecError, KeyError, TypeError) as e:
+    except (SpecError, KeyError, TypeError) as e:
         raise InputError(str(path), f"cannot read the public probes: {e}") from None
     cases = [Case("models", f"model {name}", "public", m, f"model {name}")
              for name, m in models.items()]

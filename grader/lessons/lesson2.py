@@ -24,14 +24,13 @@ Every criterion grades a property of the promise, from both kinds of evidence:
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
-import yaml
 
 from grader.cases import Case
 from grader.checks import (Answer, CheckContext, Measure, ask, check, grade_answers, not_checked_here,
                            not_implemented)
+from grader.course import read_yaml
 from grader.errors import InputError
 from grader.lessons.ledger import (available, footprint, inactive, ledger_words, need, promise,
                                    request_words)
@@ -74,10 +73,7 @@ def _probe_case(name: str, r: AdmissionRequest, v: LedgerView, visibility: str, 
 
 def _public_probes(course) -> list[Case]:
     path = course.assignment(LESSON) / "probes.yaml"
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise InputError(str(path), f"cannot read the public probes: {e}") from None
+    data = read_yaml(path) or {}
     cases = []
     for i, p in enumerate(data.get("probes") or []):
         where = f"{path}: probes.{p.get('name', i) if isinstance(p, dict) else i}"

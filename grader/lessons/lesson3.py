@@ -17,13 +17,12 @@ rule end to end) judge them, and importing this module registers their checks.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import yaml
 
 from grader.cases import Case
+from grader.course import read_yaml
 from grader.errors import InputError
 # Importing the judges registers their checks.
 from grader.lessons import chunk_probes, chunk_runs  # noqa: F401
@@ -70,10 +69,7 @@ def probe_from(p: Mapping, defaults: Mapping, where: str) -> ChunkContext:
 
 def public_probes(course) -> list[Case]:
     path = course.assignment("lesson3") / "public" / "probes.yaml"
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise InputError(str(path), f"cannot read the public probes: {e}") from None
+    data = read_yaml(path) or {}
     defaults = data.get("defaults") or {}
     cases = []
     for i, p in enumerate(data.get("probes") or []):

@@ -23,12 +23,11 @@ prefix_keys, publishing, cancellation_runs.
 from __future__ import annotations
 
 import unicodedata
-from pathlib import Path
 
 import numpy as np
-import yaml
 
 from grader.cases import Case
+from grader.course import read_yaml
 from grader.errors import InputError
 # Importing the judges registers their checks (the cases below use two of them).
 from grader.lessons import cancellation_runs, prefix_keys, publishing, transition_table  # noqa: F401
@@ -78,10 +77,7 @@ def _show_pages(pt: int, prompt: int, written: int, first: int, published) -> st
 
 def _read_probes(course) -> dict:
     path = course.assignment(LESSON) / "probes.yaml"
-    try:
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise InputError(str(path), f"cannot read the public probes: {e}") from None
+    return read_yaml(path) or {}
 
 
 def public_probes(course) -> list[Case]:

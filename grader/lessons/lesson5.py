@@ -27,13 +27,12 @@ goodput and release_decisions, and importing this module registers their checks.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Optional
 
 import numpy as np
-import yaml
 
 from grader.cases import Case
+from grader.course import read_yaml
 from grader.errors import InputError
 # Importing the judges registers their checks.
 from grader.lessons import goodput, release_decisions, verdicts  # noqa: F401
@@ -78,10 +77,7 @@ def _slo_of(m, where: str) -> Slo:
 
 def public_records(course) -> list[Case]:
     path = course.assignment("lesson5") / "public" / "records.yaml"
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise InputError(str(path), f"cannot read the public records: {e}") from None
+    data = read_yaml(path) or {}
     default = _slo_of(data.get("slo") or {}, f"{path}: slo")
     cases = []
     for i, r in enumerate(data.get("records") or []):
@@ -247,7 +243,7 @@ def _notes(course) -> dict[str, str]:
     """The candidates' one-line descriptions, from the public suite file."""
     notes = {}
     for path in sorted((course.assignment("lesson5") / "public").glob("*.suite.yaml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = read_yaml(path) or {}
         for kind, change in (data.get("candidates") or {}).items():
             if isinstance(change, dict) and "note" in change:
                 notes.setdefault(kind, str(change["note"]))

@@ -352,7 +352,7 @@ class Sandbox:
         # The child loads the submission while the grader prepares its cases: the load is
         # awaited at the first use (load_error or a call), not here.
         self._loading: float | None = None       # when the pending load's request was sent
-        self._load_error: str | None = self._charged_start(self._spawn)
+        self._load_error: str | None = self._begin()
 
     @property
     def load_error(self) -> str | None:
@@ -433,13 +433,14 @@ class Sandbox:
 
     def _start(self):
         """Start and load a fresh child. Returns None, or why it could not load."""
-        error = self._charged_start(self._spawn)
+        error = self._begin()
         return error if error is not None else self._charged(self._await_load)
 
-    def _charged_start(self, spawn):
+    def _begin(self):
+        """Spawn a child, its time charged: None (the load is pending), or why not."""
         if self._remaining() <= 0:
             return f"the time budget for this submission ({self.run_timeout_s:g} s) is spent"
-        return self._charged(spawn)
+        return self._charged(self._spawn)
 
     def _spawn(self):
         """Start a child and send it the submission; None (the load is pending)."""
