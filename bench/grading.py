@@ -73,8 +73,8 @@ def _cell(kind: str, source: str, **meta) -> dict:
 
 def _probes() -> dict[str, str]:
     """One test cell per lesson 1 criterion: the oracle's answers on the grader's cases."""
-    from grader.course import find_course
-    from grader.pipeline import build_cases
+    from grader.engine.layout import find_course
+    from grader.engine.pipeline import build_cases
     from reference.solutions import lesson1 as oracle
 
     cases = build_cases("lesson1", find_course(str(ROOT)), SECRET)
@@ -107,8 +107,8 @@ def _probes() -> dict[str, str]:
 
 
 def _source_notebook() -> dict:
-    from grader.checks import REGISTRY
-    from grader.rubric import load_rubric
+    from grader.engine.checks import REGISTRY
+    from grader.engine.rubric import load_rubric
     import grader.lessons.lesson1  # noqa: F401  (registers the checks)
 
     rubric = load_rubric(ROOT / "rubrics" / "lesson1.yaml", REGISTRY)

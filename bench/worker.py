@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.course import find_course
-from grader.scenario import course_machines
+from grader.engine.layout import find_course
+from grader.course.scenario import course_machines
 from reference.policy import reference_policy
 from reference.specs import model_from, worker_from
 from reference.workload import generate, parse_workload

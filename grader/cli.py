@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 from grader import __version__
-from grader.course import find_course
-from grader.edition import learner_edition, unavailable
-from grader.errors import InputError
-from grader.report import render
-from grader.secret import SecretError, load_secret
+from grader.engine.layout import find_course
+from grader.engine.edition import learner_edition, unavailable
+from grader.engine.errors import InputError
+from grader.engine.report import render
+from grader.engine.secret import SecretError, load_secret
 from reference.specs import SpecError
 from reference.units import UnitError
 from reference.workload import WorkloadError
@@ -166,8 +166,8 @@ def _emit(report, as_json: bool) -> None:
 
 
 def _experiment(args, course) -> int:
-    from grader import experiments
-    from grader.experiments.common import plot_path, save_plot
+    from grader.course import experiments
+    from grader.course.experiments.common import plot_path, save_plot
     path = plot_path(args.plot) if args.plot else None
     outcome = experiments.run(args.name, args.settings, course)
     plot = str(save_plot(outcome.plot, path)) if path and outcome.plot else None
@@ -182,7 +182,7 @@ def _experiment(args, course) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from grader.pipeline import folder_files, grade_path   # after parsing: --help stays instant
+    from grader.engine.pipeline import folder_files, grade_path   # after parsing: --help stays instant
     try:
         course = find_course(args.course)
         if unavailable(args.command):
@@ -205,8 +205,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _grade(args, course) -> int:
-    from grader.pipeline import folder_files, grade_path
-    from grader.submission import is_submission_folder
+    from grader.engine.pipeline import folder_files, grade_path
+    from grader.engine.submission import is_submission_folder
     course.require_lesson(args.lesson)
     secret = load_secret(args.secret_file)
     files = folder_files(args.lesson)
@@ -237,12 +237,12 @@ def _grade(args, course) -> int:
 
 
 def _gradebook(args, course):
-    from grader.gradebook import default_url, open_gradebook
+    from grader.instructor.gradebook import default_url, open_gradebook
     return open_gradebook(args.gradebook or default_url(course.root))
 
 
 def _grade_class(args, course, secret: bytes, folder: Path) -> int:
-    from grader.batch import run_batch
+    from grader.instructor.batch import run_batch
     if args.jobs is not None and args.jobs < 1:
         raise InputError("--jobs", "give at least 1 worker process")
     with _gradebook(args, course) as book:
@@ -253,7 +253,7 @@ def _grade_class(args, course, secret: bytes, folder: Path) -> int:
 
 
 def _export(args, course) -> int:
-    from grader.exports import export
+    from grader.instructor.exports import export
     with _gradebook(args, course) as book:
         where = export(book, args.format, lesson=args.only_lesson, out=args.out)
     if where != "-":
@@ -262,7 +262,7 @@ def _export(args, course) -> int:
 
 
 def _feedback(args, course) -> int:
-    from grader.exports.feedback import write_feedback
+    from grader.instructor.exports.feedback import write_feedback
     with _gradebook(args, course) as book:
         written = write_feedback(book, args.out, lesson=args.only_lesson, fmt=args.format,
                                  public_only=args.public_only)
@@ -271,13 +271,13 @@ def _feedback(args, course) -> int:
 
 
 def _release(args, course) -> int:
-    from grader.learner_edition import build_learner_edition
+    from grader.instructor.release import build_learner_edition
     print(build_learner_edition(course, Path(args.out)).render())
     return 0
 
 
 def _sheet(args, course) -> int:
-    from grader.sheet import load_sheet
+    from grader.course.sheet import load_sheet
     path = Path(args.file)
     sheet, problems = load_sheet(path, course)
     if args.action == "validate" or problems:
@@ -290,7 +290,7 @@ def _sheet(args, course) -> int:
                             + [f"  {p}" for p in problems]))
         return 0 if not problems else 2
     try:
-        from grader import replay
+        from grader.course import replay
     except ImportError:
         raise InputError("sheet run", "not in the learner edition: it runs the reference worker and "
                                       "policies, which are not shipped") from None
@@ -299,8 +299,8 @@ def _sheet(args, course) -> int:
 
 
 def _incident(args, course) -> int:
-    from grader.bundle import write_bundle
-    from grader.incident import demo_incident, incidents_key, student_incident
+    from grader.course.bundle import write_bundle
+    from grader.course.incident import demo_incident, incidents_key, student_incident
     if args.demo:
         incident = demo_incident(course)
     else:
@@ -313,7 +313,7 @@ def _incident(args, course) -> int:
         print(f"grader: warning: incident {incident.id} did not settle (a fault may leave too little "
               f"evidence); tell the course maintainers", file=sys.stderr)
     if args.answer:
-        from grader.bundle import write_answer
+        from grader.course.bundle import write_answer
         print(f"reference answer in {write_answer(incident, Path(args.answer))}")
     return 0
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from grader.course import find_course
-from grader.pipeline import grade_path
+from grader.engine.layout import find_course
+from grader.engine.pipeline import grade_path
 from mutants import write_mutant  # noqa: F401  (the tests' name for it: tests/mutants.py)
 
-# The memo of public cases and oracle runs (grader.memo) starts empty for every session and
+# The memo of public cases and oracle runs (grader.engine.memo) starts empty for every session and
 # never touches the user's ~/.cache; the command-line runs inherit the same folder.
 os.environ["GRADER_CACHE"] = tempfile.mkdtemp(prefix="grader-test-cache-")
 atexit.register(shutil.rmtree, os.environ["GRADER_CACHE"], True)

@@ -13,10 +13,10 @@ import pytest
 
 from classroom import ODD_NAMES, make_class, templates
 from conftest import ROOT, SECRET, SUBMISSIONS
-from grader.batch import discover, run_batch
-from grader.course import find_course
-from grader.gradebook import open_gradebook
-from grader.pipeline import grade_path
+from grader.instructor.batch import discover, run_batch
+from grader.engine.layout import find_course
+from grader.instructor.gradebook import open_gradebook
+from grader.engine.pipeline import grade_path
 from mutants import mutations
 
 COURSE = find_course(str(ROOT))
@@ -224,8 +224,8 @@ def test_every_lesson_grades_in_a_batch(lesson, tmp_path):
     folder = tmp_path / "class"
     (folder / "submitted" / "ref" / lesson).mkdir(parents=True)
     if lesson == "lesson6":     # a folder of YAML, and the reference answer of ref's own incident
-        from grader.bundle import write_answer
-        from grader.incident import incidents_key, student_incident
+        from grader.course.bundle import write_answer
+        from grader.course.incident import incidents_key, student_incident
         write_answer(student_incident(COURSE, incidents_key(SECRET), "ref"), folder / "submitted" / "ref" / lesson)
     else:
         (folder / "submitted" / "ref" / lesson / "exercise.py").write_text(templates(lesson)["reference"].read_text())

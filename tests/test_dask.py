@@ -8,10 +8,10 @@ import pytest
 
 from classroom import make_class
 from conftest import ROOT, SECRET
-from grader.batch import run_batch
-from grader.course import find_course
-from grader.errors import InputError
-from grader.gradebook import open_gradebook
+from grader.instructor.batch import run_batch
+from grader.engine.layout import find_course
+from grader.engine.errors import InputError
+from grader.instructor.gradebook import open_gradebook
 
 COURSE = find_course(str(ROOT))
 
@@ -52,7 +52,7 @@ def test_a_worker_failure_is_that_students_error(scheduler, tmp_path, monkeypatc
     make_class(tmp_path / "class", "lesson1", 2, seed=1, slow=0)
     with open_gradebook(str(tmp_path / "gb.db")) as book:
         # A worker that builds other cases than the client (another course) refuses to grade.
-        import grader.batch as batch
+        import grader.instructor.batch as batch
         monkeypatch.setattr(batch, "cases_digest", lambda cases: "not-what-workers-build")
         s = run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book, scheduler=scheduler,
                       progress=False)
@@ -61,7 +61,7 @@ def test_a_worker_failure_is_that_students_error(scheduler, tmp_path, monkeypatc
 
 
 def test_an_unreachable_scheduler_is_an_input_error(tmp_path, monkeypatch):
-    import grader.batch as batch
+    import grader.instructor.batch as batch
     monkeypatch.setattr(batch, "DASK_CONNECT_TIMEOUT", "1s")
     make_class(tmp_path / "class", "lesson1", 1, seed=1, slow=0)
     with open_gradebook(str(tmp_path / "gb.db")) as book, pytest.raises(InputError, match="Dask scheduler"):

@@ -5,9 +5,9 @@ import shutil
 import pytest
 
 from conftest import ROOT, grade
-from grader.errors import InputError
-from grader.rubric import Credit, load_rubric
-from grader.submission import load_submission
+from grader.engine.errors import InputError
+from grader.engine.rubric import Credit, load_rubric
+from grader.engine.submission import load_submission
 
 
 def _rubric(tmp_path, text):
@@ -36,7 +36,7 @@ criteria:
     (GOOD.replace("lesson1.kv_bytes", "lesson1.nope"), "unknown check"),
 ])
 def test_a_broken_rubric_is_one_line_naming_file_and_path(tmp_path, text, needle):
-    from grader.checks import REGISTRY
+    from grader.engine.checks import REGISTRY
     import grader.lessons.lesson1  # noqa: F401  (registers its checks)
     with pytest.raises(InputError) as e:
         load_rubric(_rubric(tmp_path, text), REGISTRY)
@@ -45,7 +45,7 @@ def test_a_broken_rubric_is_one_line_naming_file_and_path(tmp_path, text, needle
 
 
 def test_every_shipped_rubric_loads():
-    from grader.checks import REGISTRY
+    from grader.engine.checks import REGISTRY
     from grader.lessons import LESSONS, lesson_module
     for lesson in LESSONS:
         lesson_module(lesson)

@@ -3,10 +3,10 @@
 import pytest
 
 from conftest import ROOT, experiment_run, run_grader
-from grader import experiments
-from grader.course import find_course
-from grader.errors import InputError
-from grader.experiments.common import Knob, parse_settings
+from grader.course import experiments
+from grader.engine.layout import find_course
+from grader.engine.errors import InputError
+from grader.course.experiments.common import Knob, parse_settings
 
 COURSE = find_course(str(ROOT))
 

@@ -3,8 +3,8 @@
 import pytest
 
 from conftest import ROOT, experiment_run, run_grader
-from grader import experiments
-from grader.course import find_course
+from grader.course import experiments
+from grader.engine.layout import find_course
 
 COURSE = find_course(str(ROOT))
 

@@ -8,13 +8,13 @@ import sys
 import pytest
 
 from conftest import ROOT, SECRET, SUBMISSIONS, grade
-from grader.errors import InputError
-from grader.exports import safe_name
-from grader.exports.csv import table
-from grader.exports.feedback import write_feedback
-from grader.exports.gradescope import results_json
-from grader.exports.nbgrader import export_nbgrader
-from grader.gradebook import LessonInfo, open_gradebook
+from grader.engine.errors import InputError
+from grader.instructor.exports import safe_name
+from grader.instructor.exports.csv import table
+from grader.instructor.exports.feedback import write_feedback
+from grader.instructor.exports.gradescope import results_json
+from grader.instructor.exports.nbgrader import export_nbgrader
+from grader.instructor.gradebook import LessonInfo, open_gradebook
 from test_gradebook import fake_report
 
 STUDENTS = {   # name -> submission: names a CSV, a file system and a spreadsheet all find awkward

@@ -22,13 +22,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT
-from grader.checks import REGISTRY
-from grader.errors import InputError
+from grader.engine.checks import REGISTRY
+from grader.engine.errors import InputError
 from grader.lessons import lesson_module
-from grader.learner_policy import RETURNS
-from grader.rubric import Rubric, load_rubric
-from grader.sandbox import session
-from grader.validate import MAX_INT, InvalidValue, coerce
+from grader.engine.learner_policy import RETURNS
+from grader.engine.rubric import Rubric, load_rubric
+from grader.engine.sandbox import session
+from grader.engine.validate import MAX_INT, InvalidValue, coerce
 from reference import shapes
 from reference.workload import WorkloadError, WorkloadSpec, load_workload
 

@@ -5,8 +5,8 @@ import multiprocessing
 import pytest
 import sqlalchemy as sa
 
-from grader.errors import InputError
-from grader.gradebook import LessonInfo, cases_digest, open_gradebook, results, scores
+from grader.engine.errors import InputError
+from grader.instructor.gradebook import LessonInfo, cases_digest, open_gradebook, results, scores
 
 
 def fake_report(lesson="lesson1", digest="d" * 64, points=(2.0, 1.0), got=(2.0, 0.5),

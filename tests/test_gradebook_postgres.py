@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from classroom import make_class
 from conftest import ROOT, SECRET, run_grader
 from grader.cli import main
-from grader.gradebook import _PG_WRITE_LOCK, LessonInfo, open_gradebook, results, scores
+from grader.instructor.gradebook import _PG_WRITE_LOCK, LessonInfo, open_gradebook, results, scores
 from postgres import pg_server, pg_url  # noqa: F401  (fixtures)
 from test_gradebook import fake_report
 

@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
-from grader.course import find_course
+from grader.engine.layout import find_course
 from grader.lessons import ledger_runs as runs
 from grader.lessons import lesson2 as L
-from grader.pipeline import grade_submission
-from grader.scenario import load_scenario
-from grader.submission import load_submission
+from grader.engine.pipeline import grade_submission
+from grader.course.scenario import load_scenario
+from grader.engine.submission import load_submission
 from mutants import mutations, wrong_file
 from reference.policy import reference_policy
 from reference.solutions import lesson2 as reference_ledger

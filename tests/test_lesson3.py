@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
-from grader.course import find_course
+from grader.engine.layout import find_course
 from grader.lessons import chunk_oracle, lesson3
 from mutants import mutations, wrong_file
 from reference.shapes import ChunkContext, CostModel

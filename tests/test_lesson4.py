@@ -7,14 +7,14 @@ import pytest
 
 import mutants
 from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
-from grader.course import find_course
+from grader.engine.layout import find_course
 from grader.lessons import lesson4
 from grader.lessons.cancellation_runs import early_releases
 from grader.lessons.publishing import may_publish
 from grader.lessons.transition_table import TableFaults
-from grader.pipeline import grade_submission
-from grader.scenario import hidden_scenarios
-from grader.submission import load_submission
+from grader.engine.pipeline import grade_submission
+from grader.course.scenario import hidden_scenarios
+from grader.engine.submission import load_submission
 from reference.policy import reference_policy
 from reference.shapes import EVENTS, STATES
 from reference.solutions import lesson4 as ref
@@ -207,7 +207,7 @@ def test_reference_reclaims_exactly_at_the_fence_and_at_cancel_does_not():
 
 # ---- the README's timelines are runs of the reference worker ------------------------------------
 def _timeline(sheet: dict, requests: list):
-    from grader.scenario import course_machines
+    from grader.course.scenario import course_machines
     from reference.specs import model_from, worker_from
     from reference.worker import simulate
     models, workers = course_machines(find_course(str(ROOT)))

@@ -9,12 +9,12 @@ import pytest
 
 import mutants
 from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
-from grader import experiments
-from grader.course import find_course
-from grader.errors import InputError
+from grader.course import experiments
+from grader.engine.layout import find_course
+from grader.engine.errors import InputError
 from grader.lessons import lesson5, release_decisions, verdicts
-from grader.pipeline import build_cases
-from grader.trials import KINDS, public_suites, suite_from
+from grader.engine.pipeline import build_cases
+from grader.course.trials import KINDS, public_suites, suite_from
 from reference.shapes import QUALIFICATIONS, Slo
 from reference.solutions import lesson5 as reference
 
@@ -144,9 +144,9 @@ def test_hidden_cases_depend_on_the_secret():
         assert any(c.family == f"release-{kind}" and c.visibility == "hidden" for c in one), kind
     # Another secret draws other workloads and other edge records (no worker runs needed).
     import numpy as np
-    from grader.cases import digest_of
-    from grader.secret import derive_seed
-    from grader.trials import hidden_suites
+    from grader.engine.cases import digest_of
+    from grader.engine.secret import derive_seed
+    from grader.course.trials import hidden_suites
 
     def drawn(secret):
         g = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson5", "records")))

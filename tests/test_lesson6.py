@@ -10,19 +10,19 @@ import pytest
 import yaml
 
 from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
-from grader.batch import run_batch
-from grader.bundle import symptoms, write_answer, write_bundle
-from grader.cases import Case
+from grader.instructor.batch import run_batch
+from grader.course.bundle import symptoms, write_answer, write_bundle
+from grader.engine.cases import Case
 from grader.cli import main
-from grader.course import find_course
-from grader.errors import InputError
-from grader.gradebook import open_gradebook
-from grader.incident import (FAULTS, MECHANISMS, combinations, demo_incident, draw, incidents_key,
+from grader.engine.layout import find_course
+from grader.engine.errors import InputError
+from grader.instructor.gradebook import open_gradebook
+from grader.course.incident import (FAULTS, MECHANISMS, combinations, demo_incident, draw, incidents_key,
                              reference_diagnosis, reference_sheet, set_path, settled, student_incident)
-from grader.pipeline import grade_path, grade_submission
-from grader.sheet import policy_sheet
-from grader.submission import load_submission
-from grader.trials import Design, run_design
+from grader.engine.pipeline import grade_path, grade_submission
+from grader.course.sheet import policy_sheet
+from grader.engine.submission import load_submission
+from grader.course.trials import Design, run_design
 
 COURSE = find_course(str(ROOT))
 REFERENCE = ROOT / "reference" / "solutions" / "lesson6"
@@ -369,7 +369,7 @@ def test_readme_worked_example_is_computed(demo):
 
 
 def test_discovery_finds_folder_submissions_in_both_layouts(tmp_path):
-    from grader.batch import discover
+    from grader.instructor.batch import discover
     flat = tmp_path / "flat"
     (flat / "hana").mkdir(parents=True)
     shutil.copy(REFERENCE / "diagnosis.yaml", flat / "hana" / "diagnosis.yaml")

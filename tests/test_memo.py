@@ -6,9 +6,9 @@ import pickle
 import pytest
 
 from conftest import ROOT, SECRET, run_grader
-from grader import memo
-from grader.course import find_course
-from grader.pipeline import build_cases
+from grader.engine import memo
+from grader.engine.layout import find_course
+from grader.engine.pipeline import build_cases
 
 REFERENCE = ROOT / "reference" / "solutions"
 

@@ -1,4 +1,4 @@
-"""grader.sandbox: learner code runs in a child process and only values come back.
+"""grader.engine.sandbox: learner code runs in a child process and only values come back.
 
 Most tests use the default (bwrap where it works, as in CI); those marked with the `mode`
 fixture run under both the full bwrap stack and the plain-process fallback."""
@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from grader.sandbox import CallResult, Sandbox, SandboxError, isolation, session
-from grader.sandbox.child import closed_to_others
-from grader.validate import coerce
+from grader.engine.sandbox import CallResult, Sandbox, SandboxError, isolation, session
+from grader.engine.sandbox.child import closed_to_others
+from grader.engine.validate import coerce
 from reference.shapes import ChunkContext, CostModel, Slo, Verdict
 
 SUBMISSION = textwrap.dedent('''
@@ -178,7 +178,7 @@ def test_raised_and_missing(box):
 
 def test_only_reference_shapes_is_importable(box):
     assert box.call("import_it", "reference.shapes").value is True
-    for name in ("reference.worker", "reference.solutions", "grader", "grader.validate", "yaml"):
+    for name in ("reference.worker", "reference.solutions", "grader", "grader.engine.validate", "yaml"):
         r = box.call("import_it", name)
         assert r.status == "raised" and "ModuleNotFoundError" in r.detail, name
 

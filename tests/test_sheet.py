@@ -8,8 +8,8 @@ import yaml
 
 from conftest import ROOT
 from grader.cli import main
-from grader.course import find_course
-from grader.sheet import (MAX_BYTES, SECTIONS, _known_path, load_sheet, policy_sheet, read_yaml,
+from grader.engine.layout import find_course
+from grader.course.sheet import (MAX_BYTES, SECTIONS, _known_path, load_sheet, policy_sheet, read_yaml,
                           validate_sheet)
 from reference.policy import reference_policy
 

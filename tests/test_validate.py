@@ -1,9 +1,9 @@
-"""grader.validate: plain JSON from a submission -> trusted shapes, or a learner-actionable error."""
+"""grader.engine.validate: plain JSON from a submission -> trusted shapes, or a learner-actionable error."""
 from typing import Optional
 
 import pytest
 
-from grader.validate import InvalidValue, coerce
+from grader.engine.validate import InvalidValue, coerce
 from reference.shapes import (ChunkContext, CostModel, RequestRecord, RequestView, Slo,
                               Transition, Verdict, WorkerSpec)
 

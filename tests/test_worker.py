@@ -103,12 +103,12 @@ def test_invariant_check_catches_a_lost_page(monkeypatch):
 
 
 def test_invariant_check_catches_a_drifting_promise(monkeypatch):
-    import reference.worker as worker_module
+    from reference.worker.engine import Worker
 
     def keep_the_promise(self, live):
         live.promise_left = 0      # forgets to take it off the outstanding total
 
-    monkeypatch.setattr(worker_module._Sim, "_return_promise", keep_the_promise)
+    monkeypatch.setattr(Worker, "_return_promise", keep_the_promise)
     model, worker, requests = scenario("max-running-1")
     with pytest.raises(AssertionError, match="promises drifted"):
         run(model, worker, None, requests)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grader.secret import SecretError, derive_seed, instance_digest, load_secret
+from grader.engine.secret import SecretError, derive_seed, instance_digest, load_secret
 from reference.shapes import Slo
 from reference.workload import (VOCAB, WorkloadError, WorkloadSpec, generate, load_workload,
                                 parse_workload, to_mapping, with_overrides)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.cases import Case
-from grader.checks import CheckContext, Measure, check
-from grader.learner_policy import CallLog, learner_policy
-from grader.memo import remember
+from grader.engine.cases import Case
+from grader.engine.checks import CheckContext, Measure, check
+from grader.engine.learner_policy import CallLog, learner_policy
+from grader.engine.memo import remember
 from reference.policy import reference_policy
 from reference.records import Run
 

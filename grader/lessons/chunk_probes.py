@@ -7,8 +7,8 @@ per probe and the four criteria read the same answers.
 """
 from __future__ import annotations
 
-from grader.cases import Case
-from grader.checks import Answer, CheckContext, Measure, ask, check, grade_answers
+from grader.engine.cases import Case
+from grader.engine.checks import Answer, CheckContext, Measure, ask, check, grade_answers
 from grader.lessons.chunk_oracle import expected, fits, ms, step_s
 from reference.shapes import ChunkPlan
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grader.cases import Case
-from grader.checks import Answer, CheckContext, Measure, check, grade_answers
-from grader.experiments.common import token_gaps, ttfts
-from grader.learner_policy import CallLog, learner_policy
+from grader.engine.cases import Case
+from grader.engine.checks import Answer, CheckContext, Measure, check, grade_answers
+from grader.course.experiments.common import token_gaps, ttfts
+from grader.engine.learner_policy import CallLog, learner_policy
 from grader.lessons.chunk_oracle import ms
-from grader.memo import remember
+from grader.engine.memo import remember
 from reference.policy import reference_policy
 from reference.records import Run
 from reference.shapes import ChunkContext, ChunkPlan

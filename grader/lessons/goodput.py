@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from grader.cases import Case
-from grader.checks import CheckContext, Measure, ask, ask_once, check, grade_answers
+from grader.engine.cases import Case
+from grader.engine.checks import CheckContext, Measure, ask, ask_once, check, grade_answers
 from reference.solutions import lesson5 as oracle
 
 REL_TOL = 1e-9

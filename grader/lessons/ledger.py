@@ -7,7 +7,7 @@ the oracle answers from its recorded expectations).
 """
 from __future__ import annotations
 
-from grader.oracle import reference_oracle
+from grader.engine.oracle import reference_oracle
 from reference.shapes import AdmissionRequest, LedgerView
 
 sizes = reference_oracle("lesson1")

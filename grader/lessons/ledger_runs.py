@@ -2,21 +2,21 @@
 
 Every other decision of a run (the contract, the chunk rule, cancellation) is the
 reference's, so this module needs the reference policies: the learner edition leaves it
-out, and lesson 2 there grades on its probes alone (see grader.oracle.reference_policies).
+out, and lesson 2 there grades on its probes alone (see grader.engine.oracle.reference_policies).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grader.cases import Case
-from grader.checks import CheckContext
-from grader.learner_policy import CallLog, learner_policy
+from grader.engine.cases import Case
+from grader.engine.checks import CheckContext
+from grader.engine.learner_policy import CallLog, learner_policy
 from grader.lessons.ledger import available, inactive, ledger_words, need, promise, request_words
-from grader.memo import remember
+from grader.engine.memo import remember
 from reference.policy import reference_policy
 from reference.records import Run
 from reference.shapes import AdmissionRequest, LedgerView, RequestRecord
-from reference.solutions.lesson1 import pages_for, pool_pages
+from reference.sizing import Geometry, pages_for
 
 
 @dataclass
@@ -93,7 +93,7 @@ def oracle_run(case: Case) -> OracleRun:
 def _oracle_run(s) -> OracleRun:
     policy = reference_policy(s.sheet)
     run = s.run(policy)
-    pool = pool_pages(s.model, s.worker)
+    pool = Geometry.of(s.model, s.worker).pool_pages
     pt = s.worker.page_tokens
     impossible, possible = [], []
     for r in s.requests():
@@ -169,7 +169,7 @@ def run_liveness(case: Case, out: LearnerRun) -> tuple[list, list, int, int]:
 def liveness_story(case: Case, out: LearnerRun, rec: RequestRecord) -> str:
     """One request's liveness failure in words, with the numbers behind it."""
     s = case.inputs
-    pt, pool = s.worker.page_tokens, pool_pages(s.model, s.worker)
+    pt, pool = s.worker.page_tokens, Geometry.of(s.model, s.worker).pool_pages
     pages = pages_for(rec.prompt_tokens + rec.max_new_tokens, pt)
     size = (f"prompt {rec.prompt_tokens} + max_new {rec.max_new_tokens} at {pt} tokens/page = "
             f"{pages} pages, pool {pool}")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.cases import Case
-from grader.checks import CheckContext, Measure, ask, check, grade_answers
-from grader.course import read_yaml
-from grader.errors import InputError
-from grader.oracle import reference_oracle
-from grader.secret import derive_seed
+from grader.engine.cases import Case
+from grader.engine.checks import CheckContext, Measure, ask, check, grade_answers
+from grader.engine.layout import read_yaml
+from grader.engine.errors import InputError
+from grader.engine.oracle import reference_oracle
+from grader.engine.secret import derive_seed
 from reference.shapes import CostModel, ModelSpec, RequestView, Slo, Verdict, WorkerSpec
 from reference.specs import SpecError, model_from, worker_from
 

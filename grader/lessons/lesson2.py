@@ -27,15 +27,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from grader.cases import Case
-from grader.checks import (Answer, CheckContext, Measure, ask, check, grade_answers, not_checked_here,
+from grader.engine.cases import Case
+from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, grade_answers, not_checked_here,
                            not_implemented)
-from grader.course import read_yaml
-from grader.errors import InputError
+from grader.engine.layout import read_yaml
+from grader.engine.errors import InputError
 from grader.lessons.ledger import (available, footprint, inactive, ledger_words, need, promise,
                                    request_words)
-from grader.oracle import reference_policies
-from grader.secret import derive_seed
+from grader.engine.oracle import reference_policies
+from grader.engine.secret import derive_seed
 from reference.shapes import DECISIONS, Admission, AdmissionRequest, LedgerView
 
 LESSON = "lesson2"
@@ -95,7 +95,7 @@ def _public_probes(course) -> list[Case]:
 def public_cases(course) -> list[Case]:
     if not reference_policies():        # the learner edition: probes only (see ledger_runs)
         return _public_probes(course)
-    from grader.scenario import public_scenarios
+    from grader.course.scenario import public_scenarios
     return public_scenarios(course, LESSON) + _public_probes(course)
 
 
@@ -174,7 +174,7 @@ def hidden_probes(secret: bytes, count: int = 60) -> list[Case]:
 
 
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
-    from grader.scenario import hidden_scenarios
+    from grader.course.scenario import hidden_scenarios
     return hidden_scenarios(course, LESSON, secret) + hidden_probes(secret)
 
 

@@ -21,14 +21,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from grader.cases import Case
-from grader.course import read_yaml
-from grader.errors import InputError
+from grader.engine.cases import Case
+from grader.engine.layout import read_yaml
+from grader.engine.errors import InputError
 # Importing the judges registers their checks.
 from grader.lessons import chunk_probes, chunk_runs  # noqa: F401
 from grader.lessons.chunk_oracle import EDGE, knife_edges, step_s
-from grader.scenario import hidden_scenarios, public_scenarios
-from grader.secret import derive_seed
+from grader.course.scenario import hidden_scenarios, public_scenarios
+from grader.engine.secret import derive_seed
 from reference.shapes import ChunkContext, CostModel
 from reference.specs import SpecError, cost_from
 

@@ -26,16 +26,16 @@ import unicodedata
 
 import numpy as np
 
-from grader.cases import Case
-from grader.course import read_yaml
-from grader.errors import InputError
+from grader.engine.cases import Case
+from grader.engine.layout import read_yaml
+from grader.engine.errors import InputError
 # Importing the judges registers their checks (the cases below use two of them).
 from grader.lessons import cancellation_runs, prefix_keys, publishing, transition_table  # noqa: F401
 from grader.lessons.prefix_keys import KeyPair, Triple, show_input
 from grader.lessons.publishing import offered_pages
-from grader.scenario import hidden_scenarios, public_scenarios
-from grader.secret import derive_seed
-from reference.solutions.lesson1 import pages_for
+from grader.course.scenario import hidden_scenarios, public_scenarios
+from grader.engine.secret import derive_seed
+from reference.sizing import pages_for
 
 LESSON = "lesson4"
 VOCAB = 32000             # token ids are ints in [0, VOCAB), as the workloads draw them

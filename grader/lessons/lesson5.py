@@ -10,7 +10,7 @@ Cases:
   about one idea costs the criterion that names that idea.
 - ``goodput``: a set of records, an SLO or None, and a window.
 - ``release-<kind>``: the paired-seed summaries of a baseline and a candidate design
-  (grader.trials) and the rule; the kinds are a real gain, a gain inside the noise, a
+  (grader.course.trials) and the rule; the kinds are a real gain, a gain inside the noise, a
   gain bought by rejections, one class regressing, and an average TPOT that hides stalls.
 
 Public cases come from assignments/lesson5/public/ (records.yaml and the release suite);
@@ -31,15 +31,15 @@ from typing import Optional
 
 import numpy as np
 
-from grader.cases import Case
-from grader.course import read_yaml
-from grader.errors import InputError
+from grader.engine.cases import Case
+from grader.engine.layout import read_yaml
+from grader.engine.errors import InputError
 # Importing the judges registers their checks.
 from grader.lessons import goodput, release_decisions, verdicts  # noqa: F401
 from grader.lessons.release_decisions import ReleaseProbe, mean_gain, settled
 from grader.lessons.verdicts import TOPICS, clear_of_edges, seconds, show_record, topic
-from grader.trials import Suite, Trial, hidden_suites, public_suites, run_design
-from grader.secret import derive_seed
+from grader.course.trials import Suite, Trial, hidden_suites, public_suites, run_design
+from grader.engine.secret import derive_seed
 from reference.shapes import RequestRecord, Slo
 
 REAL_PER_TOPIC = {"deadlines": 24, "gaps": 16, "cancels": 16, "outcomes": 10}

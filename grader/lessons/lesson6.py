@@ -29,12 +29,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from grader.bundle import symptoms
-from grader.cases import Case
-from grader.checks import CheckContext, Measure, check
-from grader.incident import (NEXT, PREVIOUS, RELEASE, Incident, demo_incident, incidents_key,
+from grader.course.bundle import symptoms
+from grader.engine.cases import Case
+from grader.engine.checks import CheckContext, Measure, check
+from grader.course.incident import (NEXT, PREVIOUS, RELEASE, Incident, demo_incident, incidents_key,
                              judge_fix, regression, student_incident)
-from grader.sheet import (POLICY_SECTIONS, Problem, get_path, read_yaml, schema_path, schema_problems,
+from grader.course.sheet import (POLICY_SECTIONS, Problem, get_path, read_yaml, schema_path, schema_problems,
                           short, validate_sheet)
 
 SUBMISSION = "folder"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grader.cases import Case
-from grader.checks import Answer, CheckContext, Measure, ask, check, grade_answers, not_implemented
+from grader.engine.cases import Case
+from grader.engine.checks import Answer, CheckContext, Measure, ask, check, grade_answers, not_implemented
 
 MAX_KEY = 512             # the worker refuses a longer key (reference/worker.py: _key)
 

@@ -7,10 +7,10 @@ is the lesson's rule, the judge of every offer.
 """
 from __future__ import annotations
 
-from grader.cases import Case
-from grader.checks import CheckContext, Measure, ask, check, grade_answers
+from grader.engine.cases import Case
+from grader.engine.checks import CheckContext, Measure, ask, check, grade_answers
 from reference.shapes import PageInfo
-from reference.solutions.lesson1 import pages_for
+from reference.sizing import pages_for
 
 
 def offered_pages(page_tokens: int, prompt_tokens: int, written_tokens: int, first: int = 0,

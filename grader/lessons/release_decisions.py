@@ -12,9 +12,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 
-from grader.cases import Case
-from grader.checks import CheckContext, Measure, ask_once, check, grade_answers
-from grader.trials import KINDS
+from grader.engine.cases import Case
+from grader.engine.checks import CheckContext, Measure, ask_once, check, grade_answers
+from grader.course.trials import KINDS
 from reference.shapes import RELEASE_DECISIONS, ReleaseDecision, ReleaseRule, RunSummary
 from reference.solutions import lesson5 as oracle
 

@@ -14,8 +14,8 @@ from collections import deque
 from dataclasses import dataclass
 from itertools import product
 
-from grader.cases import Case
-from grader.checks import CheckContext, Measure, ask, check, not_implemented
+from grader.engine.cases import Case
+from grader.engine.checks import CheckContext, Measure, ask, check, not_implemented
 from reference.shapes import ACTIONS, EVENTS, STATES, Transition
 
 STOP, NOTIFY, RELEASE = ACTIONS

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from grader.cases import Case
-from grader.checks import CheckContext, Measure, ask_once, check, grade_answers
+from grader.engine.cases import Case
+from grader.engine.checks import CheckContext, Measure, ask_once, check, grade_answers
 from reference.shapes import QUALIFICATIONS, RequestRecord, Slo
 from reference.solutions import lesson5 as oracle
 

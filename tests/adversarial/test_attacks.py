@@ -30,12 +30,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, SECRET
-from grader.batch import run_batch
+from grader.instructor.batch import run_batch
 from grader.cli import main
-from grader.course import find_course
-from grader.gradebook import open_gradebook
-from grader.pipeline import grade_path
-from grader.sandbox import session
+from grader.engine.layout import find_course
+from grader.instructor.gradebook import open_gradebook
+from grader.engine.pipeline import grade_path
+from grader.engine.sandbox import session
 
 COURSE = find_course(str(ROOT))
 ATTACKS = Path(__file__).resolve().parent / "attacks"
@@ -82,7 +82,7 @@ class World:
         self.canary_env = f"canary-{self.token}"
         self.secret_file = tmp / "course.secret"
         self.secret_file.write_bytes(SECRET)
-        families = sorted((ROOT / "grader" / "families").glob("*.yaml"))
+        families = sorted((ROOT / "grader" / "instructor" / "families").glob("*.yaml"))
         hidden = [ROOT / "grader" / "lessons" / "lesson1.py", *families]
         self.canaries = {
             "secret": SECRET.decode(),

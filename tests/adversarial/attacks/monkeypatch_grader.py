@@ -7,7 +7,7 @@ import sys
 import reference.shapes as shapes
 
 tried = {}
-for name in ("grader", "grader.validate", "grader.sandbox.session", "reference.worker",
+for name in ("grader", "grader.engine.validate", "grader.engine.sandbox.session", "reference.worker",
              "reference.policy", "yaml", "numpy"):
     try:
         __import__(name)

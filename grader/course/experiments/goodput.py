@@ -1,0 +1,125 @@
+"""The goodput experiment (lesson 5): a baseline and candidate designs across the request rate.
+
+Lesson 5's fixed workload (assignments/lesson5/public/release.yaml) runs at each request
+rate under the release suite's baseline design and each chosen candidate design (the
+suite's candidates: gain, noise, rejections, class, stalls), on the same ``seeds`` paired
+seeds. Each run is qualified with the reference qualify; per rate and design the table
+gives goodput (the mean over the seeds, with its noise band: noise_k standard errors),
+each class's SLO attainment, the rejected share and the dashboard's mean TPOT, and for a
+candidate the paired goodput difference with its noise band and the release decision of
+the reference decide_release under the rule set by the knobs. The reasons follow as notes.
+The cost model is synthetic.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+from grader.engine.errors import InputError
+from grader.course.experiments import experiment
+from grader.course.experiments.common import Column, Knob, Line, Outcome, Panel, Plot, Table
+from grader.course.trials import KINDS, Design, Trial, public_suites, summaries
+from reference.shapes import ReleaseRule, RunSummary
+from reference.solutions import lesson5 as reference
+from reference.workload import with_overrides
+
+_RULE = ReleaseRule()
+KNOBS = (
+    Knob("candidates", ("gain",), "candidate designs of the release suite to compare with the baseline",
+         "words", choices=KINDS),
+    Knob("rate_from", 3.0, "lowest request rate (requests per second)", "float", minimum=0.01),
+    Knob("rate_to", 9.0, "highest request rate", "float", minimum=0.01),
+    Knob("rates", 7, "how many rates, evenly spaced from rate_from to rate_to", "int", minimum=1),
+    Knob("requests", 80, "requests per run (the fixed workload's size)", "int", minimum=2),
+    Knob("seeds", 4, "paired seeds per rate: both designs run on the same requests", "int", minimum=1),
+    Knob("noise_k", _RULE.noise_k, "rule: the noise band is noise_k standard errors", "float", minimum=0),
+    Knob("min_gain", _RULE.min_gain, "rule: goodput gain needed to ship (0.02 = 2%)", "float"),
+    Knob("max_class_drop", _RULE.max_class_drop, "rule: largest fall of a class's attainment", "float",
+         minimum=0),
+    Knob("max_rejection_rise", _RULE.max_rejection_rise, "rule: largest rise of the rejected share",
+         "float", minimum=0),
+)
+
+
+def _band(values: list[float], k: float) -> float:
+    """k standard errors of the mean over the seeds (0 with one seed)."""
+    return k * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+
+
+def _side(runs: tuple[RunSummary, ...], classes: tuple[str, ...], k: float) -> dict:
+    goodputs = [reference.run_goodput(r) for r in runs]
+    row = {"goodput": statistics.fmean(goodputs), "band": _band(goodputs, k),
+           "rejected": reference.rejected_share(runs),
+           "tpot_ms": statistics.fmean(r.mean_tpot_s for r in runs) * 1000}
+    for name in classes:
+        row[f"att_{name}"] = reference.attainment(runs, name)
+        per_run = [reference.attainment((r,), name) for r in runs]
+        row[f"att_band_{name}"] = _band([a for a in per_run if a is not None], k)
+    return row
+
+
+def _rates(s: dict) -> list[float]:
+    if s["rate_to"] < s["rate_from"]:
+        raise InputError("--set rate_to", f"must be >= rate_from ({s['rate_from']:g})")
+    n = s["rates"]
+    step = (s["rate_to"] - s["rate_from"]) / (n - 1) if n > 1 else 0.0
+    return [round(s["rate_from"] + i * step, 6) for i in range(n)]
+
+
+@experiment("goodput", title="goodput and SLO attainment against the request rate, baseline and candidates",
+            knobs=KNOBS)
+def goodput(s: dict, course) -> Outcome:
+    suite = public_suites(course)[0]
+    trials = {t.kind: t for t in suite.trials}
+    some: Trial = suite.trials[0]
+    rule = ReleaseRule(min_gain=s["min_gain"], noise_k=s["noise_k"], max_class_drop=s["max_class_drop"],
+                       max_rejection_rise=s["max_rejection_rise"])
+    classes = tuple(c.name for c in some.workload.classes)
+    designs: list[Design] = [some.baseline] + [trials[k].candidate for k in dict.fromkeys(s["candidates"])]
+    seeds = tuple(some.workload.seed + i for i in range(s["seeds"]))
+    rows, notes = [], []
+    for rate in _rates(s):
+        workload = with_overrides(some.workload, **{"arrival.rate": rate, "requests": s["requests"]})
+        base = summaries(some.model, some.baseline, workload, seeds)
+        for design in designs:
+            runs = base if design is some.baseline else summaries(some.model, design, workload, seeds)
+            row = {"rate": rate, "design": design.name, **_side(runs, classes, s["noise_k"])}
+            if design is not some.baseline:
+                diffs = [reference.run_goodput(c) - reference.run_goodput(b)
+                         for b, c in reference.paired(base, runs)]
+                decision = reference.decide_release(base, runs, rule)
+                row.update(diff=statistics.fmean(diffs), diff_band=reference.noise_band(diffs, rule.noise_k),
+                           decision=decision.decision)
+                notes.append(f"rate {rate:g}, {design.name}: {decision.decision}: {'; '.join(decision.reasons)}")
+            rows.append(row)
+    columns = (Column("rate", "rate /s", "g"), Column("design", "design"),
+               Column("goodput", "goodput /s", ".2f"), Column("band", "+-band", ".2f"),
+               *(Column(f"att_{c}", f"{c}", ".1%") for c in classes),
+               Column("rejected", "rejected", ".1%"), Column("tpot_ms", "mean TPOT ms", ".1f"),
+               Column("diff", "paired diff /s", "+.2f"), Column("diff_band", "+-band", ".2f"),
+               Column("decision", "decision"))
+    notes.insert(0, f"{s['requests']} requests per run, paired seeds {', '.join(map(str, seeds))}; "
+                    f"+-band: {s['noise_k']:g} standard errors over the seeds (of each design's goodput, "
+                    "and of the paired differences)")
+    return Outcome("goodput", "goodput and SLO attainment against the request rate, baseline and candidates",
+                   dict(s), Table(columns, tuple(rows)), _plot(rows, designs, classes), tuple(notes))
+
+
+def _plot(rows: list[dict], designs: list[Design], classes: tuple[str, ...]) -> Plot:
+    def line(label: str, name: str, key: str, band_key: str, scale: float = 1.0,
+             top: float = math.inf) -> Line:
+        mine = [r for r in rows if r["design"] == name and r[key] is not None]
+        xs = tuple(float(r["rate"]) for r in mine)
+        ys = tuple(float(r[key]) * scale for r in mine)
+        bands = tuple(float(r[band_key]) * scale for r in mine)
+        return Line(label, xs, ys, band=(tuple(max(0.0, y - b) for y, b in zip(ys, bands)),
+                                         tuple(min(top, y + b) for y, b in zip(ys, bands))))
+
+    panels = [Panel("goodput (good requests / s)",
+                    tuple(line(d.name, d.name, "goodput", "band") for d in designs))]
+    for c in classes:
+        panels.append(Panel(f"{c} SLO attainment (%)",
+                            tuple(line(d.name, d.name, f"att_{c}", f"att_band_{c}", 100.0, 100.0)
+                                  for d in designs)))
+    return Plot("Goodput and SLO attainment against the request rate (bands: noise over paired seeds)",
+                "request rate (requests / s)", tuple(panels))

@@ -1,0 +1,179 @@
+"""The prefill deadline experiment (lesson 3): one chunk size against the other, on one workload.
+
+A fixed workload on the course's a80 worker: ``decode_batch`` requests arrive at t = 0 and
+keep decoding for the whole run; once their prompts are in, ``prompts`` long prompts of
+``prompt`` tokens arrive every ``interval`` seconds. Each row runs it with one chunk rule:
+a fixed chunk size, or a rule variant of lesson 3 ("budget": the largest page-aligned
+chunk that fits the token-gap budget; "per_token_only": the slack divided by per_token).
+Measured while the long prompts wait or prefill (from the first one's arrival to the last
+one's first token): every token gap (p50, p99, how many over the budget) and the long
+prompts' TTFT. Big chunks finish prompts sooner and stall the decoders; small ones keep
+the gaps short and let TTFT grow. The cost model is synthetic.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from grader.course.experiments import experiment
+from grader.course.experiments.common import (Column, Knob, Line, Outcome, Panel, Plot, Table,
+                                       percentile, token_gaps, ttfts)
+from grader.course.scenario import course_machines
+from reference.policy import reference_policy
+from reference.request import Request
+from reference.shapes import CostModel, ModelSpec, Slo, WorkerSpec
+from reference.sizing import Geometry
+from reference.specs import model_from, worker_from
+from reference.worker import simulate
+
+RULES = ("budget", "per_token_only")
+_COST = CostModel()
+KNOBS = (
+    Knob("budget", 0.1, "token-gap budget of the chunk rule (s)", "float", minimum=1e-6),
+    Knob("step_fixed", _COST.step_fixed, "cost model: seconds per step", "float", minimum=1e-9),
+    Knob("per_token", _COST.per_token, "cost model: seconds per token in the step", "float", minimum=0),
+    Knob("per_context_token", _COST.per_context_token, "cost model: seconds per decode context token",
+         "float", minimum=0),
+    Knob("per_attention_pair", _COST.per_attention_pair, "cost model: seconds per prefill attention pair",
+         "float", minimum=0),
+    Knob("prompt", 8192, "tokens of each long prompt", "int", minimum=1),
+    Knob("prompts", 10, "how many long prompts arrive", "int", minimum=1),
+    Knob("interval", 1.0, "seconds between long prompts", "float", minimum=0),
+    Knob("decode_batch", 32, "requests decoding through the whole run", "int", minimum=0),
+    Knob("decode_context", 1024, "prompt tokens of each decoding request (its context grows from there)",
+         "int", minimum=1),
+    Knob("min_chunk", 64, "min_chunk_tokens of the budget rules (their floor when starved)", "int",
+         minimum=0),
+    Knob("chunks", (64, 128, 256, 512, 1024, 2048, 4096, 8192), "fixed chunk sizes to compare", "ints",
+         minimum=1),
+    Knob("rules", RULES, "rule variants of lesson 3 to compare", "words", choices=RULES),
+)
+LONG_OUTPUT = 16          # tokens each long prompt emits: enough to have gaps of its own
+MODEL, WORKER = "gqa-8b-bf16", "a80"
+
+
+def _machine(s: dict, course) -> tuple[ModelSpec, WorkerSpec]:
+    models, workers = course_machines(course)
+    model = model_from(models[MODEL], f"assignments/worker.yaml: models.{MODEL}")
+    worker = worker_from(workers[WORKER], f"assignments/worker.yaml: workers.{WORKER}")
+    cost = CostModel(s["step_fixed"], s["per_token"], s["per_context_token"], s["per_attention_pair"])
+    # The batch cap never binds here: the experiment is about the chunk, not admission.
+    return model, replace(worker, cost=cost, max_running=max(worker.max_running,
+                                                            s["decode_batch"] + s["prompts"]))
+
+
+def _schedule(s: dict, cost: CostModel, page_tokens: int) -> tuple[float, int]:
+    """When the long prompts start, and how long the decoders decode, for the slowest row.
+
+    The decoders' prompts go first; the long prompts start once even the smallest chunk
+    has prefilled them. Each decoder emits enough tokens to keep decoding until the last
+    long prompt's first token under the slowest rule, so the batch holds still for the
+    window that is measured (its contexts grow by one token per step).
+    """
+    b, ctx = s["decode_batch"], s["decode_context"]
+    # The rules' floor when starved is max(min_chunk, page); a fixed row may go below it.
+    floor = max(s["min_chunk"], page_tokens)
+    smallest = min(min(s["chunks"]), floor) if s["rules"] else min(s["chunks"])
+    batch = (ctx,) * b
+    slow_step = cost.step_time(batch, smallest, ctx)
+    start = 0.5 + b * math.ceil(ctx / smallest) * slow_step
+    per_prompt = math.ceil(s["prompt"] / smallest) * cost.step_time(batch, smallest, s["prompt"])
+    end = start + s["prompts"] * max(s["interval"], per_prompt)
+    quickest = max(cost.step_time(batch), 1e-6)
+    return start, int(min(1.1 * end / quickest, 1 << 20)) + 64
+
+
+def workload(s: dict, model: ModelSpec, worker: WorkerSpec) -> tuple[tuple[Request, ...], float, list[str]]:
+    start, out = _schedule(s, worker.cost, worker.page_tokens)
+    notes = []
+    room = model.max_context - s["decode_context"]
+    pool_tokens = Geometry.of(model, worker).pool_pages * worker.page_tokens
+    share = (pool_tokens - s["prompts"] * (s["prompt"] + LONG_OUTPUT)) // max(1, s["decode_batch"])
+    cap = min(room, share - s["decode_context"])
+    if out > cap:
+        out = max(1, cap)
+        notes.append(f"the decoders' outputs are cut to {out} tokens (context window or KV pool): "
+                     "the decode batch may shrink before the prompts finish")
+    loose = Slo(ttft_s=1e9, gap_s=1e9)      # nothing is rejected by the contract
+    reqs = [Request(i, f"d{i}", "exp", "decode", 0.0, np.full(s["decode_context"], i % 32000, np.int32),
+                    out, out, loose) for i in range(s["decode_batch"])]
+    for k in range(s["prompts"]):
+        i = len(reqs)
+        reqs.append(Request(i, f"p{k}", "exp", "prompt", start + k * s["interval"],
+                            np.full(s["prompt"], i % 32000, np.int32), LONG_OUTPUT, LONG_OUTPUT, loose))
+    return tuple(reqs), start, notes
+
+
+def _sheet(s: dict, **rule) -> dict:
+    return {"admission_ledger": {"prefix_cache": False},
+            "chunk_rule": {"gap_budget_s": s["budget"], "min_chunk_tokens": s["min_chunk"], **rule}}
+
+
+def measure(run, start_s: float, budget: float) -> dict:
+    long_ids = {r.id for r in run.requests if r.cls == "prompt"}
+    firsts = [r.first_token_s for r in run.requests if r.id in long_ids]
+    end_s = max(firsts) if firsts and None not in firsts else math.inf
+    gaps = token_gaps(run, start_s, end_s)
+    ttft = ttfts(run, long_ids)
+    steps = run.steps
+    mine = np.asarray([rid in long_ids for rid in steps.chunk_request], dtype=bool)
+    chunks = steps.chunk_tokens[mine] if len(steps) else np.zeros(0)
+    late = int(np.count_nonzero(gaps > budget * (1 + 1e-9)))
+    early = any(r.cls == "decode" and r.finish_s is not None and r.finish_s < end_s for r in run.requests)
+    return {"mean_chunk": float(chunks.mean()) if chunks.size else math.nan,
+            "gap_p50_ms": percentile(gaps, 50) * 1000, "gap_p99_ms": percentile(gaps, 99) * 1000,
+            "ttft_p50_s": percentile(ttft, 50), "ttft_p99_s": percentile(ttft, 99),
+            "late_gaps": late, "gaps": int(gaps.size),
+            "late_share": late / gaps.size if gaps.size else math.nan,
+            "complete": end_s < math.inf, "batch_shrank": early}
+
+
+COLUMNS = (
+    Column("rule", "chunk or rule"), Column("mean_chunk", "mean chunk", ".0f"),
+    Column("gap_p50_ms", "gap p50 ms", ".1f"), Column("gap_p99_ms", "gap p99 ms", ".1f"),
+    Column("ttft_p50_s", "TTFT p50 s", ".2f"), Column("ttft_p99_s", "TTFT p99 s", ".2f"),
+    Column("late_gaps", "gaps over budget", "d"),
+)
+
+
+@experiment("prefill-deadline", title="chunk size against the token-gap budget and TTFT", knobs=KNOBS)
+def prefill_deadline(s: dict, course) -> Outcome:
+    model, worker = _machine(s, course)
+    reqs, start, notes = workload(s, model, worker)
+    variants = [(f"fixed {c}", c, {"rule": "fixed", "fixed_tokens": c}) for c in sorted(set(s["chunks"]))]
+    variants += [(name, None, {"rule": name}) for name in s["rules"]]
+    rows = []
+    for label, chunk, rule in variants:
+        run = simulate(model, worker, reference_policy(_sheet(s, **rule)), reqs)
+        row = {"rule": label, "chunk": chunk, **measure(run, start, s["budget"])}
+        if not row["complete"]:
+            notes.append(f"{label}: not every long prompt got its first token ({run.aborted or 'run ended'})")
+        if row["batch_shrank"]:
+            notes.append(f"{label}: some decoders finished before the last prompt's first token")
+        rows.append(row)
+    batch_step = worker.cost.step_time((s["decode_context"],) * s["decode_batch"])
+    notes.insert(0, f"{s['decode_batch']} decoding from t=0 (decode-only step {batch_step * 1000:.1f} ms "
+                    f"at their starting context); {s['prompts']} prompts of {s['prompt']} tokens every "
+                    f"{s['interval']:g} s from t={start:.2f} s; gaps and TTFT measured from then until "
+                    "the last prompt's first token")
+    return Outcome("prefill-deadline", "chunk size against the token-gap budget and TTFT", dict(s),
+                   Table(COLUMNS, tuple(rows)), _plot(rows, s), tuple(notes))
+
+
+def _plot(rows: list[dict], s: dict) -> Plot:
+    fixed = [r for r in rows if r["chunk"] is not None]
+    rules = [r for r in rows if r["chunk"] is None and math.isfinite(r["mean_chunk"])]
+    xs = tuple(float(r["chunk"]) for r in fixed)
+    col = lambda rs, key: tuple(float(r[key]) for r in rs)
+    rule_points = lambda key: tuple(Line(f"rule {r['rule']}", (r["mean_chunk"],), (float(r[key]),), "points")
+                                    for r in rules)
+    gap = Panel("token gap p99 (ms)", (Line("fixed chunk", xs, col(fixed, "gap_p99_ms")),
+                                      *rule_points("gap_p99_ms")),
+                hlines=((s["budget"] * 1000, f"budget {s['budget'] * 1000:g} ms"),), ylog=True)
+    ttft = Panel("TTFT of the prompts (s)", (Line("fixed chunk, p50", xs, col(fixed, "ttft_p50_s")),
+                                            Line("fixed chunk, p99", xs, col(fixed, "ttft_p99_s")),
+                                            *rule_points("ttft_p50_s")), ylog=True)
+    return Plot(f"Prefill deadline: {s['prompt']}-token prompts, {s['decode_batch']} decoding",
+                "prefill chunk (tokens; rules at their mean chunk)", (gap, ttft), xlog=True, xticks=xs)

@@ -1,0 +1,374 @@
+"""Lesson 6's incidents: a release that regressed, its changes, and the faults among them.
+
+Every incident runs the same workload (assignments/lesson6/public/incident.scenario.yaml)
+and starts from the same good release, R41 (baseline.sheet.yaml). Release R42 is R41 plus
+a few *changes*, each a design-sheet diff: two or three *faults* from the catalogue below
+(each breaks one property of the course and so has one mechanism of the lesson's taxonomy)
+and one or two harmless changes, so that "every change is a cause" is a wrong answer.
+
+A student's incident is drawn from a key derived from the instructor secret and their id
+(the same student always gets the same incident); the public demo incident is fixed by
+assignments/lesson6/public/demo.incident.yaml. An incident is *settled* before use: on its
+evidence seed every fault shows its mechanism in at least two evidence items, and on its
+replay seeds reverting the faults demonstrably fixes the release (lesson 5's rule ships
+it against R42, no class regresses against R41, no violation is above R41's). A draw that
+is not settled tries other seeds, deterministically.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import yaml
+
+from grader.engine.errors import InputError
+from grader.course.evidence import Item, Tables, index, observe
+from grader.course.replay import (Replay, class_drops, design, new_violations, replay,
+                           rollback_conditions)
+from grader.course.scenario import Scenario, load_scenario
+from grader.engine.secret import derive_seed
+from grader.course.sheet import get_path, validate_sheet
+from grader.course.trials import rule_from, run_design
+from reference.shapes import ReleaseDecision, ReleaseRule
+from reference.solutions import lesson5 as oracle
+
+PREVIOUS, RELEASE, NEXT = "R41", "R42", "R43"
+ATTEMPTS = 8           # seed sets an unsettled draw tries before it keeps the last
+MIN_SUPPORT = 2        # evidence items that must show each fault's mechanism
+
+# The lesson's taxonomy of mechanisms: how a design change breaks a release.
+MECHANISMS = {
+    "inactive_hits_as_free": "admission counts inactive prefix-cache hits as free, though reactivating "
+                             "them takes pages out of capacity: promises exceed capacity (over-commit), "
+                             "then running requests find no page (broken promises, preemptions)",
+    "outstanding_ignored": "admission forgets the pages promised to running requests: free memory is "
+                           "taken for capacity (over-commit)",
+    "output_not_reserved": "admission reserves the prompt only: requests that write their output run out "
+                           "of pages (broken promises)",
+    "shared_pages_paid_twice": "admission pays again for prefix pages that running requests already "
+                               "share: requests wait with memory free",
+    "impossible_request_waits": "a request that can never fit waits at the head of the queue, and every "
+                                "request behind it waits too",
+    "attention_term_dropped": "the chunk rule sizes chunks by the per-token cost alone: later chunks of "
+                              "long prompts, whose attention term grows, overrun the gap budget and every "
+                              "decoding stream stalls",
+    "stall_hidden_by_average": "steps are allowed to exceed what the token deadline allows, and the release "
+                               "gate judges streams by their average time per token, which hides the stalls",
+    "reclaim_before_fence": "a cancelled request's pages are released before the step that still writes "
+                            "them completes: another request is given them (use-after-free, garbled replies)",
+    "reclaim_never": "a cancelled request's pages are never released: capacity shrinks with every cancel "
+                     "(a leak) until requests can no longer be admitted",
+    "key_without_scope": "the prefix key lost its scope: a tenant hits pages another tenant published "
+                         "(cross-scope hits, replies that quote another tenant's prompt)",
+    "key_without_parent": "the prefix key lost its parent: a block hits a page of the same tokens at "
+                          "another position (wrong prefix hits)",
+    "publish_unwritten": "pages are published before their write completed (poisoned publishes)",
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    mechanism: str
+    summary: str                       # the change's message, as its author wrote it
+    diff: tuple[tuple[str, Any], ...]  # (sheet path, the value R42 sets)
+    strong: bool                       # costs goodput on its own, so a fix demonstrably ships
+    group: str                         # faults of one group are never drawn together
+
+
+@dataclass(frozen=True)
+class Harmless:
+    name: str
+    summary: str
+    diff: tuple[tuple[str, Any], ...]
+
+
+FAULTS = {f.name: f for f in (
+    Fault("inactive_free", "inactive_hits_as_free",
+          "Count reactivated prefix-cache pages as free: they are already in memory",
+          (("admission_ledger.inactive_hits", "free"),), False, "ledger"),
+    Fault("attention_dropped", "attention_term_dropped",
+          "Simpler chunk sizing: the step's slack divided by the per-token cost",
+          (("chunk_rule.rule", "per_token_only"),), True, "chunk"),
+    Fault("reclaim_at_cancel", "reclaim_before_fence",
+          "Give a cancelled request's pages back at once instead of waiting for its step",
+          (("cancellation.release", "at_cancel"),), False, "reclaim"),
+    Fault("reclaim_never", "reclaim_never",
+          "Keep a cancelled request's pages so that a client who retries can resume",
+          (("cancellation.release", "never"),), True, "reclaim"),
+    Fault("key_unscoped", "key_without_scope",
+          "One copy of identical system prompts in the prefix cache, whichever tenant sent them",
+          (("cancellation.with_scope", False),), True, "key"),
+    Fault("stall_hidden", "stall_hidden_by_average",
+          "Bigger prefill chunks for faster first tokens; the gate judges streams by their mean "
+          "time per output token",
+          (("chunk_rule.gap_budget_s", 0.3), ("release_criteria.qualification.token_deadline", "average_tpot")),
+          True, "chunk"),
+)}
+
+HARMLESS = {h.name: h for h in (
+    Harmless("min_chunk", "Raise the minimum prefill chunk to 128 tokens: fewer tiny chunks",
+             (("chunk_rule.min_chunk_tokens", 128),)),
+    Harmless("fixed_tokens", "Fixed chunks of 1,024 tokens for the benchmark configuration",
+             (("chunk_rule.fixed_tokens", 1024),)),
+    Harmless("key_encoding", "Document the prefix-key encoding (16-byte blake2b digests)",
+             (("cancellation.key_encoding",
+               "length-prefixed scope and parent, tokens as fixed-width ints, blake2b with a 16-byte digest"),)),
+    Harmless("noise_k", "Widen the release gate's noise band: fewer false alarms",
+             (("release_criteria.rule.noise_k", 2.5),)),
+)}
+
+
+@dataclass(frozen=True)
+class Change:
+    id: str                                       # C1, C2, ... in the bundle's order
+    summary: str
+    diff: tuple[tuple[str, Any, Any], ...]        # (path, R41's value, R42's value)
+    fault: str = ""                               # the catalogue fault, or "" when harmless
+
+    @property
+    def mechanism(self) -> str:
+        return FAULTS[self.fault].mechanism if self.fault else ""
+
+    def entry(self) -> dict:
+        return {"id": self.id, "summary": self.summary,
+                "diff": [{"path": p, "from": a, "to": b} for p, a, b in self.diff]}
+
+
+@dataclass(frozen=True)
+class Incident:
+    id: str
+    seed: int                          # draws the change order and the evidence ids
+    scenario: Scenario                 # the workload on its machine
+    baseline: Mapping                  # release R41's full sheet
+    release: Mapping                   # release R42's full sheet
+    changes: tuple[Change, ...]
+    evidence_seed: int                 # the run the bundle's logs come from
+    report_seeds: tuple[int, ...]      # the release report's paired seeds (in the bundle)
+    replay_seeds: tuple[int, ...]      # where a fix is judged (hidden for a student's incident)
+    rule: ReleaseRule
+    settled: bool = True               # False: no seed set tried showed every fault (see draw)
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def faults(self) -> tuple[Change, ...]:
+        return tuple(c for c in self.changes if c.fault)
+
+    def identity(self) -> dict:
+        return {"id": self.id, "seed": self.seed, "scenario": self.scenario.identity(),
+                "changes": [c.entry() | {"fault": c.fault} for c in self.changes],
+                "seeds": [self.evidence_seed, list(self.report_seeds), list(self.replay_seeds)]}
+
+    # ---- runs (the trials cache keeps them; the memo keeps what is derived from them) ----
+    def run(self, which: str, seed: int):
+        sheet = {"R41": self.baseline, "R42": self.release}[which]
+        s = self.scenario
+        return run_design(s.model, design(which, sheet, s.worker), s.workload, seed)[1]
+
+    def replay(self, sheet: Mapping, seeds: tuple[int, ...] | None = None, *, qualify=oracle.qualify,
+               name: str = "sheet") -> Replay:
+        s = self.scenario
+        return replay(s.model, design(name, sheet, s.worker), s.workload, seeds or self.replay_seeds,
+                      qualify=qualify)
+
+    def evidence(self) -> tuple[Item, ...]:
+        """The bundle's evidence items under their ids."""
+        if "evidence" not in self.memo:
+            run, before = self.run(RELEASE, self.evidence_seed), self.run(PREVIOUS, self.evidence_seed)
+            items = observe(self.release, run, before, Tables.of(run))
+            self.memo["evidence"] = index(items, self.seed)
+        return self.memo["evidence"]
+
+    def supporting(self, mechanism: str) -> list[Item]:
+        return [i for i in self.evidence() if mechanism in i.supports]
+
+
+# ---- building an incident ------------------------------------------------------------------
+def set_path(sheet: dict, path: str, value: Any) -> None:
+    node = sheet
+    *parents, last = path.split(".")
+    for p in parents:
+        node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def nested(pairs) -> dict:
+    """{"a.b": v, ...} as {"a": {"b": v}} (the form of a diagnosis's fix)."""
+    out: dict = {}
+    for path, value in pairs:
+        set_path(out, path, value)
+    return out
+
+
+@lru_cache(maxsize=4)
+def _base(root: str) -> tuple[Scenario, dict, dict]:
+    from grader.engine.layout import Course
+    course = Course(Path(root))
+    folder = course.assignment("lesson6") / "public"
+    scenario = load_scenario(folder / "incident.scenario.yaml", course)
+    path = folder / "baseline.sheet.yaml"
+    sheet = yaml.safe_load(path.read_text(encoding="utf-8"))
+    problems = validate_sheet(sheet, course)
+    if problems:
+        raise InputError(str(path), f"release {PREVIOUS}'s sheet does not validate: {problems[0]}")
+    demo = yaml.safe_load((folder / "demo.incident.yaml").read_text(encoding="utf-8"))
+    return scenario, sheet, demo
+
+
+def build(course, *, id: str, seed: int, faults, harmless, evidence_seed: int,
+          report_seeds, replay_seeds) -> Incident:
+    scenario, base, _ = _base(str(course.root))
+    baseline = copy.deepcopy(base)
+    baseline["release_criteria"]["paired_seeds"] = list(report_seeds)
+    release = copy.deepcopy(baseline)
+    g = np.random.Generator(np.random.PCG64(seed))
+    picked = [FAULTS[n] for n in faults] + [HARMLESS[n] for n in harmless]
+    order = [picked[int(i)] for i in g.permutation(len(picked))]
+    changes = []
+    for n, c in enumerate(order):
+        diff = tuple((p, get_path(baseline, p), v) for p, v in c.diff)
+        for p, v in c.diff:
+            set_path(release, p, v)
+        changes.append(Change(f"C{n + 1}", c.summary, diff, c.name if isinstance(c, Fault) else ""))
+    release["change_record"].append({
+        "release": RELEASE, "summary": "Faster first tokens, leaner memory, simpler tuning",
+        "changes": [c.entry() for c in changes],
+        "rollback": {"to": PREVIOUS, "when": list(baseline["release_criteria"]["rollback_when"])}})
+    rule = rule_from(baseline["release_criteria"]["rule"], "baseline.sheet.yaml: release_criteria.rule")
+    return Incident(id, seed, scenario, baseline, release, tuple(changes), int(evidence_seed),
+                    tuple(int(s) for s in report_seeds), tuple(int(s) for s in replay_seeds), rule)
+
+
+def demo_incident(course) -> Incident:
+    _, _, d = _base(str(course.root))
+    return build(course, id=str(d["id"]), seed=int(d["seed"]), faults=d["faults"], harmless=d["harmless"],
+                 evidence_seed=d["evidence_seed"], report_seeds=d["report_seeds"],
+                 replay_seeds=d["replay_seeds"])
+
+
+# Faults whose evidence the other erases: a leak pins every cached prompt (no hit is ever
+# inactive again), and prompts shared across tenants stay active; either way reactivating an
+# inactive prompt, and so the inactive-hits fault, leaves no trace to diagnose.
+CONFLICTS = {frozenset({"inactive_free", "reclaim_never"}), frozenset({"inactive_free", "key_unscoped"})}
+
+
+def _valid(names: list[str]) -> bool:
+    groups = [FAULTS[n].group for n in names]
+    return (len(set(groups)) == len(groups) and any(FAULTS[n].strong for n in names)
+            and not any(c <= set(names) for c in CONFLICTS))
+
+
+def combinations() -> list[tuple[str, ...]]:
+    """Every fault set an incident may be drawn with (two or three faults)."""
+    import itertools
+    names = sorted(FAULTS)
+    return [c for k in (2, 3) for c in itertools.combinations(names, k) if _valid(list(c))]
+
+
+def draw(course, seed: int, id: str, faults: tuple[str, ...] | None = None) -> Incident:
+    """The incident of a seed (a fault set may be forced, for tests and instructors)."""
+    g = np.random.Generator(np.random.PCG64(seed))
+    options = combinations()
+    chosen = faults or options[int(g.integers(len(options)))]
+    harmless = sorted(HARMLESS)
+    picked = [harmless[int(i)] for i in g.choice(len(harmless), int(g.integers(1, 3)), replace=False)]
+    incident = None
+    for attempt in range(ATTEMPTS):
+        s = np.random.Generator(np.random.PCG64([seed, attempt]))
+        first = int(s.integers(1000, 2**30))
+        hidden = int(s.integers(1000, 2**30))
+        incident = build(course, id=id, seed=seed, faults=chosen, harmless=picked, evidence_seed=first,
+                         report_seeds=range(first, first + 4), replay_seeds=range(hidden, hidden + 4))
+        if settled(incident):
+            return incident
+    return replace(incident, settled=False, memo={})
+
+
+# ---- students -----------------------------------------------------------------------------------
+def incidents_key(secret: bytes) -> str:
+    """The per-course key students' incidents are drawn from (never the secret itself)."""
+    return derive_seed(secret, "lesson6", "incidents").to_bytes(8, "big").hex()
+
+
+def student_incident(course, key: str, student: str) -> Incident:
+    name = student.replace("\x1f", " ")
+    seed = derive_seed(bytes.fromhex(key), "lesson6", name)
+    return draw(course, seed, f"i{hashlib.sha256(str(seed).encode()).hexdigest()[:8]}")
+
+
+# ---- judging a fix --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FixVerdict:
+    problems: tuple[str, ...]          # why the fix is not demonstrated ("" when it is)
+    decision: ReleaseDecision          # lesson 5's rule: R42 -> the fixed sheet
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def judge_fix(incident: Incident, sheet: Mapping) -> FixVerdict:
+    """Replay a fixed sheet on the replay seeds: it must ship against R42 under lesson 5's rule,
+    no class may regress against R41, and no violation may be above R41's."""
+    before = incident.replay(incident.baseline, name=PREVIOUS)
+    regressed = incident.replay(incident.release, name=RELEASE)
+    fixed = incident.replay(sheet)
+    decision = oracle.decide_release(regressed.summaries, fixed.summaries, incident.rule)
+    problems = []
+    if decision.decision != "ship":
+        problems.append(f"against {RELEASE} lesson 5's rule decides {decision.decision}: "
+                        f"{'; '.join(decision.reasons)}")
+    problems += [f"against {PREVIOUS}, {d}" for d in class_drops(before.summaries, fixed.summaries, incident.rule)]
+    for kind, (was, now) in new_violations(before, fixed).items():
+        first = next(v for _, run in fixed.runs for v in run.violations if v.kind == kind)
+        problems.append(f"{now} {kind} violations on your sheet's runs, {was} on {PREVIOUS}'s; the first: "
+                        f"{first.detail or ', '.join(first.requests)}")
+    return FixVerdict(tuple(problems), decision)
+
+
+def regression(incident: Incident) -> dict[str, bool]:
+    """Which rollback conditions R41 -> R42 meets on the replay seeds."""
+    return rollback_conditions(incident.replay(incident.baseline, name=PREVIOUS),
+                               incident.replay(incident.release, name=RELEASE), incident.rule)
+
+
+def settled(incident: Incident) -> bool:
+    if any(len(incident.supporting(c.mechanism)) < MIN_SUPPORT for c in incident.faults):
+        return False
+    return judge_fix(incident, reference_sheet(incident)).passed
+
+
+# ---- the reference answer -------------------------------------------------------------------------
+def reference_sheet(incident: Incident) -> dict:
+    """R42 with every fault reverted (the harmless changes kept), recorded as release R43."""
+    sheet = copy.deepcopy(dict(incident.release))
+    entries = []
+    for n, change in enumerate(incident.faults):
+        for path, was, _ in change.diff:
+            set_path(sheet, path, was)
+        entries.append({"id": f"F{n + 1}", "fixes": change.id, "summary": f"Revert {change.id}",
+                        "diff": [{"path": p, "from": b, "to": a} for p, a, b in change.diff]})
+    sheet["change_record"].append({
+        "release": NEXT, "summary": f"Revert the changes of {RELEASE} that caused the incident",
+        "changes": entries,
+        "rollback": {"to": PREVIOUS, "when": ["class_drop", "rejection_rise", "goodput_fell_beyond_band",
+                                             "new_violation"],
+                     "how": f"redeploy {PREVIOUS}'s sheet"}})
+    return sheet
+
+
+def reference_diagnosis(incident: Incident) -> dict:
+    causes = []
+    for change in incident.faults:
+        cited = [i.id for i in incident.supporting(change.mechanism)][:4]
+        causes.append({"change": change.id, "mechanism": change.mechanism, "evidence": cited,
+                       "fix": nested((p, was) for p, was, _ in change.diff)})
+    return {"incident": incident.id, "causes": causes}

@@ -1,0 +1,260 @@
+"""Replaying design sheets on the reference worker: what clients got, and the release figures.
+
+A sheet's knobs (grader.course.sheet.policy_sheet) become a grader.course.trials Design; runs and
+summaries are the trials machinery's (cached, paired seeds), and release decisions are
+lesson 5's ``decide_release``. One step is added here, between the run and the summary:
+what the *clients* got. A request that completed on time with a reply computed from
+somebody else's pages did not get a good reply. The worker records the fact as a
+violation; the client sees a garbled reply (a KV page overwritten while its step ran)
+or text from another tenant's prompt (a prefix hit across scopes). Such a request counts
+as failed, so a release that corrupts replies loses goodput as well as safety.
+
+Used by ``grader sheet run`` and by lesson 6 (the incident's evidence and the replay of a
+learner's fixed sheet).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from grader.engine.errors import InputError
+from grader.course.sheet import policy_sheet
+from grader.course.trials import Design, run_design, summarize, window_of
+from reference.records import VIOLATION_KINDS, Run
+from reference.shapes import ModelSpec, ReleaseRule, RunSummary, WorkerSpec
+from reference.solutions import lesson5 as oracle
+from reference.workload import WorkloadSpec
+
+# violation kind -> (which of its requests got the bad reply, what that client reported)
+CLIENT_REPORTS = {
+    "use_after_free": (1, "garbled"),              # (owner, taker): the taker's KV was overwritten
+    "wrong_prefix_hit": (0, "garbled"),            # (reader, owner): other tokens under its prompt
+    "cross_scope_hit": (0, "other_tenant_text"),   # (reader, owner): another tenant's prompt
+}
+
+
+def client_reports(run: Run) -> dict[str, str]:
+    """Request id -> what its client reported, for the requests whose reply was corrupted."""
+    out: dict[str, str] = {}
+    for v in run.violations:
+        who = CLIENT_REPORTS.get(v.kind)
+        if who and len(v.requests) > who[0]:
+            out.setdefault(v.requests[who[0]], who[1])
+    return out
+
+
+def delivered(run: Run) -> Run:
+    """The run as its clients saw it: a completed request with a corrupted reply failed."""
+    reports = client_reports(run)
+    if not reports:
+        return run
+    records = tuple(replace(r, outcome="failed", reason=f"client reported: {reports[r.id]}")
+                    if r.outcome == "completed" and r.id in reports else r for r in run.requests)
+    return replace(run, requests=records)
+
+
+def design(name: str, sheet: Mapping, worker: WorkerSpec) -> Design:
+    """A trials Design from a full design sheet: its knobs only (words do not change a run)."""
+    return Design(name, policy_sheet(sheet), worker)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One design on one workload over paired seeds, summarised for lesson 5's rule."""
+    design: Design
+    summaries: tuple[RunSummary, ...]           # per seed, the clients' view qualified by the oracle
+    violations: dict                            # kind -> count over the seeds
+    reports: dict                               # client report -> count over the seeds
+    runs: tuple                                 # (requests, Run) per seed, as the worker left them
+
+
+def replay(model: ModelSpec, d: Design, workload: WorkloadSpec, seeds: Sequence[int], *,
+           qualify=oracle.qualify) -> Replay:
+    classes = tuple(c.name for c in workload.classes)
+    summaries, violations, reports, runs = [], Counter(), Counter(), []
+    for seed in seeds:
+        requests, run = run_design(model, d, workload, seed)
+        summaries.append(summarize(delivered(run), classes, window_of(requests), seed, qualify=qualify))
+        violations.update(v.kind for v in run.violations)
+        reports.update(client_reports(run).values())
+        runs.append((requests, run))
+    return Replay(d, tuple(summaries), {k: violations.get(k, 0) for k in VIOLATION_KINDS},
+                  dict(reports), tuple(runs))
+
+
+# ---- comparing two replays ----------------------------------------------------------------
+def class_drops(before: Sequence[RunSummary], after: Sequence[RunSummary], rule: ReleaseRule) -> list[str]:
+    """The class and rejection guards of lesson 5's rule, alone: what regressed past its limit."""
+    out = []
+    names = sorted({c.cls for r in (*before, *after) for c in r.classes})
+    for name in names:
+        a, b = oracle.attainment(before, name), oracle.attainment(after, name)
+        if a is not None and b is not None and a - b > rule.max_class_drop:
+            out.append(f"class {name}: SLO attainment {a:.1%} -> {b:.1%} (more than the "
+                       f"{rule.max_class_drop:.1%} allowed)")
+    a, b = oracle.rejected_share(before), oracle.rejected_share(after)
+    if b - a > rule.max_rejection_rise:
+        out.append(f"rejected share {a:.1%} -> {b:.1%} (more than the {rule.max_rejection_rise:.1%} allowed)")
+    return out
+
+
+def goodput_fell(before: Sequence[RunSummary], after: Sequence[RunSummary], rule: ReleaseRule) -> bool:
+    """Did mean paired goodput fall by more than the rule's noise band?"""
+    diffs = [oracle.run_goodput(c) - oracle.run_goodput(b) for b, c in oracle.paired(before, after)]
+    if not diffs:
+        return False
+    band = oracle.noise_band(diffs, rule.noise_k)
+    return sum(diffs) / len(diffs) < -band
+
+
+def new_violations(before: Replay, after: Replay) -> dict[str, tuple[int, int]]:
+    """kind -> (before, after) for every kind the second replay has more of."""
+    return {k: (before.violations[k], n) for k, n in after.violations.items() if n > before.violations[k]}
+
+
+def rollback_conditions(before: Replay, after: Replay, rule: ReleaseRule) -> dict[str, bool]:
+    """Which of the design sheet's rollback conditions the change before -> after meets."""
+    drops = class_drops(before.summaries, after.summaries, rule)
+    return {"class_drop": any(d.startswith("class ") for d in drops),
+            "rejection_rise": any(d.startswith("rejected ") for d in drops),
+            "goodput_fell_beyond_band": goodput_fell(before.summaries, after.summaries, rule),
+            "new_violation": bool(new_violations(before, after))}
+
+
+# ---- figures for people ----------------------------------------------------------------------
+def _ms(x: float) -> float:
+    return round(x * 1000, 2)
+
+
+def figures(r: Replay) -> dict:
+    """The release-relevant figures of a replay, pooled over its seeds."""
+    classes = {}
+    for name in sorted({c.cls for s in r.summaries for c in s.classes}):
+        rows = [c for s in r.summaries for c in s.classes if c.cls == name]
+        counts = {k: sum(getattr(c, k) for c in rows)
+                  for k in ("requests", "good", "late_first_token", "slow_tokens", "rejected", "failed",
+                            "excluded")}
+        att = oracle.attainment(r.summaries, name)
+        classes[name] = {**counts, "attainment": None if att is None else round(att, 4)}
+    gaps = sorted(max((b - a for a, b in zip(rec.token_times, rec.token_times[1:])), default=0.0)
+                  for _, run in r.runs for rec in run.requests if len(rec.token_times) >= 2)
+    return {
+        "seeds": [s.seed for s in r.summaries],
+        "goodput_rps": round(sum(oracle.run_goodput(s) for s in r.summaries) / len(r.summaries), 4),
+        "rejected_share": round(oracle.rejected_share(r.summaries), 4),
+        "mean_tpot_ms": _ms(sum(s.mean_tpot_s for s in r.summaries) / len(r.summaries)),
+        "p99_largest_gap_ms": _ms(gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]) if gaps else 0.0,
+        "classes": classes,
+        "violations": {k: n for k, n in r.violations.items() if n},
+        "client_reports": r.reports,
+    }
+
+
+def render_figures(title: str, f: dict) -> str:
+    lines = [f"{title}  (seeds {', '.join(map(str, f['seeds']))})",
+             f"  goodput {f['goodput_rps']:.3f} req/s   rejected {f['rejected_share']:.1%}   "
+             f"mean TPOT {f['mean_tpot_ms']:.1f} ms   p99 largest gap {f['p99_largest_gap_ms']:.1f} ms"]
+    head = ("requests", "good", "late_first_token", "slow_tokens", "rejected", "failed", "excluded")
+    w = max([len("class")] + [len(n) for n in f["classes"]])
+    lines.append(f"  {'class':<{w}}" + "".join(f"  {h:>{len(h)}}" for h in head) + "  attainment")
+    for name, c in f["classes"].items():
+        att = "-" if c["attainment"] is None else f"{c['attainment']:.1%}"
+        lines.append(f"  {name:<{w}}" + "".join(f"  {c[h]:>{len(h)}}" for h in head) + f"  {att:>10}")
+    v = ", ".join(f"{k} {n}" for k, n in f["violations"].items()) or "none"
+    lines.append(f"  violations: {v}")
+    reports = ", ".join(f"{k} {n}" for k, n in f["client_reports"].items()) or "none"
+    lines.append(f"  client reports: {reports}")
+    return "\n".join(lines)
+
+
+# ---- where a sheet runs (grader sheet run) -------------------------------------------------------
+INCIDENT_SCENARIO = "assignments/lesson6/public/incident.scenario.yaml"
+
+
+@dataclass(frozen=True)
+class Bench:
+    """Where a sheet is replayed: a model and a worker, a workload, paired seeds."""
+    model: ModelSpec
+    worker: WorkerSpec
+    workload: WorkloadSpec
+    seeds: tuple[int, ...]
+    source: str
+
+
+def _find(name: str, sheet_path: Path, course) -> Path:
+    for base in (sheet_path.parent, Path(course.root)):
+        if (base / name).is_file():
+            return base / name
+    raise InputError(name, f"no such workload file (looked next to {sheet_path.name} and in {course.root})")
+
+
+def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = None,
+              seeds: str | None = None) -> Bench:
+    """--workload (a scenario or a workload file), else the sheet's release_criteria.workload,
+    else lesson 6's incident scenario; a bare workload runs on the sheet's own model and worker.
+    Seeds: --seeds, else the sheet's paired_seeds, else four from the workload's seed."""
+    from grader.engine.layout import read_yaml
+    from grader.course.scenario import load_scenario
+    from grader.course.sheet import machine_of
+    from reference.workload import load_workload, with_overrides
+    criteria = sheet.get("release_criteria") or {}
+    own = criteria.get("workload") or {}
+    if workload:
+        path = Path(workload)
+    elif own.get("file"):
+        path = _find(own["file"], sheet_path, course)
+    else:
+        path = Path(course.root) / INCIDENT_SCENARIO
+    data = read_yaml(path)
+    if isinstance(data, Mapping) and "workload" in data:
+        s = load_scenario(path, course)
+        model, worker, spec = s.model, s.worker, s.workload
+    else:
+        if not sheet.get("request_contract"):
+            raise InputError(str(path), "a bare workload runs on the sheet's request_contract (model and "
+                                        "worker); give a scenario file instead, or add the section")
+        (model, worker), spec = machine_of(sheet), load_workload(path)
+    if not workload:
+        changes = {k: v for k, v, now in (("requests", own.get("requests"), spec.requests),
+                                           ("arrival.rate", own.get("rate"), spec.arrival.rate))
+                   if v is not None and v != now}
+        spec = with_overrides(spec, **changes) if changes else spec
+    if seeds:
+        try:
+            chosen = tuple(int(s) for s in seeds.split(","))
+        except ValueError:
+            raise InputError("--seeds", f"expected seeds like 4,5,6,7; got {seeds!r}") from None
+    else:
+        chosen = tuple(criteria.get("paired_seeds") or range(spec.seed, spec.seed + 4))
+    return Bench(model, worker, spec, chosen, str(path))
+
+
+def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: str | None,
+               baseline: str | None, as_json: bool) -> str:
+    """``grader sheet run``: the sheet's figures, and with a baseline sheet lesson 5's decision."""
+    import json
+    from grader.course.sheet import load_sheet
+    from grader.course.trials import rule_from
+    bench = bench_for(sheet, path, course, workload, seeds)
+    mine = replay(bench.model, design("sheet", sheet, bench.worker), bench.workload, bench.seeds)
+    out = {"file": str(path), "workload": bench.source, "figures": figures(mine)}
+    text = [render_figures(f"{path} on {bench.source}", out["figures"])]
+    if baseline:
+        base, problems = load_sheet(Path(baseline), course)
+        if problems:
+            raise InputError(baseline, f"does not validate ({problems[0]}); see grader sheet validate")
+        before = replay(bench.model, design("baseline", base, bench.worker), bench.workload, bench.seeds)
+        rule = rule_from((base.get("release_criteria") or {}).get("rule"), f"{baseline}: release_criteria.rule")
+        decision = oracle.decide_release(before.summaries, mine.summaries, rule)
+        out["baseline"] = {"file": baseline, "figures": figures(before), "decision": decision.decision,
+                           "reasons": list(decision.reasons),
+                           "new_violations": {k: list(v) for k, v in new_violations(before, mine).items()}}
+        text += ["", render_figures(f"{baseline} (baseline)", out["baseline"]["figures"]), "",
+                 f"lesson 5's rule, {baseline} -> {path}: {decision.decision}"]
+        text += [f"  {r}" for r in decision.reasons]
+        text += [f"  more {k} violations: {a} -> {b}" for k, (a, b) in new_violations(before, mine).items()]
+    text.append("Requests are qualified by the course's rules (every token's deadline), whatever the "
+                "sheet's own gate says; the service-cost model is synthetic.")
+    return json.dumps(out, sort_keys=True) if as_json else "\n".join(text)

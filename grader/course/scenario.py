@@ -1,0 +1,170 @@
+"""Scenarios: a workload on a model and a worker under a design sheet, public or hidden.
+
+Lessons 2 to 6 grade a policy by running the reference worker on scenarios. A public
+scenario is a YAML file in ``assignments/lessonN/public/``; a hidden one is an instance
+of a family (``grader/families/lessonN.yaml``): the family's base scenario with some
+fields drawn from ranges by a seed derived from the instructor secret. The same secret
+always yields the same instance; the instance's digest names it in reports.
+
+Scenario file::
+
+    name: heavy-load
+    model: gqa-8b-bf16          # a name in assignments/worker.yaml, or a mapping
+    worker: a24                 # likewise
+    sheet: {chunk_rule: {gap_budget_s: 0.1}}   # design-sheet knobs of the reference parts
+    workload: heavy.yaml        # a workload file next to this one, or a mapping
+
+Family file::
+
+    families:
+      - name: heavy-load
+        base: ../../assignments/lesson2/public/heavy.yaml   # relative to the family file
+        instances: 2
+        vary:                   # dotted workload keys (or worker.X / sheet.X.Y) -> [low, high]
+          requests: [600, 900]
+          arrival.rate: [6.0, 10.0]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from grader.engine.cases import Case
+from grader.engine.layout import FAMILIES, read_yaml
+from grader.engine.errors import InputError
+from grader.engine.secret import derive_seed
+from reference.policy import Policy, reference_policy
+from reference.records import Run
+from reference.shapes import ModelSpec, WorkerSpec
+from reference.specs import SpecError, model_from, worker_from
+from reference.workload import (WorkloadError, WorkloadSpec, generate, load_workload,
+                                parse_workload, to_mapping, with_overrides)
+from reference.worker import simulate
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    model: ModelSpec
+    worker: WorkerSpec
+    sheet: Mapping
+    workload: WorkloadSpec
+    seed: int
+
+    def requests(self):
+        return generate(self.workload, self.seed)
+
+    def run(self, policy: Policy | None = None, **kw) -> Run:
+        return simulate(self.model, self.worker, policy or reference_policy(self.sheet),
+                        self.requests(), **kw)
+
+    def identity(self) -> dict:
+        """Everything that determines the run: what a hidden case's digest is taken of."""
+        return {"model": self.model, "worker": self.worker, "sheet": self.sheet,
+                "workload": to_mapping(self.workload), "seed": self.seed}
+
+
+def _named(value: Any, table: Mapping, kind: str, where: str):
+    if isinstance(value, str):
+        if value not in table:
+            raise InputError(where, f"unknown {kind} {value!r} (known: {', '.join(sorted(table))})")
+        return table[value]
+    return value
+
+
+def course_machines(course) -> tuple[dict, dict]:
+    """The named models and workers of assignments/worker.yaml (mappings, unparsed)."""
+    path = course.root / "assignments" / "worker.yaml"
+    data = read_yaml(path) or {}
+    return dict(data.get("models") or {}), dict(data.get("workers") or {})
+
+
+def load_scenario(path: Path, course) -> Scenario:
+    where = str(path)
+    data = read_yaml(path)
+    if not isinstance(data, Mapping):
+        raise InputError(where, "a scenario is a mapping with name, model, worker, workload")
+    models, workers = course_machines(course)
+    try:
+        model = model_from(_named(data.get("model"), models, "model", f"{where}: model"),
+                           f"{where}: model")
+        worker = worker_from(_named(data.get("worker"), workers, "worker", f"{where}: worker"),
+                             f"{where}: worker")
+        wl = data.get("workload")
+        if isinstance(wl, str):
+            workload = load_workload(path.parent / wl)
+        elif isinstance(wl, Mapping):
+            workload = parse_workload(dict(wl), f"{where}: workload")
+        else:
+            raise InputError(where, "workload: expected a file name or a mapping")
+    except (SpecError, WorkloadError) as e:
+        raise InputError(where, str(e)) from None
+    sheet = data.get("sheet") or {}
+    if not isinstance(sheet, Mapping):
+        raise InputError(where, "sheet: expected a mapping of design-sheet sections")
+    return Scenario(str(data.get("name", path.stem)), model, worker, dict(sheet), workload,
+                    int(workload.seed))
+
+
+def public_scenarios(course, lesson: str) -> list[Case]:
+    folder = course.assignment(lesson) / "public"
+    cases = []
+    for path in sorted(folder.glob("*.yaml")):
+        data = read_yaml(path)
+        if isinstance(data, Mapping) and "workload" in data:   # a scenario, not a bare workload
+            s = load_scenario(path, course)
+            cases.append(Case("scenario", s.name, "public", s, f"public scenario {s.name}"))
+    return cases
+
+
+def _set(mapping: dict, dotted: str, value: Any) -> None:
+    node = mapping
+    *parents, last = dotted.split(".")
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[last] = value
+
+
+def _draw(g: np.random.Generator, bounds: Any, where: str):
+    if not (isinstance(bounds, list) and len(bounds) == 2):
+        raise InputError(where, f"expected [low, high], got {bounds!r}")
+    lo, hi = bounds
+    if isinstance(lo, int) and isinstance(hi, int) and not isinstance(lo, bool):
+        return int(g.integers(lo, hi + 1))
+    return float(g.uniform(float(lo), float(hi)))
+
+
+def hidden_scenarios(course, lesson: str, secret: bytes, families_path: Path | None = None) -> list[Case]:
+    path = families_path or FAMILIES / f"{lesson}.yaml"
+    data = read_yaml(path) or {}
+    cases = []
+    for f_index, fam in enumerate(data.get("families") or []):
+        where = f"{path}: families.{fam.get('name', f_index)}"
+        base = load_scenario((path.parent / fam["base"]).resolve(), course)
+        for i in range(int(fam.get("instances", 1))):
+            g = np.random.Generator(np.random.PCG64(derive_seed(secret, lesson, fam["name"], str(i))))
+            wl_changes, worker_changes, sheet = {}, {}, _deep_copy(base.sheet)
+            for key, bounds in sorted((fam.get("vary") or {}).items()):
+                value = _draw(g, bounds, f"{where}.vary.{key}")
+                if key.startswith("worker."):
+                    worker_changes[key[7:]] = value
+                elif key.startswith("sheet."):
+                    _set(sheet, key[6:], value)
+                else:
+                    wl_changes[key] = value
+            try:
+                workload = with_overrides(base.workload, **wl_changes) if wl_changes else base.workload
+                worker = replace(base.worker, **worker_changes)
+            except (WorkloadError, TypeError) as e:
+                raise InputError(where, f"cannot vary the base scenario: {e}") from None
+            s = Scenario(f"{fam['name']}#{i}", base.model, worker, sheet, workload,
+                         int(g.integers(0, 2**31)))
+            cases.append(Case("scenario", s.name, "hidden", s, f"hidden scenario {fam['name']}"))
+    return cases
+
+
+def _deep_copy(m: Mapping) -> dict:
+    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in m.items()}

@@ -1,0 +1,328 @@
+"""The design sheet: read it safely, validate it, and turn it into what the worker runs.
+
+A sheet is one YAML file the learner keeps across the course (``assignments/design_sheet.yaml``
+is the template; ``rubrics/design_sheet.schema.json`` its schema). Reading is for hostile
+input: bounded size, UTF-8, no YAML anchors or aliases (an alias bomb expands to gigabytes
+when a validator walks it), and every problem comes back as a ``Problem`` (where in the
+file, what was expected), never as an exception. The same reader serves lesson 6's
+``diagnosis.yaml``.
+
+After the schema, a few checks no schema can say: byte sizes in binary units, the worked
+numbers of the request contract agree with its model and worker, numbers are finite, names
+are unique, and every diff in the change record names a knob the sheet has.
+
+``policy_sheet`` keeps only the knobs ``reference.policy.reference_policy`` reads (the
+contract's ``reasons`` become its ``enforce``), so two sheets that differ only in words
+replay as the same design.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import jsonschema
+import yaml
+
+from reference.sizing import Geometry
+from reference.units import UnitError, parse_bytes
+
+MAX_BYTES = 256 * 1024       # a sheet or a diagnosis is a page of YAML; this is generous
+MAX_DEPTH = 32               # a sheet nests five levels; deeper is an attack on the walkers
+SECTIONS = ("request_contract", "admission_ledger", "chunk_rule", "cancellation",
+            "release_criteria", "change_record")
+POLICY_SECTIONS = SECTIONS[:4]
+# The knobs of reference.policy.reference_policy, per section.
+KNOBS = {
+    "admission_ledger": ("reserve", "active_hits", "inactive_hits", "outstanding", "impossible",
+                         "prefix_cache"),
+    "chunk_rule": ("rule", "fixed_tokens", "gap_budget_s", "min_chunk_tokens"),
+    "cancellation": ("release", "with_scope", "with_parent", "partial", "require_written"),
+}
+SHEET_SCHEMA = "design_sheet.schema.json"
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str          # where in the file, e.g. chunk_rule.rule or causes[1].evidence
+    message: str       # what is wrong and what was expected
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+# ---- reading -------------------------------------------------------------------------------
+class _NoAliases(yaml.SafeLoader):
+    """safe_load without anchors and aliases, and without silently dropping a repeated key."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is not None and key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is repeated",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "anchors and aliases (*name) are not allowed",
+                                              mark)
+        event = self.peek_event()
+        if getattr(event, "anchor", None):
+            raise yaml.composer.ComposerError(None, None, "anchors (&name) are not allowed",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def read_yaml(raw: bytes, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
+    """(data, problems) of YAML bytes; data is None when there are problems."""
+    where = "(file)"
+    if len(raw) > limit:
+        return None, [Problem(where, f"{len(raw)} bytes; the limit is {limit}")]
+    if b"\x00" in raw:
+        return None, [Problem(where, "a binary file, not YAML text")]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return None, [Problem(where, f"not UTF-8 text (byte {e.start})")]
+    try:
+        data = yaml.load(text, Loader=_NoAliases)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        return None, [Problem(where, f"{line}not valid YAML ({getattr(e, 'problem', None) or e})")]
+    except RecursionError:
+        return None, [Problem(where, "nested too deeply")]
+    if _depth(data) > MAX_DEPTH:
+        return None, [Problem(where, f"nested too deeply (more than {MAX_DEPTH} levels)")]
+    return data, []
+
+
+def _depth(data: Any) -> int:
+    """How deep mappings and lists nest (iteratively: the data may be hostile)."""
+    deepest, todo = 0, [(data, 0)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, Mapping):
+            todo += [(v, depth + 1) for v in node.values()]
+        elif isinstance(node, list):
+            todo += [(v, depth + 1) for v in node]
+    return deepest
+
+
+def read_file(path: Path, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
+    """read_yaml of a file; a missing, linked or unreadable file is a problem, not an error."""
+    if path.is_symlink():
+        return None, [Problem("(file)", f"{path.name} is a symbolic link; submit the file itself")]
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except FileNotFoundError:
+        return None, [Problem("(file)", f"there is no {path.name}")]
+    except IsADirectoryError:
+        return None, [Problem("(file)", f"{path.name} is a folder, not a YAML file")]
+    except OSError as e:
+        return None, [Problem("(file)", f"cannot read {path.name}: {e.strerror or e}")]
+    return read_yaml(raw, limit)
+
+
+# ---- the schemas ---------------------------------------------------------------------------------
+@lru_cache(maxsize=8)
+def _validator(path: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def schema_path(course, name: str = SHEET_SCHEMA) -> Path:
+    return Path(course.rubrics) / name
+
+
+def dotted(parts) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def short(value: Any, n: int = 60) -> str:
+    """A value's repr, cut to n characters (a hostile value must not flood a feedback line)."""
+    text = repr(value)
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+def _explain(error) -> tuple[str, str]:
+    """(path, message) of one schema error, in the words of a person fixing the file."""
+    path, v, arg, inst = list(error.absolute_path), error.validator, error.validator_value, error.instance
+    if v == "required":
+        missing = [k for k in arg if isinstance(inst, dict) and k not in inst]
+        return dotted(path + missing[:1]), "missing (required)"
+    if v == "additionalProperties" and isinstance(inst, dict):
+        known = sorted(error.schema.get("properties", {}))
+        extra = [k for k in inst if k not in known]
+        return (dotted(path + extra[:1]),
+                f"unknown key{' ' + short(extra[0]) if extra else ''}" + (f" (known here: {', '.join(known)})" if known else ""))
+    if v == "enum":
+        return dotted(path), f"expected one of {', '.join(map(str, arg))}; got {short(inst)}"
+    if v == "const":
+        return dotted(path), f"expected {arg!r}; got {short(inst)}"
+    if v == "type":
+        kinds = arg if isinstance(arg, list) else [arg]
+        return dotted(path), f"expected {' or '.join(kinds)}; got {type(inst).__name__} {short(inst)}"
+    if v == "pattern":
+        return dotted(path), f"{short(inst)} does not have the expected form ({arg})"
+    return dotted(path), error.message if len(error.message) <= 200 else error.message[:197] + "..."
+
+
+def schema_problems(data: Any, schema: Path) -> list[Problem]:
+    errors = sorted(_validator(str(schema)).iter_errors(data),
+                    key=lambda e: ([str(p) for p in e.absolute_path], e.validator))
+    out, seen = [], set()
+    for e in errors:
+        path, message = _explain(e)
+        if (path, message) not in seen:
+            seen.add((path, message))
+            out.append(Problem(path, message))
+    return out
+
+
+# ---- what no schema says -------------------------------------------------------------------------
+def _numbers(value: Any, path: list) -> Iterator[Problem]:
+    if isinstance(value, float) and not math.isfinite(value):
+        yield Problem(dotted(path), f"expected a finite number; got {value}")
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _numbers(v, path + [k])
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _numbers(v, path + [i])
+
+
+def _contract_problems(rc: Mapping) -> Iterator[Problem]:
+    sizes = {}
+    for part, key in (("model", "weight_bytes"), ("worker", "device_bytes"), ("worker", "reserved_bytes")):
+        where = f"request_contract.{part}.{key}"
+        try:
+            sizes[key] = parse_bytes(rc[part][key], where)
+        except UnitError as e:
+            yield Problem(where, str(e).split(": ", 1)[-1])
+    if len(sizes) < 3:
+        return
+    g = Geometry.of(*machine_of({"request_contract": rc}))
+    want = {"kv_bytes_per_token": g.kv_bytes_per_token, "page_bytes": g.page_bytes,
+            "pool_pages": g.pool_pages}
+    for key, value in want.items():
+        if rc[key] != value:
+            yield Problem(f"request_contract.{key}",
+                          f"{rc[key]} does not agree with the model and worker in the section "
+                          f"(they give {value})")
+
+
+def _known_path(schema: dict, parts: list[str]) -> bool:
+    """Does the dotted path name a key the sheet schema defines (list items by index)?"""
+    defs = schema["$defs"]
+    node = schema
+
+    def resolve(n):
+        while isinstance(n, dict) and "$ref" in n:
+            n = defs[n["$ref"].rsplit("/", 1)[-1]]
+        return n
+    for part in parts:
+        node = resolve(node)
+        if node.get("type") == "array" and part.isdigit():
+            node = node.get("items", {})
+        elif part in node.get("properties", {}):
+            node = node["properties"][part]
+        else:
+            return False
+    return True
+
+
+def sheet_problems(sheet: Mapping, schema: Path) -> list[Problem]:
+    """Problems beyond the schema (call when the schema passed)."""
+    out = list(_numbers(sheet, []))
+    rc = sheet.get("request_contract")
+    if rc:
+        out += _contract_problems(rc)
+        chunk = sheet.get("chunk_rule") or {}
+        if "min_chunk_tokens" in chunk and chunk["min_chunk_tokens"] % rc["page_tokens"]:
+            out.append(Problem("chunk_rule.min_chunk_tokens",
+                               f"{chunk['min_chunk_tokens']} is not a whole number of "
+                               f"{rc['page_tokens']}-token pages"))
+    classes = [c["name"] for c in (sheet.get("release_criteria") or {}).get("slo_classes", [])]
+    for name in sorted({n for n in classes if classes.count(n) > 1}):
+        out.append(Problem("release_criteria.slo_classes", f"class {name!r} is listed twice"))
+    raw = json.loads(schema.read_text(encoding="utf-8"))
+    releases = []
+    for i, entry in enumerate(sheet.get("change_record") or []):
+        at = f"change_record[{i}]"
+        if entry["release"] in releases:
+            out.append(Problem(f"{at}.release", f"release {entry['release']!r} is recorded twice"))
+        releases.append(entry["release"])
+        ids = [c["id"] for c in entry["changes"]]
+        for j, change in enumerate(entry["changes"]):
+            if ids.count(change["id"]) > 1 and ids.index(change["id"]) != j:
+                out.append(Problem(f"{at}.changes[{j}].id", f"change {change['id']!r} appears twice"))
+            for k, d in enumerate(change["diff"]):
+                if not _known_path(raw, d["path"].split(".")):
+                    out.append(Problem(f"{at}.changes[{j}].diff[{k}].path",
+                                       f"{d['path']!r} is not a key of the design sheet"))
+    return out
+
+
+def validate_sheet(sheet: Any, course) -> list[Problem]:
+    """Every problem of a parsed sheet: the schema's, then the checks beyond it."""
+    schema = schema_path(course)
+    problems = schema_problems(sheet, schema)
+    return problems or sheet_problems(sheet, schema)
+
+
+def load_sheet(path: Path, course) -> tuple[Any, list[Problem]]:
+    data, problems = read_file(Path(path))
+    if problems:
+        return None, problems
+    problems = validate_sheet(data, course)
+    return (None if problems else data), problems
+
+
+# ---- what the worker runs ---------------------------------------------------------------------
+def policy_sheet(sheet: Mapping) -> dict:
+    """The knobs reference_policy reads, and nothing else (words and worked numbers dropped;
+    fixed_tokens too unless the rule is fixed, the only rule that reads it)."""
+    out = {}
+    rc = sheet.get("request_contract") or {}
+    if "reasons" in rc:
+        out["request_contract"] = {"enforce": list(rc["reasons"])}
+    for section, keys in KNOBS.items():
+        values = {k: v for k, v in (sheet.get(section) or {}).items() if k in keys}
+        if section == "chunk_rule" and values.get("rule", "budget") != "fixed":
+            values.pop("fixed_tokens", None)
+        if values:
+            out[section] = values
+    return out
+
+
+def machine_of(sheet: Mapping):
+    """(ModelSpec, WorkerSpec) of the sheet's request contract (the default cost model)."""
+    from reference.specs import model_from, worker_from
+    rc = sheet["request_contract"]
+    worker = {k: v for k, v in rc["worker"].items() if k != "name"}
+    return (model_from(rc["model"], "request_contract.model"),
+            worker_from({**worker, "page_tokens": rc["page_tokens"]}, "request_contract.worker"))
+
+
+def get_path(sheet: Mapping, path: str, default: Any = None) -> Any:
+    node: Any = sheet
+    for part in path.split("."):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, Mapping) and part in node:
+            node = node[part]
+        else:
+            return default
+    return node

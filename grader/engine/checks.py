@@ -1,0 +1,147 @@
+"""Checks: the registered functions a rubric criterion names, and what they measure.
+
+A check gets a CheckContext (the sandboxed submission, or for a lesson whose submission is
+a folder of data the parsed folder, and the cases of this run) and
+the criterion's params, and returns a Measure: a value in [0, 1] that the criterion's
+credit rule turns into points, one feedback line a learner can act on, and the
+evidence (case names or digests, request ids) behind it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from grader.engine.cases import Case
+from grader.engine.validate import InvalidValue, coerce
+
+REGISTRY: dict[str, Callable] = {}
+
+
+def check(name: str):
+    def register(fn):
+        if name in REGISTRY:
+            raise ValueError(f"check {name!r} registered twice")
+        REGISTRY[name] = fn
+        return fn
+    return register
+
+
+@dataclass(frozen=True)
+class Measure:
+    value: float                       # 0..1: the share of the property that holds
+    feedback: str
+    evidence: tuple[str, ...] = ()
+    checked: bool = True               # False: no evidence here (see not_checked_here)
+
+
+def not_checked_here(why: str) -> Measure:
+    """A criterion this edition cannot check: the learner edition lacks what its evidence
+    needs (worker runs with the reference's other decisions). It scores nothing and counts
+    in neither total, so the public check neither fails nor passes it."""
+    return Measure(0.0, why, checked=False)
+
+
+@dataclass
+class CheckContext:
+    sandbox: Any                       # grader.engine.sandbox.session.Sandbox of this submission
+    cases: Sequence[Case]
+    course: Any = None
+    memo: dict = field(default_factory=dict)   # shared by the checks of one run
+    submission: Any = None             # a folder submission as its lesson parsed it (sandbox is None)
+
+    def family(self, name: str) -> list[Case]:
+        return [c for c in self.cases if c.family == name]
+
+
+def call_failure(function: str, result) -> str:
+    """One line on why a call gave no usable value."""
+    detail = (result.detail or "").strip()
+    if result.status == "raised" and detail.startswith("NotImplementedError"):
+        return f"{function} is not implemented yet (it raises NotImplementedError)"
+    return {
+        "raised": f"{function} raised {detail}",
+        "missing": f"{function} is not defined in your file",
+        "bad": f"{function} returned something unusable: {detail}",
+        "timeout": f"{function} did not return in time (an endless loop?)",
+        "crashed": f"{function} ended the process: {detail}",
+        "unavailable": f"{function} was not called: the submission used up its time budget",
+    }.get(result.status, f"{function}: {result.status} {detail}")
+
+
+def invalid_answer(function: str, error: InvalidValue) -> str:
+    """'admit returned int, expected Admission' or 'admit returned Admission.reserve_pages: ...'."""
+    text = str(error)
+    return f"{function} {text}" if text.startswith("returned ") else f"{function} returned {text}"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A probe's outcome: the value (when usable) or why there is none."""
+    case: Case
+    value: Any = None
+    problem: str = ""
+
+
+def ask(ctx: CheckContext, function: str, cases: Sequence[Case], args: Callable[[Case], tuple],
+        returns: Any) -> list[Answer]:
+    """Call ``function`` once per case in the sandbox; validate every value before use."""
+    results = ctx.sandbox.call_many(function, [args(c) for c in cases])
+    answers = []
+    for case, res in zip(cases, results):
+        if res.status != "ok":
+            answers.append(Answer(case, problem=call_failure(function, res)))
+            continue
+        try:
+            answers.append(Answer(case, value=coerce(res.value, returns)))
+        except InvalidValue as e:
+            answers.append(Answer(case, problem=invalid_answer(function, e)))
+    return answers
+
+
+def ask_once(ctx: CheckContext, key: str, function: str, cases: Sequence[Case], args: Callable[[Case], tuple],
+             returns: Any) -> list[Answer]:
+    """Each case asked once per run, whichever criterion needs it first (memo by case name)."""
+    memo = ctx.memo.setdefault(key, {})
+    todo = [c for c in cases if c.name not in memo]
+    if todo:
+        memo.update((a.case.name, a) for a in ask(ctx, function, todo, args, returns))
+    return [memo[c.name] for c in cases]
+
+
+def not_implemented(answers: Sequence[Answer]) -> str:
+    """The stub's one problem when every answer is its NotImplementedError, else "": a
+    criterion then says only that, instead of judging what was never written."""
+    problems = {a.problem for a in answers}
+    if answers and len(problems) == 1 and "not implemented" in next(iter(problems)):
+        return next(iter(problems))
+    return ""
+
+
+def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
+                  noun: str = "probes") -> Measure:
+    """Share of answers the judge accepts ("" = right, else why it is wrong).
+
+    A judge may also return (credit, why) for partial credit on one answer: credit in
+    [0, 1), why saying what is short (a chunk at 80% of the largest that fits)."""
+    answers = list(answers)
+    wrong: list[tuple[Case, str]] = []
+    lost = 0.0
+    for a in answers:
+        verdict = a.problem or judge(a.case, a.value)
+        credit, why = verdict if isinstance(verdict, tuple) else (0.0, verdict)
+        if why:
+            wrong.append((a.case, why))
+            lost += 1.0 - min(1.0, max(0.0, credit))
+    n = len(answers)
+    if n == 0:
+        return Measure(0.0, f"no {noun} to grade")
+    evidence = tuple(c.cite for c, _ in wrong[:20])
+    if not wrong:
+        return Measure(1.0, f"all {n} {noun} right")
+    problems = {why for _, why in wrong}
+    if len(problems) == 1 and "not implemented" in next(iter(problems)):
+        return Measure(0.0, next(iter(problems)), evidence)
+    case, why = wrong[0]
+    return Measure((n - lost) / n,
+                   f"{len(wrong)} of {n} {noun} wrong; first, {case.label or case.name}: {why}",
+                   evidence)

@@ -1,0 +1,76 @@
+"""Where the course lives: rubrics, assignments and the shapes module a submission may import."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from grader.engine.errors import InputError
+
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+# The hidden families: instructor data, drawn with the secret (never in the learner edition).
+FAMILIES = _PACKAGE_ROOT / "grader" / "instructor" / "families"
+
+
+@dataclass(frozen=True)
+class Course:
+    root: Path
+
+    @property
+    def rubrics(self) -> Path:
+        return self.root / "rubrics"
+
+    def rubric_path(self, lesson: str) -> Path:
+        return self.rubrics / f"{lesson}.yaml"
+
+    def assignment(self, lesson: str) -> Path:
+        return self.root / "assignments" / lesson
+
+    def lessons(self) -> list[str]:
+        return sorted(p.stem for p in self.rubrics.glob("lesson[1-9].yaml"))
+
+    def require_lesson(self, lesson: str) -> None:
+        if not self.rubric_path(lesson).is_file():
+            have = ", ".join(self.lessons()) or "none"
+            raise InputError(lesson, f"no such lesson in {self.root} (lessons here: {have})")
+
+    @property
+    def shapes_source(self) -> str:
+        return (_PACKAGE_ROOT / "reference" / "shapes.py").read_text(encoding="utf-8")
+
+
+def read_yaml(path: Path) -> Any:
+    """A course file (rubric, probes, records, scenarios) as data; every way it can be
+    unusable is one InputError naming the file (and the line, for a YAML error)."""
+    where = str(path)
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(where, "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(where, f"cannot read: {e}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark else ""
+        what = " ".join(str(getattr(e, "problem", None) or e).split())   # one line, always
+        raise InputError(where, f"{line}not valid YAML ({what})") from None
+    except RecursionError:
+        raise InputError(where, "not valid YAML (nested too deeply)") from None
+
+
+def find_course(explicit: str | None = None) -> Course:
+    """--course, else the nearest folder above the working directory with rubrics/, else
+    the folder this package was installed from."""
+    if explicit:
+        root = Path(explicit)
+        if not (root / "rubrics").is_dir():
+            raise InputError(str(root), "not a course folder (no rubrics/ inside)")
+        return Course(root.resolve())
+    here = Path(os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "rubrics").is_dir() and (folder / "assignments").is_dir():
+            return Course(folder)
+    return Course(_PACKAGE_ROOT)

@@ -1,0 +1,86 @@
+"""A learner's functions as the worker's policy, called in the sandbox.
+
+The grader swaps one lesson's functions into the reference policy. Every call crosses
+the process boundary; every answer is validated before the worker sees it. A call that
+fails (raises, times out, returns junk) becomes a PolicyError, which the worker treats
+as an invalid decision with its safe fallback, and the failure is kept for feedback.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import product
+
+from grader.engine.checks import call_failure, invalid_answer
+from grader.engine.validate import InvalidValue, coerce
+from reference.policy import Policy
+from reference.shapes import (EVENTS, STATES, Admission, ChunkPlan, Transition, Verdict)
+from reference.worker import PolicyError
+
+RETURNS = {
+    "check_contract": Verdict,
+    "admit": Admission,
+    "choose_chunk": ChunkPlan,
+    "on_event": Transition,
+    "prefix_key": str,
+    "publishable": tuple[int, ...],
+}
+
+
+@dataclass
+class CallLog:
+    """Failed calls per function: how many, and the first one in words."""
+    failures: dict[str, int] = field(default_factory=dict)
+    first: dict[str, str] = field(default_factory=dict)
+
+    def note(self, function: str, problem: str) -> None:
+        self.failures[function] = self.failures.get(function, 0) + 1
+        self.first.setdefault(function, problem)
+
+    def summary(self) -> str:
+        return "; ".join(f"{f} failed on {n} calls (first: {self.first[f]})"
+                         for f, n in sorted(self.failures.items()))
+
+
+def _remote(sandbox, function: str, log: CallLog):
+    returns = RETURNS[function]
+
+    def call(*args):
+        result = sandbox.call(function, *args)
+        if result.status != "ok":
+            log.note(function, call_failure(function, result))
+            raise PolicyError(function)
+        try:
+            return coerce(result.value, returns)
+        except InvalidValue as e:
+            log.note(function, invalid_answer(function, e))
+            raise PolicyError(function) from None
+    return call
+
+
+def _table(sandbox, log: CallLog):
+    """on_event is a table: read all of it in one batch, then answer from it."""
+    keys = list(product(STATES, EVENTS, (False, True)))
+    results = sandbox.call_many("on_event", keys)
+    table = {}
+    for key, result in zip(keys, results):
+        if result.status != "ok":
+            log.note("on_event", call_failure("on_event", result))
+            continue
+        try:
+            table[key] = coerce(result.value, Transition)
+        except InvalidValue as e:
+            log.note("on_event", invalid_answer(f"on_event{key}", e))
+
+    def on_event(state, event, in_flight):
+        if (state, event, in_flight) not in table:
+            raise PolicyError("on_event")
+        return table[state, event, in_flight]
+    return on_event
+
+
+def learner_policy(sandbox, base: Policy, functions: tuple[str, ...], log: CallLog) -> Policy:
+    """``base`` with ``functions`` answered by the learner's code in ``sandbox``."""
+    changes = {}
+    for name in functions:
+        changes[name] = _table(sandbox, log) if name == "on_event" else _remote(sandbox, name, log)
+    return base.with_(**changes)

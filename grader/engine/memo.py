@@ -1,0 +1,110 @@
+"""What the course's code computes from public data alone, computed once and kept on disk.
+
+A lesson's public cases and the oracle's run of a scenario are the same for every
+submission: a batch computed them once per worker process, and every `grader check`
+computed them again (lesson 5 ran the reference worker 24 times to build its record
+sets). ``remember`` keeps each value in this process and in a cache folder, so the next
+check reads it back.
+
+Nothing stale can be read: every key holds the digest of the code that computes the value
+(every file of grader/ and reference/, and the Python and NumPy versions), and callers key
+by what determines the value (a case's digest, the course's public files). The folder is
+``$GRADER_CACHE``, else ``$XDG_CACHE_HOME/serving-grader`` (``~/.cache/serving-grader``);
+``GRADER_CACHE=off`` keeps values in memory only. Hidden cases are never written there.
+A file that cannot be read back (torn, corrupt, from another version) is computed again.
+Learner code never runs in this process, so nothing a submission does reaches the folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+_memory: dict[tuple[str, str], object] = {}
+
+
+def cache_folder() -> Path | None:
+    setting = os.environ.get("GRADER_CACHE", "")
+    if setting.lower() == "off":
+        return None
+    if setting:
+        return Path(setting)
+    try:
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    except RuntimeError:         # no home folder: memory only
+        return None
+    return Path(base) / "serving-grader"
+
+
+@lru_cache(maxsize=None)
+def code_digest() -> str:
+    h = hashlib.sha256(f"{sys.version}|{np.__version__}".encode())
+    for package in ("grader", "reference"):
+        for path in sorted((PACKAGE_ROOT / package).rglob("*")):
+            if path.suffix in (".py", ".yaml", ".json") and "__pycache__" not in path.parts:
+                h.update(str(path.relative_to(PACKAGE_ROOT)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def files_digest(*folders: Path) -> str:
+    """What a course's public data is: every file's path and bytes under the folders."""
+    h = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+            h.update(str(path).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def remember(what: str, key: str, compute: Callable[[], T], *, persist: bool = True) -> T:
+    """compute(), once per (what, key): from this process, else the cache folder, else run.
+    ``persist=False`` (what hidden cases determine) keeps it in this process only."""
+    slot = (what, key)
+    if slot in _memory:
+        return _memory[slot]
+    folder = cache_folder() if persist else None
+    name = hashlib.sha256(f"{what}|{key}|{code_digest()}".encode()).hexdigest()[:32]
+    path = folder / f"{what}-{name}.pickle" if folder is not None else None
+    value = _read(path) if path is not None else _MISSING
+    if value is _MISSING:
+        value = compute()
+        if path is not None:
+            _write(path, value)
+    _memory[slot] = value
+    return value
+
+
+_MISSING = object()
+
+
+def _read(path: Path):
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except Exception:            # absent, torn or foreign: compute it again, and overwrite it
+        return _MISSING
+
+
+def _write(path: Path, value) -> None:
+    """Atomically (a temporary file renamed over it), so concurrent writers never tear it;
+    a folder that cannot be written only costs the speed-up."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        pass

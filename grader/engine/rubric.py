@@ -1,0 +1,101 @@
+"""Rubrics: one YAML per lesson, validated against rubrics/rubric.schema.json at load."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jsonschema
+
+from grader.engine.layout import read_yaml
+from grader.engine.errors import InputError
+
+
+@dataclass(frozen=True)
+class Credit:
+    """How a check's measure (0..1) becomes a share of the points."""
+    rule: str                 # all_or_nothing | linear
+    floor: float = 0.0
+    target: float = 1.0
+
+    def share(self, measure: float) -> float:
+        if self.rule == "all_or_nothing" or self.target <= self.floor:
+            return 1.0 if measure >= self.target else 0.0
+        if measure <= self.floor:
+            return 0.0
+        return min(1.0, (measure - self.floor) / (self.target - self.floor))
+
+
+@dataclass(frozen=True)
+class Criterion:
+    id: str
+    title: str
+    points: float
+    check: str
+    visibility: str           # public | hidden | both
+    credit: Credit
+    params: dict = field(default_factory=dict)
+
+    def runs_in(self, mode: str) -> bool:
+        """``check`` runs public cases only; ``grade`` runs everything."""
+        return mode == "grade" or self.visibility != "hidden"
+
+
+@dataclass(frozen=True)
+class Rubric:
+    lesson: str
+    title: str
+    version: int
+    criteria: tuple[Criterion, ...]
+    path: str
+
+
+def _schema(rubrics_dir: Path) -> dict:
+    return json.loads((rubrics_dir / "rubric.schema.json").read_text())
+
+
+def _non_finite(node, path=""):
+    """The path of the first NaN or infinity in the data, or None."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return path or "(top level)"
+    if isinstance(node, dict):
+        children = node.items()
+    else:
+        children = enumerate(node) if isinstance(node, list) else ()
+    for key, value in children:
+        found = _non_finite(value, f"{path}/{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+def load_rubric(path: Path, known_checks=None) -> Rubric:
+    """Load and validate; any problem is an InputError naming the file and the path inside it."""
+    where = str(path)
+    data = read_yaml(path)
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(_schema(path.parent)).iter_errors(data))
+    if error is not None:
+        inside = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+        message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
+        raise InputError(where, f"{inside}: {message}")
+    bad = _non_finite(data)
+    if bad is not None:       # JSON Schema bounds let NaN through: every comparison is false
+        raise InputError(where, f"{bad}: must be a finite number")
+    criteria = []
+    seen = set()
+    for i, c in enumerate(data["criteria"]):
+        if c["id"] in seen:
+            raise InputError(where, f"criteria/{i}/id: duplicate criterion id {c['id']!r}")
+        seen.add(c["id"])
+        if known_checks is not None and c["check"] not in known_checks:
+            raise InputError(where, f"criteria/{i}/check: unknown check {c['check']!r}")
+        credit = Credit(**c["credit"])
+        if credit.rule == "linear" and credit.floor >= credit.target:
+            raise InputError(where, f"criteria/{i}/credit: floor must be below target")
+        criteria.append(Criterion(id=c["id"], title=c["title"], points=float(c["points"]),
+                                  check=c["check"], visibility=c["visibility"], credit=credit,
+                                  params=dict(c.get("params") or {})))
+    return Rubric(lesson=data["lesson"], title=data["title"], version=data["version"],
+                  criteria=tuple(criteria), path=where)

@@ -1,0 +1,594 @@
+"""The grader's side of the sandbox: start the child, send calls, read answers, enforce time.
+
+Everything the child sends is hostile input. It arrives as length-prefixed JSON, is
+parsed with NaN, infinities and oversized integers turned into rejections, and is handed
+on as plain JSON values (dicts, lists, str, int, float, bool, None). Turning those into
+trusted shapes is grader.engine.validate's job. Nothing is ever unpickled.
+
+Time is enforced here, not in the child: a wall-clock deadline per call (the child
+answers each call in its own frame, so a hang is pinned to its call) and a budget for
+the whole session. A hung, crashed or misbehaving child is killed with its process
+group and replaced on the next call, so one bad call costs only itself.
+
+How the child is contained (bubblewrap, or a plain process) is grader.engine.sandbox.isolation's
+job; `Sandbox.isolation` says what was in force, and every report carries it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import numbers
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.engine.sandbox import isolation as containment
+from reference import shapes
+
+CHILD = Path(__file__).with_name("child.py")
+PYTHON = sys.executable    # any Python >= 3.11 runs child.py: it needs only the standard library
+SHAPES_SOURCE = Path(shapes.__file__).read_text(encoding="utf-8")
+STATUSES = ("ok", "raised", "missing", "bad", "timeout", "crashed", "unavailable")
+BATCH = 200                 # calls per request frame
+TIMEOUTS_PER_BATCH = 2      # hangs of one function before its other probes are skipped
+MAX_FRAME = 8 << 20         # bytes; a larger frame is an attack or a runaway, not an answer
+MAX_INT_DIGITS = 40         # validate bounds ints far below this; longer is refused at parse
+STDOUT_SEND = 1024          # characters of printed output kept per call
+DETAIL_CHARS = 300
+CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}   # nothing of the grader's environment
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one submission may spend. DEFAULT_LIMITS applies where a Sandbox is not told
+    otherwise (tests of hostile code lower it so each attack is cut short quickly)."""
+    call_timeout_s: float = 2.0      # wall clock per call
+    run_timeout_s: float = 60.0      # wall clock for the whole submission
+    load_timeout_s: float = 10.0     # start + loading the file
+    memory_bytes: int = 1 << 30      # RLIMIT_AS
+    cpu_seconds: int | None = None   # RLIMIT_CPU; None: the run budget + 1 s
+    tmp_bytes: int = 16 << 20        # the tmpfs /tmp under bwrap
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True)
+class CallResult:
+    status: str             # one of STATUSES
+    value: object = None    # plain JSON when status == "ok"; never an instance of a class
+    detail: str = ""        # one line for feedback
+    stdout: str = ""        # what the call printed (first KiB)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself could not start (before any learner code ran): a grader problem."""
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _Ended(Exception):            # EOF or a broken pipe: the child is gone
+    pass
+
+
+class _Protocol(Exception):         # a frame that is not what the protocol allows
+    pass
+
+
+class _Child:
+    """One child process and its pipes. kill() is idempotent and leaves nothing behind."""
+
+    def __init__(self, proc, wfd, rfd, workdir, wrapped=False):
+        self.proc, self.wfd, self.rfd, self.workdir = proc, wfd, rfd, workdir
+        self.wrapped = wrapped          # under bwrap, which reports a signal death as 128 + n
+        self.buf, self.pos = bytearray(), 0
+        self.poll = select.poll()
+        self.poll.register(rfd, select.POLLIN)
+
+    def send(self, obj, deadline):
+        data = json.dumps(obj, separators=(",", ":")).encode()
+        view = memoryview(len(data).to_bytes(4, "big") + data)
+        poll = None
+        while view:
+            # Non-blocking writes: a child that stops reading must not stall the grader.
+            try:
+                view = view[os.write(self.wfd, view):]
+                continue
+            except BlockingIOError:
+                pass
+            except OSError as exc:          # EPIPE: the child is gone
+                raise _Ended from exc
+            if poll is None:
+                poll = select.poll()
+                poll.register(self.wfd, select.POLLOUT)
+            if not poll.poll(_ms_left(deadline)):
+                raise _Timeout
+
+    def recv(self, deadline):
+        """The next frame's bytes; _Timeout, _Ended or _Protocol otherwise."""
+        while True:
+            have = len(self.buf) - self.pos
+            if have >= 4:
+                n = int.from_bytes(self.buf[self.pos:self.pos + 4], "big")
+                if n > MAX_FRAME:
+                    raise _Protocol(f"sent a frame of {n} bytes (limit {MAX_FRAME})")
+                if have >= 4 + n:
+                    frame = self.buf[self.pos + 4:self.pos + 4 + n]
+                    self.pos += 4 + n
+                    if self.pos == len(self.buf):
+                        self.buf, self.pos = bytearray(), 0
+                    return frame
+            if not self.poll.poll(_ms_left(deadline)):
+                raise _Timeout
+            try:
+                chunk = os.read(self.rfd, 1 << 20)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                raise _Ended
+            self.buf += chunk
+
+    def ended_how(self, wait_s=0.2):
+        """Why the child ended: give it a moment to finish dying so its exit status is real."""
+        try:
+            code = self.proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            return "it closed its connection to the grader"
+        if self.wrapped and code > 128:
+            code = -(code - 128)
+        if code >= 0:
+            return f"the process exited with code {code}"
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = {"SIGXCPU": " (CPU time limit)", "SIGKILL": " (a resource limit)",
+                "SIGSEGV": " (a crash of the interpreter, e.g. recursion too deep)"}
+        return f"the process was killed by {name}{hint.get(name, '')}"
+
+    def kill(self):
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        if self.wrapped and _kill_namespace(proc):
+            try:
+                proc.wait(timeout=1)            # bwrap reaps its init, then exits by itself
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)    # the group: anything it started dies too
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        for fd in (self.wfd, self.rfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.workdir is not None:      # a host directory (the tmpfs of bwrap vanishes by itself)
+            _remove_tree(self.workdir)
+
+
+def _kill_namespace(proc) -> bool:
+    """SIGKILL bwrap's init inside the sandbox (the whole pid namespace dies with it) while
+    bwrap is alive to reap it. Killing bwrap first would orphan that init: it would die of
+    --die-with-parent but stay a zombie wherever the host's pid 1 does not reap.
+
+    The pid comes from /proc and is pinned with a pidfd, then checked to still be bwrap's
+    child, so a recycled pid is never signalled."""
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            pids = [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return False
+    killed = False
+    for pid in pids:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            if parent == proc.pid:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+                killed = True
+        except (OSError, ValueError, IndexError):
+            pass
+        finally:
+            os.close(fd)
+    return killed
+
+
+def _remove_tree(path):
+    def make_writable_and_retry(func, p, _exc):
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            func(p)
+        except OSError:
+            pass
+    shutil.rmtree(path, onerror=make_writable_and_retry)
+
+
+def _ms_left(deadline):
+    return max(0, math.ceil((deadline - time.monotonic()) * 1000))
+
+
+def _one_line(text, limit=DETAIL_CHARS):
+    text = " ".join(str(text).split())
+    text = text.encode("utf-8", "replace").decode("utf-8")   # lone surrogates from JSON escapes
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _clean_stdout(text):
+    return text[:STDOUT_SEND].encode("utf-8", "replace").decode("utf-8")
+
+
+def _parse(frame):
+    """JSON from the child -> (message, why_rejected or None).
+
+    NaN, +-Infinity (also as 1e999) and integers longer than MAX_INT_DIGITS become
+    rejections of that one answer rather than values. Malformed JSON raises _Protocol."""
+    rejected = []
+
+    def constant(name):
+        rejected.append(f"returned a non-finite float ({name})")
+
+    def number(text):
+        value = float(text)
+        if not math.isfinite(value):
+            rejected.append(f"returned a non-finite float ({text[:20]})")
+        return value
+
+    def integer(text):
+        if len(text.lstrip("-")) > MAX_INT_DIGITS:
+            rejected.append(f"returned an integer with {len(text)} digits")
+            return 0
+        return int(text)
+
+    try:
+        msg = json.loads(frame, parse_constant=constant, parse_float=number, parse_int=integer)
+    except (ValueError, RecursionError, MemoryError) as exc:   # incl. bad UTF-8
+        raise _Protocol(f"sent a malformed frame ({type(exc).__name__})") from None
+    if type(msg) is not dict:
+        raise _Protocol("sent a frame that is not a JSON object")
+    return msg, (rejected[0] if rejected else None)
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+@functools.lru_cache(maxsize=None)
+def _shape_fields(cls):
+    """Field names of a reference.shapes dataclass, or None if cls is not one."""
+    if getattr(shapes, cls.__name__, None) is cls and cls.__name__ in shapes.__all__ \
+            and dataclasses.is_dataclass(cls):
+        return tuple(f.name for f in dataclasses.fields(cls))
+    return None
+
+
+def encode_arg(value):
+    """A grader-side argument as tagged JSON: shapes dataclasses by name, tuples as arrays."""
+    cls = type(value)
+    if cls in _PLAIN:
+        return value
+    if cls is tuple or cls is list:
+        return [encode_arg(x) for x in value]
+    names = _shape_fields(cls)
+    if names is not None:
+        out = {"__type__": cls.__name__}
+        for name in names:
+            out[name] = encode_arg(getattr(value, name))
+        return out
+    if isinstance(value, dict) and all(type(k) is str for k in value):
+        return {k: encode_arg(x) for k, x in value.items()}
+    if isinstance(value, (bool, str, tuple, list)):
+        return encode_arg(cls.__mro__[-2](value))      # a subclass: send the plain base value
+    if isinstance(value, numbers.Integral):              # numpy integers from the worker
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise TypeError(f"cannot send {cls.__module__}.{cls.__qualname__} to a submission")
+
+
+class Sandbox:
+    """A submission loaded in an isolated child process. Not thread-safe: one user at a time.
+
+    The child starts in the constructor and loads the submission while the caller goes on
+    (preparing its cases); the first use (load_error, isolation, a call) awaits the load, so
+    a child that cannot start raises SandboxError there.
+
+    with Sandbox(source, "exercise.py") as box:
+        if box.load_error: ...
+        result = box.call("check_contract", model, worker, request)
+    """
+
+    def __init__(self, submission_source: str, filename: str, *,
+                 call_timeout_s: float | None = None, run_timeout_s: float | None = None,
+                 memory_bytes: int | None = None, cpu_seconds: int | None = None,
+                 load_timeout_s: float | None = None, isolation: str | None = None):
+        """Limits not given come from DEFAULT_LIMITS. `isolation`: "auto" (bwrap when it
+        works here, else a plain process), "bwrap" (required) or "process"; None reads
+        $GRADER_SANDBOX, default auto."""
+        d = DEFAULT_LIMITS
+        self._source = submission_source
+        self._filename = os.path.basename(filename) or "exercise.py"
+        self.call_timeout_s = d.call_timeout_s if call_timeout_s is None else call_timeout_s
+        self.run_timeout_s = d.run_timeout_s if run_timeout_s is None else run_timeout_s
+        self.load_timeout_s = d.load_timeout_s if load_timeout_s is None else load_timeout_s
+        memory_bytes = d.memory_bytes if memory_bytes is None else memory_bytes
+        cpu_seconds = d.cpu_seconds if cpu_seconds is None else cpu_seconds
+        if cpu_seconds is None:          # a backstop behind the wall clock, which acts first
+            cpu_seconds = math.ceil(self.run_timeout_s) + 1
+        self._limits = {"as": int(memory_bytes), "cpu": int(cpu_seconds), "fsize": 1 << 20,
+                        "nofile": 64, "stdout_keep": 4096, "stdout_send": STDOUT_SEND,
+                        "max_frame": MAX_FRAME}
+        self._plan = containment.plan(isolation, PYTHON, CHILD, d.tmp_bytes)
+        self._spent = 0.0                # seconds charged to this submission's run budget
+        self._child: _Child | None = None
+        self._holder: list = [None]      # what the finalizer kills if close() is never called
+        self._finalizer = weakref.finalize(self, _kill_held, self._holder)
+        self._load_stdout = ""
+        self._isolation = f"{self._plan.describe}: the child did not start"
+        # The child loads the submission while the grader prepares its cases: the load is
+        # awaited at the first use (load_error or a call), not here.
+        self._loading: float | None = None       # when the pending load's request was sent
+        self._load_error: str | None = self._begin()
+
+    @property
+    def load_error(self) -> str | None:
+        """Why the submission could not be loaded, or None (waits for a pending load)."""
+        if self._loading is not None:
+            self._load_error = self._charged(self._await_load)
+        return self._load_error
+
+    @property
+    def isolation(self) -> str:
+        """How the child is contained, as it reported it (waits for a pending load)."""
+        self.load_error
+        return self._isolation
+
+    @property
+    def load_stdout(self) -> str:
+        """What the submission printed while loading (waits for a pending load)."""
+        self.load_error
+        return self._load_stdout
+
+    # ------------------------------------------------------------------ public API
+
+    def call(self, fname: str, *args) -> CallResult:
+        return self.call_many(fname, [args])[0]
+
+    def call_many(self, fname: str, arg_tuples) -> list[CallResult]:
+        requests = [[fname, [encode_arg(a) for a in args]] for args in arg_tuples]
+        results: list[CallResult] = []
+        while len(results) < len(requests):
+            if self.load_error is not None:
+                why = f"{self._filename} did not load: {self.load_error}"
+                return results + [CallResult("unavailable", detail=_one_line(why))] * (len(requests) - len(results))
+            if self._remaining() <= 0:
+                why = f"the time budget for this submission ({self.run_timeout_s:g} s) is spent"
+                return results + [CallResult("unavailable", detail=why)] * (len(requests) - len(results))
+            if self._child is None:
+                error = self._start()
+                if error is not None:
+                    results.append(CallResult("crashed", detail=_one_line(
+                        f"the process running {self._filename} was restarted and failed: {error}")))
+                    continue
+            start = len(results)
+            results += self._run_batch(fname, requests[start:start + BATCH])
+            if sum(r.status == "timeout" for r in results) >= TIMEOUTS_PER_BATCH:
+                # A function that hangs twice would spend the whole budget one probe at a
+                # time; the rest of its probes are not run (and count as unanswered).
+                why = f"not called: {fname}() already failed to return {TIMEOUTS_PER_BATCH} times"
+                return results + [CallResult("unavailable", detail=why)] * (len(requests) - len(results))
+        return results
+
+    def restart(self) -> None:
+        """End the child; the next call loads the submission in a fresh process (new module
+        state, new str hash seed), charged to the same run budget."""
+        self._kill()
+
+    def close(self) -> None:
+        self._kill()
+        self._finalizer.detach()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _remaining(self):
+        return self.run_timeout_s - self._spent
+
+    def _charged(self, fn, *args):
+        """Run fn, charging its wall time to the run budget."""
+        t0 = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            self._spent += time.monotonic() - t0
+
+    def _start(self):
+        """Start and load a fresh child. Returns None, or why it could not load."""
+        error = self._begin()
+        return error if error is not None else self._charged(self._await_load)
+
+    def _begin(self):
+        """Spawn a child, its time charged: None (the load is pending), or why not."""
+        if self._remaining() <= 0:
+            return f"the time budget for this submission ({self.run_timeout_s:g} s) is spent"
+        return self._charged(self._spawn)
+
+    def _spawn(self):
+        """Start a child and send it the submission; None (the load is pending)."""
+        plan = self._plan
+        # Under bwrap the working directory is the sandbox's own tmpfs; otherwise a fresh
+        # private host directory, removed with the child.
+        host_dir = None if plan.workdir else tempfile.mkdtemp(prefix="grader-sandbox-")
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [*plan.wrapper, plan.python, "-I", "-S", plan.child_path, str(req_r), str(resp_w)],
+                env=dict(CHILD_ENV), cwd=host_dir or "/", stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                start_new_session=True, pass_fds=(req_r, resp_w))
+        except BaseException:
+            for fd in (req_r, req_w, resp_r, resp_w):
+                os.close(fd)
+            if host_dir is not None:
+                _remove_tree(host_dir)
+            raise
+        os.close(req_r)
+        os.close(resp_w)
+        os.set_blocking(req_w, False)
+        os.set_blocking(resp_r, False)
+        self._child = self._holder[0] = _Child(proc, req_w, resp_r, host_dir, plan.wrapped)
+        self._loading = time.monotonic()
+        try:
+            self._child.send({"shapes_source": SHAPES_SOURCE, "submission": self._source,
+                              "filename": self._filename, "workdir": plan.workdir or host_dir,
+                              "limits": self._limits}, self._loading + self.load_timeout_s)
+        except (_Timeout, _Ended) as exc:
+            self._loading = None
+            how = self._child.ended_how() if isinstance(exc, _Ended) else type(exc).__name__
+            self._kill()
+            raise SandboxError(f"the sandbox child did not start ({how}; "
+                               f"{self._plan.describe}; {PYTHON} {CHILD})") from None
+        except BaseException:
+            self._loading = None
+            self._kill()
+            raise
+        return None
+
+    def _await_load(self):
+        """The pending load's outcome: None, or why the submission could not be loaded."""
+        start, self._loading = self._loading, None
+        try:
+            return self._load(start)
+        except BaseException:
+            self._kill()
+            raise
+
+    def _load(self, start):
+        try:
+            # Until the child reports its isolation, only grader code has run in it: a
+            # failure here is the grader's, not the submission's.
+            deadline = start + self.load_timeout_s
+            hello, _ = _parse(self._child.recv(deadline))
+            steps = hello.get("isolation")
+        except (_Timeout, _Ended, _Protocol) as exc:
+            how = self._child.ended_how() if isinstance(exc, _Ended) else type(exc).__name__
+            raise SandboxError(f"the sandbox child did not start ({how}; "
+                               f"{self._plan.describe}; {PYTHON} {CHILD})") from None
+        if type(steps) is list and all(type(s) is str for s in steps):
+            self._isolation = _one_line(
+                f"{self._plan.describe}: " + ", ".join(steps)
+                + ", clean env, empty cwd, no site-packages", 800)
+        try:
+            loaded, _ = _parse(self._child.recv(min(deadline, start + self._remaining())))
+        except _Timeout:
+            self._kill()
+            return f"loading {self._filename} did not finish within {self.load_timeout_s:g} s"
+        except _Ended:
+            how = self._child.ended_how()
+            self._kill()
+            return f"{how} while loading {self._filename}"
+        except _Protocol as exc:
+            self._kill()
+            return f"the process {exc} while loading {self._filename}"
+        if type(loaded.get("stdout")) is str:
+            self._load_stdout = _clean_stdout(loaded["stdout"])
+        if loaded.get("loaded") is True:
+            return None
+        self._kill()
+        error = loaded.get("error")
+        return _one_line(error if type(error) is str else "it could not be loaded")
+
+    def _run_batch(self, fname, calls):
+        """Send one request frame; collect answers until the first failure (>= 1 result)."""
+        child = self._child
+        results = []
+        t0 = time.monotonic()
+        budget_end = t0 + self._remaining()
+        try:
+            child.send({"calls": calls}, min(t0 + self.call_timeout_s, budget_end))
+            for _ in calls:
+                # Each call gets call_timeout_s from the answer before it (or from the send).
+                frame = child.recv(min(time.monotonic() + self.call_timeout_s, budget_end))
+                results.append(self._result(fname, frame))
+        except _Timeout:
+            if time.monotonic() >= budget_end:
+                detail = (f"{fname}() was stopped: the time budget for this submission "
+                          f"({self.run_timeout_s:g} s) ran out")
+            else:
+                detail = f"{fname}() did not return within {self.call_timeout_s:g} s"
+            results.append(CallResult("timeout", detail=detail))
+            self._kill()
+        except _Ended:
+            results.append(CallResult("crashed", detail=_one_line(
+                f"{fname}() ended the process running {self._filename}: {child.ended_how()}")))
+            self._kill()
+        except _Protocol as exc:
+            results.append(CallResult("bad", detail=_one_line(f"during {fname}() the process {exc}")))
+            self._kill()
+        except BaseException:
+            self._kill()        # interrupted mid-batch: its unread answers must not reach the next call
+            raise
+        finally:
+            self._spent += time.monotonic() - t0
+        return results
+
+    def _result(self, fname, frame):
+        msg, rejected = _parse(frame)
+        stdout = msg.get("stdout", "")
+        if type(stdout) is not str:
+            raise _Protocol("sent a malformed answer")
+        stdout = _clean_stdout(stdout)
+        if rejected is not None:
+            return CallResult("bad", detail=rejected, stdout=stdout)
+        if "ok" in msg:
+            return CallResult("ok", msg["ok"], "", stdout)
+        if "missing" in msg:
+            return CallResult("missing", detail=f"{self._filename} does not define a function "
+                                                f"{fname}()", stdout=stdout)
+        for status in ("raised", "bad"):
+            if type(msg.get(status)) is str:
+                return CallResult(status, detail=_one_line(msg[status]), stdout=stdout)
+        raise _Protocol("sent a malformed answer")
+
+    def _kill(self):
+        if self._loading is not None:           # stopped before its load was awaited
+            self._loading = None
+            self._load_error = "the sandbox was stopped before the submission loaded"
+        if self._child is not None:
+            self._child.kill()
+        self._child = self._holder[0] = None
+
+
+def _kill_held(holder):
+    if holder[0] is not None:
+        holder[0].kill()

@@ -1,0 +1,133 @@
+"""A learner's submission: a .py file, a notebook flattened to its code cells, or (lesson 6)
+a folder of YAML files, read as bytes and never run."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.engine.errors import InputError
+
+MAX_BYTES = 1 << 20   # a submission is a few functions; a megabyte is already suspicious
+_MAGIC = re.compile(r"^\s*(%|!)")
+
+
+@dataclass(frozen=True)
+class Submission:
+    path: str
+    source: str
+    digest: str                  # sha256 of the exact bytes graded
+    notes: tuple[str, ...] = ()  # what the loader changed, for the report
+    files: tuple[tuple[str, bytes], ...] = ()   # a folder submission: (name, bytes), sorted by name
+    student: str = ""            # who handed it in, when known (lesson 6 draws their incident)
+
+
+def is_submission_folder(path: Path, names: tuple[str, ...]) -> bool:
+    """A folder that is one submission (it holds one of the lesson's files), not a class."""
+    return path.is_dir() and any((path / n).exists() or (path / n).is_symlink() for n in names)
+
+
+def _student_of(path: Path) -> str:
+    """A folder's student: its name, or its parent's in nbgrader's <student>/<lessonN>/ layout."""
+    path = path.resolve()
+    return path.parent.name if re.fullmatch(r"lesson[0-9]+", path.name) else path.name
+
+
+def load_folder(path: Path, names: tuple[str, ...], student: str = "") -> Submission:
+    """The lesson's files in a folder, as bytes. Each is read up to MAX_BYTES + 1 (the lesson
+    reports a file too large), links are not followed, other files are left alone."""
+    where = str(path)
+    if not path.is_dir():
+        raise InputError(where, f"a submission for this lesson is a folder holding {' and '.join(names)}")
+    files, notes = [], []
+    for name in sorted(names):
+        p = path / name
+        if p.is_symlink():
+            notes.append(f"{name} is a symbolic link: not read")
+            continue
+        try:
+            with open(p, "rb") as f:
+                files.append((name, f.read(MAX_BYTES + 1)))
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            notes.append(f"{name} could not be read: {e.strerror or e}")
+    if not files and not notes:
+        raise InputError(where, f"the folder holds neither {' nor '.join(names)}")
+    others = sorted(p.name for p in path.iterdir() if p.name not in names and not p.name.startswith("."))
+    if others:
+        notes.append(f"not graded: {', '.join(others[:10])}{' ...' if len(others) > 10 else ''}")
+    h = hashlib.sha256()
+    for name, data in files:
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return Submission(where, "", h.hexdigest(), tuple(notes), tuple(files), student or _student_of(path))
+
+
+def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: str = "") -> Submission:
+    """``folder``: the files of a lesson whose submission is a folder (None: a code file)."""
+    if folder is not None:
+        return load_folder(path, folder, student)
+    where = str(path)
+    try:
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(mode):                      # a FIFO or a device would never end
+            raise InputError(where, "is not a regular file")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)                 # a huge file is refused unread
+    except FileNotFoundError:
+        raise InputError(where, "no such submission file") from None
+    except IsADirectoryError:
+        raise InputError(where, "is a folder; give the exercise file (.py or .ipynb)") from None
+    except OSError as e:
+        raise InputError(where, f"cannot read the submission: {e.strerror}") from None
+    if len(raw) > MAX_BYTES:
+        raise InputError(where, f"submission is larger than {MAX_BYTES} bytes, the limit")
+    if b"\x00" in raw:
+        raise InputError(where, "is a binary file, not Python source or a notebook")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(where, f"is not UTF-8 text (byte {e.start})") from None
+    digest = hashlib.sha256(raw).hexdigest()
+    if path.suffix == ".ipynb":
+        source, notes = _notebook_source(text, where)
+        return Submission(where, source, digest, notes, student=student)
+    if path.suffix != ".py":
+        raise InputError(where, "a submission is a .py file or a .ipynb notebook")
+    if not text.strip():
+        raise InputError(where, "the submission is empty")
+    return Submission(where, text, digest, student=student)
+
+
+def _notebook_source(text: str, where: str) -> tuple[str, tuple[str, ...]]:
+    """Code cells in order; IPython magics and shell escapes dropped, with a note each."""
+    try:
+        nb = json.loads(text)
+        cells = nb["cells"]
+        if not isinstance(cells, list):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise InputError(where, "cells: not a readable Jupyter notebook") from None
+    parts, notes = [], []
+    for n, cell in enumerate(cells):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        src = cell.get("source", "")
+        lines = "".join(src).splitlines() if isinstance(src, list) else str(src).splitlines()
+        kept = []
+        for line in lines:
+            if _MAGIC.match(line):
+                notes.append(f"cell {n + 1}: dropped {line.strip()[:60]!r} (IPython magic or shell escape)")
+                kept.append("")          # keep line numbers stable within the cell
+            else:
+                kept.append(line)
+        parts.append(f"# --- cell {n + 1} ---\n" + "\n".join(kept))
+    if not parts:
+        raise InputError(where, "cells: the notebook has no code cells")
+    return "\n\n".join(parts) + "\n", tuple(notes)

@@ -1,0 +1,350 @@
+"""Grading a whole class: find the submissions, grade what is missing, record each result.
+
+A class folder is either nbgrader's layout (``submitted/<student>/<lesson>/<file>``) or a
+flat folder of ``<student>.py`` / ``<student>.ipynb``. A missing or unreadable file is one
+student's error (recorded, reported), never a stop.
+
+Each submission is graded in its own sandbox by a worker (local processes, or a Dask
+cluster); the parent alone writes the gradebook, one transaction per submission, as each
+result arrives. So a run killed at any moment keeps everything already recorded, and the
+next run skips every (student, submission digest, rubric version, cases) already graded.
+Results do not depend on the number of workers: a worker builds the same cases from the
+same secret and grades one submission at a time in a fresh sandbox.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import statistics
+import sys
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from grader.engine.layout import Course
+from grader.engine.errors import InputError
+from grader.instructor.gradebook import Gradebook, LessonInfo, cases_digest
+from grader.instructor.progress import Progress
+from grader.engine.submission import Submission, is_submission_folder, load_submission
+
+SOURCE_SUFFIXES = (".py", ".ipynb")
+DASK_CONNECT_TIMEOUT = "10s"
+
+
+# ---------------------------------------------------------------------------- discovery
+
+@dataclass(frozen=True)
+class Entry:
+    """One student's submission for the lesson, or why there is none to grade."""
+    student: str
+    path: str
+    problem: str = ""
+
+
+def _pick(folder: Path, lesson: str) -> tuple[str, str]:
+    """The file to grade in an nbgrader submission folder: (path, problem)."""
+    files = sorted(p for p in folder.iterdir()
+                   if p.is_file() and p.suffix in SOURCE_SUFFIXES and not p.name.startswith("."))
+    if len(files) == 1:
+        return str(files[0]), ""
+    named = [p for p in files if p.stem in ("exercise", lesson)]
+    if len(named) == 1:
+        return str(named[0]), ""
+    if not files:
+        return str(folder), "no .py or .ipynb file in the submission folder"
+    names = ", ".join(p.name for p in files)
+    return str(folder), f"several submission files ({names}); keep one, or name it exercise.py"
+
+
+def discover(folder: Path, lesson: str) -> list[Entry]:
+    """Every student found in ``folder``, sorted by name. For a lesson whose submission is a
+    folder, ``<student>/<lesson>/`` (nbgrader) or ``<student>/`` itself is the submission."""
+    from grader.engine.pipeline import folder_files
+    files = folder_files(lesson)
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(str(folder), "no such submissions folder")
+    root = folder / "submitted" if (folder / "submitted").is_dir() else folder
+    found: dict[str, list[Entry]] = {}
+    for item in sorted(root.iterdir()):
+        if item.name.startswith("."):
+            continue
+        if item.is_dir():
+            where = item / lesson
+            if files is not None and not where.is_dir() and is_submission_folder(item, files):
+                where = item
+            if where.is_dir():
+                path, problem = (str(where), "") if files is not None else _pick(where, lesson)
+            else:
+                path, problem = str(where), f"no submission for {lesson} (no folder {where.name}/)"
+            found.setdefault(item.name, []).append(Entry(item.name, path, problem))
+        elif item.suffix in SOURCE_SUFFIXES:
+            found.setdefault(item.stem, []).append(Entry(item.stem, str(item)))
+        else:
+            found.setdefault(item.name, []).append(
+                Entry(item.name, str(item), "not a submission (a .py file or a .ipynb notebook)"))
+    inside = root.resolve()
+    for options in found.values():
+        for i, e in enumerate(options):
+            # A submission is read from inside the class folder only: a symbolic link that
+            # leads elsewhere (the instructor's secret, a solution) is not followed.
+            if not e.problem and inside not in Path(e.path).resolve().parents:
+                options[i] = Entry(e.student, e.path, "a symbolic link that leads outside the "
+                                   "class folder; hand in the file itself")
+    entries = []
+    for student, options in sorted(found.items()):
+        if len(options) == 1:
+            entries.append(options[0])
+        else:
+            paths = " and ".join(e.path for e in options)
+            entries.append(Entry(student, options[0].path, f"two submissions: {paths}; keep one"))
+    return entries
+
+
+# ---------------------------------------------------------------------------- one job
+
+_PREPARED: dict[tuple, tuple] = {}
+_PREPARED_LOCK = threading.Lock()      # a Dask worker grades in several threads
+
+
+def _prepared(course_root: str, lesson: str, secret: bytes, expected_cases: str):
+    """The rubric and cases of this lesson and secret, built once per worker process."""
+    from grader.engine.checks import REGISTRY
+    from grader.lessons import lesson_module
+    from grader.engine.pipeline import build_cases
+    from grader.engine.rubric import load_rubric
+
+    course = Course(Path(course_root))
+    key = (course_root, lesson, hashlib.sha256(secret).hexdigest(), expected_cases)
+    with _PREPARED_LOCK:
+        if key not in _PREPARED:
+            lesson_module(lesson)
+            rubric = load_rubric(course.rubric_path(lesson), REGISTRY)
+            cases = build_cases(lesson, course, secret)
+            got = cases_digest([c.summary() for c in cases])
+            if got != expected_cases:
+                raise RuntimeError(f"this worker builds other {lesson} cases than the client "
+                                   f"(cases digest {got[:12]}, expected {expected_cases[:12]}): "
+                                   f"is the course at {course_root} the same on every worker?")
+            _PREPARED[key] = (course, rubric, cases)
+        return _PREPARED[key]
+
+
+def grade_one(course_root: str, lesson: str, secret: bytes, expected_cases: str,
+              submission: Submission) -> dict:
+    """Grade one submission (in a worker): its report as a dict."""
+    from grader.engine.pipeline import grade_submission
+    course, rubric, cases = _prepared(course_root, lesson, secret, expected_cases)
+    report = grade_submission(lesson, submission, course, mode="grade", secret=secret,
+                              rubric=rubric, cases=cases)
+    return report.to_dict()
+
+
+# ---------------------------------------------------------------------------- executors
+
+@dataclass(frozen=True)
+class Job:
+    student: str
+    submission: Submission
+
+
+Outcome = Iterator[tuple[Job, "dict | BaseException"]]
+
+
+def _die_with_grader(grader_pid: int) -> None:
+    """Pool worker initializer: a worker must not outlive a grader killed with -9.
+
+    Linux: PR_SET_PDEATHSIG. Everywhere (and for a grader that died before the prctl):
+    a thread that watches the grader's pid."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)      # SIGKILL when the parent dies
+        except Exception:
+            pass
+
+    def watch():
+        while True:
+            time.sleep(0.5)
+            try:
+                os.kill(grader_pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:
+                pass
+    threading.Thread(target=watch, name="grader-watch", daemon=True).start()
+
+
+def _inline(jobs: list[Job], task: Callable[[Submission], dict]) -> Outcome:
+    for job in jobs:
+        try:
+            yield job, task(job.submission)
+        except Exception as e:        # a grader failure on one submission is that student's error
+            yield job, e
+
+
+def _local_pool(jobs: list[Job], n: int, args: tuple) -> Outcome:
+    import multiprocessing
+    # fork: workers start with everything imported and are the grader's own children. The
+    # parent holds no threads and no busy database handle here (the children never touch
+    # the gradebook and leave with os._exit), so forking is safe; elsewhere, spawn.
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context(method),
+                             initializer=_die_with_grader,
+                             initargs=(os.getpid(),)) as pool:
+        futures = {pool.submit(grade_one, *args, job.submission): job for job in jobs}
+        try:
+            for future in as_completed(futures):
+                try:
+                    yield futures[future], future.result()
+                except Exception as e:
+                    yield futures[future], e
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def _dask(jobs: list[Job], scheduler: str, args: tuple) -> Outcome:
+    try:
+        from distributed import Client, as_completed as dask_completed
+    except ImportError:
+        raise InputError("--scheduler", "Dask is not installed: pip install 'serving-grader[dask]'") from None
+    try:
+        client = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT)
+    except (OSError, TimeoutError) as e:
+        raise InputError(scheduler, f"cannot reach the Dask scheduler ({e})") from None
+    with client:
+        secret = client.scatter(args[2], broadcast=True)   # sent once, not with every task
+        task_args = (args[0], args[1], secret, args[3])
+        futures = {client.submit(grade_one, *task_args, job.submission, pure=False): job
+                   for job in jobs}
+        for future in dask_completed(list(futures)):
+            try:
+                yield futures[future], future.result()
+            except Exception as e:
+                yield futures[future], e
+
+
+# ---------------------------------------------------------------------------- the batch
+
+@dataclass(frozen=True)
+class BatchSummary:
+    lesson: str
+    students: int                      # found in the folder
+    graded: int                        # graded in this run
+    skipped: int                       # already in the gradebook, not graded again
+    failed: tuple[tuple[str, str], ...]   # (student, why)
+    scores: tuple[float, ...]          # every graded result of the students found
+    max_score: float
+    elapsed_s: float
+    workers: str
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in ("lesson", "students", "graded", "skipped",
+                                           "max_score", "elapsed_s", "workers")}
+        d["failed"] = [{"student": s, "error": e} for s, e in self.failed]
+        d["distribution"] = distribution(self.scores, self.max_score)
+        return d
+
+    def render(self) -> str:
+        rate = self.graded / self.elapsed_s * 60 if self.elapsed_s > 0 else 0.0
+        lines = [f"{self.lesson}: {self.students} students: {self.graded} graded now, "
+                 f"{self.skipped} already graded, {len(self.failed)} failed "
+                 f"({self.elapsed_s:.1f} s, {rate:.0f} submissions/min, {self.workers})"]
+        dist = distribution(self.scores, self.max_score)
+        if self.scores:
+            lines.append(f"scores out of {self.max_score:g} ({len(self.scores)} graded): min "
+                         f"{dist['min']:g}  median {dist['median']:g}  mean {dist['mean']:g}  "
+                         f"max {dist['max']:g}")
+            peak = max(b["count"] for b in dist["bins"]) or 1
+            for b in dist["bins"]:
+                bar = "#" * round(30 * b["count"] / peak)
+                lines.append(f"  {b['label']:>11}  {bar:<30} {b['count']}")
+        if self.failed:
+            lines.append("failed:")
+            lines += [f"  {s}: {e}" for s, e in self.failed]
+        return "\n".join(lines)
+
+
+def distribution(scores, max_score: float, bins: int = 10) -> dict:
+    """Summary statistics and a histogram: ten equal bins below full marks, and full marks."""
+    scores = sorted(scores)
+    if not scores:
+        return {"min": None, "median": None, "mean": None, "max": None, "bins": []}
+    width = max_score / bins if max_score > 0 else 1.0
+    counts = [0] * (bins + 1)
+    for s in scores:
+        counts[bins if s >= max_score else min(bins - 1, int(s // width))] += 1
+    labels = [f"{i * width:g}-{(i + 1) * width:g}" for i in range(bins)] + [f"{max_score:g} (full)"]
+    return {"min": scores[0], "median": statistics.median(scores),
+            "mean": round(statistics.fmean(scores), 3), "max": scores[-1],
+            "bins": [{"label": lab, "count": c} for lab, c in zip(labels, counts)]}
+
+
+def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gradebook, *,
+              jobs: int | None = None, force: bool = False, scheduler: str | None = None,
+              progress: bool = True, stream=None) -> BatchSummary:
+    from grader.engine.checks import REGISTRY
+    from grader.lessons import lesson_module
+    from grader.engine.pipeline import build_cases, folder_files
+    from grader.engine.rubric import load_rubric
+
+    started = time.monotonic()
+    lesson_module(lesson)
+    rubric = load_rubric(course.rubric_path(lesson), REGISTRY)
+    expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
+    info = LessonInfo(lesson, rubric.title, rubric.version,
+                      round(sum(c.points for c in rubric.criteria), 4), ())
+    entries = discover(folder, lesson)
+
+    failed: list[tuple[str, str]] = []
+    todo: list[Job] = []
+    done = set() if force else book.graded_keys(lesson)
+    skipped = 0
+    for e in entries:
+        if e.problem:
+            failed.append((e.student, f"{e.path}: {e.problem}"))
+            book.record_error(e.student, info, e.path, e.problem)
+            continue
+        try:
+            sub = load_submission(Path(e.path), folder_files(lesson), e.student)
+        except InputError as err:
+            failed.append((e.student, str(err)))
+            book.record_error(e.student, info, e.path, err.message)
+            continue
+        if (e.student, sub.digest, rubric.version, expected_cases) in done:
+            skipped += 1
+        else:
+            todo.append(Job(e.student, sub))
+
+    n = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
+    args = (str(course.root), lesson, secret, expected_cases)
+    if scheduler:
+        outcomes, workers = _dask(todo, scheduler, args), f"Dask at {scheduler}"
+    elif n == 1 or len(todo) <= 1:
+        outcomes, workers = _inline(todo, lambda s: grade_one(*args, s)), "1 process"
+    else:
+        n = min(n, len(todo))
+        outcomes, workers = _local_pool(todo, n, args), f"{n} processes"
+    bar = Progress(len(todo), f"grading {lesson}", stream=stream, enabled=progress)
+    graded = 0
+    for job, result in outcomes:
+        if isinstance(result, BaseException):
+            why = f"the grader failed on this submission: {type(result).__name__}: {result}"
+            failed.append((job.student, f"{job.submission.path}: {why}"))
+            book.record_error(job.student, info, job.submission.path, why, job.submission.digest)
+        else:
+            book.record(job.student, result)
+            graded += 1
+        bar.advance()
+    bar.finish()
+
+    students = {e.student for e in entries}
+    scores = tuple(r.score for r in book.results(lesson)
+                   if r.status == "graded" and r.student in students)
+    return BatchSummary(lesson=lesson, students=len(entries), graded=graded, skipped=skipped,
+                        failed=tuple(sorted(failed)), scores=scores, max_score=info.max_score,
+                        elapsed_s=round(time.monotonic() - started, 3), workers=workers)

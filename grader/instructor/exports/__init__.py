@@ -1,0 +1,38 @@
+"""Exports of the gradebook: CSV, Gradescope results.json, nbgrader's gradebook, feedback files.
+
+Each exporter reads the gradebook through its API (grader.instructor.gradebook) and writes one format;
+``export`` picks one by name.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+
+FORMATS = ("csv", "gradescope", "nbgrader")
+
+_UNSAFE = re.compile(r"[\\/\x00-\x1f:*?\"<>|]")
+
+
+def safe_name(name: str) -> str:
+    """A student id as one file or folder name: no separators, no dot-names. An id that
+    had to change gets a short hash so two ids never land on one file."""
+    clean = _UNSAFE.sub("_", name).strip(" ")
+    if clean != name or not clean or clean.startswith("."):
+        clean = (clean.lstrip(".") or "student") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return clean[:120]
+
+
+def export(book, fmt: str, *, lesson: str | None = None, out: str | None = None) -> str:
+    """Write ``fmt`` and return where it went (a path, or "-" for stdout)."""
+    if fmt == "csv":
+        from grader.instructor.exports.csv import export_csv
+        return export_csv(book, out, lesson=lesson)
+    if fmt == "gradescope":
+        from grader.instructor.exports.gradescope import export_gradescope
+        return export_gradescope(book, out or "gradescope", lesson=lesson)
+    if fmt == "nbgrader":
+        from grader.instructor.exports.nbgrader import export_nbgrader
+        # Not gradebook.db: that is the grader's own gradebook, which must never be mixed
+        # with nbgrader's tables.
+        return export_nbgrader(book, out or "nbgrader/gradebook.db", lesson=lesson)
+    raise ValueError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")

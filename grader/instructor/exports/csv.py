@@ -1,0 +1,69 @@
+"""CSV: one row per student; per lesson, its total and one column per criterion.
+
+Written with Python's csv module (RFC 4180 quoting, CRLF rows) in UTF-8 with a byte-order
+mark, so a spreadsheet reads accented names right and Python reads it back with
+``encoding="utf-8-sig"``. A text cell that a spreadsheet would run as a formula (it starts
+with = + - @) gets a leading apostrophe: a grade sheet must never execute a student's name.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from pathlib import Path
+
+from grader.engine.errors import InputError
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _text(value: str) -> str:
+    return "'" + value if value.startswith(_FORMULA_START) else value
+
+
+def _number(x: float) -> str:
+    return f"{round(x, 4):g}"
+
+
+def table(book, lesson: str | None = None) -> tuple[list[str], list[list[str]]]:
+    """The header and the rows (strings), as the CSV holds them."""
+    lessons = [info for info in book.lessons() if lesson is None or info.id == lesson]
+    if lesson is not None and not lessons:
+        book.lesson(lesson)           # raises the "no results for this lesson" error
+    header = ["student"]
+    for info in lessons:
+        header.append(f"{info.id} total")
+        header += [f"{info.id}/{c.id}" for c in info.criteria]
+    header.append("notes")
+    by_student: dict[str, dict] = {}
+    for r in book.results(lesson):
+        by_student.setdefault(r.student, {})[r.lesson] = r
+    rows = []
+    for student in sorted(by_student):
+        row, notes = [_text(student)], []
+        for info in lessons:
+            r = by_student[student].get(info.id)
+            crit = {s.criterion: s.score for s in r.scores} if r else {}
+            row.append(_number(r.score) if r else "")
+            row += [_number(crit[c.id]) if c.id in crit else "" for c in info.criteria]
+            if r is not None and r.status != "graded":
+                notes.append(f"{info.id}: {r.error}")
+        row.append(_text("; ".join(notes)))
+        rows.append(row)
+    return header, rows
+
+
+def export_csv(book, out: str | None, *, lesson: str | None = None) -> str:
+    header, rows = table(book, lesson)
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL)
+    writer.writerow(header)
+    writer.writerows(rows)
+    if out in (None, "-"):
+        sys.stdout.write(buf.getvalue())
+        return "-"
+    try:
+        Path(out).write_text(buf.getvalue(), encoding="utf-8-sig", newline="")
+    except OSError as e:
+        raise InputError(out, f"cannot write the CSV: {e.strerror}") from None
+    return out

@@ -1,0 +1,114 @@
+"""Feedback files: one readable page per student (Markdown or HTML) from the gradebook.
+
+Per lesson: the total, a table of criteria with points, and for each criterion that lost
+points its feedback line (which case, expected vs got). ``public_only`` leaves out the
+feedback of hidden-only criteria (their points stay), for pages sent before grades are
+published.
+"""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from grader.engine.errors import InputError
+from grader.instructor.exports import safe_name
+from grader.engine.report import COST_MODEL_NOTE
+
+FORMATS = ("md", "html")
+
+
+def _g(x: float) -> str:
+    return f"{round(x, 4):g}"
+
+
+def _sections(results, infos, public_only: bool):
+    """(heading, facts, rows, fixes) per lesson: the page's content, format-free."""
+    for r in results:
+        info = infos[r.lesson]
+        heading = f"{r.lesson}: {info.title}: {_g(r.score)} / {_g(r.max_score)}"
+        if r.status != "graded":
+            yield heading, [f"Not graded: {r.error}"], [], []
+            continue
+        facts = [f"Graded {r.graded_at:%Y-%m-%d %H:%M} UTC; submission {Path(r.submission_path).name} "
+                 f"(sha256 {r.submission_digest[:16]}); rubric version {r.rubric_version}."]
+        crit = {c.id: c for c in info.criteria}
+        rows, fixes = [], []
+        for s in r.scores:
+            c = crit.get(s.criterion)
+            title = c.title if c else ""
+            mark = "pass" if s.passed else ("part" if s.score > 0 else "fail")
+            rows.append((s.criterion, title, f"{_g(s.score)} / {_g(s.max_score)}", mark))
+            if not s.passed:
+                hidden = c is not None and c.visibility == "hidden"
+                fixes.append((s.criterion, "(feedback on hidden cases is published later)"
+                              if hidden and public_only else s.feedback))
+        yield heading, facts, rows, fixes
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(student: str, sections) -> str:
+    out = [f"# Feedback for {student}", ""]
+    for heading, facts, rows, fixes in sections:
+        out += [f"## {heading}", ""] + facts + [""]
+        if rows:
+            out += ["| criterion | | points | result |", "|---|---|---:|---|"]
+            out += [f"| {_md_cell(a)} | {_md_cell(b)} | {c} | {d} |" for a, b, c, d in rows]
+            out.append("")
+        if fixes:
+            out += ["What to work on:", ""]
+            out += [f"- **{_md_cell(cid)}**: {text}" for cid, text in fixes]
+            out.append("")
+    out += [f"_{COST_MODEL_NOTE}_", ""]
+    return "\n".join(out)
+
+
+def html_page(student: str, sections) -> str:
+    e = html.escape
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>Feedback for {e(student)}</title>",
+           "<style>body{font-family:sans-serif;max-width:52em;margin:2em auto;padding:0 1em}"
+           "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em}"
+           ".fail{color:#a00}.part{color:#a60}.pass{color:#070}</style></head><body>",
+           f"<h1>Feedback for {e(student)}</h1>"]
+    for heading, facts, rows, fixes in sections:
+        out.append(f"<h2>{e(heading)}</h2>")
+        out += [f"<p>{e(f)}</p>" for f in facts]
+        if rows:
+            out.append("<table><tr><th>criterion</th><th></th><th>points</th><th>result</th></tr>")
+            out += [f'<tr><td>{e(a)}</td><td>{e(b)}</td><td>{e(c)}</td><td class="{d}">{d}</td></tr>'
+                    for a, b, c, d in rows]
+            out.append("</table>")
+        if fixes:
+            out.append("<p>What to work on:</p><ul>")
+            out += [f"<li><b>{e(cid)}</b>: {e(text)}</li>" for cid, text in fixes]
+            out.append("</ul>")
+    out += [f"<p><i>{e(COST_MODEL_NOTE)}</i></p>", "</body></html>", ""]
+    return "\n".join(out)
+
+
+def write_feedback(book, out: str, *, lesson: str | None = None, fmt: str = "md",
+                   public_only: bool = False) -> list[Path]:
+    if fmt not in FORMATS:
+        raise InputError("--format", f"feedback is written as {' or '.join(FORMATS)}")
+    if lesson is not None:
+        book.lesson(lesson)
+    infos = {i.id: i for i in book.lessons()}
+    by_student: dict[str, list] = {}
+    for r in book.results(lesson):
+        by_student.setdefault(r.student, []).append(r)
+    folder = Path(out)
+    written = []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for student, results in sorted(by_student.items()):
+            sections = list(_sections(results, infos, public_only))
+            text = markdown(student, sections) if fmt == "md" else html_page(student, sections)
+            path = folder / f"{safe_name(student)}.{fmt}"
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    except OSError as e:
+        raise InputError(out, f"cannot write feedback files: {e.strerror}") from None
+    return written

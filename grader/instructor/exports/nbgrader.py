@@ -1,0 +1,99 @@
+"""nbgrader: the gradebook's scores written into an nbgrader gradebook database.
+
+Lessons become assignments with one notebook, ``exercise``; rubric criteria become its
+grade cells (max_score = the criterion's points); each result becomes a submission whose
+grades carry the criterion scores as ``auto_score``. ``nbgrader export`` and formgrader
+then show the same totals as this grader. A submission that could not be graded is there
+with zero points. Re-exporting updates in place.
+
+nbgrader is an optional extra: pip install 'serving-grader[nbgrader]'.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from grader.engine.errors import InputError
+
+NOTEBOOK = "exercise"
+
+
+def _url(out: str) -> str:
+    if "://" in out:
+        return out
+    path = Path(out).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def _submission(nb, db, assignment, student):
+    """The student's submitted assignment, with a grade row for every grade cell."""
+    sub = (db.query(nb.SubmittedAssignment)
+           .filter(nb.SubmittedAssignment.assignment_id == assignment.id,
+                   nb.SubmittedAssignment.student_id == student.id).one_or_none())
+    if sub is None:
+        sub = nb.SubmittedAssignment(assignment=assignment, student=student)
+        db.add(sub)
+    notebooks = {n.notebook_id: n for n in sub.notebooks}
+    grades = {}
+    for notebook in assignment.notebooks:
+        snb = notebooks.get(notebook.id)
+        if snb is None:
+            # SQLAlchemy 2 does not cascade new objects into the session through
+            # backrefs: each one is added explicitly.
+            snb = nb.SubmittedNotebook(notebook=notebook, assignment=sub)
+            db.add(snb)
+        have = {g.cell_id: g for g in snb.grades}
+        for cell in notebook.grade_cells:
+            grade = have.get(cell.id)
+            if grade is None:
+                grade = nb.Grade(cell_id=cell.id, notebook=snb)
+                db.add(grade)
+            grades[cell.name] = grade
+    return sub, grades
+
+
+def export_nbgrader(book, out: str, *, lesson: str | None = None) -> str:
+    try:
+        from nbgrader import api as nb
+    except ImportError:
+        raise InputError("--format nbgrader",
+                         "nbgrader is not installed: pip install 'serving-grader[nbgrader]'") from None
+    infos = [i for i in book.lessons() if lesson is None or i.id == lesson]
+    if lesson is not None and not infos:
+        book.lesson(lesson)
+    url = _url(out)
+    try:
+        gb = nb.Gradebook(url)
+    except Exception as e:            # nbgrader wraps SQLAlchemy; any failure here is the URL's
+        raise InputError(out, f"cannot open the nbgrader gradebook: {e}") from None
+    with gb:
+        for info in infos:
+            gb.update_or_create_assignment(info.id)
+            gb.update_or_create_notebook(NOTEBOOK, info.id)
+            for c in info.criteria:
+                gb.update_or_create_grade_cell(c.id, NOTEBOOK, info.id, max_score=c.max_score,
+                                               cell_type="code")
+        db = gb.db
+        assignments = {a.name: a for a in gb.assignments}
+        students = {s.id: s for s in db.query(nb.Student)}
+        for r in book.results(lesson):
+            if r.lesson not in assignments:
+                continue
+            with db.no_autoflush:
+                _store(nb, db, assignments[r.lesson], students, r)
+        db.commit()
+    return out
+
+
+def _store(nb, db, assignment, students, r) -> None:
+    """One result as the student's submission of the assignment, grades as auto scores."""
+    student = students.get(r.student)
+    if student is None:
+        student = students[r.student] = nb.Student(id=r.student)
+        db.add(student)
+    sub, grades = _submission(nb, db, assignment, student)
+    sub.timestamp = r.graded_at.replace(tzinfo=None)     # nbgrader stores naive UTC
+    scored = {s.criterion: s.score for s in r.scores}
+    for name, grade in grades.items():
+        grade.auto_score = scored.get(name, 0.0)
+        grade.needs_manual_grade = False

@@ -1,0 +1,454 @@
+"""The gradebook: every graded submission, its per-criterion scores and the exact report.
+
+One SQLAlchemy code path for SQLite (the default: a file in the course folder) and any
+other SQLAlchemy URL (PostgreSQL for a large course). A result and its criterion rows are
+written in ONE transaction, so a grader killed at any moment (kill -9 included) leaves
+either the whole result or nothing; a re-run grades only what is missing.
+
+Several grading processes may write at once: SQLite runs in WAL mode and takes its write
+lock at BEGIN (no lock upgrades, so no deadlocks between writers), with a generous busy
+timeout; PostgreSQL gets the same one-writer-at-a-time rule from a transaction-scoped
+advisory lock taken first in every write (a write is one small transaction, so this costs
+nothing next to grading); elsewhere a clash on one student is retried. Orders (students,
+results) are sorted in Python, so they do not depend on the database's collation.
+
+    book = open_gradebook("sqlite:///course/gradebook.db")
+    if not book.graded("alice", "lesson1", digest, rubric_version, cases_digest):
+        book.record("alice", report.to_dict())
+    for r in book.results("lesson1"): ...
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from grader.engine.errors import InputError
+
+SCHEMA_VERSION = 1
+DEFAULT_FILE = "gradebook.db"
+CONNECT_TIMEOUT_S = 10         # PostgreSQL: an unreachable server is an error, not a hang
+# pg_advisory_xact_lock's key for "one gradebook writer at a time": any fixed 64-bit number;
+# this one is derived from a name so it is unlikely to be another application's.
+_PG_WRITE_LOCK = int.from_bytes(hashlib.sha256(b"serving-grader gradebook writes").digest()[:8],
+                                "big", signed=True)
+
+_meta = sa.MetaData()
+
+schema_info = sa.Table(
+    "grader_schema", _meta,
+    sa.Column("version", sa.Integer, primary_key=True))
+
+students = sa.Table(
+    "students", _meta,
+    # The folder or file name: unbounded, since a file name may reach 255 bytes and
+    # PostgreSQL, unlike SQLite, enforces a declared length.
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("added_at", sa.DateTime(timezone=True), nullable=False))
+
+lessons = sa.Table(
+    "lessons", _meta,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("rubric_version", sa.Integer, nullable=False),
+    sa.Column("max_score", sa.Float, nullable=False))
+
+criteria = sa.Table(
+    "criteria", _meta,
+    sa.Column("lesson", sa.String(64), sa.ForeignKey("lessons.id"), primary_key=True),
+    sa.Column("id", sa.String(128), primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False),         # the rubric's order
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("max_score", sa.Float, nullable=False),
+    sa.Column("visibility", sa.String(16), nullable=False))    # public | hidden | both
+
+results = sa.Table(
+    "results", _meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("student", sa.Text, sa.ForeignKey("students.id"), nullable=False),
+    sa.Column("lesson", sa.String(64), sa.ForeignKey("lessons.id"), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),         # graded | error
+    sa.Column("score", sa.Float, nullable=False),
+    sa.Column("max_score", sa.Float, nullable=False),
+    sa.Column("submission_path", sa.Text, nullable=False),
+    sa.Column("submission_digest", sa.String(64), nullable=False),   # sha256 of the bytes graded
+    sa.Column("rubric_version", sa.Integer, nullable=False),
+    sa.Column("cases_digest", sa.String(64), nullable=False),        # which cases (secret) graded it
+    sa.Column("grader_version", sa.String(32), nullable=False),
+    sa.Column("graded_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("duration_s", sa.Float, nullable=False),
+    sa.Column("error", sa.Text, nullable=False),                      # why it could not be graded
+    sa.Column("report", sa.Text, nullable=False),                     # the full JSON report
+    sa.UniqueConstraint("student", "lesson", name="one_result_per_student_and_lesson"))
+
+scores = sa.Table(
+    "scores", _meta,
+    sa.Column("result_id", sa.Integer, sa.ForeignKey("results.id", ondelete="CASCADE"),
+              primary_key=True),
+    sa.Column("criterion", sa.String(128), primary_key=True),
+    sa.Column("score", sa.Float, nullable=False),
+    sa.Column("max_score", sa.Float, nullable=False),
+    sa.Column("passed", sa.Boolean, nullable=False),
+    sa.Column("feedback", sa.Text, nullable=False))
+
+
+@dataclass(frozen=True)
+class CriterionInfo:
+    id: str
+    title: str
+    max_score: float
+    visibility: str
+
+
+@dataclass(frozen=True)
+class LessonInfo:
+    id: str
+    title: str
+    rubric_version: int
+    max_score: float
+    criteria: tuple[CriterionInfo, ...]
+
+
+@dataclass(frozen=True)
+class CriterionScore:
+    criterion: str
+    score: float
+    max_score: float
+    passed: bool
+    feedback: str
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    student: str
+    lesson: str
+    status: str                      # graded | error
+    score: float
+    max_score: float
+    submission_path: str
+    submission_digest: str
+    rubric_version: int
+    cases_digest: str
+    grader_version: str
+    graded_at: datetime
+    duration_s: float
+    error: str
+    scores: tuple[CriterionScore, ...]
+    report_json: str
+
+    @property
+    def report(self) -> dict:
+        return json.loads(self.report_json) if self.report_json else {}
+
+
+def cases_digest(cases: list[dict]) -> str:
+    """Which cases graded a result (public by name, hidden by digest): a changed secret or
+    public case set changes it, so such results count as not yet graded."""
+    text = json.dumps(cases, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def default_url(course_root: Path) -> str:
+    return f"sqlite:///{Path(course_root) / DEFAULT_FILE}"
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def _utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes; everything stored is UTC.
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def shown_url(url: str) -> str:
+    """The URL as given, its password masked (read as SQLAlchemy reads user:password@)."""
+    return re.sub(r"^([\w+]+://[^:/]*:)[^@]*@", r"\1***@", url)
+
+
+def _one_line(error: BaseException) -> str:
+    # Drivers' messages span lines (libpq adds a hint on its own line); a person gets one.
+    return " ".join(str(error).split())
+
+
+def _no_nul(value):
+    # PostgreSQL text cannot hold NUL, and feedback may quote a submission's own exception
+    # message, which can: such a character is stored as U+FFFD (the JSON report keeps it
+    # exactly, escaped). SQLite stores it as it is.
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+
+
+def _sqlite_setup(engine: sa.Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn, _record):
+        dbapi_conn.isolation_level = None        # pysqlite must not issue BEGIN itself
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA busy_timeout = 60000")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA foreign_keys = ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn):
+        # Take the write lock up front: two writers never both hold a read lock and then
+        # wait for each other's upgrade.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class Gradebook:
+    def __init__(self, url: str):
+        self.url = url
+        self.shown_url = shown_url(url)
+        try:
+            parsed = sa.make_url(url)
+            connect_args = {}
+            if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+                connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+            self.engine = sa.create_engine(parsed, connect_args=connect_args)
+        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as e:
+            raise InputError(self.shown_url, f"not a usable database URL ({e})") from None
+        except ImportError as e:
+            hint = ("; install the PostgreSQL driver: pip install 'serving-grader[postgres]'"
+                    if parsed.get_backend_name() == "postgresql" else "")
+            raise InputError(self.shown_url, f"not a usable database URL ({e}{hint})") from None
+        self.dialect = self.engine.dialect.name
+        if self.dialect == "sqlite":
+            _sqlite_setup(self.engine)
+        self._create_schema()
+
+    # ------------------------------------------------------------------ setup
+
+    def _connect(self):
+        """A connection, or one line that says why there is none (naming the URL, its
+        password masked: a server that is down, a wrong password, a missing database)."""
+        try:
+            return self.engine.connect()
+        except sa.exc.DBAPIError as e:
+            raise self._cannot_open(e) from None
+
+    def _cannot_open(self, e: sa.exc.DBAPIError) -> InputError:
+        return InputError(self.shown_url, f"cannot open the gradebook: {_one_line(e.orig)}")
+
+    def _one_writer(self, conn) -> None:
+        """Wait for the gradebook's write lock, held until this transaction ends. SQLite
+        took its lock at BEGIN (BEGIN IMMEDIATE); PostgreSQL's is an advisory lock."""
+        if self.dialect == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_WRITE_LOCK})
+
+    def _create_schema(self) -> None:
+        for attempt in range(3):
+            conn = self._connect()
+            try:
+                with conn, conn.begin():
+                    self._one_writer(conn)
+                    _meta.create_all(conn)
+                    have = conn.execute(sa.select(schema_info.c.version)).scalar()
+                    if have is None:
+                        conn.execute(schema_info.insert().values(version=SCHEMA_VERSION))
+                    elif have != SCHEMA_VERSION:
+                        raise InputError(self.shown_url, f"gradebook schema version {have}; this "
+                                                         f"grader reads version {SCHEMA_VERSION}")
+                return
+            except (IntegrityError, sa.exc.ProgrammingError):
+                if attempt == 2:        # another process created the same tables meanwhile
+                    raise
+            except OperationalError as e:
+                raise self._cannot_open(e) from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ------------------------------------------------------------------ writing
+
+    def record(self, student: str, report: dict) -> None:
+        """Store one graded report (its to_dict form) with its criteria, replacing any
+        earlier result of this student for this lesson, all in one transaction."""
+        criteria_rows = [dict(criterion=c["id"], score=float(c["score"]),
+                              max_score=float(c["max_score"]), passed=bool(c["passed"]),
+                              feedback=c["feedback"]) for c in report["criteria"]]
+        row = dict(student=student, lesson=report["lesson"], status="graded",
+                   score=float(report["score"]), max_score=float(report["max_score"]),
+                   submission_path=report["submission"],
+                   submission_digest=report["submission_digest"],
+                   rubric_version=int(report["rubric_version"]),
+                   cases_digest=cases_digest(report["cases"]),
+                   grader_version=report["grader_version"], graded_at=_now(),
+                   duration_s=float(report.get("duration_s", 0.0)), error="",
+                   report=json.dumps(report, sort_keys=True))
+        lesson = LessonInfo(report["lesson"], report["title"], int(report["rubric_version"]),
+                            float(report["max_score"]),
+                            tuple(CriterionInfo(c["id"], c["title"], float(c["max_score"]),
+                                                c["visibility"]) for c in report["criteria"]))
+        self._write(student, lesson, row, criteria_rows)
+
+    def record_error(self, student: str, lesson: LessonInfo, path: str, error: str,
+                     digest: str = "") -> None:
+        """A submission that could not be graded (missing, unreadable): zero points and the
+        reason, so exports list the student; a re-run tries it again."""
+        row = dict(student=student, lesson=lesson.id, status="error", score=0.0,
+                   max_score=lesson.max_score, submission_path=path, submission_digest=digest,
+                   rubric_version=lesson.rubric_version, cases_digest="", grader_version="",
+                   graded_at=_now(), duration_s=0.0, error=error, report="")
+        self._write(student, lesson, row, [])
+
+    def _write(self, student: str, lesson: LessonInfo, row: dict, criteria_rows: list[dict]):
+        if self.dialect == "postgresql":
+            row = {k: _no_nul(v) for k, v in row.items()}
+            criteria_rows = [{k: _no_nul(v) for k, v in r.items()} for r in criteria_rows]
+        for attempt in range(5):
+            try:
+                with self.engine.begin() as conn:
+                    self._one_writer(conn)
+                    self._ensure_student(conn, student)
+                    self._ensure_lesson(conn, lesson)
+                    conn.execute(results.delete().where(results.c.student == student,
+                                                        results.c.lesson == lesson.id))
+                    rid = conn.execute(results.insert().values(**row)).inserted_primary_key[0]
+                    if criteria_rows:
+                        conn.execute(scores.insert(), [dict(r, result_id=rid) for r in criteria_rows])
+                return
+            except IntegrityError:
+                # Another process wrote the same student or lesson in between (not possible
+                # under SQLite's or PostgreSQL's write lock; possible elsewhere): the retry
+                # sees it.
+                if attempt == 4:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+
+    @staticmethod
+    def _ensure_student(conn, student: str) -> None:
+        if conn.execute(sa.select(students.c.id).where(students.c.id == student)).first() is None:
+            conn.execute(students.insert().values(id=student, added_at=_now()))
+
+    @staticmethod
+    def _ensure_lesson(conn, lesson: LessonInfo) -> None:
+        """The lesson's row and criteria as the newest rubric graded so far has them."""
+        have = conn.execute(sa.select(lessons).where(lessons.c.id == lesson.id)).first()
+        if have is not None and (not lesson.criteria or lesson.rubric_version < have.rubric_version):
+            return        # an error row knows only totals; an older rubric does not rename
+        values = dict(title=lesson.title, rubric_version=lesson.rubric_version,
+                      max_score=lesson.max_score)
+        if have is None:
+            conn.execute(lessons.insert().values(id=lesson.id, **values))
+        elif (have.title, have.rubric_version, have.max_score) != tuple(values.values()):
+            conn.execute(lessons.update().where(lessons.c.id == lesson.id).values(**values))
+        if not lesson.criteria:
+            return
+        stored = {r.id: r for r in conn.execute(
+            sa.select(criteria).where(criteria.c.lesson == lesson.id))}
+        # Criteria a newer rubric dropped keep their rows (old results still cite them),
+        # listed after the current ones.
+        wanted = [(c.id, dict(position=pos, title=c.title, max_score=c.max_score,
+                              visibility=c.visibility)) for pos, c in enumerate(lesson.criteria)]
+        current = {cid for cid, _ in wanted}
+        for n, cid in enumerate(sorted(set(stored) - current)):
+            old = stored[cid]
+            wanted.append((cid, dict(position=len(lesson.criteria) + n, title=old.title,
+                                     max_score=old.max_score, visibility=old.visibility)))
+        for cid, values in wanted:
+            old = stored.get(cid)
+            if old is None:
+                conn.execute(criteria.insert().values(lesson=lesson.id, id=cid, **values))
+            elif (old.position, old.title, old.max_score, old.visibility) != tuple(values.values()):
+                conn.execute(criteria.update().where(criteria.c.lesson == lesson.id,
+                                                     criteria.c.id == cid).values(**values))
+
+    # ------------------------------------------------------------------ reading
+
+    def graded(self, student: str, lesson: str, digest: str, rubric_version: int,
+               cases: str | None = None) -> bool:
+        """True when this exact submission is already graded under this rubric version
+        (and, given ``cases``, on the same cases: the same secret)."""
+        q = sa.select(results.c.id).where(
+            results.c.student == student, results.c.lesson == lesson,
+            results.c.status == "graded", results.c.submission_digest == digest,
+            results.c.rubric_version == rubric_version)
+        if cases is not None:
+            q = q.where(results.c.cases_digest == cases)
+        with self.engine.connect() as conn:
+            return conn.execute(q).first() is not None
+
+    def graded_keys(self, lesson: str) -> set[tuple[str, str, int, str]]:
+        """(student, digest, rubric_version, cases_digest) of every graded result: one
+        query for a whole class instead of one per student."""
+        q = sa.select(results.c.student, results.c.submission_digest, results.c.rubric_version,
+                      results.c.cases_digest).where(results.c.lesson == lesson,
+                                                    results.c.status == "graded")
+        with self.engine.connect() as conn:
+            return {tuple(r) for r in conn.execute(q)}
+
+    def students(self) -> list[str]:
+        with self.engine.connect() as conn:
+            return sorted(r[0] for r in conn.execute(sa.select(students.c.id)))
+
+    def lessons(self) -> list[LessonInfo]:
+        with self.engine.connect() as conn:
+            crit: dict[str, list[CriterionInfo]] = {}
+            for r in conn.execute(sa.select(criteria).order_by(criteria.c.lesson, criteria.c.position)):
+                crit.setdefault(r.lesson, []).append(
+                    CriterionInfo(r.id, r.title, r.max_score, r.visibility))
+            return [LessonInfo(r.id, r.title, r.rubric_version, r.max_score,
+                               tuple(crit.get(r.id, ())))
+                    for r in sorted(conn.execute(sa.select(lessons)), key=lambda r: r.id)]
+
+    def lesson(self, lesson: str) -> LessonInfo:
+        for info in self.lessons():
+            if info.id == lesson:
+                return info
+        have = ", ".join(i.id for i in self.lessons()) or "none"
+        raise InputError(lesson, f"no results for this lesson in the gradebook (lessons: {have})")
+
+    def results(self, lesson: str | None = None, student: str | None = None) -> list[StoredResult]:
+        """Stored results ordered by student then lesson (by code point, as Python sorts,
+        whatever the database's collation), each with its criterion scores."""
+        q = sa.select(results)
+        if lesson is not None:
+            q = q.where(results.c.lesson == lesson)
+        if student is not None:
+            q = q.where(results.c.student == student)
+        with self.engine.connect() as conn:
+            rows = sorted(conn.execute(q).all(), key=lambda r: (r.student, r.lesson))
+            by_result: dict[int, list[CriterionScore]] = {}
+            sq = sa.select(scores).join(results, scores.c.result_id == results.c.id)
+            if lesson is not None:
+                sq = sq.where(results.c.lesson == lesson)
+            if student is not None:
+                sq = sq.where(results.c.student == student)
+            for s in conn.execute(sq):
+                by_result.setdefault(s.result_id, []).append(
+                    CriterionScore(s.criterion, s.score, s.max_score, bool(s.passed), s.feedback))
+        order = {(c.lesson, c.id): c.position for c in self._criteria_rows()}
+        return [StoredResult(
+            student=r.student, lesson=r.lesson, status=r.status, score=r.score,
+            max_score=r.max_score, submission_path=r.submission_path,
+            submission_digest=r.submission_digest, rubric_version=r.rubric_version,
+            cases_digest=r.cases_digest, grader_version=r.grader_version,
+            graded_at=_utc(r.graded_at), duration_s=r.duration_s, error=r.error,
+            scores=tuple(sorted(by_result.get(r.id, ()),
+                                key=lambda s, l=r.lesson: order.get((l, s.criterion), 1 << 30))),
+            report_json=r.report) for r in rows]
+
+    def _criteria_rows(self):
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(criteria.c.lesson, criteria.c.id, criteria.c.position)).all()
+
+
+def open_gradebook(url: str) -> Gradebook:
+    """A gradebook at a SQLAlchemy URL, or at a plain file path (taken as SQLite)."""
+    if "://" not in url:
+        url = f"sqlite:///{Path(url).resolve()}"
+    return Gradebook(url)

@@ -1,5 +1,0 @@
-"""Running untrusted learner code: an isolated child process (child.py, standard library
-only) and the grader-side session that talks to it (session.py)."""
-from grader.sandbox.session import CallResult, Sandbox, SandboxError
-
-__all__ = ["CallResult", "Sandbox", "SandboxError"]

@@ -1,0 +1,115 @@
+"""Arrival, the FCFS queue, admission and preemption: how a request gets, and loses, its pages.
+
+The contract is asked at arrival; the head of the queue is retried at every step
+completion and whenever pages come back, only while fewer than ``max_running`` run. A
+request that cannot get a page it needs suffers a broken promise: it is preempted and
+recomputes from the head of the queue.
+"""
+from __future__ import annotations
+
+from reference.shapes import DECISIONS, Admission, AdmissionRequest, LedgerView, Verdict
+from reference.sizing import pages_for
+from reference.worker.decisions import is_count
+from reference.worker.sequence import Sequence
+
+
+class AdmissionQueue:
+    def _arrive(self, live: Sequence) -> None:
+        verdict = self._decide("check_contract", Verdict, live.req.view(), self.model, self.spec)
+        if verdict is None:
+            self._violate("invalid_decision", live,
+                          detail=f"check_contract gave no usable verdict for {live.req.id}")
+        if verdict is None or not verdict.ok:
+            reason = verdict.reason if verdict else "the contract check gave no usable verdict"
+            return self._end(live, "rejected", reason or "contract")
+        live.phase = "queued"
+        self.waiting.append(live)
+        self.queued += 1
+        if self.queued == 1:
+            self._admit_waiting()
+        if live.req.cancel_at_s is not None and live.req.cancel_at_s <= self.now:
+            self._cancel(live)   # its cancel event came first (ties put cancels before arrivals)
+
+    def _admit_waiting(self) -> None:
+        """FCFS: retry the head; stop at the first request that must wait."""
+        while self.waiting:
+            live = self.waiting[0]
+            if live.phase != "queued":
+                self.waiting.popleft()
+                continue
+            if self.running >= self.spec.max_running or not self._admit(live):
+                return
+            self.waiting.popleft()
+            self.queued -= 1
+
+    def _admit(self, live: Sequence) -> bool:
+        """True when the head leaves the queue (admitted or rejected)."""
+        r, pt, pool = live.req, self.pt, self.pool
+        if live.cancel_s is not None:
+            self._flag(live, "scheduled_after_cancel", f"{r.id} was admitted after its cancel")
+        hits = self._lookup(live)
+        context = r.prompt_tokens + live.emitted   # a preempted request recomputes what it emitted
+        ask = AdmissionRequest(id=r.id, scope=r.scope, prompt_tokens=context,
+                               max_new_tokens=r.max_new_tokens - live.emitted, page_tokens=pt,
+                               prefix_hit_pages=len(hits),
+                               prefix_hit_active=sum(1 for p in hits if pool.refcount[p] > 0))
+        ledger = LedgerView(total_pages=pool.total, unallocated_pages=len(pool.free),
+                            evictable_pages=len(pool.evictable), reserved_pages=self.outstanding,
+                            running=self.running)
+        adm = self._decide("admit", Admission, ask, ledger)
+        if adm is None or adm.decision not in DECISIONS or not is_count(adm.reserve_pages):
+            self._violate("invalid_decision", live, detail=f"admit returned {adm!r}" if adm else
+                          f"admit gave no usable decision for {r.id}")
+            adm = None
+        if adm is None:
+            self._end(live, "rejected", "the admission policy gave no usable decision")
+            return True
+        if adm.decision == "reject":
+            self._end(live, "rejected", adm.reason or "rejected at admission")
+            return True
+        if adm.decision == "wait":
+            return False
+        for p in hits:
+            pool.ref(p)
+        live.pages = list(hits)
+        live.published = set(range(len(hits)))
+        live.promise_left = adm.reserve_pages
+        self.outstanding += adm.reserve_pages
+        if self.outstanding > pool.capacity:
+            self._flag(live, "over_commit", (
+                f"admitting {r.id} with {adm.reserve_pages} reserved pages made outstanding "
+                f"promises {self.outstanding} exceed free capacity {pool.capacity}"))
+        if not self._allocate_prompt(live, pages_for(context, pt) - len(hits)):
+            self._drop_pages(live)
+            self._return_promise(live)
+            return False
+        for block, p in enumerate(hits):
+            self._verify_hit(live, block, p)   # once per use, not at every retry while waiting
+        live.target, live.done = context, len(hits) * pt
+        live.written = live.done
+        live.phase = "prefill"
+        self.prefilling[r.index] = live
+        self.running += 1
+        self.prefix_hits += len(hits)
+        if live.admitted_s is None:
+            live.admitted_s = self.now
+        self._fire(live, "admit", False)
+        return True
+
+    def _preempt(self, live: Sequence) -> None:
+        """A broken promise: give back everything and recompute from the queue's head."""
+        if live.phase == "decode":
+            live.emitted = self._emitted(live)
+            self._leave_decode(live)
+        else:
+            del self.prefilling[live.req.index]
+        live.phase, live.state = "queued", "waiting"
+        self._drop_pages(live)
+        self._return_promise(live)
+        self.running -= 1
+        live.preemptions += 1
+        live.published = set()
+        self.waiting.appendleft(live)
+        self.queued += 1
+        self.retry = True
+

@@ -1,0 +1,152 @@
+"""The course's one worker: a discrete-event simulation of a paged-KV serving worker.
+
+Read top to bottom: ``simulate`` pops events (step completion, client cancel, arrival), and
+each handler does what the worker's semantics (docs/worker.md) say of that event. One step
+is in flight at a time; admissions (and their prompt-page allocations) happen while it runs,
+which is what makes early reclamation dangerous. Policies decide; the worker keeps the books
+and records every violation it can see, with the request and page ids involved.
+
+The worker is one class assembled from one module per concept, each a mixin over the same
+books (the attributes set in ``Worker.__init__``):
+
+    admission.py     arrival, the FCFS queue, admission, preemption
+    prefix_cache.py  keys, lookups, publishing, hit verification
+    pages.py         allocation within promises, release, use-after-free
+    lifecycle.py     the state machine's table, cancel, stop, end
+    steps.py         launch and completion of a step, decode bookkeeping
+    recorder.py      violations, and the run's evidence at the end
+    decisions.py     asking the policy, and PolicyError
+    sequence.py      one request's mutable state
+"""
+from __future__ import annotations
+
+import gc
+import heapq
+from collections import deque
+
+from reference.policy import Policy
+from reference.pool import PagePool
+from reference.records import Run, Violation
+from reference.shapes import ModelSpec, WorkerSpec
+from reference.sizing import Geometry
+from reference.worker.admission import AdmissionQueue
+from reference.worker.decisions import Decisions
+from reference.worker.lifecycle import Lifecycle
+from reference.worker.pages import PageBooks
+from reference.worker.prefix_cache import PrefixCache
+from reference.worker.recorder import Recorder
+from reference.worker.sequence import Sequence
+from reference.worker.steps import Steps
+
+_COMPLETE, _CANCEL, _ARRIVAL = 0, 1, 2     # tie order at equal times: free pages first
+
+
+def simulate(model: ModelSpec, worker: WorkerSpec, policy: Policy, requests, *,
+             max_steps: int | None = None, check_invariants: bool = False) -> Run:
+    """Run a workload to the end and return its evidence. Deterministic: no hidden state."""
+    # A run allocates millions of short-lived objects and makes no reference cycles; the
+    # cyclic collector's full passes over the growing heap cost about a third of it.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return Worker(model, worker, policy, tuple(requests), max_steps, check_invariants).run()
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder, Decisions):
+    def __init__(self, model, worker, policy, requests, max_steps, check_invariants):
+        self.model, self.spec, self.policy, self.cost = model, worker, policy, worker.cost
+        self.pt = worker.page_tokens
+        self.pool = PagePool(Geometry.of(model, worker).pool_pages)
+        self.lives = [Sequence(r) for r in requests]
+        self.check = check_invariants
+        self.max_steps = max_steps if max_steps is not None else 50 * (len(requests) + sum(
+            r.max_new_tokens + r.prompt_tokens // self.pt for r in requests)) + 1000
+        self.now = 0.0
+        self.events: list = []
+        # FCFS queue. A request stopped while queued is left in place and skipped when it
+        # reaches the head (removing it would cost O(queue) per cancel under overload), so
+        # `queued` counts the entries still waiting.
+        self.waiting: deque[Sequence] = deque()
+        self.queued = 0
+        self.prefilling: dict[int, Sequence] = {}   # admission order: the oldest gets the chunk
+        self.decoding: dict[int, Sequence] = {}
+        self.cancelling: dict[int, Sequence] = {}
+        self.page_due: dict[int, list] = {}      # step -> decoders that need a page at its launch
+        self.finish_due: dict[int, list] = {}    # step -> decoders whose last token it emits
+        self.outstanding = 0                     # sum of promise_left over requests
+        self.running = 0
+        self.context_sum = 0                     # summed context of decoders, before the next step
+        self.decode_pages = 0
+        self.step_end: list[float] = []
+        self.inflight = None                     # (index, end_s, chunk live, chunk tokens)
+        self.orphans: set[int] = set()           # pages the in-flight step pins but nobody holds
+        self.freed_pinned: dict[int, tuple] = {} # page -> (request id, released at) while pinned
+        self.origin: dict[int, tuple] = {}       # published page -> (scope, live, block index)
+        self.prefix_hits = 0
+        self.retry = False
+        self.violations: list[Violation] = []
+        self.step_rows: list[tuple] = []
+        self.series_rows: list[tuple] = []
+        self.table = self._read_table()
+        # Transitions a sane machine ignores are skipped per request, keeping steps O(changes).
+        self.quiet_launch = self._noop("running", "step_launched", True)
+        self.quiet_complete = self._noop("running", "step_completed", False)
+        self.aborted = ""
+
+    def run(self) -> Run:
+        # Client events (arrivals, cancels) are known up front: one heapify. The one step in
+        # flight stays out of the heap: it completes first when its end is due (at equal
+        # times completions come first, as _COMPLETE < _CANCEL < _ARRIVAL did).
+        events, lives = self.events, self.lives
+        for live in lives:
+            r = live.req
+            events.append((r.arrival_s, _ARRIVAL, r.index))
+            if r.cancel_at_s is not None:
+                events.append((r.cancel_at_s, _CANCEL, r.index))
+        heapq.heapify(events)
+        pop = heapq.heappop
+        while events or self.inflight is not None:
+            if self.inflight is not None and (not events or self.inflight[1] <= events[0][0]):
+                self.now = self.inflight[1]
+                self._complete()
+                self.retry = True
+            else:
+                self.now, kind, index = pop(events)
+                if kind == _CANCEL:
+                    self._cancel(lives[index])
+                else:
+                    self._arrive(lives[index])
+            if self.retry:
+                self.retry = False
+                self._admit_waiting()
+            if self.inflight is None and len(self.step_end) < self.max_steps:
+                self._launch()
+            if self.check:
+                self._assert_books()
+            if len(self.step_end) >= self.max_steps:
+                self.aborted = f"stopped after {self.max_steps} steps without finishing the workload"
+                break
+        return self._finish_run()
+
+    def _in_flight(self, live: Sequence) -> bool:
+        """Does the launched, not yet completed step reference this request?"""
+        if self.inflight is None:
+            return False
+        index = self.inflight[0]
+        return live.last_step == index or (live.phase == "decode" and live.join_step <= index)
+
+    def _assert_books(self) -> None:
+        pool = self.pool
+        assert pool.conserved(), "pages not conserved"
+        assert self.outstanding == sum(l.promise_left for l in self.lives), "promises drifted"
+        held: dict[int, int] = {}
+        for l in self.lives:
+            for p in l.pages:
+                held[p] = held.get(p, 0) + 1
+        assert all(pool.refcount[p] == c for p, c in held.items()), "refcount != holders"
+        assert all(c == 0 or p in held for p, c in enumerate(pool.refcount)), "unowned page"
+        queued = [l for l in self.waiting if l.phase == "queued"]
+        assert self.queued == len(queued) == len(set(map(id, queued))), "queue count drifted"

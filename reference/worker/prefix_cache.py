@@ -1,0 +1,100 @@
+"""The prefix cache: keys chained through the parent, lookups at admission, publishing
+after each prefill chunk, and every hit verified against the page's true scope and tokens.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from reference.shapes import PageInfo
+from reference.sizing import pages_for
+from reference.worker.sequence import Sequence
+
+
+class PrefixCache:
+    def _key(self, live: Sequence, block: int) -> str | None:
+        """The policy's prefix key of a full prompt block, chained through its parent."""
+        keys = live.keys
+        if block < len(keys):
+            return keys[block]
+        pt, scope = self.pt, live.req.scope
+        # One conversion for every block still unkeyed up to ``block``, not a slice per block.
+        blocks = live.req.prompt[len(keys) * pt:(block + 1) * pt].reshape(-1, pt).tolist()
+        for tokens in blocks:
+            key = self._decide("prefix_key", str, scope, keys[-1] if keys else "", tuple(tokens))
+            if key is None or not key or len(key) > 512:
+                self._flag(live, "invalid_decision", f"prefix_key gave no usable key: {key!r}")
+                return None
+            keys.append(key)
+        return keys[block]
+
+    def _lookup(self, live: Sequence) -> list[int]:
+        """Walk the prompt's full blocks, stopping at the first miss; one token stays to prefill."""
+        if not self.policy.prefix_cache:
+            return []
+        hits: list[int] = []
+        for block in range((live.req.prompt_tokens - 1) // self.pt):
+            key = self._key(live, block)
+            page = self.pool.lookup(key) if key is not None else None
+            if page is None:
+                break
+            hits.append(page)
+        # Touch the chain tail first so its head stays most recent: eviction then trims a
+        # cached prefix from its end, and what remains can still be hit.
+        self.pool.touch(reversed(hits))
+        return hits
+
+    def _verify_hit(self, live: Sequence, block: int, page: int) -> None:
+        scope, owner, owner_block = self.origin[page]
+        if scope != live.req.scope:
+            self._violate("cross_scope_hit", live, owner, pages=(page,), detail=(
+                f"{live.req.id} (scope {live.req.scope!r}) hit page {page} published by "
+                f"{owner.req.id} under scope {scope!r}"))
+            return
+        end = (block + 1) * self.pt
+        if owner_block != block or not np.array_equal(owner.req.prompt[:end], live.req.prompt[:end]):
+            self._violate("wrong_prefix_hit", live, owner, pages=(page,), detail=(
+                f"{live.req.id} block {block} hit page {page}, which holds block {owner_block} "
+                f"of {owner.req.id}: other tokens"))
+
+    def _publish(self, live: Sequence) -> None:
+        """Offer the publish policy the unpublished prompt pages written so far, and the
+        first page not yet written (a policy that ignores the write shows on that one)."""
+        if not self.policy.prefix_cache or live.released_pages is not None:
+            return
+        pt, prompt = self.pt, live.req.prompt_tokens
+        offered = {}
+        end = min(len(live.pages), pages_for(prompt, pt), live.written // pt + 1)
+        while live.offer_from < end and live.offer_from in live.published:
+            live.offer_from += 1   # published pages are never offered again
+        for i in range(live.offer_from, end):
+            if i not in live.published and i not in live.flagged_pages:
+                start = i * pt
+                offered[i] = _page_info(i, min(pt, prompt - start), pt,
+                                        max(0, min(pt, live.written - start)))
+        if not offered:
+            return
+        chosen = self._decide("publishable", tuple, tuple(offered.values()))
+        if chosen is None or not all(type(i) is int and i in offered for i in chosen):
+            self._flag(live, "invalid_decision", f"publishable returned {chosen!r}")
+            return
+        for i in sorted(set(chosen)):
+            info, page = offered[i], live.pages[i]
+            if info.prompt_tokens < pt or info.written_tokens < pt:
+                live.flagged_pages.add(i)   # refused once, counted once, not offered again
+                self._violate("poisoned_publish", live, pages=(page,), detail=(
+                    f"{live.req.id} published page {page} (block {i}) with {info.written_tokens} "
+                    f"of {pt} slots written and {info.prompt_tokens} prompt tokens"))
+                continue
+            key = self._key(live, i)
+            if key is not None and self.pool.publish(page, key):
+                self.origin[page] = (live.req.scope, live, i)
+                live.published.add(i)
+
+
+
+@lru_cache(maxsize=65536)
+def _page_info(index: int, prompt_tokens: int, page_tokens: int, written: int) -> PageInfo:
+    # Frozen values repeat across requests; sharing them keeps publishing cheap.
+    return PageInfo(index, prompt_tokens, page_tokens, written, False)

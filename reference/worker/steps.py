@@ -1,0 +1,142 @@
+"""One step at a time: its launch (pages for decoders crossing a boundary, the prefill
+chunk), its completion (tokens, first tokens, publishing, finishes) and decode bookkeeping.
+
+Decoding is contiguous: every decoding request is in every step until it leaves, so its
+context before step s is base_ctx + (s - join_step) and its token times are a range of
+step end times.
+"""
+from __future__ import annotations
+
+from reference.shapes import CHUNK_VERDICTS, ChunkContext, ChunkPlan
+from reference.worker.decisions import is_count
+from reference.worker.sequence import Sequence
+
+
+class Steps:
+    def _launch(self) -> None:
+        index = len(self.step_end)
+        due = self.page_due.pop(index, None)
+        if due:
+            for live in due:
+                if live.phase == "decode" and self._page_step(live) == index:
+                    if self._allocate(live):
+                        self._schedule_page(live)
+                    else:
+                        self._preempt(live)
+        chunk_live, chunk, verdict = self._plan_chunk() if self.prefilling else (None, 0, "")
+        decoding = len(self.decoding)
+        if not decoding and chunk_live is None:
+            return
+        now, pool = self.now, self.pool
+        if chunk_live is None:
+            duration = self.cost.step_time_of(decoding, self.context_sum)
+            self.step_rows.append((now, duration, decoding, 0, "", "", self.decode_pages))
+        else:
+            duration = self.cost.step_time_of(decoding, self.context_sum, chunk, chunk_live.done)
+            self.step_rows.append((now, duration, decoding, chunk, chunk_live.req.id, verdict,
+                                   self.decode_pages + len(chunk_live.pages)))
+        self.series_rows.append((now, len(pool.free), len(pool.evictable), self.outstanding,
+                                 self.running, self.queued, self.prefix_hits))
+        end = now + duration
+        self.inflight = (index, end, chunk_live, chunk)
+        if chunk_live is not None:
+            chunk_live.last_step = index
+            self._fire(chunk_live, "step_launched", True)
+        if not self.quiet_launch:
+            for live in list(self.decoding.values()):
+                self._fire(live, "step_launched", True)
+
+    def _plan_chunk(self):
+        """The oldest prefilling request's chunk, sized by the chunk rule."""
+        if not self.prefilling:
+            return None, 0, ""
+        live = next(iter(self.prefilling.values()))
+        remaining = live.target - live.done
+        index = len(self.step_end)
+        contexts = tuple(l.base_ctx + index - l.join_step for l in self.decoding.values())
+        ctx = ChunkContext(gap_budget_s=self.policy.gap_budget_s, cost=self.cost,
+                           decode_contexts=contexts, prefill_done=live.done,
+                           prefill_remaining=remaining, page_tokens=self.pt,
+                           min_chunk_tokens=self.policy.min_chunk_tokens)
+        plan = self._decide("choose_chunk", ChunkPlan, ctx)
+        valid = (plan is not None and plan.verdict in CHUNK_VERDICTS and is_count(plan.tokens)
+                 and plan.tokens <= remaining)
+        if not valid:
+            self._flag(live, "invalid_decision", f"choose_chunk returned {plan!r}")
+        if valid and plan.verdict == "ok" and plan.tokens > 0:
+            chunk = plan.tokens
+        else:
+            # The scheduler's floor: the prompt keeps moving at the minimum pace, and the
+            # step may then miss the gap budget (the verdict is on record).
+            chunk = min(max(self.policy.min_chunk_tokens, self.pt), remaining)
+        if live.done + chunk == live.target:
+            # The last chunk emits the first token, whose slot it writes too.
+            while len(live.pages) * self.pt < live.target + 1:
+                if not self._allocate(live):
+                    self._preempt(live)
+                    return self._plan_chunk()
+        return live, chunk, plan.verdict if valid else "invalid"
+
+    def _complete(self) -> None:
+        index, end, chunk_live, chunk = self.inflight
+        self.step_end.append(end)
+        self.inflight = None
+        if self.orphans:
+            self.orphans.clear()
+        if self.freed_pinned:
+            self.freed_pinned.clear()
+        self.context_sum += len(self.decoding)
+        if chunk_live is not None and chunk_live.released_pages is None:
+            chunk_live.done += chunk
+            chunk_live.written = chunk_live.done
+            self._publish(chunk_live)
+            if chunk_live.phase == "prefill" and chunk_live.done == chunk_live.target:
+                self._first_token(chunk_live, index)
+        for live in self.finish_due.pop(index, ()):
+            if live.phase == "decode" and self._finish_step(live) == index:
+                self._end(live, "completed")
+        if not self.quiet_complete:
+            for live in list(self.decoding.values()):
+                self._fire(live, "step_completed", False)
+        for key in sorted(self.cancelling) if self.cancelling else ():
+            live = self.cancelling.get(key)
+            if live is not None:
+                self._fire(live, "step_completed", False)
+
+    def _first_token(self, live: Sequence, index: int) -> None:
+        del self.prefilling[live.req.index]
+        live.segments.append(self.now)
+        live.emitted += 1
+        if live.first_token_s is None:
+            live.first_token_s = self.now
+        if live.emitted >= live.req.output_tokens:
+            return self._end(live, "completed")
+        live.phase = "decode"
+        live.join_step, live.base_ctx = index + 1, live.target + 1
+        self.decoding[live.req.index] = live
+        self.context_sum += live.base_ctx
+        self.decode_pages += len(live.pages)
+        self._schedule_page(live)
+        self.finish_due.setdefault(self._finish_step(live), []).append(live)
+
+    def _emitted(self, live: Sequence) -> int:
+        return live.emitted + len(self.step_end) - live.join_step
+
+    def _page_step(self, live: Sequence) -> int:
+        return live.join_step + len(live.pages) * self.pt - live.base_ctx
+
+    def _finish_step(self, live: Sequence) -> int:
+        return live.join_step + live.req.output_tokens - live.emitted - 1
+
+    def _schedule_page(self, live: Sequence) -> None:
+        self.page_due.setdefault(self._page_step(live), []).append(live)
+
+    def _leave_decode(self, live: Sequence) -> None:
+        del self.decoding[live.req.index]
+        steps = len(self.step_end)
+        flying = self.inflight is not None and live.join_step <= self.inflight[0]
+        live.last_step = self.inflight[0] if flying else steps - 1
+        live.segments.append((live.join_step, steps))
+        self.context_sum -= live.base_ctx + steps - live.join_step
+        self.decode_pages -= len(live.pages)
+
