@@ -33,6 +33,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from grader.engine.cases import Case
+from grader.engine.codec import persistent
 from grader.engine.layout import FAMILIES, read_yaml
 from grader.engine.errors import InputError
 from grader.engine.secret import derive_seed
@@ -45,6 +46,7 @@ from reference.workload import (WorkloadError, WorkloadSpec, generate, load_work
 from reference.worker import simulate
 
 
+@persistent
 @dataclass(frozen=True)
 class Scenario:
     name: str

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from grader.engine.codec import persistent
+
 
 def plain(value: Any) -> Any:
     """JSON-ready form of shapes, tuples and numpy values (the canonical form of a case)."""
@@ -34,6 +36,7 @@ def digest_of(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+@persistent
 @dataclass(frozen=True)
 class Case:
     family: str          # which kind of probe or workload: "shapes", "contract", "heavy-load", ...
