@@ -34,8 +34,8 @@ from grader.course.scenario import Scenario, load_scenario
 from grader.engine.secret import derive_seed
 from grader.course.sheet import get_path, validate_sheet
 from grader.course.trials import rule_from, run_design
+from grader.course.core import reference as reference_core
 from reference.shapes import ReleaseDecision, ReleaseRule
-from reference.solutions import lesson5 as oracle
 
 PREVIOUS, RELEASE, NEXT = "R41", "R42", "R43"
 ATTEMPTS = 8           # seed sets an unsettled draw tries before it keeps the last
@@ -170,7 +170,7 @@ class Incident:
         s = self.scenario
         return run_design(s.model, design(which, sheet, s.worker), s.workload, seed)[1]
 
-    def replay(self, sheet: Mapping, seeds: tuple[int, ...] | None = None, *, qualify=oracle.qualify,
+    def replay(self, sheet: Mapping, seeds: tuple[int, ...] | None = None, *, qualify=None,
                name: str = "sheet") -> Replay:
         s = self.scenario
         return replay(s.model, design(name, sheet, s.worker), s.workload, seeds or self.replay_seeds,
@@ -321,7 +321,7 @@ def judge_fix(incident: Incident, sheet: Mapping) -> FixVerdict:
     before = incident.replay(incident.baseline, name=PREVIOUS)
     regressed = incident.replay(incident.release, name=RELEASE)
     fixed = incident.replay(sheet)
-    decision = oracle.decide_release(regressed.summaries, fixed.summaries, incident.rule)
+    decision = reference_core().decide(regressed.summaries, fixed.summaries, incident.rule)
     problems = []
     if decision.decision != "ship":
         problems.append(f"against {RELEASE} lesson 5's rule decides {decision.decision}: "

@@ -2,7 +2,7 @@
 
 A sheet's knobs (grader.course.sheet.policy_sheet) become a grader.course.trials Design; runs and
 summaries are the trials machinery's (cached, paired seeds), and release decisions are
-lesson 5's ``decide_release``. One step is added here, between the run and the summary:
+lesson 5's ``decide_release``, both the core's (grader.course.core). One step is added here, between the run and the summary:
 what the *clients* got. A request that completed on time with a reply computed from
 somebody else's pages did not get a good reply. The worker records the fact as a
 violation; the client sees a garbled reply (a KV page overwritten while its step ran)
@@ -21,10 +21,12 @@ from typing import Mapping, Sequence
 
 from grader.engine.errors import InputError
 from grader.course.sheet import policy_sheet
+from grader.course import slo
+from grader.course.core import Core
+from grader.course.core import reference as reference_core
 from grader.course.trials import Design, run_design, summarize, window_of
 from reference.records import VIOLATION_KINDS, Run
 from reference.shapes import ModelSpec, ReleaseRule, RunSummary, WorkerSpec
-from reference.solutions import lesson5 as oracle
 from reference.workload import WorkloadSpec
 
 # violation kind -> (which of its requests got the bad reply, what that client reported)
@@ -71,12 +73,15 @@ class Replay:
 
 
 def replay(model: ModelSpec, d: Design, workload: WorkloadSpec, seeds: Sequence[int], *,
-           qualify=oracle.qualify) -> Replay:
+           core: Core | None = None, qualify=None) -> Replay:
+    """``qualify`` replaces the core's (lesson 6: the gate that averaged TPOT)."""
+    core = core or reference_core()
     classes = tuple(c.name for c in workload.classes)
     summaries, violations, reports, runs = [], Counter(), Counter(), []
     for seed in seeds:
-        requests, run = run_design(model, d, workload, seed)
-        summaries.append(summarize(delivered(run), classes, window_of(requests), seed, qualify=qualify))
+        requests, run = run_design(model, d, workload, seed, core)
+        summaries.append(summarize(delivered(run), classes, window_of(requests), seed,
+                                   qualify or core.qualify))
         violations.update(v.kind for v in run.violations)
         reports.update(client_reports(run).values())
         runs.append((requests, run))
@@ -90,19 +95,22 @@ def class_drops(before: Sequence[RunSummary], after: Sequence[RunSummary], rule:
     out = []
     names = sorted({c.cls for r in (*before, *after) for c in r.classes})
     for name in names:
-        a, b = oracle.attainment(before, name), oracle.attainment(after, name)
+        a, b = slo.attainment(before, name), slo.attainment(after, name)
         if a is not None and b is not None and a - b > rule.max_class_drop:
             out.append(f"class {name}: SLO attainment {a:.1%} -> {b:.1%} (more than the "
                        f"{rule.max_class_drop:.1%} allowed)")
-    a, b = oracle.rejected_share(before), oracle.rejected_share(after)
+    a, b = slo.rejected_share(before), slo.rejected_share(after)
     if b - a > rule.max_rejection_rise:
         out.append(f"rejected share {a:.1%} -> {b:.1%} (more than the {rule.max_rejection_rise:.1%} allowed)")
     return out
 
 
 def goodput_fell(before: Sequence[RunSummary], after: Sequence[RunSummary], rule: ReleaseRule) -> bool:
-    """Did mean paired goodput fall by more than the rule's noise band?"""
-    diffs = [oracle.run_goodput(c) - oracle.run_goodput(b) for b, c in oracle.paired(before, after)]
+    """Did mean paired goodput fall by more than the rule's noise band? (The reference's band:
+    an incident is built in the course; the learner edition has it recorded.)"""
+    from grader.engine.oracle import reference_solution
+    oracle = reference_solution("lesson5")
+    diffs = [slo.run_goodput(c) - slo.run_goodput(b) for b, c in oracle.paired(before, after)]
     if not diffs:
         return False
     band = oracle.noise_band(diffs, rule.noise_k)
@@ -136,14 +144,14 @@ def figures(r: Replay) -> dict:
         counts = {k: sum(getattr(c, k) for c in rows)
                   for k in ("requests", "good", "late_first_token", "slow_tokens", "rejected", "failed",
                             "excluded")}
-        att = oracle.attainment(r.summaries, name)
+        att = slo.attainment(r.summaries, name)
         classes[name] = {**counts, "attainment": None if att is None else round(att, 4)}
     gaps = sorted(max((b - a for a, b in zip(rec.token_times, rec.token_times[1:])), default=0.0)
                   for _, run in r.runs for rec in run.requests if len(rec.token_times) >= 2)
     return {
         "seeds": [s.seed for s in r.summaries],
-        "goodput_rps": round(sum(oracle.run_goodput(s) for s in r.summaries) / len(r.summaries), 4),
-        "rejected_share": round(oracle.rejected_share(r.summaries), 4),
+        "goodput_rps": round(sum(slo.run_goodput(s) for s in r.summaries) / len(r.summaries), 4),
+        "rejected_share": round(slo.rejected_share(r.summaries), 4),
         "mean_tpot_ms": _ms(sum(s.mean_tpot_s for s in r.summaries) / len(r.summaries)),
         "p99_largest_gap_ms": _ms(gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]) if gaps else 0.0,
         "classes": classes,
@@ -232,22 +240,25 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
 
 
 def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: str | None,
-               baseline: str | None, as_json: bool) -> str:
-    """``grader sheet run``: the sheet's figures, and with a baseline sheet lesson 5's decision."""
+               baseline: str | None, as_json: bool, core: Core | None = None) -> str:
+    """``grader sheet run``: the sheet's figures, and with a baseline sheet lesson 5's decision,
+    on ``core`` (default: the reference's)."""
     import json
     from grader.course.sheet import load_sheet
     from grader.course.trials import rule_from
+    core = core or reference_core()
     bench = bench_for(sheet, path, course, workload, seeds)
-    mine = replay(bench.model, design("sheet", sheet, bench.worker), bench.workload, bench.seeds)
+    mine = replay(bench.model, design("sheet", sheet, bench.worker), bench.workload, bench.seeds, core=core)
     out = {"file": str(path), "workload": bench.source, "figures": figures(mine)}
     text = [render_figures(f"{path} on {bench.source}", out["figures"])]
     if baseline:
         base, problems = load_sheet(Path(baseline), course)
         if problems:
             raise InputError(baseline, f"does not validate ({problems[0]}); see grader sheet validate")
-        before = replay(bench.model, design("baseline", base, bench.worker), bench.workload, bench.seeds)
+        before = replay(bench.model, design("baseline", base, bench.worker), bench.workload, bench.seeds,
+                        core=core)
         rule = rule_from((base.get("release_criteria") or {}).get("rule"), f"{baseline}: release_criteria.rule")
-        decision = oracle.decide_release(before.summaries, mine.summaries, rule)
+        decision = core.decide(before.summaries, mine.summaries, rule)
         out["baseline"] = {"file": baseline, "figures": figures(before), "decision": decision.decision,
                            "reasons": list(decision.reasons),
                            "new_violations": {k: list(v) for k, v in new_violations(before, mine).items()}}

@@ -17,7 +17,7 @@ from grader.engine.layout import Course
 from grader.engine.errors import InputError
 from grader.lessons import lesson_module
 from grader.engine.memo import files_digest, remember
-from grader.engine.oracle import reference_policies
+from grader.engine.oracle import has_solution, recorded
 from grader.engine.report import CriterionResult, Report
 from grader.engine.rubric import Criterion, Rubric, load_rubric
 from grader.engine.sandbox.session import Sandbox
@@ -26,11 +26,15 @@ from grader.engine.submission import Submission, load_submission
 
 def build_cases(lesson: str, course: Course, secret: bytes | None) -> list[Case]:
     module = lesson_module(lesson)
-    # The public cases follow from the course's files (and from the edition: the learner
-    # edition has no worker-run cases), so they are built once and read back after.
+    # The public cases follow from the course's files, so they are built once and read
+    # back after. A lesson whose public cases are made of the reference's runs (lessons 5
+    # and 6: PUBLIC_CASES_NEED names the solutions) has them recorded in the learner edition.
     public = files_digest(course.root / "assignments", course.root / "rubrics")
-    cases = list(remember("public-cases", f"{lesson}|{public}|{reference_policies()}",
-                          lambda: list(module.public_cases(course))))
+    needs = getattr(module, "PUBLIC_CASES_NEED", ())
+    cases = list(recorded(f"cases-{lesson}", lesson,
+                          lambda: remember("public-cases", f"{lesson}|{public}",
+                                           lambda: list(module.public_cases(course))),
+                          available=all(has_solution(n) for n in needs)))
     if secret is not None:
         cases += module.hidden_cases(secret, course)
     return cases

@@ -1,7 +1,7 @@
 """The learner edition: the copy of the course a course can publish (``grader release``).
 
 Left out: the reference solutions (reference/solutions/), the hidden families
-(grader/families/), the instructor commands and their modules (grade, export, feedback,
+(grader/instructor/families/), the instructor commands and their modules (grade, export, feedback,
 release), and every lesson whose public checks cannot run without the reference,
 with the modules beside it (grader/lessons/) that no released lesson needs.
 Put in: the oracle's answers to each released lesson's public cases

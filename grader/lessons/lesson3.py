@@ -5,7 +5,7 @@ learner's choose_chunk). Public probes come from assignments/lesson3/public/prob
 public scenarios from the other files there; hidden probes are drawn from the instructor
 secret per family (short and very long prefixes, empty and full decode batches, budgets
 next to the decode-only step or a page boundary, coefficients other than the defaults),
-hidden scenarios from grader/families/lesson3.yaml.
+hidden scenarios from grader/instructor/families/lesson3.yaml.
 
 The oracle (chunk_oracle) finds the largest fitting chunk by binary search over page
 multiples with the true cost model, never by the reference's formula, so another correct

@@ -39,6 +39,8 @@ from grader.course.sheet import (POLICY_SECTIONS, Problem, get_path, read_yaml, 
 
 SUBMISSION = "folder"
 FILES = ("diagnosis.yaml", "design_sheet.yaml")
+# The public incidents are made of the reference's runs: recorded in the learner edition.
+PUBLIC_CASES_NEED = ("lesson1", "lesson2", "lesson3", "lesson4", "lesson5")
 SHOWN = 3            # problems a feedback line lists
 
 

@@ -18,10 +18,20 @@ from dataclasses import replace
 import numpy as np
 
 from grader.course.experiments import experiment
-from grader.course.experiments.common import (Column, Knob, Line, Outcome, Panel, Plot, Table,
-                                       percentile, token_gaps, ttfts)
+from grader.course.experiments.common import (
+    Column,
+    Knob,
+    Line,
+    Outcome,
+    Panel,
+    Plot,
+    Table,
+    percentile,
+    token_gaps,
+    ttfts,
+)
 from grader.course.scenario import course_machines
-from reference.policy import reference_policy
+from grader.engine.oracle import lesson_policy, reference_decisions
 from reference.request import Request
 from reference.shapes import CostModel, ModelSpec, Slo, WorkerSpec
 from reference.sizing import Geometry
@@ -146,7 +156,7 @@ def prefill_deadline(s: dict, course) -> Outcome:
     variants += [(name, None, {"rule": name}) for name in s["rules"]]
     rows = []
     for label, chunk, rule in variants:
-        run = simulate(model, worker, reference_policy(_sheet(s, **rule)), reqs)
+        run = simulate(model, worker, lesson_policy(reference_decisions("lesson3"), _sheet(s, **rule)), reqs)
         row = {"rule": label, "chunk": chunk, **measure(run, start, s["budget"])}
         if not row["complete"]:
             notes.append(f"{label}: not every long prompt got its first token ({run.aborted or 'run ended'})")

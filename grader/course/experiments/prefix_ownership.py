@@ -20,15 +20,24 @@ from dataclasses import replace
 
 import numpy as np
 
-from grader.engine.errors import InputError
 from grader.course.experiments import experiment
-from grader.course.experiments.common import Column, Knob, Line, Outcome, Panel, Plot, Table, percentile
+from grader.course.experiments.common import (
+    Column,
+    Knob,
+    Line,
+    Outcome,
+    Panel,
+    Plot,
+    Table,
+    percentile,
+)
 from grader.course.scenario import load_scenario
-from reference.policy import reference_policy
+from grader.engine.errors import InputError
+from grader.engine.oracle import lesson_policy, reference_decisions
 from reference.records import Run
 from reference.request import Request
-from reference.workload import with_overrides
 from reference.worker import simulate
+from reference.workload import with_overrides
 
 SCENARIO = ("lesson4", "public", "cancel-prefix.scenario.yaml")
 # One constraint each, as design-sheet `cancellation` values (reference/policy.py).
@@ -150,7 +159,7 @@ def prefix_ownership(s: dict, course) -> Outcome:
     pt = base.worker.page_tokens
 
     def add(label: str, scenario, changes: dict, cancel: float) -> None:
-        policy = reference_policy({**scenario.sheet, "cancellation": changes})
+        policy = lesson_policy(reference_decisions("lesson4"), {**scenario.sheet, "cancellation": changes})
         run = simulate(scenario.model, scenario.worker, policy, requests(scenario, s["repeat"]))
         runs[label] = run
         rows.append({"variant": label, "cancel_pct": round(cancel * 100), **measure(run, pt)})
