@@ -12,7 +12,7 @@ from pathlib import Path
 
 from grader import __version__
 from grader.engine.layout import find_course
-from grader.engine.edition import learner_edition, unavailable
+from grader.engine.edition import learner_edition
 from grader.engine.errors import InputError
 from grader.engine.report import render
 from grader.engine.secret import SecretError, load_secret
@@ -134,9 +134,15 @@ def _instructor_commands(sub) -> None:
                    "there (never hand it out)")
 
     r = sub.add_parser("release", help="build the learner edition (instructors)",
-                       epilog="example: grader release --out learner-edition/")
+                       epilog="examples:\n  grader release --out learner-edition/\n"
+                              "  grader release --out free/ --lessons lesson1,lesson2\n"
+                              "  grader release --out late/ --publish-solutions lesson1,lesson2",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--out", required=True, metavar="DIR",
                    help="a new or empty folder (or an earlier release, which is replaced)")
+    r.add_argument("--lessons", metavar="L,L,...", help="the lessons it holds (default: every lesson)")
+    r.add_argument("--publish-solutions", metavar="L,L,...", default="",
+                   help="also ship these lessons' reference solutions (their deadlines have passed)")
 
 
 def _sheet_commands(sub) -> None:
@@ -185,8 +191,6 @@ def main(argv: list[str] | None = None) -> int:
     from grader.engine.pipeline import folder_files, grade_path   # after parsing: --help stays instant
     try:
         course = find_course(args.course)
-        if unavailable(args.command):
-            raise InputError(args.command, unavailable(args.command))
         if args.command == "experiment":
             return _experiment(args, course)
         if args.command == "sheet":
@@ -272,7 +276,11 @@ def _feedback(args, course) -> int:
 
 def _release(args, course) -> int:
     from grader.instructor.release import build_learner_edition
-    print(build_learner_edition(course, Path(args.out)).render())
+
+    def listed(text: str | None) -> tuple[str, ...] | None:
+        return None if text is None else tuple(x.strip() for x in text.split(",") if x.strip())
+    print(build_learner_edition(course, Path(args.out), lessons=listed(args.lessons),
+                                publish=listed(args.publish_solutions) or ()).render())
     return 0
 
 
@@ -289,11 +297,7 @@ def _sheet(args, course) -> int:
                   "\n".join([f"{path}: {len(problems)} problem{'s' if len(problems) > 1 else ''}"]
                             + [f"  {p}" for p in problems]))
         return 0 if not problems else 2
-    try:
-        from grader.course import replay
-    except ImportError:
-        raise InputError("sheet run", "not in the learner edition: it runs the reference worker and "
-                                      "policies, which are not shipped") from None
+    from grader.course import replay
     print(replay.run_sheets(sheet, path, course, args.workload, args.seeds, args.baseline, args.json))
     return 0
 

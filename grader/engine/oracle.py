@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from grader.engine import codec
 from grader.engine.cases import digest_of
+from grader.engine.errors import InputError
 
 EXPECTATIONS = Path(__file__).resolve().parents[1] / "expectations"
 T = TypeVar("T")
@@ -38,16 +39,29 @@ _recording: dict[str, dict[str, Any]] | None = None
 _tables: dict[str, dict[str, Any]] = {}
 
 
-class OracleMissing(RuntimeError):
-    """The learner edition was asked something its recorded expectations do not hold."""
+class OracleMissing(InputError):
+    """The learner edition was asked something its recorded expectations do not hold: a
+    person's request this edition cannot answer (one line, exit 2), never a crash."""
+
+    def __init__(self, message: str):
+        super().__init__("learner edition", message)
+
+
+def present(module: str) -> bool:
+    """Whether a module of the course is in this edition."""
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def solution(lesson: str) -> str:
+    return f"reference.solutions.{lesson}"
 
 
 def has_solution(lesson: str) -> bool:
     """Whether the reference solution of ``lesson`` is here (the course, or published)."""
-    try:
-        return find_spec(f"reference.solutions.{lesson}") is not None
-    except ModuleNotFoundError:
-        return False
+    return present(solution(lesson))
 
 
 def reference_solution(lesson: str):
@@ -132,13 +146,14 @@ def reference_oracle(lesson: str) -> Oracle:
 
 
 # ---- figures -------------------------------------------------------------------------------
-def figures(kind: str, key: str, compute: Callable[[], T], *, lessons: tuple[str, ...],
-            public: bool) -> T:
-    """A figure of the reference's runs: computed where the solutions of ``lessons`` are
-    here (kept on disk when public), else read from the record."""
+def figures(kind: str, key: str, compute: Callable[[], T], *, needs: tuple[str, ...],
+            persist: bool) -> T:
+    """A figure the reference gives (an oracle run's numbers, the largest chunk that fits):
+    computed where the modules it ``needs`` are here (kept on disk when ``persist``, which
+    a hidden case never is), else read from the record."""
     from grader.engine.memo import remember
-    return recorded(f"figures-{kind}", key, lambda: remember(kind, key, compute, persist=public),
-                    available=all(has_solution(lesson) for lesson in lessons))
+    return recorded(f"figures-{kind}", key, lambda: remember(kind, key, compute, persist=persist),
+                    available=all(present(m) for m in needs))
 
 
 # ---- the reference as a policy --------------------------------------------------------------

@@ -65,7 +65,9 @@ def run_criteria(rubric: Rubric, ctx: CheckContext, mode: str, load_error: str |
 
 def grade_submission(lesson: str, submission: Submission, course: Course, *, mode: str,
                      secret: bytes | None = None, rubric: Rubric | None = None,
-                     cases: list[Case] | None = None) -> Report:
+                     cases: list[Case] | None = None, sandbox=None) -> Report:
+    """``sandbox`` makes the stand-in a submission is called through (default: the isolated
+    child; the learner edition's self-proof grades course code in process)."""
     started = time.perf_counter()
 
     def prepare():
@@ -83,11 +85,12 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
         isolation = "none needed: the submission is data, and no learner code runs"
     else:
         # The sandbox first: its child loads the submission while the cases are prepared.
-        with Sandbox(submission.source, Path(submission.path).name) as sandbox:
+        opened = sandbox() if sandbox else Sandbox(submission.source, Path(submission.path).name)
+        with opened as child:
             module, rubric, cases = prepare()
-            ctx = CheckContext(sandbox, cases, course)
-            results = tuple(run_criteria(rubric, ctx, mode, sandbox.load_error))
-            isolation = sandbox.isolation
+            ctx = CheckContext(child, cases, course)
+            results = tuple(run_criteria(rubric, ctx, mode, child.load_error))
+            isolation = child.isolation
     unchecked = [r.id for r in results if not r.checked]
     if mode == "grade" and unchecked:
         # A grade stands on every criterion; only the learner edition's check may skip one.

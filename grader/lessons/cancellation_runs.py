@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, check
 from grader.engine.learner_policy import CallLog, learner_decisions
-from grader.engine.oracle import figures, lesson_policy, reference_decisions
+from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from reference.records import Run
 
 FUNCTIONS = ("on_event", "prefix_key", "publishable")
@@ -57,7 +57,7 @@ def oracle_hits(case: Case) -> int:
     s = case.inputs
     return figures("lesson4-oracle-hits", case.digest,
                    lambda: prefix_hits(s.run(lesson_policy(reference_decisions("lesson4"), s.sheet))),
-                   lessons=("lesson4",), public=case.visibility == "public")
+                   needs=(solution("lesson4"),), persist=case.visibility == "public")
 
 
 def prefix_hits(run: Run) -> int:

@@ -19,7 +19,7 @@ from grader.course.experiments.common import token_gaps, ttfts
 from grader.engine.codec import persistent
 from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.lessons.chunk_oracle import ms
-from grader.engine.oracle import figures, lesson_policy, reference_decisions
+from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from reference.records import Run
 from reference.shapes import ChunkContext, ChunkPlan
 from reference.worker import PolicyError
@@ -47,7 +47,7 @@ def oracle_run(case: Case) -> OracleRun:
     s = case.inputs
     return figures("lesson3-oracle", case.digest,
                    lambda: _summary(s.run(lesson_policy(reference_decisions("lesson3"), s.sheet))),
-                   lessons=("lesson3",), public=case.visibility == "public")
+                   needs=(solution("lesson3"),), persist=case.visibility == "public")
 
 
 @dataclass(frozen=True)

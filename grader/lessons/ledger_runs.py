@@ -13,7 +13,7 @@ from grader.engine.cases import Case
 from grader.engine.checks import CheckContext
 from grader.engine.codec import persistent
 from grader.engine.learner_policy import CallLog, learner_decisions
-from grader.engine.oracle import figures, lesson_policy, reference_decisions
+from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from grader.lessons.ledger import available, inactive, ledger_words, need, promise, request_words
 from reference.records import Run
 from reference.shapes import AdmissionRequest, LedgerView, RequestRecord
@@ -89,7 +89,7 @@ class OracleRun:
 def oracle_run(case: Case) -> OracleRun:
     """The reference ledger's run of the scenario, summed up: the same for every submission."""
     return figures("lesson2-oracle", case.digest, lambda: _oracle_run(case.inputs),
-                   lessons=("lesson2",), public=case.visibility == "public")
+                   needs=(solution("lesson2"),), persist=case.visibility == "public")
 
 
 def _oracle_run(s) -> OracleRun:

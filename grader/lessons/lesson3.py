@@ -26,7 +26,7 @@ from grader.engine.layout import read_yaml
 from grader.engine.errors import InputError
 # Importing the judges registers their checks.
 from grader.lessons import chunk_probes, chunk_runs  # noqa: F401
-from grader.lessons.chunk_oracle import EDGE, knife_edges, step_s
+from grader.lessons.chunk_oracle import EDGE, step_s
 from grader.course.scenario import hidden_scenarios, public_scenarios
 from grader.engine.secret import derive_seed
 from reference.shapes import ChunkContext, CostModel
@@ -179,6 +179,7 @@ def _draw(g: np.random.Generator, family: str) -> ChunkContext:
 
 def _clear_of_edges(ctx: ChunkContext) -> ChunkContext:
     """Move the budget off any deciding step time, so float rounding never decides a grade."""
+    from grader.lessons.oracles.chunk_search import knife_edges   # drawing hidden probes: the course
     for _ in range(8):
         close = knife_edges(ctx)
         if not close:
