@@ -56,25 +56,27 @@ def baseline_chunk(ctx: ChunkContext) -> ChunkPlan:
     return ChunkPlan(min(FIXED_CHUNK_TOKENS, ctx.prefill_remaining), "ok")
 
 
+# (state, event, a step in flight?) -> (next state, actions); None stands for either value
+# of the flag. Anything not listed leaves the state as it is. A cancel only tells the
+# client (and takes a request out of the queue); the request ends when it would have, and
+# its pages come back then, after the last step that writes them.
+_DEFERRED = {
+    ("waiting", "admit", None): ("admitted", ()),
+    ("admitted", "step_launched", None): ("running", ()),
+    ("waiting", "cancel", None): ("done", (_STOP, _NOTIFY)),
+    ("admitted", "cancel", None): ("admitted", (_NOTIFY,)),
+    ("running", "cancel", None): ("running", (_NOTIFY,)),
+    ("admitted", "finished", False): ("done", (_STOP, _RELEASE)),
+    ("running", "finished", False): ("done", (_STOP, _RELEASE)),
+    ("admitted", "finished", True): ("cancelling", (_STOP,)),
+    ("running", "finished", True): ("cancelling", (_STOP,)),
+    ("cancelling", "step_completed", False): ("done", (_RELEASE,)),
+}
+
+
 def baseline_on_event(state: str, event: str, step_in_flight: bool) -> Transition:
-    if state == "done":
-        return Transition("done")
-    if event == "cancel":
-        if state == "waiting":
-            return Transition("done", (_STOP, _NOTIFY))
-        return Transition(state, (_NOTIFY,) if state != "cancelling" else ())
-    if event == "finished":
-        # Pages a launched step still writes come back when that step completes.
-        if step_in_flight:
-            return Transition("cancelling", (_STOP,))
-        return Transition("done", (_STOP, _RELEASE))
-    if state == "cancelling" and event == "step_completed" and not step_in_flight:
-        return Transition("done", (_RELEASE,))
-    if state == "waiting" and event == "admit":
-        return Transition("admitted")
-    if state == "admitted" and event == "step_launched":
-        return Transition("running")
-    return Transition(state)
+    entry = _DEFERRED.get((state, event, None)) or _DEFERRED.get((state, event, step_in_flight))
+    return Transition(*entry) if entry else Transition(state)
 
 
 def baseline_policy() -> Policy:

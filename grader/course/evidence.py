@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from grader.course.replay import client_reports
+from grader.engine.codec import persistent
 from grader.course.sheet import get_path
 from reference.records import Run
 
@@ -129,6 +130,7 @@ class Tables:
 
 
 # ---- the items -----------------------------------------------------------------------------------
+@persistent
 @dataclass(frozen=True)
 class Item:
     key: str                       # what kind of observation: "audit:over_commit", "steps:long", ...

@@ -350,12 +350,16 @@ def record_expectations(course: Course, lesson: str) -> dict[str, dict]:
     from grader.engine.oracle import recording
     from grader.engine.pipeline import grade_path
     from grader.instructor.templates import templates
+    from grader.lessons import lesson_module
     with tempfile.TemporaryDirectory(prefix="grader-release-templates-") as tmp, recording() as answers:
         for path in templates(PACKAGE_ROOT, lesson, Path(tmp)).values():
             try:
                 grade_path(lesson, path, course, mode="check")
             except InputError:
                 continue            # a test submission that is unreadable on purpose
+        more = getattr(lesson_module(lesson), "record_more", None)
+        if more is not None:
+            more(course)            # what a learner may hand in beyond the known submissions
     return answers
 
 
