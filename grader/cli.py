@@ -161,6 +161,9 @@ def _sheet_commands(sub) -> None:
     r.add_argument("--seeds", metavar="S,S,...", help="paired seeds (default: the sheet's paired_seeds)")
     r.add_argument("--baseline", metavar="SHEET", help="also replay this sheet on the same seeds and "
                    "decide the release with lesson 5's rule (the baseline's release_criteria.rule)")
+    r.add_argument("--own", action="store_true",
+                   help="distort your own functions (assignments/lessonN/exercise.py) instead of the "
+                        "reference's; the learner edition always does")
     r.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -297,8 +300,11 @@ def _sheet(args, course) -> int:
                   "\n".join([f"{path}: {len(problems)} problem{'s' if len(problems) > 1 else ''}"]
                             + [f"  {p}" for p in problems]))
         return 0 if not problems else 2
-    from grader.course import replay
-    print(replay.run_sheets(sheet, path, course, args.workload, args.seeds, args.baseline, args.json))
+    from grader.course import core, replay
+    chosen, opened = core.default(course, own=args.own)
+    with opened:
+        print(replay.run_sheets(sheet, path, course, args.workload, args.seeds, args.baseline, args.json,
+                                core=chosen))
     return 0
 
 

@@ -70,23 +70,26 @@ class Replay:
     violations: dict                            # kind -> count over the seeds
     reports: dict                               # client report -> count over the seeds
     runs: tuple                                 # (requests, Run) per seed, as the worker left them
+    seeds: tuple = ()                           # the seeds replayed, in order
 
 
 def replay(model: ModelSpec, d: Design, workload: WorkloadSpec, seeds: Sequence[int], *,
            core: Core | None = None, qualify=None) -> Replay:
-    """``qualify`` replaces the core's (lesson 6: the gate that averaged TPOT)."""
+    """``qualify`` replaces the core's (lesson 6: the gate that averaged TPOT). A core with
+    no qualify (a learner who has not written lesson 5) gives runs and no summaries."""
     core = core or reference_core()
+    qualify = qualify or core.qualify
     classes = tuple(c.name for c in workload.classes)
     summaries, violations, reports, runs = [], Counter(), Counter(), []
     for seed in seeds:
         requests, run = run_design(model, d, workload, seed, core)
-        summaries.append(summarize(delivered(run), classes, window_of(requests), seed,
-                                   qualify or core.qualify))
+        if qualify is not None:
+            summaries.append(summarize(delivered(run), classes, window_of(requests), seed, qualify))
         violations.update(v.kind for v in run.violations)
         reports.update(client_reports(run).values())
         runs.append((requests, run))
     return Replay(d, tuple(summaries), {k: violations.get(k, 0) for k in VIOLATION_KINDS},
-                  dict(reports), tuple(runs))
+                  dict(reports), tuple(runs), tuple(seeds))
 
 
 # ---- comparing two replays ----------------------------------------------------------------
@@ -137,39 +140,58 @@ def _ms(x: float) -> float:
 
 
 def figures(r: Replay) -> dict:
-    """The release-relevant figures of a replay, pooled over its seeds."""
+    """The release-relevant figures of a replay, pooled over its seeds. Without summaries (a
+    core with no qualify) the classes say what their requests became, and there is no goodput."""
+    gaps = sorted(max((b - a for a, b in zip(rec.token_times, rec.token_times[1:])), default=0.0)
+                  for _, run in r.runs for rec in run.requests if len(rec.token_times) >= 2)
+    out = {"seeds": list(r.seeds),
+           "p99_largest_gap_ms": _ms(gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]) if gaps else 0.0,
+           "violations": {k: n for k, n in r.violations.items() if n}, "client_reports": r.reports}
+    if not r.summaries:
+        outcomes: dict = {}
+        for _, run in r.runs:
+            for rec in delivered(run).requests:
+                row = outcomes.setdefault(rec.cls, Counter())
+                row["requests"] += 1
+                row[rec.outcome] += 1
+        return {**out, "goodput_rps": None, "outcomes": {k: dict(v) for k, v in sorted(outcomes.items())}}
     classes = {}
     for name in sorted({c.cls for s in r.summaries for c in s.classes}):
         rows = [c for s in r.summaries for c in s.classes if c.cls == name]
-        counts = {k: sum(getattr(c, k) for c in rows)
-                  for k in ("requests", "good", "late_first_token", "slow_tokens", "rejected", "failed",
-                            "excluded")}
+        counts = {k: sum(getattr(c, k) for c in rows) for k in ("requests", *QUALIFIED)}
         att = slo.attainment(r.summaries, name)
         classes[name] = {**counts, "attainment": None if att is None else round(att, 4)}
-    gaps = sorted(max((b - a for a, b in zip(rec.token_times, rec.token_times[1:])), default=0.0)
-                  for _, run in r.runs for rec in run.requests if len(rec.token_times) >= 2)
-    return {
-        "seeds": [s.seed for s in r.summaries],
-        "goodput_rps": round(sum(slo.run_goodput(s) for s in r.summaries) / len(r.summaries), 4),
-        "rejected_share": round(slo.rejected_share(r.summaries), 4),
-        "mean_tpot_ms": _ms(sum(s.mean_tpot_s for s in r.summaries) / len(r.summaries)),
-        "p99_largest_gap_ms": _ms(gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]) if gaps else 0.0,
-        "classes": classes,
-        "violations": {k: n for k, n in r.violations.items() if n},
-        "client_reports": r.reports,
-    }
+    return {**out,
+            "goodput_rps": round(sum(slo.run_goodput(s) for s in r.summaries) / len(r.summaries), 4),
+            "rejected_share": round(slo.rejected_share(r.summaries), 4),
+            "mean_tpot_ms": _ms(sum(s.mean_tpot_s for s in r.summaries) / len(r.summaries)),
+            "classes": classes}
+
+
+QUALIFIED = ("good", "late_first_token", "slow_tokens", "rejected", "failed", "excluded")
+
+
+def _table(rows: dict, head: tuple[str, ...], last: str = "") -> list[str]:
+    w = max([len("class")] + [len(n) for n in rows])
+    lines = [f"  {'class':<{w}}" + "".join(f"  {h:>{len(h)}}" for h in head) + (f"  {last}" if last else "")]
+    for name, c in rows.items():
+        tail = ""
+        if last:
+            tail = "  " + ("-" if c.get(last) is None else f"{c[last]:.1%}").rjust(len(last))
+        lines.append(f"  {name:<{w}}" + "".join(f"  {c.get(h, 0):>{len(h)}}" for h in head) + tail)
+    return lines
 
 
 def render_figures(title: str, f: dict) -> str:
-    lines = [f"{title}  (seeds {', '.join(map(str, f['seeds']))})",
-             f"  goodput {f['goodput_rps']:.3f} req/s   rejected {f['rejected_share']:.1%}   "
-             f"mean TPOT {f['mean_tpot_ms']:.1f} ms   p99 largest gap {f['p99_largest_gap_ms']:.1f} ms"]
-    head = ("requests", "good", "late_first_token", "slow_tokens", "rejected", "failed", "excluded")
-    w = max([len("class")] + [len(n) for n in f["classes"]])
-    lines.append(f"  {'class':<{w}}" + "".join(f"  {h:>{len(h)}}" for h in head) + "  attainment")
-    for name, c in f["classes"].items():
-        att = "-" if c["attainment"] is None else f"{c['attainment']:.1%}"
-        lines.append(f"  {name:<{w}}" + "".join(f"  {c[h]:>{len(h)}}" for h in head) + f"  {att:>10}")
+    lines = [f"{title}  (seeds {', '.join(map(str, f['seeds']))})"]
+    if f["goodput_rps"] is None:
+        lines.append(f"  goodput: not qualified (lesson 5's qualify is not written yet)   "
+                     f"p99 largest gap {f['p99_largest_gap_ms']:.1f} ms")
+        lines += _table(f["outcomes"], ("requests", "completed", "cancelled_by_client", "rejected", "failed"))
+    else:
+        lines.append(f"  goodput {f['goodput_rps']:.3f} req/s   rejected {f['rejected_share']:.1%}   "
+                     f"mean TPOT {f['mean_tpot_ms']:.1f} ms   p99 largest gap {f['p99_largest_gap_ms']:.1f} ms")
+        lines += _table(f["classes"], ("requests", *QUALIFIED), "attainment")
     v = ", ".join(f"{k} {n}" for k, n in f["violations"].items()) or "none"
     lines.append(f"  violations: {v}")
     reports = ", ".join(f"{k} {n}" for k, n in f["client_reports"].items()) or "none"
@@ -249,8 +271,11 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
     core = core or reference_core()
     bench = bench_for(sheet, path, course, workload, seeds)
     mine = replay(bench.model, design("sheet", sheet, bench.worker), bench.workload, bench.seeds, core=core)
-    out = {"file": str(path), "workload": bench.source, "figures": figures(mine)}
+    out = {"file": str(path), "workload": bench.source, "figures": figures(mine),
+           "core": core.note or "the reference's decisions"}
     text = [render_figures(f"{path} on {bench.source}", out["figures"])]
+    if core.note:
+        text.insert(0, f"decisions: {core.note}")
     if baseline:
         base, problems = load_sheet(Path(baseline), course)
         if problems:
@@ -258,14 +283,19 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
         before = replay(bench.model, design("baseline", base, bench.worker), bench.workload, bench.seeds,
                         core=core)
         rule = rule_from((base.get("release_criteria") or {}).get("rule"), f"{baseline}: release_criteria.rule")
-        decision = core.decide(before.summaries, mine.summaries, rule)
-        out["baseline"] = {"file": baseline, "figures": figures(before), "decision": decision.decision,
-                           "reasons": list(decision.reasons),
+        out["baseline"] = {"file": baseline, "figures": figures(before),
                            "new_violations": {k: list(v) for k, v in new_violations(before, mine).items()}}
-        text += ["", render_figures(f"{baseline} (baseline)", out["baseline"]["figures"]), "",
-                 f"lesson 5's rule, {baseline} -> {path}: {decision.decision}"]
-        text += [f"  {r}" for r in decision.reasons]
+        text += ["", render_figures(f"{baseline} (baseline)", out["baseline"]["figures"]), ""]
+        if core.decide is None or not mine.summaries:
+            text.append("no release decision: lesson 5's qualify and decide_release are not written yet")
+        else:
+            decision = core.decide(before.summaries, mine.summaries, rule)
+            out["baseline"].update(decision=decision.decision, reasons=list(decision.reasons))
+            text.append(f"lesson 5's rule, {baseline} -> {path}: {decision.decision}")
+            text += [f"  {r}" for r in decision.reasons]
         text += [f"  more {k} violations: {a} -> {b}" for k, (a, b) in new_violations(before, mine).items()]
-    text.append("Requests are qualified by the course's rules (every token's deadline), whatever the "
-                "sheet's own gate says; the service-cost model is synthetic.")
+    if mine.summaries:
+        gate = "your own qualify" if core.note else "the course's rules (every token's deadline)"
+        text.append(f"Requests are qualified by {gate}, whatever the sheet's own gate says; the "
+                    "service-cost model is synthetic.")
     return json.dumps(out, sort_keys=True) if as_json else "\n".join(text)
