@@ -13,7 +13,7 @@ from pathlib import Path
 from grader import __version__
 from grader.engine.cases import Case
 from grader.engine.checks import REGISTRY, CheckContext, Measure
-from grader.engine.layout import Course
+from grader.engine.layout import FAMILIES, Course
 from grader.engine.errors import InputError
 from grader.lessons import lesson_module
 from grader.engine.memo import files_digest, remember
@@ -30,10 +30,22 @@ def build_cases(lesson: str, course: Course, secret: bytes | None) -> list[Case]
     # edition has no worker-run cases), so they are built once and read back after.
     public = files_digest(course.root / "assignments", course.root / "rubrics")
     cases = list(remember("public-cases", f"{lesson}|{public}|{reference_policies()}",
-                          lambda: list(module.public_cases(course))))
+                          lambda: _course_files(course.assignment(lesson), module.public_cases, course)))
     if secret is not None:
-        cases += module.hidden_cases(secret, course)
+        cases += _course_files(FAMILIES, module.hidden_cases, secret, course)
     return cases
+
+
+def _course_files(where, build, *args) -> list[Case]:
+    """build(*args), where a course file of the wrong shape (a number where a list belongs,
+    a list where a mapping does) is one line naming the folder, never a traceback. The
+    lessons name the file and field where they check; this catches what they do not."""
+    try:
+        return list(build(*args))
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+        text = " ".join(f"{type(e).__name__}: {e}".split())[:160]
+        raise InputError(str(where), f"a probe, scenario or family file holds a value of the "
+                                     f"wrong shape ({text})") from None
 
 
 def score(criterion: Criterion, measure: Measure) -> CriterionResult:
