@@ -20,7 +20,7 @@ from grader.engine.memo import files_digest, remember
 from grader.engine.oracle import reference_policies
 from grader.engine.report import CriterionResult, Report
 from grader.engine.rubric import Criterion, Rubric, load_rubric
-from grader.engine.sandbox.session import Sandbox
+from grader.engine.sandbox.session import UNCONFINED_FLAG, Sandbox
 from grader.engine.submission import Submission, load_submission
 
 
@@ -73,8 +73,11 @@ def run_criteria(rubric: Rubric, ctx: CheckContext, mode: str, load_error: str |
 
 def grade_submission(lesson: str, submission: Submission, course: Course, *, mode: str,
                      secret: bytes | None = None, rubric: Rubric | None = None,
-                     cases: list[Case] | None = None) -> Report:
+                     cases: list[Case] | None = None, unconfined_ok: bool = False) -> Report:
+    """``unconfined_ok``: a grade may run where the sandbox cannot confine the submission
+    (the instructor passed UNCONFINED_FLAG); otherwise it refuses (Unconfined)."""
     started = time.perf_counter()
+    notes = submission.notes
 
     def prepare():
         module = lesson_module(lesson)          # registers the lesson's checks
@@ -91,11 +94,18 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
         isolation = "none needed: the submission is data, and no learner code runs"
     else:
         # The sandbox first: its child loads the submission while the cases are prepared.
-        with Sandbox(submission.source, Path(submission.path).name) as sandbox:
+        # A grade holds hidden cases and goes to the gradebook: it never runs unconfined
+        # unless the instructor said so; a check is the learner's own code, and says.
+        with Sandbox(submission.source, Path(submission.path).name,
+                     require_confinement=mode == "grade" and not unconfined_ok) as sandbox:
             module, rubric, cases = prepare()
             ctx = CheckContext(sandbox, cases, course)
             results = tuple(run_criteria(rubric, ctx, mode, sandbox.load_error))
             isolation = sandbox.isolation
+            if not sandbox.confined:
+                notes += (f"not confined: the submission could read the course's files and write "
+                          f"the grader's (the sandbox here lacks {sandbox.lacks})"
+                          + (f"; graded anyway ({UNCONFINED_FLAG})" if mode == "grade" else ""),)
     unchecked = [r.id for r in results if not r.checked]
     if mode == "grade" and unchecked:
         # A grade stands on every criterion; only the learner edition's check may skip one.
@@ -105,7 +115,7 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
                   submission_digest=submission.digest, rubric_version=rubric.version,
                   criteria=results, cases=tuple(c.summary() for c in cases),
                   isolation=isolation, grader_version=__version__,
-                  duration_s=round(time.perf_counter() - started, 3), notes=submission.notes)
+                  duration_s=round(time.perf_counter() - started, 3), notes=notes)
 
 
 def folder_files(lesson: str) -> tuple[str, ...] | None:

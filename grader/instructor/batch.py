@@ -134,12 +134,12 @@ def _prepared(course_root: str, lesson: str, secret: bytes, expected_cases: str)
 
 
 def grade_one(course_root: str, lesson: str, secret: bytes, expected_cases: str,
-              submission: Submission) -> dict:
+              unconfined_ok: bool, submission: Submission) -> dict:
     """Grade one submission (in a worker): its report as a dict."""
     from grader.engine.pipeline import grade_submission
     course, rubric, cases = _prepared(course_root, lesson, secret, expected_cases)
     report = grade_submission(lesson, submission, course, mode="grade", secret=secret,
-                              rubric=rubric, cases=cases)
+                              rubric=rubric, cases=cases, unconfined_ok=unconfined_ok)
     return report.to_dict()
 
 
@@ -218,7 +218,7 @@ def _dask(jobs: list[Job], scheduler: str, args: tuple) -> Outcome:
         raise InputError(scheduler, f"cannot reach the Dask scheduler ({e})") from None
     with client:
         secret = client.scatter(args[2], broadcast=True)   # sent once, not with every task
-        task_args = (args[0], args[1], secret, args[3])
+        task_args = (args[0], args[1], secret, *args[3:])
         futures = {client.submit(grade_one, *task_args, job.submission, pure=False): job
                    for job in jobs}
         for future in dask_completed(list(futures)):
@@ -286,13 +286,21 @@ def distribution(scores, max_score: float, bins: int = 10) -> dict:
 
 def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gradebook, *,
               jobs: int | None = None, force: bool = False, scheduler: str | None = None,
-              progress: bool = True, stream=None) -> BatchSummary:
+              progress: bool = True, stream=None, unconfined_ok: bool = False) -> BatchSummary:
+    """``unconfined_ok``: grade even where the sandbox cannot confine a submission (the
+    instructor's explicit choice); otherwise a class that could not be confined refuses
+    before any work."""
     from grader.engine.checks import REGISTRY
     from grader.lessons import lesson_module
     from grader.engine.pipeline import build_cases, folder_files
     from grader.engine.rubric import load_rubric
 
     started = time.monotonic()
+    if not unconfined_ok and folder_files(lesson) is None and not scheduler:
+        # Before any work: a class is refused whole, not one student at a time. (A Dask
+        # cluster's workers check for themselves, in every grade.)
+        from grader.engine.sandbox.session import require_confinement
+        require_confinement()
     lesson_module(lesson)
     rubric = load_rubric(course.rubric_path(lesson), REGISTRY)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
@@ -321,7 +329,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
             todo.append(Job(e.student, sub))
 
     n = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
-    args = (str(course.root), lesson, secret, expected_cases)
+    args = (str(course.root), lesson, secret, expected_cases, unconfined_ok)
     if scheduler:
         outcomes, workers = _dask(todo, scheduler, args), f"Dask at {scheduler}"
     elif n == 1 or len(todo) <= 1:

@@ -32,6 +32,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.engine.errors import InputError
 from grader.engine.sandbox import isolation as containment
 from reference import shapes
 
@@ -77,6 +78,21 @@ class CallResult:
 
 class SandboxError(RuntimeError):
     """The sandbox itself could not start (before any learner code ran): a grader problem."""
+
+
+UNCONFINED_FLAG = "--dangerously-grade-without-confinement"
+
+
+class Unconfined(InputError):
+    """Confinement was required (a grade) and cannot be built here; no learner code ran.
+    One line: what is missing, what to install or how to run, and the flag that accepts
+    the risk."""
+
+    def __init__(self, lacks: str, describe: str):
+        super().__init__("sandbox", f"refusing to grade: a submission here could read the course, "
+                         f"the secret and the gradebook ({describe}; it lacks {lacks}). "
+                         f"{containment.ADVICE}, or pass {UNCONFINED_FLAG} to grade at that risk")
+        self.lacks = lacks
 
 
 class _Timeout(Exception):
@@ -325,10 +341,12 @@ class Sandbox:
     def __init__(self, submission_source: str, filename: str, *,
                  call_timeout_s: float | None = None, run_timeout_s: float | None = None,
                  memory_bytes: int | None = None, cpu_seconds: int | None = None,
-                 load_timeout_s: float | None = None, isolation: str | None = None):
+                 load_timeout_s: float | None = None, isolation: str | None = None,
+                 require_confinement: bool = False):
         """Limits not given come from DEFAULT_LIMITS. `isolation`: "auto" (bwrap when it
         works here, else a plain process), "bwrap" (required) or "process"; None reads
-        $GRADER_SANDBOX, default auto."""
+        $GRADER_SANDBOX, default auto. `require_confinement`: a child that cannot be
+        confined (see `confined`) loads nothing, and the first use raises Unconfined."""
         d = DEFAULT_LIMITS
         self._source = submission_source
         self._filename = os.path.basename(filename) or "exercise.py"
@@ -343,6 +361,8 @@ class Sandbox:
                         "nofile": 64, "stdout_keep": 4096, "stdout_send": STDOUT_SEND,
                         "max_frame": MAX_FRAME}
         self._plan = containment.plan(isolation, PYTHON, CHILD, d.tmp_bytes)
+        self._require = bool(require_confinement)
+        self._lacks: str | None = None      # what confinement the child lacks ("" none)
         self._spent = 0.0                # seconds charged to this submission's run budget
         self._child: _Child | None = None
         self._holder: list = [None]      # what the finalizer kills if close() is never called
@@ -366,6 +386,19 @@ class Sandbox:
         """How the child is contained, as it reported it (waits for a pending load)."""
         self.load_error
         return self._isolation
+
+    @property
+    def confined(self) -> bool:
+        """True when the child can neither read the course, the secret or the gradebook nor
+        write anything of the grader's: bubblewrap's empty root, or a plain process with
+        Landlock, a seccomp allow list and no capabilities (waits for a pending load)."""
+        self.load_error
+        return self._plan.wrapped or self._lacks == ""
+
+    @property
+    def lacks(self) -> str:
+        """What confinement the child lacks, in words ('' when it is confined)."""
+        return "" if self.confined else (self._lacks or "a child that reported its isolation")
 
     @property
     def load_stdout(self) -> str:
@@ -471,7 +504,10 @@ class Sandbox:
         try:
             self._child.send({"shapes_source": SHAPES_SOURCE, "submission": self._source,
                               "filename": self._filename, "workdir": plan.workdir or host_dir,
-                              "limits": self._limits}, self._loading + self.load_timeout_s)
+                              "limits": self._limits,
+                              # Under bwrap the empty root is the confinement itself.
+                              "require_confinement": self._require and not plan.wrapped},
+                             self._loading + self.load_timeout_s)
         except (_Timeout, _Ended) as exc:
             self._loading = None
             how = self._child.ended_how() if isinstance(exc, _Ended) else type(exc).__name__
@@ -508,6 +544,13 @@ class Sandbox:
             self._isolation = _one_line(
                 f"{self._plan.describe}: " + ", ".join(steps)
                 + ", clean env, empty cwd, no site-packages", 800)
+        refused, lacks = hello.get("refused"), hello.get("lacks")
+        if type(refused) is str and refused:
+            self._kill()
+            raise Unconfined(refused, self._plan.describe)
+        self._lacks = lacks if type(lacks) is str else None
+        if not self.confined:
+            self._isolation = _one_line(f"NOT CONFINED (lacks {self.lacks}): {self._isolation}", 900)
         try:
             loaded, _ = _parse(self._child.recv(min(deadline, start + self._remaining())))
         except _Timeout:
@@ -587,6 +630,13 @@ class Sandbox:
         if self._child is not None:
             self._child.kill()
         self._child = self._holder[0] = None
+
+
+def require_confinement(isolation: str | None = None) -> None:
+    """Raise Unconfined unless a child started here is confined: asked once, before a grade
+    or a class starts, so a refusal comes before any work (each grade asks again)."""
+    with Sandbox("", "probe.py", isolation=isolation, require_confinement=True) as probe:
+        probe.load_error
 
 
 def _kill_held(holder):
