@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from grader.engine.cases import Case
-from grader.engine.validate import InvalidValue, coerce
+from grader.engine.validate import InvalidValue, coerce, within_domain
 
 REGISTRY: dict[str, Callable] = {}
 
@@ -85,14 +85,17 @@ class Answer:
 def ask(ctx: CheckContext, function: str, cases: Sequence[Case], args: Callable[[Case], tuple],
         returns: Any) -> list[Answer]:
     """Call ``function`` once per case in the sandbox; validate every value before use."""
-    results = ctx.sandbox.call_many(function, [args(c) for c in cases])
+    sent = [args(c) for c in cases]
+    results = ctx.sandbox.call_many(function, sent)
     answers = []
-    for case, res in zip(cases, results):
+    for case, res, arg in zip(cases, results, sent):
         if res.status != "ok":
             answers.append(Answer(case, problem=call_failure(function, res)))
             continue
         try:
-            answers.append(Answer(case, value=coerce(res.value, returns)))
+            within_domain(function, res.value, arg)
+            value = coerce(res.value, returns)
+            answers.append(Answer(case, value=value))
         except InvalidValue as e:
             answers.append(Answer(case, problem=invalid_answer(function, e)))
     return answers

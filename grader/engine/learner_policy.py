@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from itertools import product
 
 from grader.engine.checks import call_failure, invalid_answer
-from grader.engine.validate import InvalidValue, coerce
+from grader.engine.validate import InvalidValue, coerce, within_domain
 from reference.policy import Policy
 from reference.shapes import (EVENTS, STATES, Admission, ChunkPlan, Transition, Verdict)
 from reference.worker import PolicyError
@@ -50,7 +50,9 @@ def _remote(sandbox, function: str, log: CallLog):
             log.note(function, call_failure(function, result))
             raise PolicyError(function)
         try:
-            return coerce(result.value, returns)
+            within_domain(function, result.value, args)
+            value = coerce(result.value, returns)
+            return value
         except InvalidValue as e:
             log.note(function, invalid_answer(function, e))
             raise PolicyError(function) from None
@@ -67,6 +69,7 @@ def _table(sandbox, log: CallLog):
             log.note("on_event", call_failure("on_event", result))
             continue
         try:
+            within_domain("on_event", result.value, key)
             table[key] = coerce(result.value, Transition)
         except InvalidValue as e:
             log.note("on_event", invalid_answer(f"on_event{key}", e))
