@@ -7,6 +7,7 @@ as an invalid decision with its safe fallback, and the failure is kept for feedb
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -41,11 +42,24 @@ class CallLog:
                          for f, n in sorted(self.failures.items()))
 
 
-def _remote(sandbox, function: str, log: CallLog):
+def _remote(sandbox, function: str, log: CallLog, answered: list):
+    """``answered``: when the previous learner call of this run returned (shared by the
+    run's functions)."""
     returns = RETURNS[function]
+    budget = getattr(sandbox, "budget", None)
 
     def call(*args):
-        result = sandbox.call(function, *args)
+        # The worker's time between two of the learner's decisions is spent on this
+        # submission's answers: it comes out of the submission's budget.
+        now = time.monotonic()
+        if answered[0] is not None and budget is not None:
+            budget.charge(now - answered[0])
+        try:
+            return _answer(sandbox.call(function, *args), args)
+        finally:
+            answered[0] = time.monotonic()
+
+    def _answer(result, args):
         if result.status != "ok":
             log.note(function, call_failure(function, result))
             raise PolicyError(function)
@@ -83,7 +97,8 @@ def _table(sandbox, log: CallLog):
 
 def learner_policy(sandbox, base: Policy, functions: tuple[str, ...], log: CallLog) -> Policy:
     """``base`` with ``functions`` answered by the learner's code in ``sandbox``."""
-    changes = {}
+    changes, answered = {}, [None]
     for name in functions:
-        changes[name] = _table(sandbox, log) if name == "on_event" else _remote(sandbox, name, log)
+        changes[name] = _table(sandbox, log) if name == "on_event" else _remote(sandbox, name, log,
+                                                                                answered)
     return base.with_(**changes)

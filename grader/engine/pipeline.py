@@ -7,6 +7,7 @@ instructor's input (rubric, cases, secret) is an InputError before anything is s
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -48,27 +49,53 @@ def _course_files(where, build, *args) -> list[Case]:
                                      f"wrong shape ({text})") from None
 
 
-def score(criterion: Criterion, measure: Measure) -> CriterionResult:
+HIDDEN_LATER = "(feedback on hidden cases is published later)"
+
+
+def score(criterion: Criterion, measure: Measure, public_feedback: str) -> CriterionResult:
     share = criterion.credit.share(measure.value) if measure.checked else 0.0
     return CriterionResult(id=criterion.id, title=criterion.title,
                            score=round(criterion.points * share, 4), max_score=criterion.points,
                            passed=measure.checked and share >= 1.0, feedback=measure.feedback,
                            visibility=criterion.visibility, evidence=measure.evidence,
-                           checked=measure.checked)
+                           checked=measure.checked, public_feedback=public_feedback)
 
 
-def run_criteria(rubric: Rubric, ctx: CheckContext, mode: str, load_error: str | None):
+def run_criteria(rubric: Rubric, cases: list[Case], course: Course, mode: str, public_box,
+                 hidden_box, submission=None):
+    """Each criterion's result. Hidden inputs stay hidden from what is handed back: a
+    criterion's public feedback is measured on its public cases alone, with public_box, a
+    child that never receives a hidden input, so nothing it returns (an echoed argument,
+    an exception message, anything it kept from an earlier call) can hold one. The score
+    is measured on every case the criterion sees, with hidden_box. Both share one memo:
+    the public answers are asked once."""
+    memo: dict = {}
+
+    def measure(box, subset, criterion) -> Measure:
+        if box is not None and box.load_error:
+            return Measure(0.0, f"your file did not load: {box.load_error}")
+        return REGISTRY[criterion.check](CheckContext(box, subset, course, memo, submission),
+                                         criterion.params)
+
     for criterion in rubric.criteria:
         if not criterion.runs_in(mode):
             continue
-        visible = [c for c in ctx.cases if criterion.visibility == "both"
+        visible = [c for c in cases if criterion.visibility == "both"
                    or c.visibility == criterion.visibility]
-        if load_error:
-            measure = Measure(0.0, f"your file did not load: {load_error}")
+        public = [c for c in visible if c.visibility == "public"]
+        if len(public) == len(visible):
+            full = measure(public_box, visible, criterion)
+            public_feedback = full.feedback
+        elif public and submission is None:
+            public_feedback = f"{measure(public_box, public, criterion).feedback} (public cases; " \
+                              f"the hidden cases' feedback is published later)"
+            full = measure(hidden_box, visible, criterion)
         else:
-            sub = CheckContext(ctx.sandbox, visible, ctx.course, ctx.memo, ctx.submission)
-            measure = REGISTRY[criterion.check](sub, criterion.params)
-        yield score(criterion, measure)
+            # Hidden cases only, or a folder of data measured against the student's own
+            # hidden incident: nothing of it goes back early.
+            full = measure(hidden_box, visible, criterion)
+            public_feedback = HIDDEN_LATER
+        yield score(criterion, full, public_feedback)
 
 
 def grade_submission(lesson: str, submission: Submission, course: Course, *, mode: str,
@@ -89,22 +116,29 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
         # Data, not code: nothing of the learner's runs, so there is no sandbox; the lesson
         # parses the folder (every problem becomes feedback) and its checks read the result.
         module, rubric, cases = prepare()
-        ctx = CheckContext(None, cases, course, submission=module.parse_submission(submission, course))
-        results = tuple(run_criteria(rubric, ctx, mode, None))
+        results = tuple(run_criteria(rubric, cases, course, mode, None, None,
+                                     module.parse_submission(submission, course)))
         isolation = "none needed: the submission is data, and no learner code runs"
     else:
-        # The sandbox first: its child loads the submission while the cases are prepared.
-        # A grade holds hidden cases and goes to the gradebook: it never runs unconfined
-        # unless the instructor said so; a check is the learner's own code, and says.
-        with Sandbox(submission.source, Path(submission.path).name,
-                     require_confinement=mode == "grade" and not unconfined_ok) as sandbox:
+        # The sandboxes first: their children load the submission while the cases are
+        # prepared. A grade holds hidden cases and goes to the gradebook: it never runs
+        # unconfined unless the instructor said so; a check is the learner's own code, and
+        # says. A grade's hidden cases go to a child of their own (see run_criteria), both
+        # children under one time budget.
+        required = mode == "grade" and not unconfined_ok
+        name = Path(submission.path).name
+        with contextlib.ExitStack() as stack:
+            public_box = stack.enter_context(Sandbox(submission.source, name,
+                                                     require_confinement=required))
+            hidden_box = public_box if mode != "grade" else stack.enter_context(
+                Sandbox(submission.source, name, require_confinement=required,
+                        budget=public_box.budget))
             module, rubric, cases = prepare()
-            ctx = CheckContext(sandbox, cases, course)
-            results = tuple(run_criteria(rubric, ctx, mode, sandbox.load_error))
-            isolation = sandbox.isolation
-            if not sandbox.confined:
+            results = tuple(run_criteria(rubric, cases, course, mode, public_box, hidden_box))
+            isolation = public_box.isolation
+            if not (public_box.confined and hidden_box.confined):
                 notes += (f"not confined: the submission could read the course's files and write "
-                          f"the grader's (the sandbox here lacks {sandbox.lacks})"
+                          f"the grader's (the sandbox here lacks {public_box.lacks or hidden_box.lacks})"
                           + (f"; graded anyway ({UNCONFINED_FLAG})" if mode == "grade" else ""),)
     unchecked = [r.id for r in results if not r.checked]
     if mode == "grade" and unchecked:

@@ -76,6 +76,22 @@ class CallResult:
         return self.status == "ok"
 
 
+class Budget:
+    """The wall-clock seconds one submission may spend, shared by every child that runs it
+    (a grade's public and hidden children) and by the grader's own work on its answers
+    (``charge``): a submission buys no more time by making the grader work for it."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.spent = float(seconds), 0.0
+
+    @property
+    def remaining(self) -> float:
+        return self.seconds - self.spent
+
+    def charge(self, seconds: float) -> None:
+        self.spent += max(0.0, seconds)
+
+
 class SandboxError(RuntimeError):
     """The sandbox itself could not start (before any learner code ran): a grader problem."""
 
@@ -250,13 +266,17 @@ def _ms_left(deadline):
 
 
 def _one_line(text, limit=DETAIL_CHARS):
-    text = " ".join(str(text).split())
+    """Learner text for feedback: one line, bounded, and only printable characters (no
+    terminal escapes, bidirectional overrides or zero-width characters survive)."""
+    text = " ".join(str(text)[:limit * 4].split())
     text = text.encode("utf-8", "replace").decode("utf-8")   # lone surrogates from JSON escapes
+    text = "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _clean_stdout(text):
-    return text[:STDOUT_SEND].encode("utf-8", "replace").decode("utf-8")
+    text = text[:STDOUT_SEND].encode("utf-8", "replace").decode("utf-8")
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else "\ufffd" for ch in text)
 
 
 def _parse(frame):
@@ -342,16 +362,18 @@ class Sandbox:
                  call_timeout_s: float | None = None, run_timeout_s: float | None = None,
                  memory_bytes: int | None = None, cpu_seconds: int | None = None,
                  load_timeout_s: float | None = None, isolation: str | None = None,
-                 require_confinement: bool = False):
+                 require_confinement: bool = False, budget: Budget | None = None):
         """Limits not given come from DEFAULT_LIMITS. `isolation`: "auto" (bwrap when it
         works here, else a plain process), "bwrap" (required) or "process"; None reads
         $GRADER_SANDBOX, default auto. `require_confinement`: a child that cannot be
-        confined (see `confined`) loads nothing, and the first use raises Unconfined."""
+        confined (see `confined`) loads nothing, and the first use raises Unconfined.
+        `budget`: another Sandbox's (its ``budget``), to share one run budget."""
         d = DEFAULT_LIMITS
         self._source = submission_source
         self._filename = os.path.basename(filename) or "exercise.py"
         self.call_timeout_s = d.call_timeout_s if call_timeout_s is None else call_timeout_s
-        self.run_timeout_s = d.run_timeout_s if run_timeout_s is None else run_timeout_s
+        self.budget = budget or Budget(d.run_timeout_s if run_timeout_s is None else run_timeout_s)
+        self.run_timeout_s = self.budget.seconds
         self.load_timeout_s = d.load_timeout_s if load_timeout_s is None else load_timeout_s
         memory_bytes = d.memory_bytes if memory_bytes is None else memory_bytes
         cpu_seconds = d.cpu_seconds if cpu_seconds is None else cpu_seconds
@@ -363,7 +385,6 @@ class Sandbox:
         self._plan = containment.plan(isolation, PYTHON, CHILD, d.tmp_bytes)
         self._require = bool(require_confinement)
         self._lacks: str | None = None      # what confinement the child lacks ("" none)
-        self._spent = 0.0                # seconds charged to this submission's run budget
         self._child: _Child | None = None
         self._holder: list = [None]      # what the finalizer kills if close() is never called
         self._finalizer = weakref.finalize(self, _kill_held, self._holder)
@@ -454,7 +475,7 @@ class Sandbox:
     # ------------------------------------------------------------------ internals
 
     def _remaining(self):
-        return self.run_timeout_s - self._spent
+        return self.budget.remaining
 
     def _charged(self, fn, *args):
         """Run fn, charging its wall time to the run budget."""
@@ -462,7 +483,7 @@ class Sandbox:
         try:
             return fn(*args)
         finally:
-            self._spent += time.monotonic() - t0
+            self.budget.charge(time.monotonic() - t0)
 
     def _start(self):
         """Start and load a fresh child. Returns None, or why it could not load."""
@@ -602,7 +623,7 @@ class Sandbox:
             self._kill()        # interrupted mid-batch: its unread answers must not reach the next call
             raise
         finally:
-            self._spent += time.monotonic() - t0
+            self.budget.charge(time.monotonic() - t0)
         return results
 
     def _result(self, fname, frame):
