@@ -212,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
 def _grade(args, course) -> int:
     from grader.engine.pipeline import folder_files, grade_path
     from grader.engine.submission import is_submission_folder
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError("--jobs", "give at least 1 worker process")
     course.require_lesson(args.lesson)
     secret = load_secret(args.secret_file)
     files = folder_files(args.lesson)
@@ -252,8 +254,6 @@ def _gradebook(args, course):
 
 def _grade_class(args, course, secret: bytes, folder: Path) -> int:
     from grader.instructor.batch import run_batch
-    if args.jobs is not None and args.jobs < 1:
-        raise InputError("--jobs", "give at least 1 worker process")
     with _gradebook(args, course) as book:
         summary = run_batch(args.lesson, folder, course, secret, book, jobs=args.jobs,
                             force=args.force, scheduler=args.scheduler, progress=not args.quiet,

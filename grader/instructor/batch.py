@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 from grader.engine.layout import Course
 from grader.engine.errors import InputError
-from grader.instructor.gradebook import Gradebook, LessonInfo, cases_digest
+from grader.instructor.gradebook import Gradebook, GradebookWriteError, LessonInfo, cases_digest
 from grader.instructor.progress import Progress
 from grader.engine.submission import Submission, is_submission_folder, load_submission
 
@@ -339,15 +339,23 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
         outcomes, workers = _local_pool(todo, n, args), f"{n} processes"
     bar = Progress(len(todo), f"grading {lesson}", stream=stream, enabled=progress)
     graded = 0
-    for job, result in outcomes:
-        if isinstance(result, BaseException):
-            why = f"the grader failed on this submission: {type(result).__name__}: {result}"
-            failed.append((job.student, f"{job.submission.path}: {why}"))
-            book.record_error(job.student, info, job.submission.path, why, job.submission.digest)
-        else:
-            book.record(job.student, result)
-            graded += 1
-        bar.advance()
+    try:
+        for job, result in outcomes:
+            if isinstance(result, BaseException):
+                why = f"the grader failed on this submission: {type(result).__name__}: {result}"
+                failed.append((job.student, f"{job.submission.path}: {why}"))
+                book.record_error(job.student, info, job.submission.path, why, job.submission.digest)
+            else:
+                book.record(job.student, result)
+                graded += 1
+            bar.advance()
+    except GradebookWriteError as e:
+        # A full disk mid-class: stop cleanly (the pool's workers are stopped on the way
+        # out); every result already written stays, and a re-run grades only the rest.
+        bar.finish()
+        raise GradebookWriteError(e.where, f"{e.message}; stopped after {graded} of {len(todo)} "
+                                  f"results this run, and every result written is kept: free "
+                                  f"space and run again to grade the rest") from None
     bar.finish()
 
     students = {e.student for e in entries}
