@@ -12,6 +12,22 @@ group and replaced on the next call, so one bad call costs only itself.
 
 How the child is contained (bubblewrap, or a plain process) is grader.engine.sandbox.isolation's
 job; `Sandbox.isolation` says what was in force, and every report carries it.
+
+The wire protocol (two pipes; a frame is a 4-byte big-endian length, then that many bytes
+of UTF-8 JSON; at most MAX_FRAME bytes):
+  grader -> child  {"shapes_source", "submission", "filename", "workdir", "limits",
+                    "require_confinement": bool}
+  child -> grader  {"isolation": [layers...], "lacks": "..."}    hardened, nothing of the
+                   learner's has run; "lacks" names what confinement is missing ("" none).
+                   With require_confinement and something missing, instead
+                   {"isolation": [...], "refused": "..."}, and the child exits: Unconfined.
+  child -> grader  {"loaded": true} | {"loaded": false, "error": "..."}   (+ "stdout")
+  grader -> child  {"calls": [[function, [args...]], ...]}     at most BATCH calls
+  child -> grader  one frame per call, in order: {"ok": value} | {"raised": "..."} |
+                   {"missing": "..."} | {"bad": "..."}          (+ "stdout")
+Arguments and values are plain JSON; a reference.shapes dataclass is an object with
+"__type__": its class name. Each call's frame is awaited with its own deadline, so a hang
+is pinned to its call; everything before it is kept.
 """
 from __future__ import annotations
 
