@@ -124,7 +124,8 @@ def _instructor_commands(sub) -> None:
     f.add_argument("--out", metavar="DIR", default="feedback", help="a folder (default: feedback/)")
     f.add_argument("--format", choices=("md", "html"), default="md")
     f.add_argument("--public-only", action="store_true",
-                   help="leave out the feedback of hidden-only criteria (their points stay)")
+                   help="for pages sent before grades are published: every criterion's feedback as "
+                        "measured on the public cases alone, which names no hidden input (points stay)")
 
     i = sub.add_parser("incident", help="write a student's lesson 6 incident bundle (instructors)",
                        epilog="examples:\n  grader incident --student alice --secret-file course.secret "

@@ -68,13 +68,15 @@ def run_criteria(rubric: Rubric, cases: list[Case], course: Course, mode: str, p
     child that never receives a hidden input, so nothing it returns (an echoed argument,
     an exception message, anything it kept from an earlier call) can hold one. The score
     is measured on every case the criterion sees, with hidden_box. Both share one memo:
-    the public answers are asked once."""
+    the worker's runs are made once per case, and a measure asks the public child for its
+    public cases (checks.ask)."""
     memo: dict = {}
 
-    def measure(box, subset, criterion) -> Measure:
+    def measure(box, subset, criterion, answered=None) -> Measure:
         if box is not None and box.load_error:
             return Measure(0.0, f"your file did not load: {box.load_error}")
-        return REGISTRY[criterion.check](CheckContext(box, subset, course, memo, submission),
+        return REGISTRY[criterion.check](CheckContext(box, subset, course, memo, submission,
+                                                      public_sandbox=public_box, answered=answered),
                                          criterion.params)
 
     for criterion in rubric.criteria:
@@ -87,9 +89,10 @@ def run_criteria(rubric: Rubric, cases: list[Case], course: Course, mode: str, p
             full = measure(public_box, visible, criterion)
             public_feedback = full.feedback
         elif public and submission is None:
-            public_feedback = f"{measure(public_box, public, criterion).feedback} (public cases; " \
-                              f"the hidden cases' feedback is published later)"
-            full = measure(hidden_box, visible, criterion)
+            answered: dict = {}          # the first measure's public answers, for the second
+            public_feedback = f"{measure(public_box, public, criterion, answered).feedback} " \
+                              f"(public cases; the hidden cases' feedback is published later)"
+            full = measure(hidden_box, visible, criterion, answered)
         else:
             # Hidden cases only, or a folder of data measured against the student's own
             # hidden incident: nothing of it goes back early.
@@ -123,16 +126,16 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
         # The sandboxes first: their children load the submission while the cases are
         # prepared. A grade holds hidden cases and goes to the gradebook: it never runs
         # unconfined unless the instructor said so; a check is the learner's own code, and
-        # says. A grade's hidden cases go to a child of their own (see run_criteria), both
-        # children under one time budget.
+        # says. A grade's hidden cases go to a child of their own (see run_criteria).
         required = mode == "grade" and not unconfined_ok
         name = Path(submission.path).name
         with contextlib.ExitStack() as stack:
             public_box = stack.enter_context(Sandbox(submission.source, name,
                                                      require_confinement=required))
+            # Each child has the submission's full budget: the hidden child hears only the
+            # hidden cases, the public one the public cases (a measure may ask them twice).
             hidden_box = public_box if mode != "grade" else stack.enter_context(
-                Sandbox(submission.source, name, require_confinement=required,
-                        budget=public_box.budget))
+                Sandbox(submission.source, name, require_confinement=required))
             module, rubric, cases = prepare()
             results = tuple(run_criteria(rubric, cases, course, mode, public_box, hidden_box))
             isolation = public_box.isolation

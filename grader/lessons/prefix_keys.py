@@ -52,7 +52,7 @@ def key_answers(ctx: CheckContext) -> dict:
         cases = list(seen.values())
         first = ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
         again = ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
-        ctx.sandbox.restart()       # a second process: new module state, new str hash seed
+        ctx.restart()               # a second process: new module state, new str hash seed
         other = ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
         ctx.memo[memo] = {c.inputs: (c, (x, y, z)) for c, x, y, z in zip(cases, first, again, other)}
     return ctx.memo[memo]

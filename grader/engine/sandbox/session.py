@@ -93,9 +93,9 @@ class CallResult:
 
 
 class Budget:
-    """The wall-clock seconds one submission may spend, shared by every child that runs it
-    (a grade's public and hidden children) and by the grader's own work on its answers
-    (``charge``): a submission buys no more time by making the grader work for it."""
+    """The wall-clock seconds a submission may spend in one sandbox: its calls, and the
+    grader's own work on its answers between them (``charge``), so a submission buys no
+    more time by making the grader work for it."""
 
     def __init__(self, seconds: float):
         self.seconds, self.spent = float(seconds), 0.0
@@ -378,17 +378,16 @@ class Sandbox:
                  call_timeout_s: float | None = None, run_timeout_s: float | None = None,
                  memory_bytes: int | None = None, cpu_seconds: int | None = None,
                  load_timeout_s: float | None = None, isolation: str | None = None,
-                 require_confinement: bool = False, budget: Budget | None = None):
+                 require_confinement: bool = False):
         """Limits not given come from DEFAULT_LIMITS. `isolation`: "auto" (bwrap when it
         works here, else a plain process), "bwrap" (required) or "process"; None reads
         $GRADER_SANDBOX, default auto. `require_confinement`: a child that cannot be
-        confined (see `confined`) loads nothing, and the first use raises Unconfined.
-        `budget`: another Sandbox's (its ``budget``), to share one run budget."""
+        confined (see `confined`) loads nothing, and the first use raises Unconfined."""
         d = DEFAULT_LIMITS
         self._source = submission_source
         self._filename = os.path.basename(filename) or "exercise.py"
         self.call_timeout_s = d.call_timeout_s if call_timeout_s is None else call_timeout_s
-        self.budget = budget or Budget(d.run_timeout_s if run_timeout_s is None else run_timeout_s)
+        self.budget = Budget(d.run_timeout_s if run_timeout_s is None else run_timeout_s)
         self.run_timeout_s = self.budget.seconds
         self.load_timeout_s = d.load_timeout_s if load_timeout_s is None else load_timeout_s
         memory_bytes = d.memory_bytes if memory_bytes is None else memory_bytes
