@@ -21,8 +21,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from grader.course.replay import client_reports
 from grader.engine.codec import persistent
+from grader.course.replay import client_reports
 from grader.course.sheet import get_path
 from reference.records import Run
 
@@ -117,6 +117,7 @@ def audit_rows(run: Run) -> list[dict]:
     return rows
 
 
+@persistent
 @dataclass(frozen=True)
 class Tables:
     requests: list

@@ -80,6 +80,7 @@ MECHANISMS = {
 }
 
 
+@persistent
 @dataclass(frozen=True)
 class Fault:
     name: str
@@ -90,6 +91,7 @@ class Fault:
     group: str                         # faults of one group are never drawn together
 
 
+@persistent
 @dataclass(frozen=True)
 class Harmless:
     name: str

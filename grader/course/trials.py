@@ -34,6 +34,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from grader.engine.codec import persistent
 from grader.engine.cases import digest_of
 from grader.engine.errors import InputError
 from grader.engine.layout import FAMILIES, read_yaml
@@ -52,6 +53,7 @@ KINDS = ("gain", "noise", "rejections", "class", "stalls")
 
 
 # ---- designs ---------------------------------------------------------------------------
+@persistent
 @dataclass(frozen=True)
 class Design:
     name: str
@@ -62,6 +64,7 @@ class Design:
         return {"sheet": self.sheet, "worker": self.worker}
 
 
+@persistent
 @dataclass(frozen=True)
 class Trial:
     """One release question: a baseline and a candidate on the same workload and seeds."""
@@ -178,6 +181,7 @@ def rule_from(value: Any, where: str) -> ReleaseRule:
         raise InputError(where, f"rule: {e}") from None
 
 
+@persistent
 @dataclass(frozen=True)
 class Suite:
     """The graded release questions of one workload: a baseline and one candidate per kind."""

@@ -142,6 +142,7 @@ class InProcess:
 
     isolation = "none: course code, graded in the grader's process (the edition's self-proof)"
     load_error = None
+    confined, lacks = True, ""      # nothing of a learner's runs here: there is nothing to confine
 
     def __init__(self, functions: dict[str, Callable]):
         self.functions = functions

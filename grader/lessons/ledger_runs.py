@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grader.engine.codec import persistent
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext
-from grader.engine.codec import persistent
 from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from grader.lessons.ledger import available, inactive, ledger_words, need, promise, request_words

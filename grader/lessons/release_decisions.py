@@ -12,11 +12,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 
+from grader.engine.codec import persistent
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, ask_once, check, grade_answers
 from grader.course import slo
 from grader.course.trials import KINDS
-from grader.engine.codec import persistent
 from grader.engine.oracle import reference_oracle, reference_solution
 from reference.shapes import RELEASE_DECISIONS, ReleaseDecision, ReleaseRule, RunSummary
 
