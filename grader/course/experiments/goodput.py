@@ -18,7 +18,7 @@ import statistics
 from grader.engine.errors import InputError
 from grader.course.experiments import experiment
 from grader.course.experiments.common import Column, Knob, Line, Outcome, Panel, Plot, Table
-from grader.course.trials import KINDS, Design, Trial, public_suites, summaries
+from grader.course.trials import KINDS, Design, Trial, public_suites, summaries, truncations
 from reference.shapes import ReleaseRule, RunSummary
 from reference.solutions import lesson5 as reference
 from reference.workload import with_overrides
@@ -92,6 +92,8 @@ def goodput(s: dict, course) -> Outcome:
                            decision=decision.decision)
                 notes.append(f"rate {rate:g}, {design.name}: {decision.decision}: {'; '.join(decision.reasons)}")
             rows.append(row)
+            notes += [f"rate {rate:g}, {design.name}, seed {seed}: {why}"
+                      for seed, why in truncations(some.model, design, workload, seeds).items()]
     columns = (Column("rate", "rate /s", "g"), Column("design", "design"),
                Column("goodput", "goodput /s", ".2f"), Column("band", "+-band", ".2f"),
                *(Column(f"att_{c}", f"{c}", ".1%") for c in classes),

@@ -21,6 +21,7 @@ from grader.course.experiments import experiment
 from grader.course.experiments.common import (Column, Knob, Line, Outcome, Panel, Plot, Table,
                                        percentile, token_gaps, ttfts)
 from grader.course.scenario import course_machines
+from grader.course.trials import truncation
 from reference.policy import reference_policy
 from reference.request import Request
 from reference.shapes import CostModel, ModelSpec, Slo, WorkerSpec
@@ -148,8 +149,10 @@ def prefill_deadline(s: dict, course) -> Outcome:
     for label, chunk, rule in variants:
         run = simulate(model, worker, reference_policy(_sheet(s, **rule)), reqs)
         row = {"rule": label, "chunk": chunk, **measure(run, start, s["budget"])}
-        if not row["complete"]:
-            notes.append(f"{label}: not every long prompt got its first token ({run.aborted or 'run ended'})")
+        if run.aborted:
+            notes.append(f"{label}: {truncation(run)}")
+        elif not row["complete"]:
+            notes.append(f"{label}: not every long prompt got its first token")
         if row["batch_shrank"]:
             notes.append(f"{label}: some decoders finished before the last prompt's first token")
         rows.append(row)

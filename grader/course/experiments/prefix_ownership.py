@@ -24,6 +24,7 @@ from grader.engine.errors import InputError
 from grader.course.experiments import experiment
 from grader.course.experiments.common import Column, Knob, Line, Outcome, Panel, Plot, Table, percentile
 from grader.course.scenario import load_scenario
+from grader.course.trials import truncation
 from reference.policy import reference_policy
 from reference.records import Run
 from reference.request import Request
@@ -145,7 +146,7 @@ COLUMNS = (
 def prefix_ownership(s: dict, course) -> Outcome:
     if s["cancel"] > 1 or max(s["cancel_rates"], default=0) > 100 or s["repeat"] > 100:
         raise InputError("--set", "cancel is a share in 0..1; cancel_rates and repeat are percents in 0..100")
-    rows, runs = [], {}
+    rows, runs, stopped = [], {}, []
     base = _scenario(s, course, s["cancel"])
     pt = base.worker.page_tokens
 
@@ -154,6 +155,8 @@ def prefix_ownership(s: dict, course) -> Outcome:
         run = simulate(scenario.model, scenario.worker, policy, requests(scenario, s["repeat"]))
         runs[label] = run
         rows.append({"variant": label, "cancel_pct": round(cancel * 100), **measure(run, pt)})
+        if run.aborted:
+            stopped.append(f"{label}: {truncation(run)}")
 
     add(DESIGN, base, {}, s["cancel"])
     for name in s["variants"]:
@@ -174,7 +177,7 @@ def prefix_ownership(s: dict, course) -> Outcome:
              "fence (the in-flight step's end), releasing at cancel does not wait and reuses pages "
              "that step still writes (use-after-free); never releasing leaks them",
              "held after cancel: pages of cancelled requests not yet released, integrated over the "
-             "run (each request counted with the most pages it held)")
+             "run (each request counted with the most pages it held)", *stopped)
     return Outcome("prefix-ownership", "release, prefix keys and publishing under cancellation",
                    dict(s), Table(COLUMNS, tuple(rows)), _plot(runs, s), notes)
 
