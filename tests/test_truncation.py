@@ -56,6 +56,16 @@ def test_a_truncated_run_lists_its_unfinished_requests_as_failed():
     assert truncation(finished) == "" and finished.unfinished == ()
 
 
+def test_requests_that_had_not_arrived_when_the_run_stopped_are_unfinished_too():
+    model, worker = machine(100)
+    reqs = (request(0, 0.0, 40, 200), request(1, 50.0, 40, 2))
+    run = simulate(model, worker, reference_policy(), reqs, max_steps=CAP)
+    late = run.requests[1]
+    assert run.unfinished == ("r0", "r1") and late.outcome == "failed"
+    assert late.reason.startswith("unfinished (not arrived when the run stopped)")
+    assert oracle.qualify(late) == "failed"
+
+
 # ---- grader sheet run -------------------------------------------------------------------------
 def test_sheet_run_states_the_truncation_and_counts_the_unfinished_as_failed(capped, capsys):
     assert main(["sheet", "run", str(TEMPLATE), "--seeds", "4"]) == 0
@@ -74,6 +84,16 @@ def test_sheet_run_states_the_truncation_and_counts_the_unfinished_as_failed(cap
     assert failed >= len(run.unfinished)
     good = sum(c["good"] for c in f["classes"].values())
     assert f["goodput_rps"] == round(good / window_of(requests), 4)
+
+
+def test_sheet_run_plot_of_a_truncated_run_warns(capped, tmp_path, monkeypatch):
+    from grader.course import plots
+    seen, real = [], plots.save_plot
+    monkeypatch.setattr(plots, "save_plot", lambda plot, path: seen.append(plot) or real(plot, path))
+    assert main(["sheet", "run", str(TEMPLATE), "--seeds", "4", "--plot", str(tmp_path / "r.png")]) == 0
+    (plot,) = seen
+    assert plot.warnings and plot.warnings[0].startswith(
+        f"design_sheet.yaml, seed 4: truncated: stopped at the step cap, {CAP} steps")
 
 
 def test_sheet_run_of_a_finished_run_says_nothing_of_truncation(capsys):
@@ -98,6 +118,7 @@ def test_each_experiment_notes_a_truncated_run(name, capped, monkeypatch):
     stopped = [n for n in outcome.notes if f"truncated: stopped at the step cap, {CAP} steps" in n]
     assert stopped, outcome.notes
     assert "counted as failed" in stopped[0]
+    assert outcome.plot.warnings and all("truncated: " in w for w in outcome.plot.warnings)
 
 
 # ---- lesson 6 -----------------------------------------------------------------------------------

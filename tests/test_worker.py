@@ -170,7 +170,7 @@ def test_broken_promise_when_reserving_the_prompt_only():
         assert v.detail.startswith(f"{asker} needed page ") and asker not in victims
         preempted.update(victims)
         if v.detail.endswith(f"{asker} was preempted itself") or v.detail.endswith(
-                f"so it was preempted itself"):
+                "so it was preempted itself"):
             preempted[asker] += 1
         else:
             assert victims and v.detail.endswith(f"{asker} got its page")

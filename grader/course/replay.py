@@ -242,8 +242,9 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
 
 
 def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: str | None,
-               baseline: str | None, as_json: bool) -> str:
-    """``grader sheet run``: the sheet's figures, and with a baseline sheet lesson 5's decision."""
+               baseline: str | None, as_json: bool, plot: Path | None = None) -> str:
+    """``grader sheet run``: the sheet's figures, and with a baseline sheet lesson 5's decision;
+    with ``plot`` (checked by the caller) the same figures as a picture."""
     import json
     from grader.course.sheet import load_sheet
     from grader.course.trials import rule_from
@@ -265,6 +266,16 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
                  f"lesson 5's rule, {baseline} -> {path}: {decision.decision}"]
         text += [f"  {r}" for r in decision.reasons]
         text += [f"  more {k} violations: {a} -> {b}" for k, (a, b) in new_violations(before, mine).items()]
+    if plot is not None:
+        from grader.course.plots import save_plot
+        from grader.course.release_plot import release_plot
+        # File names label the picture; whole paths only when the names are the same.
+        short = not baseline or Path(baseline).name != path.name
+        name = (lambda p: Path(p).name) if short else str
+        sides = {f"{name(baseline)} (baseline)": (before, out["baseline"]["figures"])} if baseline else {}
+        sides[name(path)] = (mine, out["figures"])
+        out["plot"] = str(save_plot(release_plot(sides, decision if baseline else None), plot))
+        text.append(f"plot: {out['plot']}")
     text.append("Requests are qualified by the course's rules (every token's deadline), whatever the "
                 "sheet's own gate says; the service-cost model is synthetic.")
     return json.dumps(out, sort_keys=True) if as_json else "\n".join(text)

@@ -16,13 +16,15 @@ class Recorder:
         for live in self.lives:
             if live.phase == "decode":
                 self._leave_decode(live)   # an aborted run: the tokens it emitted stay on record
-            if live.phase in ("queued", "prefill", "decode") and not live.outcome:
+            if live.phase in ("new", "queued", "prefill", "decode") and not live.outcome:
                 live.outcome = "failed"
                 if self.aborted:
-                    # Not the request's doing: the run stopped under it. It counts as failed,
-                    # and the run lists it, so no summary can pass the truncation off as done.
+                    # Not the request's doing: the run stopped under it (before it even
+                    # arrived, for "new"). It counts as failed, and the run lists it, so no
+                    # summary can pass the truncation off as done.
                     unfinished.append(live.req.id)
-                    live.reason = f"unfinished ({live.phase} when the run stopped): {self.aborted}"
+                    where = "not arrived" if live.phase == "new" else live.phase
+                    live.reason = f"unfinished ({where} when the run stopped): {self.aborted}"
                 else:
                     live.reason = ("never admitted: waited until the end of the run"
                                    if live.phase == "queued" else "did not finish")
