@@ -9,6 +9,7 @@ under the title: a picture that hides them would mislead.
 """
 from __future__ import annotations
 
+import os
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,9 @@ def plot_path(path: str | Path) -> Path:
         raise InputError(str(path), "the plot is written as PNG: give a file name ending in .png")
     if not path.parent.is_dir():
         raise InputError(str(path), f"no such folder: {path.parent}")
+    if path.is_dir() or (path.exists() and not os.access(path, os.W_OK)) \
+            or not os.access(path.parent, os.W_OK):
+        raise InputError(str(path), "cannot write the plot there (a folder, or no permission)")
     return path
 
 
@@ -145,8 +149,12 @@ def save_plot(plot: Plot, path: str | Path) -> Path:
                  ha="center", va="top", fontsize=8, color=tint, weight=weight)
     fig.text(0.5, 0.008, COST_MODEL_NOTE, ha="center", fontsize=7, style="italic")
     fig.tight_layout(rect=(0, 0.02, 1, 1 - (top + 0.08) / height))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as e:               # the disk filled, or the folder changed meanwhile
+        raise InputError(str(path), f"cannot write the plot: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
     return path
 
 
