@@ -154,7 +154,8 @@ def _instructor_commands(sub) -> None:
 def _sheet_commands(sub) -> None:
     s = sub.add_parser("sheet", help="validate a design sheet, or replay it on the reference worker",
                        epilog="examples:\n  grader sheet validate design_sheet.yaml\n"
-                              "  grader sheet run design_sheet.yaml --baseline incident/sheets/R42.yaml",
+                              "  grader sheet run design_sheet.yaml --baseline incident/sheets/R42.yaml "
+                              "--plot release.png",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = s.add_subparsers(dest="action", required=True)
     v = actions.add_parser("validate", help="every problem, with its place in the file and what was expected")
@@ -171,6 +172,8 @@ def _sheet_commands(sub) -> None:
                    help="distort your own functions (assignments/lessonN/exercise.py) instead of the "
                         "reference's; the learner edition always does")
     r.add_argument("--json", action="store_true", help="print the figures as JSON")
+    r.add_argument("--plot", metavar="FILE.png", help="also draw the figures (against the baseline) "
+                   "into a PNG file")
 
 
 def _emit(report, as_json: bool) -> None:
@@ -312,10 +315,12 @@ def _sheet(args, course) -> int:
                             + [f"  {p}" for p in problems]))
         return 0 if not problems else 2
     from grader.course import core, replay
+    from grader.course.plots import plot_path
+    plot = plot_path(args.plot) if args.plot else None
     chosen, opened = core.default(course, own=args.own)
     with opened:
         print(replay.run_sheets(sheet, path, course, args.workload, args.seeds, args.baseline, args.json,
-                                core=chosen))
+                                plot, core=chosen))
     return 0
 
 

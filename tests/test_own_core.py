@@ -1,7 +1,6 @@
 """A learner's own functions as the core the design sheet's knobs distort (grader sheet run
 --own, and always in the learner edition): the reference's files give the reference's runs,
 a stub lesson falls back to the course baseline and says so."""
-from pathlib import Path
 
 from conftest import ROOT
 from grader.course import core, replay

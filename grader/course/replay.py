@@ -24,7 +24,7 @@ from grader.course.sheet import policy_sheet
 from grader.course import slo
 from grader.course.core import Core
 from grader.course.core import reference as reference_core
-from grader.course.trials import Design, run_design, summarize, window_of
+from grader.course.trials import Design, run_design, summarize, truncation, window_of
 from reference.records import VIOLATION_KINDS, Run
 from reference.shapes import ModelSpec, ReleaseRule, RunSummary, WorkerSpec
 from reference.workload import WorkloadSpec
@@ -144,7 +144,12 @@ def figures(r: Replay) -> dict:
     core with no qualify) the classes say what their requests became, and there is no goodput."""
     gaps = sorted(max((b - a for a, b in zip(rec.token_times, rec.token_times[1:])), default=0.0)
                   for _, run in r.runs for rec in run.requests if len(rec.token_times) >= 2)
+    truncated = [{"seed": seed, "why": truncation(run), "unfinished": len(run.unfinished)}
+                 for seed, (_, run) in zip(r.seeds, r.runs) if run.aborted]
     out = {"seeds": list(r.seeds),
+           "requests": sum(len(run.requests) for _, run in r.runs),
+           "completed": sum(rec.outcome == "completed" for _, run in r.runs for rec in run.requests),
+           "truncated": truncated,
            "p99_largest_gap_ms": _ms(gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]) if gaps else 0.0,
            "violations": {k: n for k, n in r.violations.items() if n}, "client_reports": r.reports}
     if not r.summaries:
@@ -184,13 +189,21 @@ def _table(rows: dict, head: tuple[str, ...], last: str = "") -> list[str]:
 
 def render_figures(title: str, f: dict) -> str:
     lines = [f"{title}  (seeds {', '.join(map(str, f['seeds']))})"]
+    # A truncated run first: what follows describes only the part that ran.
+    lines += [f"  TRUNCATED, seed {t['seed']}: {t['why']}" for t in f["truncated"]]
+    done = f"  completed {f['completed']} of {f['requests']} requests   "
     if f["goodput_rps"] is None:
-        lines.append(f"  goodput: not qualified (lesson 5's qualify is not written yet)   "
-                     f"p99 largest gap {f['p99_largest_gap_ms']:.1f} ms")
+        lines.append(done + f"goodput: not qualified (lesson 5's qualify is not written yet)   "
+                            f"p99 largest gap {f['p99_largest_gap_ms']:.1f} ms")
+    else:
+        lines.append(done + f"goodput {f['goodput_rps']:.3f} req/s   rejected {f['rejected_share']:.1%}   "
+                            f"mean TPOT {f['mean_tpot_ms']:.1f} ms   p99 largest gap "
+                            f"{f['p99_largest_gap_ms']:.1f} ms")
+    if f["truncated"]:
+        lines.append("  (TPOT and gaps cover only the tokens emitted before the runs stopped)")
+    if f["goodput_rps"] is None:
         lines += _table(f["outcomes"], ("requests", "completed", "cancelled_by_client", "rejected", "failed"))
     else:
-        lines.append(f"  goodput {f['goodput_rps']:.3f} req/s   rejected {f['rejected_share']:.1%}   "
-                     f"mean TPOT {f['mean_tpot_ms']:.1f} ms   p99 largest gap {f['p99_largest_gap_ms']:.1f} ms")
         lines += _table(f["classes"], ("requests", *QUALIFIED), "attainment")
     v = ", ".join(f"{k} {n}" for k, n in f["violations"].items()) or "none"
     lines.append(f"  violations: {v}")
@@ -262,13 +275,16 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
 
 
 def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: str | None,
-               baseline: str | None, as_json: bool, core: Core | None = None) -> str:
+               baseline: str | None, as_json: bool, plot: Path | None = None,
+               core: Core | None = None) -> str:
     """``grader sheet run``: the sheet's figures, and with a baseline sheet lesson 5's decision,
-    on ``core`` (default: the reference's)."""
+    on ``core`` (default: the reference's); with ``plot`` (checked by the caller) the same
+    figures as a picture."""
     import json
     from grader.course.sheet import load_sheet
     from grader.course.trials import rule_from
     core = core or reference_core()
+    decision = None
     bench = bench_for(sheet, path, course, workload, seeds)
     mine = replay(bench.model, design("sheet", sheet, bench.worker), bench.workload, bench.seeds, core=core)
     out = {"file": str(path), "workload": bench.source, "figures": figures(mine),
@@ -294,6 +310,18 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
             text.append(f"lesson 5's rule, {baseline} -> {path}: {decision.decision}")
             text += [f"  {r}" for r in decision.reasons]
         text += [f"  more {k} violations: {a} -> {b}" for k, (a, b) in new_violations(before, mine).items()]
+    if plot is not None and not mine.summaries:
+        text.append("no plot: the release picture is of goodput and attainment, which need lesson 5's qualify")
+    elif plot is not None:
+        from grader.course.plots import save_plot
+        from grader.course.release_plot import release_plot
+        # File names label the picture; whole paths only when the names are the same.
+        short = not baseline or Path(baseline).name != path.name
+        name = (lambda p: Path(p).name) if short else str
+        sides = {f"{name(baseline)} (baseline)": (before, out["baseline"]["figures"])} if baseline else {}
+        sides[name(path)] = (mine, out["figures"])
+        out["plot"] = str(save_plot(release_plot(sides, decision), plot))
+        text.append(f"plot: {out['plot']}")
     if mine.summaries:
         gate = "your own qualify" if core.note else "the course's rules (every token's deadline)"
         text.append(f"Requests are qualified by {gate}, whatever the sheet's own gate says; the "
