@@ -257,11 +257,15 @@ def comparison(text: str) -> str:
 
 
 def arithmetic(text: str, words: bool = False) -> str:
-    """``words``: the text is prose, where ``*`` is emphasis and ``-`` a dash (unless a
-    definition ``x = a - b`` precedes it)."""
+    """``words``: the text is prose, where ``*`` is emphasis, ``a/b`` a pair of words and
+    ``-`` a dash (unless a definition ``x = a - b`` precedes it)."""
     for m in _ARITH.finditer(text):
-        if words and (m.group(1) == "*" or m.group(1) == "-" and "=" not in text[max(0, m.start() - 40):m.start()]):
-            continue                    # emphasis, or a dash unless it follows an "x = ..."
+        op, before = m.group(1), text[max(0, m.start() - 40):m.start()]
+        spaced = text[m.start() - 1:m.start()].isspace() and text[m.end():m.end() + 1].isspace()
+        if op == "-" and not spaced:
+            continue                    # a hyphen: prompt-only, first-token
+        if words and (op == "*" or op == "/" and not spaced or op == "-" and "=" not in before):
+            continue                    # emphasis, n/a and req/s, a dash unless after "x = ..."
         left, right = _left(text, m.start()), _right(text, m.end())
         if _symbolic(left) and _symbolic(right) and (_graded(left) or _graded(right)):
             return text[max(0, m.start() - 40):m.end() + 40].strip()
