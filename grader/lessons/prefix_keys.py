@@ -119,7 +119,7 @@ def key_deterministic(ctx: CheckContext, params: dict) -> Measure:
             return f"in a second process: {other.problem}"
         if other.value != first.value:
             return (f"gave {first.value[:40]!r} in one process and {other.value[:40]!r} in another: "
-                    "str hash() is salted per process; use hashlib or the text itself")
+                    "a key must be the same in every process (str hash(), for one, is salted per process)")
         return ""
 
     answers = [Answer(case, got) for case, got in keys.values()]
