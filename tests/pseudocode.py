@@ -63,7 +63,7 @@ GRADED_NAMES = GRADED_FUNCTIONS | frozenset({
     "attainment", "good", "requests", "excluded", "rejected", "d̄", "n",
 })
 UNITS = frozenset({"s", "ms", "µs", "B", "KiB", "MiB", "GiB", "pages", "page", "tokens",
-                   "req", "x", "×"})
+                   "req", "×"})
 STATES = ("waiting", "admitted", "running", "cancelling", "done")
 METHODS = ("binary search", "bisect", "bisection", "quadratic", "length-prefix", "length prefix",
            "json.dumps", "blake2", "sha256", "sha1", "md5", "hashlib", "zlib.crc32")
@@ -191,6 +191,7 @@ def learner_files(root: Path) -> list[Path]:
                  if p.is_file() and p.suffix in (".md", ".py", ".yaml"))
     out += sorted((root / "rubrics").glob("lesson*.yaml"))
     out += [p for p in [root / "docs" / "learners.md"] if p.exists()]
+    out.append(root / "reference" / "shapes.py")      # what a submission imports, and reads
     out += sorted((root / "grader" / "lessons").glob("*.py"))
     return out
 
@@ -203,6 +204,8 @@ def fragments(path: Path, root: Path) -> Iterator[Fragment]:
         yield from yaml_lines(path, name)
     elif name.startswith("grader/"):
         yield from feedback_strings(path, name)
+    elif name.startswith("reference/"):              # its docstrings and comments, not its code
+        yield from (f for f in python_exercise(path, name) if f.kind != "message")
     else:
         yield from python_exercise(path, name)
 
@@ -210,7 +213,7 @@ def fragments(path: Path, root: Path) -> Iterator[Fragment]:
 # ---- the detectors ----------------------------------------------------------------------
 _OPERAND = r"[\w\u0300-\u036f\[\]().'\"]*[\w\u0300-\u036f\])]"
 _COMPARE = re.compile(r"(?<![-=<>!])(<=|>=|==|!=|≤|≥|≠|<|>)(?![-=>])")
-_ARITH = re.compile(r"(?<![-*/])(\+|−|-|\*|//|/|×|·|÷)(?![->=*/])")
+_ARITH = re.compile(r"(?<![-*/])(\+|−|-|\*|//|/|×|·|÷|(?<= )x(?= ))(?![->=*/])")
 _ROOT = re.compile(r"(√|sqrt)\s*\(?\s*[A-Za-z_]|b\s*(²|\*\*\s*2|\^\s*2)|4\s*[·*×]?\s*a\b|\(\s*[−-]\s*b\b")
 _STEP = re.compile(r"^\s*(\d+)[.)]\s+\S")
 _MOVE = re.compile(r"(\bgo(?:es)? to|->|→)\s*[`'\"]?(" + "|".join(STATES) + r")\b")

@@ -19,7 +19,7 @@ def test_the_scan_reaches_every_kind_of_learner_file():
     assert {f"assignments/lesson{n}/exercise.py" for n in range(1, 6)} <= names
     assert {"assignments/design_sheet.yaml", "assignments/lesson2/probes.yaml",
             "assignments/lesson5/public/records.yaml", "rubrics/lesson3.yaml",
-            "grader/lessons/chunk_probes.py"} <= names
+            "grader/lessons/chunk_probes.py", "reference/shapes.py"} <= names
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -52,6 +52,7 @@ PLANTED = {
     # a formula of a graded answer over the inputs' names
     "arithmetic": ["need = reserve + (prefix_hit_pages - prefix_hit_active)",
                    "kv_bytes_per_token = 2 × layers × kv_heads × head_dim × dtype_bytes",
+                   "A dense decoder. KV bytes per token = 2 x layers x kv_heads x head_dim x dtype_bytes.",
                    "| `pool_pages(model, worker)` | floor((device − weights − reserved) / page_bytes) |",
                    "c = (gap_budget_s − decode_only) / per_token",
                    "attainment = good / (requests − excluded)",
