@@ -177,6 +177,25 @@ def test_lesson3_steps_and_chunks():
     assert step(chunk=16384) >= 0.5                  # "a gap of half a second or more"
 
 
+def test_lesson3_public_scenarios_as_described():
+    from grader.course.scenario import load_scenario
+    from reference.policy import reference_policy
+    text = readme(3)
+    folder = ROOT / "assignments" / "lesson3" / "public"
+    for name, prompts in (("long-prompts", "60 prompts of 1k to 24k tokens (median 8k)"),
+                          ("busy-decode", "120 requests, mostly short prompts")):
+        scenario = load_scenario(folder / f"{name}.scenario.yaml", COURSE)
+        batch = scenario.run(reference_policy(scenario.sheet)).steps.batch
+        most, mean = int(batch.max()), round(float(batch.mean()))
+        says(text, prompts)
+        if name == "long-prompts":
+            says(text, f"decode batch of up to {most} requests ({mean} on average)")
+        else:
+            says(text, f"(up to {most} decoding at once, {mean} on average)")
+        note = (folder / f"{name}.yaml").read_text()
+        assert f"up to {most}" in note, name
+
+
 # ---- lesson 4: the experiment's prose agrees with its table ----------------------------------
 def test_lesson4_prose_quotes_its_own_table():
     """The table is the experiment's output (tests/test_experiment_prefix.py); the bullets
