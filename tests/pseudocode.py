@@ -36,13 +36,39 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-# The graded functions, and the names of their inputs and answers (reference.shapes' field
-# names, and the words the READMEs use for the decisive quantities).
-GRADED_FUNCTIONS = frozenset({
-    "kv_bytes_per_token", "pages_for", "pool_pages", "worst_case_pages", "check_contract",
-    "admit", "choose_chunk", "on_event", "prefix_key", "publishable",
-    "qualify", "goodput", "decide_release"})
-GRADED_NAMES = GRADED_FUNCTIONS | frozenset({
+ROOT = Path(__file__).resolve().parent.parent
+
+
+SCALARS = ("int", "float", "str", "bool", "tuple")
+
+
+def _stubs(root: Path) -> tuple[frozenset, frozenset]:
+    """The graded functions of every lesson's stub, and their parameters' names."""
+    functions, params = set(), set()
+    for stub in sorted(root.glob("assignments/lesson*/exercise.py")):
+        for node in ast.walk(ast.parse(stub.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef):
+                functions.add(node.name)
+                params |= {a.arg for a in node.args.args            # values, not whole objects
+                           if a.annotation is None or ast.unparse(a.annotation) in SCALARS}
+    return frozenset(functions), frozenset(params)
+
+
+def _fields() -> frozenset:
+    """The field names of every value that crosses to a learner's function."""
+    import dataclasses
+
+    import reference.shapes as shapes
+    values = [getattr(shapes, name) for name in shapes.__all__ if name != "CostModel"]    # given, not graded
+    names = {f.name for v in values if dataclasses.is_dataclass(v) for f in dataclasses.fields(v)}
+    return frozenset(names - {"id", "name", "cls", "seed", "index", "ok", "cost"})
+
+
+# The graded functions (read from the stubs, so a new lesson's are known), the names of
+# their inputs (parameters, and the fields of reference.shapes' values), and the words the
+# READMEs use for the decisive quantities of the answers.
+# The words the READMEs use for the decisive quantities of the answers.
+QUANTITIES = frozenset({
     # lesson 1
     "layers", "kv_heads", "head_dim", "dtype_bytes", "device_bytes", "weight_bytes",
     "reserved_bytes", "page_bytes", "free_bytes", "max_context", "page_tokens",
@@ -62,6 +88,15 @@ GRADED_NAMES = GRADED_FUNCTIONS | frozenset({
     "noise_k", "min_gain", "max_class_drop", "max_rejection_rise", "band", "gain",
     "attainment", "good", "requests", "excluded", "rejected", "d̄", "n",
 })
+
+
+def vocabulary(root: Path) -> tuple[frozenset, frozenset]:
+    """(graded functions, names of their inputs and answers) of the course at ``root``."""
+    functions, params = _stubs(root)
+    return functions, functions | params | _fields() | QUANTITIES
+
+
+GRADED_FUNCTIONS, GRADED_NAMES = vocabulary(ROOT)
 UNITS = frozenset({"s", "ms", "µs", "B", "KiB", "MiB", "GiB", "pages", "page", "tokens",
                    "req", "×"})
 STATES = ("waiting", "admitted", "running", "cancelling", "done")
@@ -246,20 +281,20 @@ def _symbolic(operand: str) -> bool:
     return bool(core) and core not in UNITS and not operand.startswith(("'", '"'))
 
 
-def _graded(operand: str) -> bool:
+def _graded(operand: str, names: frozenset) -> bool:
     core = _core(operand)
-    return core in GRADED_NAMES or core.split(".")[-1] in GRADED_NAMES
+    return core in names or core.split(".")[-1] in names
 
 
-def comparison(text: str) -> str:
+def comparison(text: str, names: frozenset = GRADED_NAMES) -> str:
     for m in _COMPARE.finditer(text):
         left, right = _left(text, m.start()), _right(text, m.end())
-        if _symbolic(left) and _symbolic(right) and (_graded(left) or _graded(right)):
+        if _symbolic(left) and _symbolic(right) and (_graded(left, names) or _graded(right, names)):
             return text[max(0, m.start() - 40):m.end() + 40].strip()
     return ""
 
 
-def arithmetic(text: str, words: bool = False) -> str:
+def arithmetic(text: str, words: bool = False, names: frozenset = GRADED_NAMES) -> str:
     """``words``: the text is prose, where ``*`` is emphasis, ``a/b`` a pair of words and
     ``-`` a dash (unless a definition ``x = a - b`` precedes it)."""
     for m in _ARITH.finditer(text):
@@ -270,7 +305,7 @@ def arithmetic(text: str, words: bool = False) -> str:
         if words and (op == "*" or op == "/" and not spaced or op == "-" and "=" not in before):
             continue                    # emphasis, n/a and req/s, a dash unless after "x = ..."
         left, right = _left(text, m.start()), _right(text, m.end())
-        if _symbolic(left) and _symbolic(right) and (_graded(left) or _graded(right)):
+        if _symbolic(left) and _symbolic(right) and (_graded(left, names) or _graded(right, names)):
             return text[max(0, m.start() - 40):m.end() + 40].strip()
     return ""
 
@@ -295,7 +330,7 @@ def transition(text: str) -> str:
     return m.group(0) if m else ""
 
 
-def code(block: str) -> str:
+def code(block: str, functions: frozenset = GRADED_FUNCTIONS) -> str:
     """Python in an example that defines a graded function or computes with names."""
     try:
         tree = ast.parse(block)
@@ -305,7 +340,7 @@ def code(block: str) -> str:
         except SyntaxError:
             return ""
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name in GRADED_FUNCTIONS:
+        if isinstance(node, ast.FunctionDef) and node.name in functions:
             return f"def {node.name}"
         if isinstance(node, ast.BinOp) and _names(node.left) and _names(node.right):
             return ast.unparse(node)[:80]
@@ -330,7 +365,10 @@ _INLINE = re.compile(r"`([^`]+)`")
 _FORMULA = re.compile(r"\s[-+*/%−×·]\s|//|==|<=|>=|!=|\s[<>≤≥]\s|\{")
 
 
-def findings(frags: Iterable[Fragment]) -> list[Finding]:
+def findings(frags: Iterable[Fragment], vocab: tuple[frozenset, frozenset] | None = None) -> list[Finding]:
+    """Every form of an assembled answer in the fragments; ``vocab`` is a course's
+    ``vocabulary`` (this course's by default)."""
+    functions, names = vocab or (GRADED_FUNCTIONS, GRADED_NAMES)
     out: list[Finding] = []
     run: list[Fragment] = []
 
@@ -341,13 +379,13 @@ def findings(frags: Iterable[Fragment]) -> list[Finding]:
 
     for f in frags:
         if f.kind == "block":
-            hit = code(f.text)
+            hit = code(f.text, functions)
             if hit:
                 out.append(Finding(f, "code", hit))
             continue
         line = f.text
         words = f.kind in ("prose", "yaml", "feedback")
-        for name, hit in (("comparison", comparison(line)), ("arithmetic", arithmetic(line, words)),
+        for name, hit in (("comparison", comparison(line, names)), ("arithmetic", arithmetic(line, words, names)),
                           ("closed-form", closed_form(line)), ("method", method(line))):
             if hit:
                 out.append(Finding(f, name, hit))
@@ -359,7 +397,7 @@ def findings(frags: Iterable[Fragment]) -> list[Finding]:
             for span in _INLINE.findall(line):
                 if not _FORMULA.search(span):
                     continue
-                hit = code(span) or arithmetic(span)
+                hit = code(span, functions) or arithmetic(span, names=names)
                 if hit:
                     out.append(Finding(f, "code", hit))
         step = _STEP.match(line)

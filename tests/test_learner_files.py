@@ -115,6 +115,19 @@ def test_numbered_steps_are_found_outside_worked_sections_only():
     assert P.findings([frag("1. only one item")]) == []
 
 
+def test_a_new_lessons_names_come_from_its_stub(tmp_path):
+    """The vocabulary is read from the stubs: a lesson added tomorrow is scanned for its own
+    function's logic without touching the detectors."""
+    stub = tmp_path / "assignments" / "lesson7" / "exercise.py"
+    stub.parent.mkdir(parents=True)
+    stub.write_text("def shed(queue_depth: int, deadline_s: float) -> bool:\n    raise NotImplementedError\n")
+    vocab = P.vocabulary(tmp_path)
+    assert "shed" in vocab[0] and {"queue_depth", "deadline_s"} <= vocab[1]
+    rule = [frag("Shed when queue_depth × step_s > deadline_s."), frag("def shed(q, d):\n    return 1", "block")]
+    assert {f.detector for f in P.findings(rule, vocab)} == {"comparison", "arithmetic", "code"}
+    assert P.findings(rule[:1]) == []              # this course's vocabulary has no such names
+
+
 def test_a_stub_that_restates_the_rule_is_found(tmp_path):
     stub = tmp_path / "exercise.py"
     stub.write_text('def admit(r, l):\n    raise NotImplementedError("admit: admit when need <= available")\n'
