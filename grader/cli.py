@@ -302,17 +302,21 @@ def _release(args, course) -> int:
 
 
 def _sheet(args, course) -> int:
-    from grader.course.sheet import load_sheet
+    from grader.course.sheet import load_sheet, read_file, unfilled
     path = Path(args.file)
     sheet, problems = load_sheet(path, course)
     if args.action == "validate" or problems:
+        blanks = unfilled(sheet if sheet is not None else read_file(path)[0], problems)
         if args.json:
             print(json.dumps({"file": str(path), "valid": not problems,
-                              "problems": [{"path": p.path, "message": p.message} for p in problems]}))
+                              "problems": [{"path": p.path, "message": p.message} for p in problems],
+                              "unfilled": [{"path": p.path, "message": p.message} for p in blanks]}))
         else:
-            print(f"{path}: valid" if not problems else
-                  "\n".join([f"{path}: {len(problems)} problem{'s' if len(problems) > 1 else ''}"]
-                            + [f"  {p}" for p in problems]))
+            plural = lambda n, word: f"{n} {word}{'s' if n > 1 else ''}"
+            head = f"{path}: valid" if not problems else f"{path}: {plural(len(problems), 'problem')}"
+            if blanks:
+                head += f"; {plural(len(blanks), 'answer')} not yet filled"
+            print("\n".join([head] + [f"  {p}" for p in problems + blanks]))
         return 0 if not problems else 2
     from grader.course import core, replay
     from grader.course.plots import plot_path

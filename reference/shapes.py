@@ -26,10 +26,10 @@ __all__ = [
 
 # Lesson 1: why a request breaks its contract, in the order the reference checks them.
 CONTRACT_REASONS = (
-    "empty_prompt",       # prompt_tokens == 0
-    "no_output_budget",   # max_new_tokens == 0
-    "over_max_context",   # prompt + max_new > model.max_context
-    "over_pool",          # worst-case pages > the whole pool
+    "empty_prompt",       # no prompt tokens
+    "no_output_budget",   # no output tokens allowed
+    "over_max_context",   # the prompt and the output budget exceed the model's context window
+    "over_pool",          # the worst case needs more pages than the whole pool
     "ttft_unreachable",   # one chunk of the whole prompt on an idle worker misses ttft
     "gap_unreachable",    # one decode step of this request alone, at its largest context, misses gap
 )
@@ -43,7 +43,8 @@ OUTCOMES = ("completed", "cancelled_by_client", "rejected", "preempted", "failed
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A dense decoder. KV bytes per token = 2 x layers x kv_heads x head_dim x dtype_bytes."""
+    """A dense decoder: its KV geometry (layers, KV heads, head size, bytes per element),
+    its context window in tokens and the bytes of its weights."""
     name: str
     layers: int
     kv_heads: int

@@ -10,16 +10,25 @@ from conftest import ROOT
 from grader.cli import main
 from grader.engine.layout import find_course
 from grader.course.sheet import (MAX_BYTES, SECTIONS, _known_path, load_sheet, policy_sheet, read_yaml,
-                          validate_sheet)
+                          unfilled, validate_sheet)
 from grader.engine.oracle import reference_policy
+from reference.shapes import CostModel
 
 COURSE = find_course(str(ROOT))
 TEMPLATE = ROOT / "assignments" / "design_sheet.yaml"
 SCHEMA = json.loads((ROOT / "rubrics" / "design_sheet.schema.json").read_text())
+R42 = ROOT / "assignments" / "lesson6" / "demo" / "sheets" / "R42.yaml"
 
 
 def sheet() -> dict:
     return yaml.safe_load(TEMPLATE.read_text())
+
+
+def with_record() -> dict:
+    """The template with a change record: the demo's R41 and R42 entries."""
+    data = sheet()
+    data["change_record"] = yaml.safe_load(R42.read_text())["change_record"]
+    return data
 
 
 def paths(problems) -> list[str]:
@@ -69,9 +78,10 @@ def test_the_sheets_knobs_are_the_reference_policys():
     policy = reference_policy(knobs)
     assert (policy.gap_budget_s, policy.min_chunk_tokens, policy.prefix_cache) == (0.1, 64, True)
     # Two sheets that differ in words only replay as the same design.
-    other = sheet()
+    other = with_record()
     other["cancellation"]["fence"] = "in other words"
     other["change_record"][0]["summary"] = "another summary"
+    other["request_contract"]["pool_pages"] = 30720
     assert policy_sheet(other) == knobs
 
 
@@ -95,7 +105,7 @@ def test_every_problem_names_its_path_and_what_was_expected():
 
 
 def test_what_the_schema_cannot_say_is_checked_after_it():
-    data = sheet()
+    data = with_record()
     rc = data["request_contract"]
     rc["model"]["weight_bytes"] = "16GB"                 # a decimal unit
     data["chunk_rule"]["min_chunk_tokens"] = 100         # not a whole number of 16-token pages
@@ -108,7 +118,7 @@ def test_what_the_schema_cannot_say_is_checked_after_it():
     assert "not a whole number of 16-token pages" in by_path["chunk_rule.min_chunk_tokens"]
     assert "finite" in by_path["chunk_rule.gap_budget_s"]
     assert "listed twice" in by_path["release_criteria.slo_classes"]
-    assert "recorded twice" in by_path["change_record[1].release"]
+    assert "recorded twice" in by_path["change_record[2].release"]
     assert "not a key of the design sheet" in by_path["change_record[0].changes[0].diff[0].path"]
 
 
@@ -117,6 +127,181 @@ def test_worked_numbers_must_agree_with_the_model_and_worker():
     data["request_contract"]["pool_pages"] = 30000
     [p] = validate_sheet(data, COURSE)
     assert p.path == "request_contract.pool_pages" and "they give 30720" in p.message
+
+
+# ---- worked numbers: blank until worked, then checked by what they are --------------------
+ANSWERS = ["request_contract.kv_bytes_per_token", "request_contract.page_bytes", "request_contract.pool_pages",
+           "chunk_rule.worked.decode_only_s", "chunk_rule.worked.first_chunk_tokens",
+           "chunk_rule.worked.late_chunk_tokens", "cancellation.key_encoding", "cancellation.fence",
+           "release_criteria.ship_when", "change_record"]
+COST = CostModel()
+
+
+def largest_chunk(n, context, done, remaining, page, budget):
+    """The largest candidate chunk whose step fits, by trying every candidate (0 if none)."""
+    fits = [c for c in list(range(page, remaining, page)) + [remaining]
+            if COST.step_time(tuple([context] * n), c, done) <= budget]
+    return max(fits, default=0)
+
+
+def worked_sheet(page=16, budget=0.1) -> dict:
+    """The template with every worked number right, worked out here by hand and by trial."""
+    data = with_record()
+    rc, w = data["request_contract"], data["chunk_rule"]["worked"]
+    rc["page_tokens"], data["chunk_rule"]["gap_budget_s"] = page, budget
+    kv = 2 * 32 * 8 * 128 * 2                                   # K and V, layers, KV heads, dim, bf16
+    free = (80 - 16 - 4) * 2 ** 30
+    rc.update(kv_bytes_per_token=kv, page_bytes=kv * page, pool_pages=free // (kv * page))
+    w.update(decode_only_s=0.004 + 4e-5 * 48 + 1e-7 * 48 * 4096,
+             first_chunk_tokens=largest_chunk(48, 4096, 0, 16384, page, budget),
+             late_chunk_tokens=largest_chunk(48, 4096, 12288, 4096, page, budget))
+    data["cancellation"].update(key_encoding="my words", fence="my words")
+    data["release_criteria"]["ship_when"] = "my words"
+    return data
+
+
+def problems_of(data) -> dict:
+    return {p.path: p.message for p in validate_sheet(data, COURSE)}
+
+
+def test_the_templates_leave_every_worked_answer_blank():
+    data = sheet()
+    assert validate_sheet(data, COURSE) == []
+    assert [p.path for p in unfilled(data, [])] == ANSWERS
+    for n in range(1, 7):
+        section = yaml.safe_load((ROOT / "assignments" / f"lesson{n}" / "design_sheet.yaml").read_text())
+        for p in unfilled(section, []):
+            assert p.path in ANSWERS and "not yet filled" in p.message
+    assert data["request_contract"]["kv_bytes_per_token"] is None
+    assert data["chunk_rule"]["worked"]["first_chunk_tokens"] is None
+    assert data["cancellation"]["key_encoding"] is None and data["change_record"] == []
+
+
+def test_a_sheet_with_every_answer_right_validates_with_nothing_unfilled():
+    data = worked_sheet()
+    assert data["chunk_rule"]["worked"]["first_chunk_tokens"] == 1776          # by trial, above
+    assert (data["request_contract"]["pool_pages"], data["chunk_rule"]["worked"]["late_chunk_tokens"]) == (30720, 1120)
+    assert validate_sheet(data, COURSE) == [] and unfilled(data, []) == []
+    other = worked_sheet(page=32, budget=0.05)                 # the section's own page and budget
+    assert validate_sheet(other, COURSE) == []
+    assert other["chunk_rule"]["worked"]["first_chunk_tokens"] % 32 == 0
+
+
+@pytest.mark.parametrize("change,path,says", [
+    # the four the issue names
+    (lambda d: d["request_contract"].update(pool_pages=30721), "request_contract.pool_pages", "they give 30720"),
+    (lambda d: d["request_contract"]["model"].update(kv_heads=32), "request_contract.kv_bytes_per_token",
+     "131072 does not agree with the model and worker in the section (they give 524288)"),
+    (lambda d: d["request_contract"].update(pool_pages=30720.0), "request_contract.pool_pages",
+     "expected integer (or a blank: not yet filled); got float 30720.0"),
+    (lambda d: d["request_contract"].update(reasons=[]), "request_contract.reasons", "expected at least 1 item; got 0"),
+    # inconsistent fields
+    (lambda d: d["request_contract"].update(page_bytes=2097151), "request_contract.page_bytes", "they give 2097152"),
+    (lambda d: d["request_contract"]["worker"].update(device_bytes="40GiB"), "request_contract.pool_pages",
+     "they give 10240"),
+    (lambda d: d["request_contract"].update(page_tokens=32), "request_contract.page_bytes", "they give 4194304"),
+    (lambda d: d["request_contract"].update(reasons=["over_pool", "empty_prompt"]), "request_contract.reasons",
+     "order: empty_prompt, over_pool"),
+    # non-integers where a count belongs
+    (lambda d: d["request_contract"]["model"].update(layers=32.0), "request_contract.model.layers", "expected integer"),
+    (lambda d: d["request_contract"].update(kv_bytes_per_token="131072"), "request_contract.kv_bytes_per_token",
+     "expected integer (or a blank: not yet filled); got str"),
+    (lambda d: d["chunk_rule"]["worked"].update(first_chunk_tokens=1776.0), "chunk_rule.worked.first_chunk_tokens",
+     "expected integer"),
+    (lambda d: d["chunk_rule"]["worked"].update(decode_requests=48.5), "chunk_rule.worked.decode_requests",
+     "expected integer"),
+    (lambda d: d["chunk_rule"]["worked"].update(late_chunk_tokens=True), "chunk_rule.worked.late_chunk_tokens",
+     "got bool"),
+    # empty lists
+    (lambda d: d["release_criteria"].update(slo_classes=[]), "release_criteria.slo_classes", "at least 1"),
+    (lambda d: d["release_criteria"].update(rollback_when=[]), "release_criteria.rollback_when", "at least 1"),
+    (lambda d: d["release_criteria"].update(paired_seeds=[4]), "release_criteria.paired_seeds", "at least 2 items"),
+    (lambda d: d["change_record"][0].update(changes=[]), "change_record[0].changes", "at least 1"),
+    (lambda d: d["change_record"][0]["changes"][0].update(diff=[]), "change_record[0].changes[0].diff", "at least 1"),
+    # lesson 3's worked numbers, by what makes each the answer
+    (lambda d: d["chunk_rule"]["worked"].update(decode_only_s=0.0256), "chunk_rule.worked.decode_only_s",
+     "not the step of 48 requests decoding at context 4096"),
+    (lambda d: d["chunk_rule"]["worked"].update(first_chunk_tokens=1760), "chunk_rule.worked.first_chunk_tokens",
+     "1760 is not the largest chunk that fits at the start of the prompt"),
+    (lambda d: d["chunk_rule"]["worked"].update(first_chunk_tokens=1792), "chunk_rule.worked.first_chunk_tokens",
+     "over the 0.1 s budget"),
+    (lambda d: d["chunk_rule"]["worked"].update(late_chunk_tokens=1128), "chunk_rule.worked.late_chunk_tokens",
+     "neither a whole number of 16-token pages nor the 4096 tokens"),
+    (lambda d: d["chunk_rule"]["worked"].update(late_chunk_tokens=4112), "chunk_rule.worked.late_chunk_tokens",
+     "more than the 4096 tokens left to prefill after 12288 prefilled tokens"),
+    (lambda d: d["chunk_rule"]["worked"].update(late_chunk_tokens=1776), "chunk_rule.worked.late_chunk_tokens",
+     "over the 0.1 s budget"),                 # the first chunk is not the late one: d counts
+    (lambda d: d["chunk_rule"].update(gap_budget_s=0.05), "chunk_rule.worked.first_chunk_tokens",
+     "over the 0.05 s budget"),                # the numbers are the section's own budget's
+    (lambda d: d["chunk_rule"]["worked"].update(late_done=16384), "chunk_rule.worked.late_done",
+     "leaves nothing of the 16384-token prompt"),
+], ids=lambda x: x if isinstance(x, str) else "")
+def test_each_wrong_answer_is_a_problem_at_its_path(change, path, says):
+    data = worked_sheet()
+    change(data)
+    found = problems_of(data)
+    assert path in found and says in found[path], found
+
+
+def test_a_chunk_answer_is_right_exactly_when_it_is_the_largest_that_fits():
+    for done, remaining, key in ((0, 16384, "first_chunk_tokens"), (12288, 4096, "late_chunk_tokens")):
+        right = largest_chunk(48, 4096, done, remaining, 16, 0.1)
+        accepted = []
+        for c in range(right - 70, right + 70):
+            data = worked_sheet()
+            data["chunk_rule"]["worked"][key] = c
+            if not problems_of(data):
+                accepted.append(c)
+        assert accepted == [right]
+
+
+@pytest.mark.parametrize("decode,context,prompt,budget,want", [
+    (0, 1, 40, 0.1, 40),             # the whole prompt fits: the answer need not be page-aligned
+    (256, 8192, 16384, 0.1, 0),      # the batch alone misses the budget: nothing fits
+    (4, 100, 20, 0.0041, 0),         # a budget that leaves less than a page: nothing fits
+])
+def test_chunk_answers_at_the_edges(decode, context, prompt, budget, want):
+    assert largest_chunk(decode, context, 0, prompt, 16, budget) == want
+    data = worked_sheet()
+    data["chunk_rule"]["gap_budget_s"] = budget
+    w = data["chunk_rule"]["worked"]
+    w.update(decode_requests=decode, decode_context=context, prompt_tokens=prompt, late_done=prompt - 1,
+             decode_only_s=None, first_chunk_tokens=want, late_chunk_tokens=None)
+    assert problems_of(data) == {}
+    for wrong in {want + 16, want - 16, 16, 0} - {want}:
+        if wrong >= 0:
+            w["first_chunk_tokens"] = wrong
+            assert "chunk_rule.worked.first_chunk_tokens" in problems_of(data), wrong
+
+
+def test_a_chunk_is_checked_not_computed(monkeypatch):
+    """The learner edition ships this check: it times the claim and its next candidate, and
+    never searches for the answer."""
+    calls, data = [], worked_sheet()
+    real = CostModel.step_time_of
+    monkeypatch.setattr(CostModel, "step_time_of", lambda self, *a: calls.append(a) or real(self, *a))
+    assert validate_sheet(data, COURSE) == []
+    assert len(calls) <= 1 + 2 * 3               # the decode-only step; each chunk, its next candidate
+
+
+def test_a_chunk_rule_without_a_request_contract_uses_16_token_pages():
+    data = worked_sheet()
+    section = {"chunk_rule": data["chunk_rule"]}
+    assert validate_sheet(section, COURSE) == []
+    section["chunk_rule"]["worked"]["first_chunk_tokens"] += 8
+    assert "16-token pages" in problems_of(section)["chunk_rule.worked.first_chunk_tokens"]
+
+
+def test_blanks_are_listed_only_for_sections_without_problems():
+    data = sheet()
+    data["chunk_rule"]["rule"] = "budgett"
+    problems = validate_sheet(data, COURSE)
+    listed = [p.path for p in unfilled(data, problems)]
+    assert not [p for p in listed if p.startswith("chunk_rule")]
+    assert "request_contract.pool_pages" in listed and "cancellation.fence" in listed
+    data = worked_sheet()
+    data["cancellation"]["fence"] = ""                # an empty answer is a blank too
+    assert [p.path for p in unfilled(data, [])] == ["cancellation.fence"]
 
 
 # ---- hostile YAML is a problem, never an exception --------------------------------------
@@ -155,8 +340,18 @@ def test_a_linked_or_missing_sheet_is_a_problem(tmp_path):
 
 # ---- the commands --------------------------------------------------------------------------
 def test_validate_command(tmp_path, capsys):
-    assert main(["sheet", "validate", str(TEMPLATE)]) == 0
+    filled = tmp_path / "filled.yaml"
+    filled.write_text(yaml.safe_dump(worked_sheet()))
+    assert main(["sheet", "validate", str(filled)]) == 0
     assert capsys.readouterr().out.strip().endswith(": valid")
+    assert main(["sheet", "validate", str(TEMPLATE)]) == 0           # blanks are allowed
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(": valid; 10 answers not yet filled")
+    assert "  request_contract.pool_pages: not yet filled (pages in the pool" in out[3]
+    assert main(["sheet", "validate", str(TEMPLATE), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["valid"] is True and report["problems"] == []
+    assert [u["path"] for u in report["unfilled"]] == ANSWERS
     bad = tmp_path / "bad.yaml"
     bad.write_text(TEMPLATE.read_text().replace("rule: budget", "rule: budgett"))
     assert main(["sheet", "validate", str(bad)]) == 2

@@ -34,32 +34,28 @@ def admit(request: AdmissionRequest, ledger: LedgerView) -> Admission:
         reserved_pages     outstanding: promised to running requests, not yet allocated
         running            how many requests are running
 
-    The rules (README, "The ledger"):
-    1. footprint = pages_for(prompt_tokens + max_new_tokens, page_tokens): reserve for
-       max_new_tokens, never for the output you expect. Nobody knows the true length.
-    2. If footprint > total_pages, the request can never fit, even on an idle worker:
-       return Admission("reject", 0, reason). Don't make it wait. It would block the
-       queue forever.
-    3. The promise is the new pages it may ever allocate:
-           reserve = footprint - prefix_hit_pages
-       Hits are referenced, not allocated, so they are not part of the promise.
-    4. Capacity admission takes now:
-           need = reserve + (prefix_hit_pages - prefix_hit_active)
-       Active hits cost nothing more. Inactive hits leave the evictable set when this
-       request references them, so they use capacity.
-    5. Capacity not yet promised:
-           available = unallocated_pages + evictable_pages - reserved_pages
-       Free memory is not capacity: reserved_pages are already promised.
-    6. need <= available: return Admission("admit", reserve, reason).
-       Otherwise: return Admission("wait", 0, reason). It fits the pool, just not now.
+    Returns ``Admission(decision, reserve_pages, reason)``, ``decision`` one of DECISIONS.
+    What the grader checks (README, "How you are graded"):
+    - safety: no admission takes more capacity than is free and not yet promised to
+      anyone, counting every page the admission takes out of free capacity now, and no
+      promise is smaller than every page the request may allocate up to max_new_tokens;
+    - reservations: an admitted request's ``reserve_pages`` is exactly the new pages it
+      may ever allocate (pages it shares through prefix hits are not new); an exact fit
+      is admitted;
+    - liveness: a request that could not fit even on an idle worker with the whole pool
+      is rejected (waiting would block the FCFS queue for good); a request that fits the
+      pool is never rejected;
+    - efficiency: pages a running request already holds cost nothing to share, so a
+      ledger that pays for them again admits too little.
+    Edge cases that matter: a context that is an exact page multiple, hits that are all
+    active, all inactive or mixed, a footprint of exactly the whole pool (possible, on
+    an idle worker), a ledger whose free pages are all promised.
 
-    ``reserve_pages`` is graded exactly for admitted requests. ``reason`` is free text
-    for your logs and is not graded.
+    ``reason`` is free text for your logs and is not graded. ``reserve_pages`` is read only
+    when the request is admitted.
 
-    Example (README, calculation 1): prompt 100, max_new 40, 16-token pages, no hits:
-    footprint = 9, reserve = 9, need = 9. With 30 unallocated, 0 evictable and 22
-    reserved, available = 8, so the request waits. With 21 reserved it is admitted
-    with reserve_pages = 9.
+    Example (README, calculation 1): prompt 100, max_new 40, 16-token pages, no hits,
+    with 30 unallocated, 0 evictable and 22 reserved pages: wait. With 21 reserved:
+    admit with reserve_pages = 9.
     """
-    raise NotImplementedError("admit: reserve pages_for(prompt + max_new) - prefix hits; "
-                              "admit when need <= available, reject what can never fit")
+    raise NotImplementedError("admit is not implemented yet")

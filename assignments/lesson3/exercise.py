@@ -20,33 +20,30 @@ def choose_chunk(ctx: ChunkContext) -> ChunkPlan:
     """How many prompt tokens the oldest prefilling request gets in this step, and why.
 
     The step runs every decoding request (one token each, contexts ``ctx.decode_contexts``)
-    plus one prefill chunk of c tokens after ``ctx.prefill_done`` already prefilled. Its
-    time under the context's cost model is
-
-        ctx.cost.step_time(ctx.decode_contexts, c, ctx.prefill_done)
-        = step_fixed + per_token*(len(decode) + c) + per_context_token*sum(decode)
-          + per_attention_pair*(c*d + c*(c+1)/2)          (d = ctx.prefill_done)
-
-    Use ``ctx.cost``, never the default coefficients. The step "fits" when its time is
-    <= ``ctx.gap_budget_s``.
+    plus one prefill chunk of c tokens after ``ctx.prefill_done`` already prefilled.
+    ``ctx.cost.step_time(ctx.decode_contexts, c, ctx.prefill_done)`` is its time under this
+    worker's cost model; use ``ctx.cost``, never the default coefficients. A chunk fits
+    when its step takes at most ``ctx.gap_budget_s``.
 
     Candidates for c: multiples of ``ctx.page_tokens`` below ``ctx.prefill_remaining``,
     and ``ctx.prefill_remaining`` itself (a chunk that finishes the prompt need not be
-    page-aligned). Never more than ``ctx.prefill_remaining``.
+    page-aligned). L is the largest candidate that fits (0 when none does).
 
-    Return, in this order of tests:
-    1. ``ChunkPlan(0, "infeasible")`` when the decode-only step (c = 0) is already over
-       the budget: no chunk can help; the fix is fewer running requests.
-    2. ``ChunkPlan(L, "ok")`` where L is the largest fitting candidate, when L finishes
-       the prompt (L == prefill_remaining), or when L > 0 and L >= ``ctx.min_chunk_tokens``.
-    3. ``ChunkPlan(L, "starved")`` otherwise (L may be 0): the prompt would crawl, so its
-       TTFT grows without bound. The worker then runs a minimum chunk anyway.
+    Returns ``ChunkPlan(tokens, verdict)`` with ``tokens`` an int and ``verdict`` one of
+    CHUNK_VERDICTS, as the README's table defines them ("The verdicts"):
+    - "infeasible" (tokens 0) when the decode batch alone misses the budget: no chunk can
+      help; the fix is fewer running requests. It comes before the other two verdicts.
+    - "ok" when the chunk keeps the budget and the prompt makes progress;
+    - "starved" when the budget leaves the prompt only a trickle (or nothing): its TTFT
+      would grow without bound. The worker then runs a minimum chunk anyway.
 
-    The attention term grows with ``prefill_done``: late chunks of a long prompt cost more
-    per token than early ones. Dividing the slack by per_token alone overshoots the budget.
-
-    Graded: an ok chunk never makes the step exceed the budget; it is at least 95% of L;
-    it is page-aligned unless it finishes the prompt; the verdict matches; and end to end
-    the p99 token gap stays within the budget with mean TTFT within 10% of the oracle's.
+    What the grader checks: an "ok" chunk never puts its step over the budget; it is at
+    least 95% of L; it is page-aligned unless it finishes the prompt, and never more than
+    the prompt; the verdict matches; end to end, the p99 token gap stays within the
+    budget and mean TTFT within 10% of the oracle rule's. Edge cases that matter: an
+    empty decode batch, a remaining prompt shorter than a page or than
+    ``min_chunk_tokens``, a budget just above or below the decode-only step, very long
+    prefixes (the attention pairs grow with ``prefill_done``), 1-token pages, and cost
+    models whose attention or context coefficient is zero.
     """
-    raise NotImplementedError("choose_chunk: the largest page-aligned chunk whose step fits the budget")
+    raise NotImplementedError("choose_chunk is not implemented yet")

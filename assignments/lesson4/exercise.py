@@ -33,12 +33,13 @@ def on_event(state: str, event: str, step_in_flight: bool) -> Transition:
     - a cancel is immediate for the client: "stop_scheduling" and "notify_client" (once)
       in the cancel transition itself, and the request never returns to a state the
       scheduler serves;
-    - every cancelled or finished request is released exactly once, at its fence: at the
-      cancel (or finish) when no step pins it, else at the step_completed that ends the pin;
+    - every cancelled or finished request is released exactly once, at its fence, not
+      later (when no step pins the pages, the fence has already passed); a waiting
+      request holds no pages;
     - done stays done, with no action.
     Any (state, event) pair that means nothing for a request returns Transition(state).
     """
-    raise NotImplementedError("on_event: the cancellation state machine (see the README's table)")
+    raise NotImplementedError("on_event is not implemented yet")
 
 
 def prefix_key(scope: str, parent_key: str, block_tokens: tuple) -> str:
@@ -52,19 +53,27 @@ def prefix_key(scope: str, parent_key: str, block_tokens: tuple) -> str:
       scope name holds (a separator the name may contain is not a boundary);
     - position-bound: the key depends on parent_key, so one block at two positions, or
       after two different prefixes, gets two keys;
+    - the tokens count one by one: two different blocks never share a key;
     - a non-empty string of at most 512 characters.
+    The grader asks for many pairs of inputs that must get different keys (README, "How
+    you are graded"), never for the text of a key.
     """
-    raise NotImplementedError("prefix_key: an injective, deterministic key of (scope, parent_key, block)")
+    raise NotImplementedError("prefix_key is not implemented yet")
 
 
 def publishable(pages: tuple) -> tuple:
     """Which of a request's offered pages may enter the prefix cache: their ``index`` values.
 
     ``pages`` is a tuple of PageInfo(index, prompt_tokens, page_tokens, written_tokens,
-    published). A page may be published when it is full of prompt tokens
-    (prompt_tokens == page_tokens), every slot's write has completed (written_tokens ==
-    page_tokens) and it is not already published. The worker also asks after a chunk of a
-    request cancelled mid-prefill: the pages that chunk completed are publishable, the
-    rest are not.
+    published): ``index`` is the page's position in the request's context (not in the
+    tuple), ``prompt_tokens`` how many of its slots hold prompt tokens, ``written_tokens``
+    how many slots a completed step has written.
+
+    Every later request that hits a published page reads it as its own prompt, so a page
+    may be returned only when all it holds is this prompt's tokens with their KV written;
+    a page already in the cache gains nothing by being published again (README, "Which
+    pages may be published"). The worker also asks after the chunk that was in flight
+    when the request was cancelled: what that chunk completed is as good as any other
+    completed write. Order does not matter; return a tuple of ints.
     """
-    raise NotImplementedError("publishable: the indices of full, written, unpublished pages")
+    raise NotImplementedError("publishable is not implemented yet")

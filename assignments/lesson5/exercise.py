@@ -26,53 +26,45 @@ from reference.shapes import ReleaseDecision, ReleaseRule, RequestRecord, RunSum
 def qualify(record: RequestRecord, slo: Optional[Slo]) -> str:
     """What this request counts as against its SLO: one of QUALIFICATIONS.
 
-    ``slo`` replaces ``record.slo`` when it is not None. With D1 = arrival_s + ttft_s:
+    ``slo`` replaces ``record.slo`` when it is not None. The record's ``outcome`` is one of
+    completed, cancelled_by_client, rejected, preempted, failed; ``token_times`` are its
+    output tokens' times in order; ``cancel_s`` is set for a client cancel.
 
-    - outcome "rejected"              -> "rejected" (it counts against the service)
-    - outcome "failed" or "preempted" -> "failed"
-    - outcome "completed":
-        no token at all, or token_times[0] > D1         -> "late_first_token"
-        some gap between consecutive tokens > gap_s      -> "slow_tokens"
-        otherwise                                        -> "good"
-      The token deadline is per token: compare the LARGEST gap with gap_s, never the
-      average time per output token. A token exactly at its deadline is in time.
-    - outcome "cancelled_by_client", cancelled at cancel_s: the first deadline it had
-      already missed when the client cancelled, if any:
-        the first token came after D1, or no token came and cancel_s > D1
-                                                         -> "late_first_token"
-        a gap between tokens exceeded gap_s, or the client waited more than gap_s after
-        the last token (cancel_s - last token > gap_s)   -> "slow_tokens"
-        otherwise (no deadline missed yet)               -> "excluded"
-      A deadline is missed only once its time has passed, so a cancel exactly at a
-      deadline comes before the miss.
+    Each verdict means what the README's table says ("Qualifying every outcome"). What
+    the grader checks, on probes at every edge and on records of real runs:
+    - the token deadline is per token: the largest gap between consecutive tokens
+      decides, never the average time per output token;
+    - a token exactly at its deadline is in time, and a deadline is missed only once its
+      time has passed: a cancel exactly at a deadline comes before the miss;
+    - a cancelled request counts as the first deadline it had already missed when the
+      client cancelled (a deadline can pass with no token at all), else it is excluded;
+    - when both deadlines were missed, the first-token deadline comes first;
+    - zero output tokens, one output token (no gap), and an explicit ``slo``.
     """
-    raise NotImplementedError("qualify: judge the record's first token and its largest gap against the SLO")
+    raise NotImplementedError("qualify is not implemented yet")
 
 
 def goodput(records: Sequence[RequestRecord], slo: Optional[Slo], window_s: float) -> float:
-    """Good requests per second: how many records qualify as "good" (under ``slo``, or each
-    record's own SLO when it is None), divided by ``window_s``. No records -> 0.0."""
-    raise NotImplementedError("goodput: count the good records and divide by the window")
+    """Good requests per second: the records that qualify as "good" (under ``slo``, or each
+    record's own SLO when it is None), per second of ``window_s``. No records -> 0.0."""
+    raise NotImplementedError("goodput is not implemented yet")
 
 
 def decide_release(baseline_runs: Sequence[RunSummary], candidate_runs: Sequence[RunSummary],
                    rule: ReleaseRule) -> ReleaseDecision:
     """Ship, roll back, or call it inconclusive, from runs of one workload on paired seeds.
 
-    Pair the runs by seed. For each pair, the goodput difference d = candidate - baseline
-    (a run's goodput: its classes' good requests / window_s). With n pairs, mean d and
-    sample standard deviation s (n - 1 in the denominator):
+    Each ``RunSummary`` is one seed's run: its ``seed``, ``window_s``, ``mean_tpot_s`` and
+    per class a ``ClassSummary`` (how many requests, and how many qualified as each
+    verdict). Pair the two sides' runs by seed.
 
-        noise band = rule.noise_k * s / sqrt(n)      (infinite when n < 2)
-        gain       = mean d / the baseline runs' mean goodput
-
-    Roll back ("rollback") when any of these holds, even if total goodput rose:
-      - a class's SLO attainment fell by more than rule.max_class_drop, where attainment
-        = good / (requests - excluded), summed over the runs of one side;
-      - the rejected share of requests (summed over the runs) rose by more than
-        rule.max_rejection_rise;
-      - goodput fell beyond the noise band: mean d < -band.
-    Otherwise ship ("ship") when gain >= rule.min_gain and mean d > band, and call it
-    "inconclusive" when not. Put one line per reason in ``reasons``.
+    Returns ``ReleaseDecision(decision, reasons)``: ``decision`` one of RELEASE_DECISIONS,
+    decided by the release rule of the README ("The release rule": its guards, the noise
+    band of the paired differences, the minimum gain) under ``rule``'s four numbers;
+    ``reasons`` one line per reason, for the people who read it (not graded).
+    What the grader checks: the decision, on each kind of question (a real gain, a gain
+    inside the noise, a gain bought by rejections, a class that pays, stalls that the
+    mean time per output token hides), on the public suite and on hidden ones.
+    ``mean_tpot_s`` is there to show how little it tells you, not to decide on.
     """
-    raise NotImplementedError("decide_release: guards first (classes, rejections), then the gain against the noise band")
+    raise NotImplementedError("decide_release is not implemented yet")

@@ -127,9 +127,10 @@ HARMLESS = {h.name: h for h in (
              (("chunk_rule.min_chunk_tokens", 128),)),
     Harmless("fixed_tokens", "Fixed chunks of 1,024 tokens for the benchmark configuration",
              (("chunk_rule.fixed_tokens", 1024),)),
-    Harmless("key_encoding", "Document the prefix-key encoding (16-byte blake2b digests)",
+    Harmless("key_encoding", "Document why the prefix keys are unambiguous, in the sheet's own words",
              (("cancellation.key_encoding",
-               "length-prefixed scope and parent, tokens as fixed-width ints, blake2b with a 16-byte digest"),)),
+               "no two (scope, parent, block) inputs share a key, whatever their characters; "
+               "the same key in every process, under 512 characters"),)),
     Harmless("noise_k", "Widen the release gate's noise band: fewer false alarms",
              (("release_criteria.rule.noise_k", 2.5),)),
 )}

@@ -7,9 +7,12 @@ when a validator walks it), and every problem comes back as a ``Problem`` (where
 file, what was expected), never as an exception. The same reader serves lesson 6's
 ``diagnosis.yaml``.
 
-After the schema, a few checks no schema can say: byte sizes in binary units, the worked
-numbers of the request contract agree with its model and worker, numbers are finite, names
-are unique, and every diff in the change record names a knob the sheet has.
+After the schema (where an integer is an int: ``30720.0`` is not a page count), a few
+checks no schema can say: byte sizes in binary units, the worked numbers agree with the
+section's own model, worker and cost model (``grader.course.worked``), the contract's
+rules are listed in the order they are tested, numbers are finite, names are unique, and
+every diff in the change record names a knob the sheet has. A blank answer is no problem:
+``unfilled`` lists it as not yet filled, for each section that has no problem.
 
 ``policy_sheet`` keeps only the knobs ``reference.knobs.with_knobs`` reads (the
 contract's ``reasons`` become its ``enforce``), so two sheets that differ only in words
@@ -27,8 +30,10 @@ from typing import Any, Iterator, Mapping
 import jsonschema
 import yaml
 
+from grader.course import worked
 from grader.engine.files import Unreadable, read_regular
 from grader.engine.layout import YAML_VALUE_ERRORS, short_text
+from reference.shapes import CONTRACT_REASONS
 from reference.sizing import Geometry
 from reference.units import UnitError, parse_bytes
 
@@ -135,9 +140,16 @@ def read_file(path: Path, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
 
 
 # ---- the schemas ---------------------------------------------------------------------------------
+# JSON Schema counts 30720.0 as an integer; a count in the sheet must be an int.
+_Strict = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda checker, x: isinstance(x, int) and not isinstance(x, bool)))
+
+
 @lru_cache(maxsize=8)
 def _validator(path: str) -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(json.loads(Path(path).read_text(encoding="utf-8")))
+    return _Strict(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
 def schema_path(course, name: str = SHEET_SCHEMA) -> Path:
@@ -174,7 +186,11 @@ def _explain(error) -> tuple[str, str]:
         return dotted(path), f"expected {arg!r}; got {short(inst)}"
     if v == "type":
         kinds = arg if isinstance(arg, list) else [arg]
-        return dotted(path), f"expected {' or '.join(kinds)}; got {type(inst).__name__} {short(inst)}"
+        blank = " (or a blank: not yet filled)" if "null" in kinds else ""
+        kinds = [k for k in kinds if k != "null"]
+        return dotted(path), f"expected {' or '.join(kinds)}{blank}; got {type(inst).__name__} {short(inst)}"
+    if v == "minItems":
+        return dotted(path), f"expected at least {arg} item{'s' if arg > 1 else ''}; got {len(inst)}"
     if v == "pattern":
         return dotted(path), f"{short(inst)} does not have the expected form ({arg})"
     return dotted(path), error.message if len(error.message) <= 200 else error.message[:197] + "..."
@@ -212,16 +228,16 @@ def _contract_problems(rc: Mapping) -> Iterator[Problem]:
             sizes[key] = parse_bytes(rc[part][key], where)
         except UnitError as e:
             yield Problem(where, str(e).split(": ", 1)[-1])
+    order = [r for r in CONTRACT_REASONS if r in rc["reasons"]]
+    if rc["reasons"] != order:
+        yield Problem("request_contract.reasons",
+                      f"listed out of the order check_contract tests them (in CONTRACT_REASONS' order: "
+                      f"{', '.join(order)})")
     if len(sizes) < 3:
         return
     g = Geometry.of(*machine_of({"request_contract": rc}))
-    want = {"kv_bytes_per_token": g.kv_bytes_per_token, "page_bytes": g.page_bytes,
-            "pool_pages": g.pool_pages}
-    for key, value in want.items():
-        if rc[key] != value:
-            yield Problem(f"request_contract.{key}",
-                          f"{rc[key]} does not agree with the model and worker in the section "
-                          f"(they give {value})")
+    for path, message in worked.contract_problems(rc, g):
+        yield Problem(path, message)
 
 
 def _known_path(schema: dict, parts: list[str]) -> bool:
@@ -246,15 +262,19 @@ def _known_path(schema: dict, parts: list[str]) -> bool:
 
 def sheet_problems(sheet: Mapping, schema: Path) -> list[Problem]:
     """Problems beyond the schema (call when the schema passed)."""
-    out = list(_numbers(sheet, []))
+    nonfinite = list(_numbers(sheet, []))
+    out = list(nonfinite)
     rc = sheet.get("request_contract")
+    chunk = sheet.get("chunk_rule") or {}
     if rc:
         out += _contract_problems(rc)
-        chunk = sheet.get("chunk_rule") or {}
         if "min_chunk_tokens" in chunk and chunk["min_chunk_tokens"] % rc["page_tokens"]:
             out.append(Problem("chunk_rule.min_chunk_tokens",
                                f"{chunk['min_chunk_tokens']} is not a whole number of "
                                f"{rc['page_tokens']}-token pages"))
+    if chunk and not any(p.path.startswith("chunk_rule.") for p in nonfinite):     # no NaN to time
+        page = rc["page_tokens"] if rc else worked.PAGE_TOKENS
+        out += [Problem(path, message) for path, message in worked.chunk_problems(chunk, page)]
     classes = [c["name"] for c in (sheet.get("release_criteria") or {}).get("slo_classes", [])]
     for name in sorted({n for n in classes if classes.count(n) > 1}):
         out.append(Problem("release_criteria.slo_classes", f"class {name!r} is listed twice"))
@@ -281,6 +301,15 @@ def validate_sheet(sheet: Any, course) -> list[Problem]:
     schema = schema_path(course)
     problems = schema_problems(sheet, schema)
     return problems or sheet_problems(sheet, schema)
+
+
+def unfilled(sheet: Any, problems) -> list[Problem]:
+    """The blank answers of every section that has no problem: not yet filled."""
+    if not isinstance(sheet, Mapping):
+        return []
+    broken = {p.path.split(".")[0].split("[")[0] for p in problems}
+    sections = [s for s in SECTIONS if s in sheet and s not in broken]
+    return [Problem(path, message) for path, message in worked.unfilled(sheet, sections)]
 
 
 def load_sheet(path: Path, course) -> tuple[Any, list[Problem]]:

@@ -53,11 +53,12 @@ def _consistent(r: AdmissionRequest, v: LedgerView) -> str:
     if r.prompt_tokens < 1 or r.max_new_tokens < 1 or r.page_tokens < 1:
         return "prompt_tokens, max_new_tokens and page_tokens must be >= 1"
     if not 0 <= r.prefix_hit_active <= r.prefix_hit_pages <= (r.prompt_tokens - 1) // r.page_tokens:
-        return "need 0 <= prefix_hit_active <= prefix_hit_pages <= (prompt_tokens - 1) // page_tokens"
+        return ("prefix hits must be 0 or more, prefix_hit_active at most prefix_hit_pages, and "
+                "the hits must leave at least one prompt token to prefill")
     if min(v.unallocated_pages, v.evictable_pages, v.reserved_pages, v.running) < 0:
         return "ledger counts must be >= 0"
     if v.unallocated_pages + v.evictable_pages + r.prefix_hit_active > v.total_pages:
-        return "unallocated + evictable + active hits exceed total_pages"
+        return "unallocated, evictable and actively hit pages together exceed total_pages"
     if inactive(r) > v.evictable_pages:
         return "inactive hits are evictable pages, so evictable_pages must cover them"
     if v.reserved_pages > v.unallocated_pages + v.evictable_pages:

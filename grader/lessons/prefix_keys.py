@@ -122,8 +122,9 @@ def key_deterministic(ctx: CheckContext, params: dict) -> Measure:
         if other.problem:
             return f"in a second process: {other.problem}"
         if other.value != first.value:
-            return ("gave one key in one process and another key in a second process: str hash() "
-                    "is salted per process; use hashlib or the text itself")
+            # The keys are not quoted: they change from run to run, and a report must not.
+            return ("gave one key in one process and another key in a second process: a key must "
+                    "be the same in every process (str hash(), for one, is salted per process)")
         return ""
 
     answers = [Answer(case, got) for case, got in keys.values()]

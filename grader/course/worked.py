@@ -1,0 +1,114 @@
+"""A design sheet's worked numbers and written answers: blanks, and checks by what each is.
+
+The learner writes into the sheet what they worked out with their own functions (lesson
+1's sizes, lesson 3's decode-only step and chunks) and a few answers in their own words
+(lesson 4's key encoding and fence, lesson 5's ship rule, lesson 6's change record). The
+templates leave them blank. A blank (nothing after the key) is an answer not yet given:
+it is allowed, so a sheet can be replayed before every lesson is done, and
+``grader sheet validate`` lists it as not yet filled.
+
+A number that is given is checked against the section's own model, worker and cost
+model, by the property that defines it. Lesson 1's sizes are the worker's own arithmetic
+(``reference.sizing.Geometry``: the worker cannot run without it). A chunk is checked as
+a chunk: a candidate (page-aligned, or the whole remaining prompt), whose step keeps the
+budget, and whose next candidate's step does not; it is never computed here. This module
+ships in the learner edition, so it holds no lesson's answer.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator, Mapping
+
+from reference.shapes import CostModel
+from reference.sizing import Geometry
+
+# Every worked number and written answer of the sheet, with the question it answers.
+ANSWERS = {
+    "request_contract.kv_bytes_per_token": "bytes of KV one token of context takes on the section's model",
+    "request_contract.page_bytes": "bytes of one page of KV",
+    "request_contract.pool_pages": "pages in the pool of the section's worker",
+    "chunk_rule.worked.decode_only_s": "the step of the worked batch alone, with no chunk, in seconds",
+    "chunk_rule.worked.first_chunk_tokens": "the largest chunk that fits before any of the prompt is prefilled",
+    "chunk_rule.worked.late_chunk_tokens": "the largest chunk that fits after late_done tokens are prefilled",
+    "cancellation.key_encoding": "in words: how your prefix_key keeps scope, parent and tokens apart, "
+                                 "and why it is the same in every process",
+    "cancellation.fence": "in words: when the client is told, and when a cancelled request's pages come back",
+    "release_criteria.ship_when": "in words: when a release ships",
+    "change_record": "the releases of your sheet, their changes and their rollback rule",
+}
+SIZES = ("kv_bytes_per_token", "page_bytes", "pool_pages")
+COST = CostModel()           # the sheet's worker has the course's default cost model
+PAGE_TOKENS = 16             # the course's page, for a sheet without a request contract
+DECODE_ONLY_REL = 1e-4       # a decode-only step within 0.01% agrees
+
+
+def blank(value: Any) -> bool:
+    return value is None or (isinstance(value, (str, list)) and not value)
+
+
+def _get(sheet: Mapping, path: str) -> tuple[bool, Any]:
+    node: Any = sheet
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def unfilled(sheet: Mapping, sections) -> Iterator[tuple[str, str]]:
+    """(path, message) of every blank answer of the given sections."""
+    for path, question in ANSWERS.items():
+        if path.split(".")[0] in sections:
+            present, value = _get(sheet, path)
+            if present and blank(value):
+                yield path, f"not yet filled ({question})"
+
+
+# ---- lesson 1: the sizes are the worker's own arithmetic ---------------------------------------
+def contract_problems(rc: Mapping, geometry: Geometry) -> Iterator[tuple[str, str]]:
+    for key in SIZES:
+        value, want = rc.get(key), getattr(geometry, key)
+        if not blank(value) and value != want:
+            yield (f"request_contract.{key}",
+                   f"{value} does not agree with the model and worker in the section (they give {want})")
+
+
+# ---- lesson 3: a chunk is checked by what makes it the answer ------------------------------------
+def chunk_problems(chunk: Mapping, page_tokens: int) -> Iterator[tuple[str, str]]:
+    w = chunk.get("worked")
+    if not isinstance(w, Mapping):
+        return
+    at = "chunk_rule.worked"
+    if w["late_done"] >= w["prompt_tokens"]:
+        yield f"{at}.late_done", (f"{w['late_done']} leaves nothing of the {w['prompt_tokens']}-token "
+                                  "prompt to prefill; it must be smaller")
+        return
+    budget, n, context_sum = chunk["gap_budget_s"], w["decode_requests"], w["decode_requests"] * w["decode_context"]
+    alone = COST.step_time_of(n, context_sum)
+    if not blank(w["decode_only_s"]) and not math.isclose(w["decode_only_s"], alone, rel_tol=DECODE_ONLY_REL):
+        yield f"{at}.decode_only_s", (f"{w['decode_only_s']} s is not the step of {n} requests decoding at "
+                                      f"context {w['decode_context']} under the default cost model")
+    for key, done in (("first_chunk_tokens", 0), ("late_chunk_tokens", w["late_done"])):
+        if not blank(w[key]):
+            why = _not_the_largest(w[key], done, w["prompt_tokens"] - done, page_tokens,
+                                   lambda c: COST.step_time_of(n, context_sum, c, done), budget)
+            if why:
+                yield f"{at}.{key}", why
+
+
+def _not_the_largest(c: int, done: int, remaining: int, page: int, step, budget: float) -> str:
+    """Why c is not the largest candidate chunk that fits ("" when it is)."""
+    where = f"after {done} prefilled tokens" if done else "at the start of the prompt"
+    if c > remaining:
+        return f"{c} is more than the {remaining} tokens left to prefill {where}"
+    if c % page and c != remaining:
+        return (f"{c} is neither a whole number of {page}-token pages nor the {remaining} tokens "
+                "that finish the prompt")
+    if c and step(c) > budget:
+        return f"a chunk of {c} tokens {where} makes the step {step(c):.9g} s, over the {budget} s budget"
+    if c == remaining:
+        return ""
+    nxt = min(c + page, remaining)              # the next candidate (c is page-aligned here)
+    if step(nxt) <= budget:
+        return f"{c} is not the largest chunk that fits {where}: a larger one fits too"
+    return ""
