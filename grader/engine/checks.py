@@ -155,3 +155,17 @@ def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
     case, why = wrong[0]
     return Measure(value, f"{len(wrong)} of {n} {noun} wrong; first, {case.label or case.name}: {why}",
                    evidence)
+
+
+def constant_answer(answers: Sequence[Answer], function: str) -> str:
+    """A line saying ``function`` answered every input alike, or "" when its answers vary.
+
+    Some properties a constant has for free: one key for every input is deterministic, one
+    chunk for every probe is as page-aligned as its size. A criterion about such a property
+    earns nothing from an answer that ignores its inputs."""
+    values = [a.value for a in answers if not a.problem]
+    inputs = {a.case.name for a in answers}
+    if len(inputs) < 3 or len(values) < len(answers) or len({repr(v) for v in values}) > 1:
+        return ""
+    return (f"{function} gave the same answer, {values[0]!r}, to all {len(inputs)} inputs: an answer "
+            "that ignores its inputs shows none of the property")

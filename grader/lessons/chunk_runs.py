@@ -17,6 +17,7 @@ from grader.engine.checks import Answer, CheckContext, Measure, check, grade_ans
 from grader.course.experiments.common import token_gaps, ttfts
 from grader.engine.learner_policy import CallLog, learner_policy
 from grader.lessons.chunk_oracle import ms
+from grader.lessons.chunk_probes import unusable
 from grader.engine.memo import remember
 from reference.policy import reference_policy
 from reference.records import Run
@@ -34,6 +35,21 @@ class RunPair:
     oracle: Run
     budget_s: float
     failure: str           # why the learner's run stopped ("" when it ran to the end)
+    chosen: int = 0        # ok chunks of the learner's rule the worker ran as given
+    unusable: int = 0      # plans the worker could not use (it ran its floor instead)
+    first_unusable: str = ""
+
+    def not_evidence(self) -> str:
+        """Why this run shows nothing of the learner's rule ("" when it does): the gaps and
+        first tokens of a run the worker's floor drove are the floor's, not the rule's."""
+        if self.unusable:
+            return (f"{self.unusable} of your plans could not be used, so the worker ran its floor "
+                    f"chunk instead (first: {self.first_unusable}); a run of the floor's chunks "
+                    "says nothing of your rule")
+        if not self.chosen:
+            return ("your rule chose no chunk in this run (every plan was starved or infeasible), so "
+                    "the worker's floor ran every chunk: the run says nothing of your rule")
+        return ""
 
 
 class _Stopped(Exception):
@@ -48,11 +64,20 @@ def _pair(ctx: CheckContext, case: Case) -> RunPair:
         log = CallLog()
         remote = learner_policy(ctx.sandbox, base, ("choose_chunk",), log).choose_chunk
 
+        counts = {"chosen": 0, "unusable": 0, "first": ""}
+
         def choose_chunk(c: ChunkContext) -> ChunkPlan:
             try:
-                return remote(c)
+                plan = remote(c)
             except PolicyError:
                 raise _Stopped from None
+            why = unusable(c, plan)
+            if why:
+                counts["unusable"] += 1
+                counts["first"] = counts["first"] or f"{plan!r}: {why}"
+            elif plan.verdict == "ok":
+                counts["chosen"] += 1
+            return plan
         oracle = remember("lesson3-oracle", case.digest, lambda: s.run(base),
                           persist=case.visibility == "public")
         # A rule that needs many times the oracle's steps has already lost on TTFT; stopping
@@ -66,7 +91,8 @@ def _pair(ctx: CheckContext, case: Case) -> RunPair:
                 f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
             ctx.memo[key] = RunPair(None, oracle, base.gap_budget_s, why)
         else:
-            ctx.memo[key] = RunPair(learner, oracle, base.gap_budget_s, "")
+            ctx.memo[key] = RunPair(learner, oracle, base.gap_budget_s, "", counts["chosen"],
+                                    counts["unusable"], counts["first"])
     return ctx.memo[key]
 
 
@@ -96,6 +122,12 @@ def e2e_gap(ctx: CheckContext, params: dict) -> Measure:
     q = float(params.get("percentile", 99))
 
     def judge(case: Case, pair: RunPair) -> str:
+        if pair.not_evidence():
+            return pair.not_evidence()
+        if pair.learner.aborted:
+            # The gaps of requests that were never served were never measured.
+            return (f"the run was stopped: your rule needed more than {STEP_CAP}x the oracle rule's "
+                    f"{len(pair.oracle.steps)} steps, so its token gaps are of the few requests it served")
         gaps = token_gaps(pair.learner)
         if gaps.size == 0:
             return "no request emitted two tokens, so there is no token gap to measure"
@@ -124,6 +156,8 @@ def e2e_ttft(ctx: CheckContext, params: dict) -> Measure:
     tolerance = float(params.get("tolerance", 0.10))
 
     def judge(case: Case, pair: RunPair) -> str:
+        if pair.not_evidence():
+            return pair.not_evidence()
         mine, n_mine = mean_ttft(pair.learner)
         best, n_best = mean_ttft(pair.oracle)
         if pair.learner.aborted:
