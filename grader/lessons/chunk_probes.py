@@ -30,6 +30,11 @@ def unusable(c: ChunkContext, plan: ChunkPlan) -> str:
     return ""
 
 
+def floor_chunk(c: ChunkContext) -> int:
+    """What the scheduler runs for a starved or infeasible plan: the prompt keeps moving."""
+    return min(max(c.min_chunk_tokens, c.page_tokens), c.prefill_remaining)
+
+
 def _usable_first(judge):
     """The judge of one probe, after the plan is known to be usable."""
     def judged(case: Case, plan: ChunkPlan):
@@ -88,10 +93,15 @@ def progress(ctx: CheckContext, params: dict) -> Measure:
     def judge(case: Case, plan: ChunkPlan):
         c, e = case.inputs, expected(case.inputs)
         need = share * e.largest
-        if plan.tokens >= need:
+        # Progress is the chunk the worker runs: a starved or infeasible plan's tokens are
+        # not run, the scheduler's floor is.
+        tokens = plan.tokens if plan.verdict == "ok" else floor_chunk(c)
+        if tokens >= need:
             return ""
-        return (plan.tokens / need,
-                f"chunk of {plan.tokens} tokens ({plan.verdict}) is below {share:.0%} of the largest "
+        what = (f"chunk of {tokens} tokens" if plan.verdict == "ok" else
+                f"your plan says {plan.verdict}, so the worker runs its floor chunk of {tokens} tokens, which")
+        return (tokens / need,
+                f"{what} is below {share:.0%} of the largest "
                 f"chunk that fits, {e.largest} tokens (its step takes {ms(step_s(c, e.largest))} "
                 f"of the {ms(c.gap_budget_s)} budget)")
     return grade_answers(ok, _usable_first(judge), "probes where a chunk fits")
