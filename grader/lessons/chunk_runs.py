@@ -36,16 +36,10 @@ class RunPair:
     budget_s: float
     failure: str           # why the learner's run stopped ("" when it ran to the end)
     chosen: int = 0        # ok chunks of the learner's rule the worker ran as given
-    unusable: int = 0      # plans the worker could not use (it ran its floor instead)
-    first_unusable: str = ""
 
     def not_evidence(self) -> str:
         """Why this run shows nothing of the learner's rule ("" when it does): the gaps and
         first tokens of a run the worker's floor drove are the floor's, not the rule's."""
-        if self.unusable:
-            return (f"{self.unusable} of your plans could not be used, so the worker ran its floor "
-                    f"chunk instead (first: {self.first_unusable}); a run of the floor's chunks "
-                    "says nothing of your rule")
         if not self.chosen:
             return ("your rule chose no chunk in this run (every plan was starved or infeasible), so "
                     "the worker's floor ran every chunk: the run says nothing of your rule")
@@ -53,7 +47,8 @@ class RunPair:
 
 
 class _Stopped(Exception):
-    """A call of the learner's rule failed: the run is decided, so it stops there."""
+    """A call of the learner's rule failed, or gave a plan the worker cannot use: the run is
+    decided (it is not the rule's, but the floor's from there on), so it stops there."""
 
 
 def _pair(ctx: CheckContext, case: Case) -> RunPair:
@@ -64,7 +59,7 @@ def _pair(ctx: CheckContext, case: Case) -> RunPair:
         log = CallLog()
         remote = learner_policy(ctx.sandbox, base, ("choose_chunk",), log).choose_chunk
 
-        counts = {"chosen": 0, "unusable": 0, "first": ""}
+        counts = {"chosen": 0, "unusable": ""}
 
         def choose_chunk(c: ChunkContext) -> ChunkPlan:
             try:
@@ -73,10 +68,9 @@ def _pair(ctx: CheckContext, case: Case) -> RunPair:
                 raise _Stopped from None
             why = unusable(c, plan)
             if why:
-                counts["unusable"] += 1
-                counts["first"] = counts["first"] or f"{plan!r}: {why}"
-            elif plan.verdict == "ok":
-                counts["chosen"] += 1
+                counts["unusable"] = f"{plan!r}: {why}"
+                raise _Stopped
+            counts["chosen"] += plan.verdict == "ok"
             return plan
         oracle = remember("lesson3-oracle", case.digest, lambda: s.run(base),
                           persist=case.visibility == "public")
@@ -86,13 +80,16 @@ def _pair(ctx: CheckContext, case: Case) -> RunPair:
         try:
             learner = s.run(base.with_(choose_chunk=choose_chunk), max_steps=cap)
         except _Stopped:
-            first = log.first["choose_chunk"]
-            why = first if "not implemented" in first else (
-                f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
+            if counts["unusable"]:
+                why = (f"the worker could not use your plan {counts['unusable']}, and would have run its "
+                       "floor chunk instead: a run of the floor's chunks says nothing of your rule")
+            else:
+                first = log.first["choose_chunk"]
+                why = first if "not implemented" in first else (
+                    f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
             ctx.memo[key] = RunPair(None, oracle, base.gap_budget_s, why)
         else:
-            ctx.memo[key] = RunPair(learner, oracle, base.gap_budget_s, "", counts["chosen"],
-                                    counts["unusable"], counts["first"])
+            ctx.memo[key] = RunPair(learner, oracle, base.gap_budget_s, "", counts["chosen"])
     return ctx.memo[key]
 
 
