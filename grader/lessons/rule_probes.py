@@ -25,7 +25,10 @@ both sides of its decision:
 
 Each class has the same number of requests in every run, so pooled and per-run attainment
 are the same number; the other readings (sample or population deviation, each threshold
-10% either way) are checked by ``robust``, and a draw that is not robust is drawn again.
+10% either way) are checked by ``robust``, and ``isolates`` checks that the kind's clause
+alone decides (a fall with no class near its guard; a rejected-heavy class that would not
+fall with its rejected left out; seeds spread so far that an unpaired band, or pairing by
+position, would not ship). A draw that fails either is drawn again.
 """
 from __future__ import annotations
 
@@ -136,8 +139,9 @@ def _build(kind: str, d: _Draw, rule: ReleaseRule):
     if kind == "class-rejected":
         # Half the allowance of the service's rejected share, all of it in a class small
         # enough that losing those requests is 1.5 times its guard.
-        lost = max(1, int((d.small + d.large) * rule.max_rejection_rise * 0.5))
-        d.small = min(d.small, int(lost / (1.5 * rule.max_class_drop)))
+        most = max(1, int((d.small + d.large) * rule.max_rejection_rise * 0.5))
+        d.small = min(d.small, int(most / (1.5 * rule.max_class_drop)))
+        lost = min(most, math.ceil(1.5 * rule.max_class_drop * d.small))
         d.small_good = max(lost + 1, int(round(d.small * 0.8)))
         base = [d.run(s, e) for s, e in zip(d.seeds, quiet)]
         return base, cand(around(clear + lost), small_rejected=lost)
@@ -152,10 +156,47 @@ def _build(kind: str, d: _Draw, rule: ReleaseRule):
     raise ValueError(kind)
 
 
-def draw(kind: str, g: np.random.Generator, rule: ReleaseRule, seed0: int, tries: int = 32):
-    """(baseline, candidate) of one rule probe, robust for its expected decision."""
+def _band(diffs: list[float], k: float) -> float:
+    n = len(diffs)
+    mean = sum(diffs) / n
+    return k * math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) / math.sqrt(n)
+
+
+def _share(runs, cls: str, *, rejected_counted: bool = True) -> float:
+    rows = [c for r in runs for c in r.classes if c.cls == cls]
+    counted = sum(c.requests - c.excluded - (0 if rejected_counted else c.rejected) for c in rows)
+    return sum(c.good for c in rows) / counted
+
+
+def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
+    """The clause the kind is about decides it alone: the other clauses stay far from
+    deciding, and the mistake the kind is about would decide otherwise."""
+    pairs = oracle.paired(baseline, candidate)
+    base, cand = [b for b, _ in pairs], [c for _, c in pairs]
+    classes = [c.cls for c in base[0].classes]
+    drops = [_share(base, c) - _share(cand, c) for c in classes]
+    if kind == "fall":                      # no class near its guard: the fall alone rolls back
+        return max(drops) <= 0.7 * rule.max_class_drop
+    if kind == "class-rejected":            # without the rejected in it, no class falls
+        blind = [_share(base, c, rejected_counted=False) - _share(cand, c, rejected_counted=False)
+                 for c in classes]
+        return max(blind) <= 0.7 * rule.max_class_drop
+    if kind == "paired":
+        goods = lambda runs: [oracle.run_goodput(r) for r in runs]
+        mean = sum(goods(cand)) / len(cand) - sum(goods(base)) / len(base)
+        var = lambda xs: sum((x - sum(xs) / len(xs)) ** 2 for x in xs) / (len(xs) - 1)
+        unpaired = rule.noise_k * math.sqrt(var(goods(base)) / len(base) + var(goods(cand)) / len(cand))
+        by_position = [oracle.run_goodput(c) - oracle.run_goodput(b) for b, c in zip(baseline, candidate)]
+        position_ships = (sum(by_position) / len(by_position) > _band(by_position, rule.noise_k))
+        return unpaired >= 1.5 * mean and not position_ships
+    return True
+
+
+def draw(kind: str, g: np.random.Generator, rule: ReleaseRule, seed0: int, tries: int = 64):
+    """(baseline, candidate) of one rule probe: robust for its expected decision, and one
+    that its clause alone decides."""
     for _ in range(tries):
         base, cand = _build(kind, _Draw(g, seed0), rule)
-        if robust(base, cand, rule, EXPECT[kind]):
+        if robust(base, cand, rule, EXPECT[kind]) and isolates(kind, base, cand, rule):
             return tuple(base), tuple(cand)
     raise AssertionError(f"no robust {kind} rule probe in {tries} draws")
