@@ -123,8 +123,18 @@ EXPECTED_LOSS = {
 }
 
 
+# Diagnoses of the first practice incident, graded as `grader check lesson6` grades them.
+PRACTICE_LOSS = {"practice_alt_correct": {}}
+
+
 def test_every_wrong_diagnosis_is_listed():
-    assert {p.name for p in WRONG.iterdir() if p.is_dir()} == set(EXPECTED_LOSS)
+    assert {p.name for p in WRONG.iterdir() if p.is_dir()} == set(EXPECTED_LOSS) | set(PRACTICE_LOSS)
+
+
+@pytest.mark.parametrize("name", sorted(PRACTICE_LOSS))
+def test_a_diagnosis_of_the_practice_incident_is_graded_by_the_check(name):
+    report = grade("lesson6", WRONG / name)
+    assert lost(report) == PRACTICE_LOSS[name], {c.id: c.feedback for c in report.criteria}
 
 
 # The wrong diagnoses are of the demo incident (their ids are the demo bundle's).
