@@ -37,14 +37,6 @@ JOINS = (",", "", " ", "|", ":", ";", "-", "_", ".", "\x00", "\n", "/")
 Triple = tuple             # (scope, parent_key, block_tokens)
 
 
-def _length_codes(n: int) -> list[str]:
-    """``n`` as the length prefixes an encoding may write (ASCII only: ``n`` < 128, so a
-    character is one byte whichever way the text is encoded)."""
-    codes = [n.to_bytes(w, order).decode("ascii") for w in (1, 2, 4, 8) for order in ("little", "big")]
-    codes += [str(n) + t for t in GLUE if t not in ("'", '"', "), (", "][")]
-    return list(dict.fromkeys(codes))
-
-
 def _formats() -> list[Callable[[int], str]]:
     """Each length framing as a function of the length (the same framing for both fields)."""
     out = []
