@@ -19,7 +19,8 @@ def _own_goodput(ctx: CheckContext, cases: list[Case]) -> dict[str, float]:
     """goodput as the learner's own qualify counts it, for the given record sets. A goodput
     that calls a wrong qualify is consistent: that mistake is charged to the qualify criteria.
     A qualify that gives every record one verdict is no qualify: nothing is consistent with it."""
-    probes = [Case("own", f"{c.name}/{i}", "public", (r, c.inputs[1]))
+    # Each record is asked with its set's visibility: a hidden set's records are hidden inputs.
+    probes = [Case("own", f"{c.name}/{i}", c.visibility, (r, c.inputs[1]))
               for c in cases for i, r in enumerate(c.inputs[0])]
     answers = ask_once(ctx, "own-qualify", "qualify", probes, lambda c: c.inputs, str)
     if constant_answer(answers, "qualify"):
