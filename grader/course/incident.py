@@ -285,7 +285,8 @@ def _practice(course, id: str, seed: int) -> Incident:
     incident = draw(course, seed, id)
     if not incident.settled:
         raise InputError(f"practice incident {id}", f"seed {seed} draws an incident that does not settle")
-    return incident
+    # Kept as a public case: what draw derived while settling it is derived again on use.
+    return replace(incident, memo={})
 
 
 # Faults whose evidence the other erases: a leak pins every cached prompt (no hit is ever
