@@ -129,11 +129,13 @@ def _instructor_commands(sub) -> None:
 
     i = sub.add_parser("incident", help="write a student's lesson 6 incident bundle (instructors)",
                        epilog="examples:\n  grader incident --student alice --secret-file course.secret "
-                              "--out incidents/alice/\n  grader incident --demo --out assignments/lesson6/demo/",
+                              "--out incidents/alice/\n  grader incident --demo --out assignments/lesson6/demo/"
+                              "\n  grader incident --practice p1 --out assignments/lesson6/practice/p1/",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     who = i.add_mutually_exclusive_group(required=True)
     who.add_argument("--student", metavar="ID", help="the student's id, as their submission will be named")
     who.add_argument("--demo", action="store_true", help="the public demo incident (no secret needed)")
+    who.add_argument("--practice", metavar="ID", help="a public practice incident (no secret needed)")
     i.add_argument("--secret-file", help="the instructor secret (required with --student)")
     i.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder (or an earlier bundle)")
     i.add_argument("--answer", metavar="DIR", help="also write the reference diagnosis and fixed sheet "
@@ -330,9 +332,14 @@ def _sheet(args, course) -> int:
 
 def _incident(args, course) -> int:
     from grader.course.bundle import write_bundle
-    from grader.course.incident import demo_incident, incidents_key, student_incident
+    from grader.course.incident import demo_incident, incidents_key, practice_incidents, student_incident
     if args.demo:
         incident = demo_incident(course)
+    elif args.practice:
+        known = {i.id: i for i in practice_incidents(course)}
+        if args.practice not in known:
+            raise InputError("--practice", f"no practice incident {args.practice!r} (known: {', '.join(known)})")
+        incident = known[args.practice]
     else:
         if not args.secret_file:
             raise InputError("--student", "give --secret-file: a student's incident is drawn from the secret")

@@ -40,7 +40,16 @@ MUTANTS = {
     "gap_at_prompt": ("cost.step_time((p + m - 1,))", "cost.step_time((p,))", {"contract-ok"}),
     "no_ttft_check": ("cost.step_time((), p, 0) > request.slo.ttft_s",
                       "cost.step_time((), p, 0) > 1e9", {"contract-ok"}),
+    # The boundaries the README stresses: a deadline met exactly is met, and the slowest
+    # decode step reads context p + m - 1, not one token more or less.
+    "ttft_at_limit_missed": ("cost.step_time((), p, 0) > request.slo.ttft_s",
+                             "cost.step_time((), p, 0) >= request.slo.ttft_s", {"contract-ok"}),
+    "gap_at_limit_missed": ("cost.step_time((p + m - 1,)) > request.slo.gap_s",
+                            "cost.step_time((p + m - 1,)) >= request.slo.gap_s", {"contract-ok"}),
+    "gap_step_one_late": ("cost.step_time((p + m - 1,))", "cost.step_time((p + m,))", {"contract-ok"}),
+    "gap_step_one_early": ("cost.step_time((p + m - 1,))", "cost.step_time((p + m - 2,))", {"contract-ok"}),
 }
+BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late", "gap_step_one_early")
 WRONG = {name: lost for name, (_, _, lost) in MUTANTS.items()}
 WRONG["always_ok"] = {"contract-ok", "contract-reason"}
 
@@ -65,6 +74,25 @@ def test_wrong_solution_loses_where_it_is_wrong(name, tmp_path):
     for c in report.criteria:
         if c.id in must:
             assert "expected" in c.feedback or "said" in c.feedback or "gave" in c.feedback, c.feedback
+
+
+@pytest.mark.parametrize("name", BOUNDARIES)
+def test_the_public_probes_alone_catch_each_boundary_mistake(name, tmp_path):
+    """`grader check` (public probes only) already shows each off-by-one at a boundary."""
+    report = grade("lesson1", _wrong_file(name, tmp_path), "check")
+    lost = {k for k, v in scores(report).items() if v < full(report)[k]}
+    # A request said to meet the contract has no reason either: contract-reason may go too.
+    assert "contract-ok" in lost and lost <= {"contract-ok", "contract-reason"}, (name, lost)
+
+
+def test_constant_verdicts_earn_nothing_on_the_verdicts(tmp_path):
+    """Each side of the verdict weighs the same, so one verdict everywhere is right on one side."""
+    for verdict in ("Verdict(True)", "Verdict(False, 'over_pool')", "Verdict(False, 'gap_unreachable')"):
+        path = write_mutant(REFERENCE, [("    reasons = contract_reasons(request, model, worker)\n"
+                                         "    return Verdict(ok=not reasons, reason=reasons[0] if reasons else \"\")",
+                                         f"    return {verdict}")], tmp_path, "constant")
+        got = scores(grade("lesson1", path, "grade", SECRET))
+        assert got["contract-ok"] == got["contract-reason"] == 0, (verdict, got)
 
 
 @pytest.mark.parametrize("name,needle", [

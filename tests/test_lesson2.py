@@ -129,6 +129,9 @@ OTHERS = {
     "strict_less": ({"reservations"}, {"liveness"}),
     "raises_on_hits": (CRITERIA, set()),
     "rejects_everything": (CRITERIA, set()),
+    # Never waits: unsafe, and its efficiency is not shown; the pool-sized request it
+    # admits can never fit (liveness); its reservations are exact.
+    "admits_everything": ({"safety", "efficiency"}, {"liveness"}),
 }
 
 
@@ -144,6 +147,14 @@ def test_a_ledger_that_admits_nothing_is_not_called_safe():
     report = grade("lesson2", L2 / "rejects_everything.py", "check")
     assert report.score == 0
     assert "admitted no request" in feedback(report, "safety")
+
+
+def test_a_ledger_that_admits_everything_is_not_called_efficient(tmp_path):
+    """The mirror image: admitting everything has efficiency for free, as admitting nothing
+    has safety; neither earns the criterion it gets for free."""
+    report = grade("lesson2", wrong_file("lesson2", "admits_everything", tmp_path), "check")
+    assert scores(report)["efficiency"] == 0 and scores(report)["safety"] == 0
+    assert "efficiency is not shown by admitting everything" in feedback(report, "efficiency")
 
 
 def test_a_crashing_admit_is_named_in_the_feedback(tmp_path):

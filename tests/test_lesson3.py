@@ -109,7 +109,8 @@ def test_a_different_correct_rule_keeps_full_marks(name):
 # the same mistake (a rule that is always "ok" is also wrong on verdicts); all else stays full.
 WRONG = {
     "fixed_large": ({"within-budget", "verdicts", "e2e-gap"}, {"progress"}),
-    "fixed_tiny": ({"progress", "verdicts", "e2e-ttft"}, {"within-budget"}),
+    # One page per step: its runs stop at twice the oracle's steps, so their gaps show nothing.
+    "fixed_tiny": ({"progress", "verdicts", "e2e-ttft"}, {"within-budget", "e2e-gap"}),
     "per_token_only": ({"within-budget", "e2e-gap"}, {"verdicts"}),
     "ignores_decode": ({"within-budget", "verdicts", "e2e-gap"}, set()),
     "wrong_verdicts": ({"verdicts"}, set()),
@@ -119,10 +120,15 @@ WRONG = {
     "no_prefix_attention": ({"within-budget", "e2e-gap"}, {"verdicts"}),
     "ceil_pages": ({"within-budget", "e2e-gap"}, {"verdicts"}),
     "strict_min": ({"verdicts"}, set()),
+    # An impossible value is wrong on every probe it answers, never a chunk that "fits"; in a
+    # run the worker falls back to its floor, so those runs show nothing of the rule.
+    "negative_when_starved": ({"within-budget", "page-aligned", "verdicts"}, {"e2e-gap", "e2e-ttft"}),
 }
 NEEDLES = {"within-budget": "over the budget", "progress": "below 95%", "page-aligned": "not a multiple",
            "verdicts": "expected", "e2e-gap": "token gap", "e2e-ttft": "TTFT"}
 
+
+SAYS = {"negative_when_starved": "impossible"}     # its every lost criterion says why first
 
 # One page per step makes every worker run long; its mistakes all show on the public cases.
 PUBLIC_ONLY = {"fixed_tiny"}
@@ -144,7 +150,7 @@ def test_wrong_rule_loses_where_it_is_wrong(name, tmp_path):
     assert lost <= must | may, f"{name} lost points it did not earn losing: {lost - must - may}"
     for c in report.criteria:
         if c.id in must:
-            assert NEEDLES[c.id] in c.feedback, (c.id, c.feedback)
+            assert SAYS.get(name, NEEDLES[c.id]) in c.feedback, (c.id, c.feedback)
 
 
 def test_e2e_feedback_names_the_slow_step(tmp_path):

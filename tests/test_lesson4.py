@@ -74,16 +74,26 @@ WRONG = {
     "key_normalized": {"key-scope-separation"},
     "key_without_parent": {"key-position"},
     "key_token_join": {"key-position"},
-    "key_salted": {"key-deterministic", "run-hit-rate"},
+    # A key that never hits shows no hit in scope either.
+    "key_salted": {"key-deterministic", "run-hit-rate", "run-hits-in-scope"},
     "key_builtin_hash": {"key-deterministic"},
     "publish_unwritten": {"publishable-pages", "run-clean-publish"},
     "publish_partial": {"publishable-pages", "run-clean-publish"},
+    # An end no worker path produces today, judged all the same: it leaks.
+    "finish_pinned_kept_running": {"table-reclaim-at-fence"},
+    # Encodings ambiguous only on inputs built for their own framing (the grader's search).
+    "key_raw_scope": {"key-scope-separation"},
+    "key_nul_scope": {"key-scope-separation"},
+    "key_decimal_lengths": {"key-scope-separation"},
+    "key_raw_parent": {"key-position"},
 }
 # Consequences a mistake may also cost: fewer pages published or usable keys share less.
 MAY_ALSO = {
     "publish_positions": ({"publishable-pages"}, {"run-hit-rate"}),
     "key_grows": ({"key-position"}, {"run-hit-rate"}),
 }
+# A hit on another tenant's page is no hit: a key that finds those may find fewer of its own.
+ALSO = {"key_without_scope": {"run-hit-rate"}}
 
 
 def _lost(report) -> set:
@@ -93,7 +103,7 @@ def _lost(report) -> set:
 
 @pytest.mark.parametrize("name", sorted(WRONG) + sorted(MAY_ALSO))
 def test_wrong_solution_loses_where_it_is_wrong(name, tmp_path):
-    must, may = (WRONG[name], set()) if name in WRONG else MAY_ALSO[name]
+    must, may = (WRONG[name], ALSO.get(name, set())) if name in WRONG else MAY_ALSO[name]
     report = grade("lesson4", wrong_file(name, tmp_path), "check")
     lost = _lost(report)
     assert must <= lost, f"{name} kept points on {must - lost}"
@@ -110,7 +120,7 @@ def test_hidden_cases_alone_catch_the_mistake(name, tmp_path):
     hidden = lesson4.hidden_cases(SECRET, course)
     report = grade_submission("lesson4", load_submission(wrong_file(name, tmp_path)), course, mode="grade",
                               cases=hidden)
-    assert _lost(report) == WRONG[name]
+    assert WRONG[name] <= _lost(report) <= WRONG[name] | ALSO.get(name, set())
     assert all(c["visibility"] == "hidden" for c in report.cases)
 
 

@@ -1,6 +1,7 @@
-"""Lesson 6: the incident. Reference diagnoses get full marks (the demo's and every fault
-combination's); each wrong diagnosis loses exactly on the criterion that names its mistake;
-hostile folders are feedback, never a crash; incidents are per student and deterministic."""
+"""Lesson 6: the incident. Reference diagnoses get full marks (the practice incidents', the
+demo's and every fault combination's); each wrong diagnosis loses exactly on the criterion
+that names its mistake; feedback never gives the answer away; hostile folders are feedback,
+never a crash; incidents are per student and deterministic."""
 import copy
 import json
 import shutil
@@ -18,7 +19,8 @@ from grader.engine.layout import find_course
 from grader.engine.errors import InputError
 from grader.instructor.gradebook import open_gradebook
 from grader.course.incident import (FAULTS, MECHANISMS, combinations, demo_incident, draw, incidents_key,
-                             reference_diagnosis, reference_sheet, set_path, settled, student_incident)
+                                    nested, practice_incidents, reference_diagnosis, reference_sheet,
+                                    set_path, settled, student_incident)
 from grader.engine.pipeline import grade_path, grade_submission
 from grader.course.sheet import policy_sheet
 from grader.engine.submission import load_submission
@@ -37,15 +39,27 @@ def demo():
     return demo_incident(COURSE)
 
 
+@pytest.fixture(scope="module")
+def practice():
+    return {i.id: i for i in practice_incidents(COURSE)}
+
+
 def lost(report) -> dict:
     return {k: round(v - scores(report)[k], 4) for k, v in full(report).items() if scores(report)[k] != v}
 
 
+def grade_on(incident, path: Path):
+    """A diagnosis graded on one given incident (the demo's wrong diagnoses, a combination)."""
+    return grade_submission("lesson6", load_submission(path, FILES), COURSE, mode="check",
+                            cases=[Case("incident", incident.id, "public", incident)])
+
+
 # ---- the reference and the stub ----------------------------------------------------------
-def test_reference_diagnosis_of_the_demo_gets_full_marks():
+def test_reference_diagnosis_of_the_practice_incident_gets_full_marks():
     report = grade("lesson6", REFERENCE)
     assert full(report) == ALL and scores(report) == ALL, [c.feedback for c in report.criteria]
     assert report.isolation.startswith("none needed")
+    assert {c["name"] for c in report.cases} == {"p1", "p2"}         # the practice, not the demo
 
 
 def test_the_stub_gets_nothing_with_a_clear_line():
@@ -57,14 +71,36 @@ def test_the_stub_gets_nothing_with_a_clear_line():
     assert feedback["fix-replayed"].startswith("design_sheet.yaml is empty: start from your bundle's sheets/R42.yaml")
 
 
-def test_the_reference_folder_is_the_demos_reference_answer(demo):
+def test_the_reference_folder_is_the_first_practice_incidents_reference_answer(practice):
+    first = practice["p1"]
     diagnosis = yaml.safe_load((REFERENCE / "diagnosis.yaml").read_text())
-    want = reference_diagnosis(demo)
+    want = reference_diagnosis(first)
     assert [{k: c[k] for k in ("change", "mechanism", "fix")} for c in diagnosis["causes"]] == \
            [{k: c[k] for k in ("change", "mechanism", "fix")} for c in want["causes"]]
     assert [sorted(c["evidence"]) for c in diagnosis["causes"]] == [sorted(c["evidence"]) for c in want["causes"]]
     sheet = yaml.safe_load((REFERENCE / "design_sheet.yaml").read_text())
-    assert policy_sheet(sheet) == policy_sheet(reference_sheet(demo))
+    assert policy_sheet(sheet) == policy_sheet(reference_sheet(first))
+
+
+def test_the_demo_s_reference_answer_still_gets_full_marks(demo, tmp_path):
+    """The demo stays a worked example (the README's): its answer is full marks on it."""
+    answer = write_answer(demo, tmp_path / "demo-answer")
+    assert scores(grade_on(demo, answer)) == ALL
+
+
+def test_check_grades_the_practice_incident_the_diagnosis_names(practice, tmp_path):
+    answer = write_answer(practice["p2"], tmp_path / "p2")
+    assert scores(grade("lesson6", answer)) == ALL
+    # p1's answer relabelled as p2's is graded on p2, and says so.
+    relabelled = tmp_path / "relabelled"
+    shutil.copytree(REFERENCE, relabelled)
+    text = (relabelled / "diagnosis.yaml").read_text().replace("incident: p1", "incident: p2")
+    (relabelled / "diagnosis.yaml").write_text(text)
+    report = grade("lesson6", relabelled)
+    assert report.score < 10
+    # A diagnosis that names no practice incident (the demo's) is graded on the first.
+    demo_answer = grade("lesson6", WRONG / "alt_correct")
+    assert "you are graded on incident 'p1'" in " ".join(c.feedback for c in demo_answer.criteria)
 
 
 # ---- wrong diagnoses lose exactly where they are wrong -------------------------------------
@@ -73,7 +109,8 @@ EXPECTED_LOSS = {
     "absent_evidence": {"evidence": 1.0},
     "irrelevant_evidence": {"evidence": 2.0},
     "unsupported_claims": {"causes-found": 3.0, "causes-precision": 2.0, "evidence": 2.0},
-    "wrong_mechanism": {"evidence": 1.0},
+    # The wrong mechanism for a true cause earns no cause credit, and its evidence credit.
+    "wrong_mechanism": {"causes-found": 1.5, "causes-precision": 1.6667, "evidence": 1.0},
     "guess_all": {"causes-precision": 1.6667},
     "missed_cause": {"causes-found": 1.5},
     "half_fix": {"causes-found": 1.5, "fix-replayed": 2.0},
@@ -86,26 +123,37 @@ EXPECTED_LOSS = {
 }
 
 
+# Diagnoses of the first practice incident, graded as `grader check lesson6` grades them.
+PRACTICE_LOSS = {"practice_alt_correct": {}}
+
+
 def test_every_wrong_diagnosis_is_listed():
-    assert {p.name for p in WRONG.iterdir() if p.is_dir()} == set(EXPECTED_LOSS)
+    assert {p.name for p in WRONG.iterdir() if p.is_dir()} == set(EXPECTED_LOSS) | set(PRACTICE_LOSS)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED_LOSS))
-def test_a_wrong_diagnosis_loses_exactly_on_its_criterion(name):
+@pytest.mark.parametrize("name", sorted(PRACTICE_LOSS))
+def test_a_diagnosis_of_the_practice_incident_is_graded_by_the_check(name):
     report = grade("lesson6", WRONG / name)
+    assert lost(report) == PRACTICE_LOSS[name], {c.id: c.feedback for c in report.criteria}
+
+
+# The wrong diagnoses are of the demo incident (their ids are the demo bundle's).
+@pytest.mark.parametrize("name", sorted(EXPECTED_LOSS))
+def test_a_wrong_diagnosis_loses_exactly_on_its_criterion(name, demo):
+    report = grade_on(demo, WRONG / name)
     assert lost(report) == EXPECTED_LOSS[name], {c.id: c.feedback for c in report.criteria}
 
 
-def test_feedback_says_what_is_wrong_and_where():
-    fb = lambda name: {c.id: c.feedback for c in grade("lesson6", WRONG / name).criteria}
+def test_feedback_says_what_is_wrong_and_where(demo):
+    fb = lambda name: {c.id: c.feedback for c in grade_on(demo, WRONG / name).criteria}
     assert "E42 is not in the evidence index (E1..E19)" in fb("absent_evidence")["evidence"]
-    assert "E6 (the 20 longest steps without a prefill chunk, 20 rows) does not show stall_hidden_by_average" \
-        in fb("irrelevant_evidence")["evidence"]
-    assert "has no support, so it earns nothing" in fb("unsupported_claims")["causes-found"]
-    assert "outstanding_ignored is not what C3 does" in fb("wrong_mechanism")["evidence"]
-    assert "C2 is not a root cause" in fb("guess_all")["causes-precision"]
+    assert ("the evidence you cite for C1, E6 (the 20 longest steps without a prefill chunk, 20 rows), "
+            "does not show stall_hidden_by_average") in fb("irrelevant_evidence")["evidence"]
+    assert "your claim of C1 (stall_hidden_by_average) earns nothing" in fb("unsupported_claims")["causes-found"]
+    assert "nothing in it ties outstanding_ignored to C3" in fb("wrong_mechanism")["causes-found"]
+    assert "2 of the 4 changes you named are demonstrated root causes" in fb("guess_all")["causes-precision"]
     missed = fb("missed_cause")["causes-found"]
-    assert "1 of 2 root causes found" in missed and "this report is not explained yet: On-call" in missed
+    assert "1 of 2 root causes found" in missed and "1 root cause is not demonstrated yet" in missed
     assert "use_after_free violations on your sheet's runs, 0 on R41's" in fb("fix_breaks_reclaim")["fix-replayed"]
     assert "chunk_rule.fixed_tokens: 512, but design_sheet.yaml has 1024: the sheet you ship must carry your fixes" \
         in fb("fix_not_in_sheet")["fix-replayed"]
@@ -119,6 +167,60 @@ def test_feedback_says_what_is_wrong_and_where():
     diagnosis = fb("invalid_diagnosis")["causes-found"]
     assert "causes[0].mechanism: expected one of inactive_hits_as_free" in diagnosis
     assert "causes[0].evidence: expected array; got str 'E7'" in diagnosis
+
+
+def test_feedback_never_names_the_answer(tmp_path):
+    """On a student's own incident, a harmless change and a true cause with another mechanism
+    get the same sentence; nothing says which change is harmless or which mechanism is
+    wanted, and precision is a count."""
+    alice = student_incident(COURSE, incidents_key(SECRET), "alice")
+    right = reference_diagnosis(alice)
+    fault, harmless = alice.faults[0], next(c for c in alice.changes if not c.fault)
+    other = next(m for m in MECHANISMS if m != fault.mechanism
+                 and any(m in i.supports for i in alice.evidence()))
+    shows = next(i.id for i in alice.evidence() if other in i.supports)
+    causes = [dict(c) for c in right["causes"]]
+    causes[0] = dict(causes[0], mechanism=other, evidence=[shows])
+    keep = nested((path, now) for path, _, now in harmless.diff)       # what the sheet already has
+    causes.append({"change": harmless.id, "mechanism": other, "evidence": [shows], "fix": keep})
+    folder = tmp_path / "alice"
+    folder.mkdir()
+    (folder / "diagnosis.yaml").write_text(yaml.safe_dump({"incident": alice.id, "causes": causes}))
+    (folder / "design_sheet.yaml").write_text(yaml.safe_dump(reference_sheet(alice)))
+    report = grade_path("lesson6", folder, COURSE, mode="grade", secret=SECRET, student="alice")
+    text = " ".join(c.feedback for c in report.criteria)
+    assert f"nothing in it ties {other} to {fault.id}" in text and f"nothing in it ties {other} to {harmless.id}" in text
+    assert "not a root cause" not in text and "is not what" not in text
+    assert fault.mechanism not in text and not any(f.fault in text for f in alice.faults)
+    precision = next(c.feedback for c in report.criteria if c.id == "causes-precision")
+    assert precision.startswith(f"{len(right['causes']) - 1} of the {len(right['causes']) + 1} changes you named")
+    assert harmless.id not in precision and fault.id not in precision
+    # And the wrong mechanism costs the cause: recall, precision and evidence all drop.
+    assert {"causes-found", "causes-precision", "evidence"} <= set(lost(report))
+
+
+@pytest.mark.parametrize("name", ["p1", "p2"])
+def test_the_committed_practice_bundles_are_what_the_generator_writes(name, practice, tmp_path):
+    write_bundle(practice[name], tmp_path / name)
+    shipped = ROOT / "assignments" / "lesson6" / "practice" / name
+    names = sorted(p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(tmp_path / name) for p in (tmp_path / name).rglob("*") if p.is_file())
+    for file in names:
+        assert (shipped / file).read_bytes() == (tmp_path / name / file).read_bytes(), file
+
+
+def test_no_file_works_a_practice_incident_through(practice):
+    """The practice answers are nowhere a learner reads: the bundles name no fault, and no
+    README or bundle pairs a practice change with its mechanism."""
+    learner = [p for p in (ROOT / "assignments").rglob("*") if p.is_file()]
+    for incident in practice.values():
+        bundle = ROOT / "assignments" / "lesson6" / "practice" / incident.id
+        text = "".join(p.read_text() for p in bundle.rglob("*") if p.is_file())
+        assert all(c.fault not in text for c in incident.faults)
+        for path in learner:
+            words = path.read_text(errors="replace")
+            if f"incident: {incident.id}" in words and "causes:" in words:
+                assert "mechanism:" not in words.split("causes:", 1)[1], path
 
 
 # ---- hostile folders --------------------------------------------------------------------------
@@ -165,7 +267,8 @@ def test_a_linked_file_is_not_followed(tmp_path):
 
 
 def test_non_finite_numbers_and_a_wrong_sheet_shape_are_feedback(tmp_path):
-    text = (REFERENCE / "design_sheet.yaml").read_text().replace("gap_budget_s: 0.1 ", "gap_budget_s: .nan ")
+    text = (REFERENCE / "design_sheet.yaml").read_text().replace("gap_budget_s: 0.1\n", "gap_budget_s: .nan\n", 1)
+    assert ".nan" in text
     report = grade("lesson6", folder(tmp_path, sheet=text))
     assert "chunk_rule.gap_budget_s: expected a finite number" in report.criteria[3].feedback
     report = grade("lesson6", folder(tmp_path, sheet="chunk_rule: {rule: budget}\n", name="partial"))

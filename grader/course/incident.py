@@ -12,7 +12,8 @@ assignments/lesson6/public/demo.incident.yaml. An incident is *settled* before u
 evidence seed every fault shows its mechanism in at least two evidence items, and on its
 replay seeds reverting the faults demonstrably fixes the release (lesson 5's rule ships
 it against R42, no class regresses against R41, no violation is above R41's). A draw that
-is not settled tries other seeds, deterministically.
+is not settled tries other seeds, deterministically. The public practice incidents are
+drawn the same way from fixed public seeds (assignments/lesson6/public/practice.yaml).
 
 An incident is built on the reference core, in the course. What lesson 6's checks read of
 it beyond its changes (the evidence items, the regression's rollback conditions, the
@@ -275,6 +276,35 @@ def demo_incident(course) -> Incident:
     return build(course, id=str(d["id"]), seed=int(d["seed"]), faults=d["faults"], harmless=d["harmless"],
                  evidence_seed=d["evidence_seed"], report_seeds=d["report_seeds"],
                  replay_seeds=d["replay_seeds"])
+
+
+def practice_incidents(course) -> list[Incident]:
+    """The public practice incidents: drawn like a student's (``draw``), from the fixed
+    public seeds of assignments/lesson6/public/practice.yaml. Their bundles ship in
+    assignments/lesson6/practice/<id>/; no file works them through."""
+    path = course.assignment("lesson6") / "public" / "practice.yaml"
+    from grader.engine.layout import read_yaml
+    listed = (read_yaml(path) or {}).get("practice")
+    if not isinstance(listed, list) or not listed:
+        raise InputError(str(path), "practice: expected a list of {id, seed}")
+    out = []
+    for n, entry in enumerate(listed):
+        where = f"{path}: practice[{n}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("id"), str) \
+                or type(entry.get("seed")) is not int or not entry["id"].isidentifier():
+            raise InputError(where, "expected {id: a name, seed: an integer}")
+        out.append(_practice(course, entry["id"], entry["seed"]))
+    if len({i.id for i in out}) < len(out):
+        raise InputError(str(path), "practice: two incidents share an id")
+    return out
+
+
+def _practice(course, id: str, seed: int) -> Incident:
+    incident = draw(course, seed, id)
+    if not incident.settled:
+        raise InputError(f"practice incident {id}", f"seed {seed} draws an incident that does not settle")
+    # Kept as a public case: what draw derived while settling it is derived again on use.
+    return replace(incident, memo={})
 
 
 # Faults whose evidence the other erases: a leak pins every cached prompt (no hit is ever

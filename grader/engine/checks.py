@@ -161,20 +161,29 @@ def not_implemented(answers: Sequence[Answer]) -> str:
 
 
 def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
-                  noun: str = "probes") -> Measure:
+                  noun: str = "probes", *, by: Callable[[Case], Any] | None = None,
+                  worst: bool = False) -> Measure:
     """Share of answers the judge accepts ("" = right, else why it is wrong).
 
     A judge may also return (credit, why) for partial credit on one answer: credit in
-    [0, 1), why saying what is short (a chunk at 80% of the largest that fits)."""
+    [0, 1), why saying what is short (a chunk at 80% of the largest that fits).
+
+    ``by`` sorts the cases into kinds (the right answer's verdict, the side of a decision)
+    that weigh the same whatever their counts: the value is the mean of each kind's share,
+    or with ``worst`` the lowest. A constant answer is right on one kind at most, so it can
+    no longer reach a share by being right where most cases happen to agree with it."""
     answers = list(answers)
     wrong: list[tuple[Case, str]] = []
-    lost = 0.0
+    lost: dict[Any, float] = {}
+    count: dict[Any, int] = {}
     for a in answers:
+        kind = by(a.case) if by else None
+        count[kind] = count.get(kind, 0) + 1
         verdict = a.problem or judge(a.case, a.value)
         credit, why = verdict if isinstance(verdict, tuple) else (0.0, verdict)
         if why:
             wrong.append((a.case, why))
-            lost += 1.0 - min(1.0, max(0.0, credit))
+            lost[kind] = lost.get(kind, 0.0) + 1.0 - min(1.0, max(0.0, credit))
     n = len(answers)
     if n == 0:
         return Measure(0.0, f"no {noun} to grade")
@@ -184,7 +193,22 @@ def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
     problems = {why for _, why in wrong}
     if len(problems) == 1 and "not implemented" in next(iter(problems)):
         return Measure(0.0, next(iter(problems)), evidence)
+    shares = [(count[k] - lost.get(k, 0.0)) / count[k] for k in count]
+    value = min(shares) if worst else sum(shares) / len(shares)
     case, why = wrong[0]
-    return Measure((n - lost) / n,
-                   f"{len(wrong)} of {n} {noun} wrong; first, {case.label or case.name}: {why}",
+    return Measure(value, f"{len(wrong)} of {n} {noun} wrong; first, {case.label or case.name}: {why}",
                    evidence)
+
+
+def constant_answer(answers: Sequence[Answer], function: str) -> str:
+    """A line saying ``function`` answered every input alike, or "" when its answers vary.
+
+    Some properties a constant has for free: one key for every input is deterministic, one
+    chunk for every probe is as page-aligned as its size. A criterion about such a property
+    earns nothing from an answer that ignores its inputs."""
+    values = [a.value for a in answers if not a.problem]
+    inputs = {a.case.name for a in answers}
+    if len(inputs) < 3 or len(values) < len(answers) or len({repr(v) for v in values}) > 1:
+        return ""
+    return (f"{function} gave the same answer, {values[0]!r}, to all {len(inputs)} inputs: an answer "
+            "that ignores its inputs shows none of the property")

@@ -26,6 +26,7 @@ HIT_SHARE = 0.95          # prefix hits a correct key reaches, as a share of the
 class LearnerRun:
     run: Run
     log: CallLog
+    published: int = 0     # pages the learner's publishable offered the cache in this run
 
     def failed(self, function: str) -> str:
         """Why calls of ``function`` failed (raised, timed out, wrong type), or "".
@@ -48,7 +49,16 @@ def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
     if key not in ctx.memo:
         s, log = case.inputs, CallLog()
         policy = lesson_policy(learner_decisions(ctx.sandbox, FUNCTIONS, log), s.sheet)
-        ctx.memo[key] = LearnerRun(s.run(policy), log)
+        published = [0]
+
+        def publishable(pages):
+            chosen = policy.publishable(pages)
+            offered = {p.index for p in pages}
+            if set(chosen) <= offered:          # else the worker refuses the whole answer
+                published[0] += len(set(chosen))
+            return chosen
+        run = s.run(policy.with_(publishable=publishable))
+        ctx.memo[key] = LearnerRun(run, log, published[0])
     return ctx.memo[key]
 
 
@@ -58,6 +68,12 @@ def oracle_hits(case: Case) -> int:
     return figures("lesson4-oracle-hits", case.digest,
                    lambda: prefix_hits(s.run(lesson_policy(reference_decisions("lesson4"), s.sheet))),
                    needs=(solution("lesson4"),), persist=case.visibility == "public")
+
+
+def hits_in_place(run: Run) -> int:
+    """Prefix hits of the run that were in scope and in position (a wrong hit is no hit)."""
+    wrong = sum(1 for v in run.violations if v.kind in ("cross_scope_hit", "wrong_prefix_hit"))
+    return max(0, prefix_hits(run) - wrong)
 
 
 def prefix_hits(run: Run) -> int:
@@ -112,22 +128,68 @@ def _tally(found: list[Finding]) -> str:
     return ", ".join(f"{n} {what}" for what, n in counts.items())
 
 
-def _run_measure(ctx: CheckContext, needs: tuple, find, noun: str) -> Measure:
+def served(run: Run) -> str:
+    """Why nothing happened in the run ("" when requests were served): a run in which no
+    request completed shows no property of the functions that served it."""
+    if any(r.outcome == "completed" for r in run.requests):
+        return ""
+    return ("no request completed in this run (your state machine never let one be served to its "
+            "end), so it shows nothing")
+
+
+# What each run criterion needs to have happened in the runs to show anything: a fault
+# nothing could commit is no evidence of its absence.
+def _released(out: LearnerRun) -> bool:
+    return any(r.released_s is not None for r in out.run.requests)
+
+
+def _reclaimed_at_fence(out: LearnerRun) -> bool:
+    return any(r.cancel_s is not None and r.released_s is not None and r.released_s == r.fence_s
+               for r in out.run.requests)
+
+
+def _cancelled_when_served(out: LearnerRun) -> bool:
+    return any(r.cancel_s is not None and r.admitted_s is not None and r.admitted_s <= r.cancel_s
+               for r in out.run.requests)
+
+
+def _hit(out: LearnerRun) -> bool:
+    return prefix_hits(out.run) > 0
+
+
+def _published(out: LearnerRun) -> bool:
+    return out.published > 0
+
+
+HAPPENED = {
+    _released: "no request's pages were released in any run",
+    _reclaimed_at_fence: "no cancelled request's pages came back at its fence in any run",
+    _cancelled_when_served: "no request was cancelled after its admission in any run",
+    _hit: "no prefix lookup hit in any run",
+    _published: "your publishable offered no page to the prefix cache in any run",
+}
+
+
+def _run_measure(ctx: CheckContext, needs: tuple, find, noun: str, happened=None) -> Measure:
     """Share of scenarios where ``find(run)`` reports nothing; the first report as feedback."""
     cases = ctx.family("scenario")
     if not cases:
         return Measure(0.0, "no scenarios to run")
-    clean, bad = 0, []
+    clean, bad, outs = 0, [], []
     for case in cases:
         out = learner_run(ctx, case)
         failed = next((out.failed(f) for f in needs if out.failed(f)), "")
         if failed:
             return Measure(0.0, failed, (case.cite,))
-        found = find(out.run)
+        outs.append(out)
+        idle = served(out.run)
+        found = [("runs where nothing happened", idle)] if idle else find(out.run)
         if found:
             bad.append((case, found))
         else:
             clean += 1
+    if happened is not None and not bad and not any(happened(o) for o in outs):
+        return Measure(0.0, f"{HAPPENED[happened]}, so the runs cannot show it: {noun}")
     if not bad:
         return Measure(1.0, f"none in {len(cases)} scenario runs: {noun}")
     case, found = bad[0]
@@ -140,26 +202,26 @@ def _run_measure(ctx: CheckContext, needs: tuple, find, noun: str) -> Measure:
 # releases), and what a clean run means.
 RUN_RULES = {
     "run_no_use_after_free": (("on_event",), ("use_after_free",), (early_releases,),
-                              "no page released under a step that still pins it"),
+                              "no page released under a step that still pins it", _released),
     "run_reclaim_at_fence": (("on_event",), ("leak",), (late_releases,),
-                             "no leak, every cancelled request released at its fence"),
+                             "no leak, every cancelled request released at its fence", _reclaimed_at_fence),
     "run_release_once": (("on_event",), ("double_release", "release_of_referenced"), (),
-                         "no double release"),
+                         "no double release", _released),
     "run_stop_after_cancel": (("on_event",), ("scheduled_after_cancel",), (),
-                              "no request scheduled after its cancel"),
+                              "no request scheduled after its cancel", _cancelled_when_served),
     "run_hits_in_scope": (("prefix_key",), ("cross_scope_hit", "wrong_prefix_hit"), (),
-                          "no cross-scope or wrong-position hit"),
+                          "no cross-scope or wrong-position hit", _hit),
     "run_clean_publish": (("publishable",), ("poisoned_publish",), (),
-                          "no page published before its write completed"),
+                          "no page published before its write completed", _published),
 }
 
 
-def _run_check(needs: tuple, kinds: tuple, besides: tuple, noun: str):
+def _run_check(needs: tuple, kinds: tuple, besides: tuple, noun: str, happened):
     def find(run: Run) -> list[Finding]:
         return _faults(run, kinds) + [f for records in besides for f in records(run)]
 
     def measure(ctx: CheckContext, params: dict) -> Measure:
-        return _run_measure(ctx, needs, find, noun)
+        return _run_measure(ctx, needs, find, noun, happened)
     return measure
 
 
@@ -178,12 +240,16 @@ def run_hit_rate(ctx: CheckContext, params: dict) -> Measure:
         failed = next((out.failed(f) for f in ("prefix_key", "publishable") if out.failed(f)), "")
         if failed:
             return Measure(0.0, failed, (case.cite,))
-        got, want = prefix_hits(out.run), oracle_hits(case)
+        idle = served(out.run)
+        if idle:
+            return Measure(0.0, f"{_where(case)}: {idle}", (case.cite,))
+        # Only a hit in scope and in place is a hit: a key that merges everything hits a lot.
+        got, want = hits_in_place(out.run), oracle_hits(case)
         share = min(1.0, got / want) if want else 1.0
         if worst is None or share < worst[0]:
             worst = (share, case, got, want)
     share, case, got, want = worst
-    words = (f"{_where(case)}: {got} prefix hits, the oracle's keys found {want} "
+    words = (f"{_where(case)}: {got} prefix hits in scope and in place, the oracle's keys found {want} "
              f"({share:.0%}; at least {HIT_SHARE:.0%} is the target)")
     if share < HIT_SHARE:
         words += ("; requests of one scope with the same prompt prefix must get the same keys, "

@@ -8,11 +8,43 @@ per probe and the four criteria read the same answers.
 from __future__ import annotations
 
 from grader.engine.cases import Case
-from grader.engine.checks import Answer, CheckContext, Measure, ask, check, grade_answers
+from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, constant_answer,
+                                  grade_answers)
 from grader.lessons.chunk_oracle import expected, fits, ms, step_s
-from reference.shapes import ChunkPlan
+from reference.shapes import CHUNK_VERDICTS, ChunkContext, ChunkPlan
 
 PROGRESS_SHARE = 0.95     # an ok chunk must reach this share of the largest fitting one
+
+
+def unusable(c: ChunkContext, plan: ChunkPlan) -> str:
+    """Why the worker cannot use this plan as given ("" when it can): an impossible value is
+    wrong on every criterion, never a chunk that "fits" (a negative chunk is no chunk)."""
+    if plan.verdict not in CHUNK_VERDICTS:
+        return f"verdict {plan.verdict!r} is not one of {', '.join(CHUNK_VERDICTS)}"
+    if plan.tokens < 0:
+        return f"a chunk of {plan.tokens} tokens is impossible"
+    if plan.tokens > c.prefill_remaining:
+        return f"chunk of {plan.tokens} tokens is more than the {c.prefill_remaining} left to prefill"
+    if plan.verdict == "ok" and plan.tokens == 0:
+        return "an ok plan of 0 tokens prefills nothing (ok carries the chunk to run)"
+    return ""
+
+
+def floor_chunk(c: ChunkContext) -> int:
+    """What the scheduler runs for a starved or infeasible plan: the prompt keeps moving."""
+    return min(max(c.min_chunk_tokens, c.page_tokens), c.prefill_remaining)
+
+
+def _usable_first(judge):
+    """The judge of one probe, after the plan is known to be usable."""
+    def judged(case: Case, plan: ChunkPlan):
+        return unusable(case.inputs, plan) or judge(case, plan)
+    return judged
+
+
+def _kind(case: Case) -> str:
+    """Each verdict the oracle reaches weighs the same in a probe criterion."""
+    return expected(case.inputs).verdict
 
 
 def _plans(ctx: CheckContext) -> list[Answer]:
@@ -24,18 +56,33 @@ def _plans(ctx: CheckContext) -> list[Answer]:
     return ctx.memo[key]
 
 
+def _no_chunks(answers: list[Answer]) -> Measure | None:
+    """Within the budget and page-aligned are properties of the ok chunks a rule chooses: a
+    rule that never chooses one (or always the same one) shows neither."""
+    constant = constant_answer(answers, "choose_chunk")
+    if constant:
+        return Measure(0.0, constant)
+    if any(a.value is not None for a in answers) and not any(
+            a.value is not None and a.value.verdict == "ok" and not unusable(a.case.inputs, a.value)
+            for a in answers):
+        return Measure(0.0, f"choose_chunk gave no usable ok chunk on any of the {len(answers)} probes, "
+                            "so no chunk of yours can be judged")
+    return None
+
+
 @check("lesson3.within_budget")
 def within_budget(ctx: CheckContext, params: dict) -> Measure:
     def judge(case: Case, plan: ChunkPlan) -> str:
         c = case.inputs
-        if plan.verdict != "ok" or plan.tokens == 0 or plan.tokens > c.prefill_remaining or fits(c, plan.tokens):
+        if plan.verdict != "ok" or fits(c, plan.tokens):
             return ""
         e = expected(case)
         best = ("no chunk fits: the decode-only step alone takes " + ms(e.decode_only_s)
                 if e.verdict == "infeasible" else f"the largest chunk that fits is {e.largest} tokens")
         return (f"ok chunk of {plan.tokens} tokens makes the step {ms(step_s(c, plan.tokens))}, over "
                 f"the budget {ms(c.gap_budget_s)} ({best})")
-    return grade_answers(_plans(ctx), judge, "probes")
+    answers = _plans(ctx)
+    return _no_chunks(answers) or grade_answers(answers, _usable_first(judge), "probes", by=_kind)
 
 
 @check("lesson3.progress")
@@ -46,27 +93,31 @@ def progress(ctx: CheckContext, params: dict) -> Measure:
     def judge(case: Case, plan: ChunkPlan):
         c, e = case.inputs, expected(case)
         need = share * e.largest
-        if plan.tokens >= need:
+        # Progress is the chunk the worker runs: a starved or infeasible plan's tokens are
+        # not run, the scheduler's floor is.
+        tokens = plan.tokens if plan.verdict == "ok" else floor_chunk(c)
+        if tokens >= need:
             return ""
-        return (plan.tokens / need,
-                f"chunk of {plan.tokens} tokens ({plan.verdict}) is below {share:.0%} of the largest "
+        what = (f"chunk of {tokens} tokens" if plan.verdict == "ok" else
+                f"your plan says {plan.verdict}, so the worker runs its floor chunk of {tokens} tokens, which")
+        return (tokens / need,
+                f"{what} is below {share:.0%} of the largest "
                 f"chunk that fits, {e.largest} tokens (its step takes {ms(step_s(c, e.largest))} "
                 f"of the {ms(c.gap_budget_s)} budget)")
-    return grade_answers(ok, judge, "probes where a chunk fits")
+    return grade_answers(ok, _usable_first(judge), "probes where a chunk fits")
 
 
 @check("lesson3.page_aligned")
 def page_aligned(ctx: CheckContext, params: dict) -> Measure:
     def judge(case: Case, plan: ChunkPlan) -> str:
         c = case.inputs
-        if plan.tokens > c.prefill_remaining:
-            return f"chunk of {plan.tokens} tokens is more than the {c.prefill_remaining} left to prefill"
-        if plan.verdict != "ok" or plan.tokens in (0, c.prefill_remaining) or plan.tokens % c.page_tokens == 0:
+        if plan.verdict != "ok" or plan.tokens == c.prefill_remaining or plan.tokens % c.page_tokens == 0:
             return ""
         return (f"chunk of {plan.tokens} tokens is not a multiple of page_tokens {c.page_tokens} and "
                 f"does not finish the prompt ({c.prefill_remaining} left); round down to "
                 f"{plan.tokens - plan.tokens % c.page_tokens}")
-    return grade_answers(_plans(ctx), judge, "probes")
+    answers = _plans(ctx)
+    return _no_chunks(answers) or grade_answers(answers, _usable_first(judge), "probes")
 
 
 _WHY = {
@@ -89,4 +140,4 @@ def verdicts(ctx: CheckContext, params: dict) -> Measure:
                                   m=c.min_chunk_tokens, s=ms(step_s(c, e.largest)), p=c.page_tokens,
                                   r=c.prefill_remaining)
         return f"said {plan.verdict!r}, expected {e.verdict!r}: {why}"
-    return grade_answers(_plans(ctx), judge, "probes")
+    return grade_answers(_plans(ctx), _usable_first(judge), "probes", by=_kind)

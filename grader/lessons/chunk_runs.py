@@ -19,6 +19,7 @@ from grader.course.experiments.common import token_gaps, ttfts
 from grader.engine.codec import persistent
 from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.lessons.chunk_oracle import ms
+from grader.lessons.chunk_probes import unusable
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from reference.records import Run
 from reference.shapes import ChunkContext, ChunkPlan
@@ -57,10 +58,20 @@ class RunPair:
     oracle: OracleRun
     budget_s: float
     failure: str           # why the learner's run stopped ("" when it ran to the end)
+    chosen: int = 0        # ok chunks of the learner's rule the worker ran as given
+
+    def not_evidence(self) -> str:
+        """Why this run shows nothing of the learner's rule ("" when it does): the gaps and
+        first tokens of a run the worker's floor drove are the floor's, not the rule's."""
+        if not self.chosen:
+            return ("your rule chose no chunk in this run (every plan was starved or infeasible), so "
+                    "the worker's floor ran every chunk: the run says nothing of your rule")
+        return ""
 
 
 class _Stopped(Exception):
-    """A call of the learner's rule failed: the run is decided, so it stops there."""
+    """A call of the learner's rule failed, or gave a plan the worker cannot use: the run is
+    decided (it is not the rule's, but the floor's from there on), so it stops there."""
 
 
 def _pair(ctx: CheckContext, case: Case) -> RunPair:
@@ -70,11 +81,19 @@ def _pair(ctx: CheckContext, case: Case) -> RunPair:
         log = CallLog()
         remote = learner_decisions(ctx.sandbox, ("choose_chunk",), log)["choose_chunk"]
 
+        counts = {"chosen": 0, "unusable": ""}
+
         def choose_chunk(c: ChunkContext) -> ChunkPlan:
             try:
-                return remote(c)
+                plan = remote(c)
             except PolicyError:
                 raise _Stopped from None
+            why = unusable(c, plan)
+            if why:
+                counts["unusable"] = f"{plan!r}: {why}"
+                raise _Stopped
+            counts["chosen"] += plan.verdict == "ok"
+            return plan
         oracle = oracle_run(case)
         policy = lesson_policy({"choose_chunk": choose_chunk}, s.sheet)
         # A rule that needs many times the oracle's steps has already lost on TTFT; stopping
@@ -83,12 +102,16 @@ def _pair(ctx: CheckContext, case: Case) -> RunPair:
         try:
             learner = s.run(policy, max_steps=cap)
         except _Stopped:
-            first = log.first["choose_chunk"]
-            why = first if "not implemented" in first else (
-                f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
+            if counts["unusable"]:
+                why = (f"the worker could not use your plan {counts['unusable']}, and would have run its "
+                       "floor chunk instead: a run of the floor's chunks says nothing of your rule")
+            else:
+                first = log.first["choose_chunk"]
+                why = first if "not implemented" in first else (
+                    f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
             ctx.memo[key] = RunPair(None, oracle, policy.gap_budget_s, why)
         else:
-            ctx.memo[key] = RunPair(learner, oracle, policy.gap_budget_s, "")
+            ctx.memo[key] = RunPair(learner, oracle, policy.gap_budget_s, "", counts["chosen"])
     return ctx.memo[key]
 
 
@@ -118,6 +141,12 @@ def e2e_gap(ctx: CheckContext, params: dict) -> Measure:
     q = float(params.get("percentile", 99))
 
     def judge(case: Case, pair: RunPair) -> str:
+        if pair.not_evidence():
+            return pair.not_evidence()
+        if pair.learner.aborted:
+            # The gaps of requests that were never served were never measured.
+            return (f"the run was stopped: your rule needed more than {STEP_CAP}x the oracle rule's "
+                    f"{len(pair.oracle.steps)} steps, so its token gaps are of the few requests it served")
         gaps = token_gaps(pair.learner)
         if gaps.size == 0:
             return "no request emitted two tokens, so there is no token gap to measure"
@@ -146,6 +175,8 @@ def e2e_ttft(ctx: CheckContext, params: dict) -> Measure:
     tolerance = float(params.get("tolerance", 0.10))
 
     def judge(case: Case, pair: RunPair) -> str:
+        if pair.not_evidence():
+            return pair.not_evidence()
         mine, n_mine = mean_ttft(pair.learner)
         best, n_best = pair.oracle.mean_ttft_s, pair.oracle.first_tokens
         if pair.learner.aborted:

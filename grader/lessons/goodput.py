@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from grader.engine.cases import Case
-from grader.engine.checks import CheckContext, Measure, ask, ask_once, check, grade_answers
+from grader.engine.checks import CheckContext, Measure, ask, ask_once, check, constant_answer, grade_answers
 from grader.engine.oracle import reference_oracle
 
 oracle = reference_oracle("lesson5")     # recorded for the public cases in the learner edition
@@ -19,10 +19,14 @@ REL_TOL = 1e-9
 
 def _own_goodput(ctx: CheckContext, cases: list[Case]) -> dict[str, float]:
     """goodput as the learner's own qualify counts it, for the given record sets. A goodput
-    that calls a wrong qualify is consistent: that mistake is charged to the qualify criteria."""
-    probes = [Case("own", f"{c.name}/{i}", "public", (r, c.inputs[1]))
+    that calls a wrong qualify is consistent: that mistake is charged to the qualify criteria.
+    A qualify that gives every record one verdict is no qualify: nothing is consistent with it."""
+    # Each record is asked with its set's visibility: a hidden set's records are hidden inputs.
+    probes = [Case("own", f"{c.name}/{i}", c.visibility, (r, c.inputs[1]))
               for c in cases for i, r in enumerate(c.inputs[0])]
     answers = ask_once(ctx, "own-qualify", "qualify", probes, lambda c: c.inputs, str)
+    if constant_answer(answers, "qualify"):
+        return {}
     own = {}
     for c in cases:
         mine = [a for a in answers if a.case.name.rsplit("/", 1)[0] == c.name]

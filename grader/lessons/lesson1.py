@@ -197,7 +197,10 @@ def contract_ok(ctx: CheckContext, params: dict) -> Measure:
         if got.ok:
             return f"said ok, but it breaks the contract: {', '.join(reasons)}"
         return f"said not ok ({got.reason or 'no reason'}), but the request meets the contract"
-    return grade_answers(_verdicts(ctx), judge, "requests")
+    # Requests that meet the contract and requests that break it weigh the same: a verdict
+    # that is always the same is right on one side only.
+    return grade_answers(_verdicts(ctx), judge, "requests",
+                         by=lambda c: not oracle.contract_reasons(*c.inputs))
 
 
 @check("lesson1.contract_reason")
@@ -209,4 +212,6 @@ def contract_reason(ctx: CheckContext, params: dict) -> Measure:
         if not got.ok and got.reason in reasons:
             return ""
         return f"gave reason {got.reason!r} (ok={got.ok}), expected one of {list(reasons)}"
-    return grade_answers(failing, judge, "failing requests")
+    # Each first broken rule weighs the same, so naming one reason everywhere earns nothing.
+    return grade_answers(failing, judge, "failing requests",
+                         by=lambda c: oracle.contract_reasons(*c.inputs)[0])

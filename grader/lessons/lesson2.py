@@ -272,6 +272,15 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
     if stub:
         return stub
     runs = _runs(ctx)
+    short = [a for a in _probe_answers(ctx) if need(a.case.inputs[0]) > available(a.case.inputs[1])]
+    held = any(a.value is not None and a.value.decision != "admit" for a in short) or any(
+        out.book.waited for _, out in runs)
+    if not held:
+        # Efficiency is the other side of safety: admitting what fits. A ledger that admits
+        # everything has it for free, as one that admits nothing has safety.
+        return Measure(0.0, f"your ledger admitted every request, on every workload and on all "
+                            f"{len(short)} probes whose capacity was short: efficiency is not shown by "
+                            "admitting everything")
     from grader.lessons.ledger_runs import met_slo, oracle_run
     # A never-fit workload measures liveness: an impossible request at the head of the
     # queue would make its SLO count a second penalty for the same mistake.

@@ -12,6 +12,9 @@ Cases:
 - ``release-<kind>``: the paired-seed summaries of a baseline and a candidate design
   (grader.course.trials) and the rule; the kinds are a real gain, a gain inside the noise, a
   gain bought by rejections, one class regressing, and an average TPOT that hides stalls.
+- ``rule-<kind>``: paired-seed summaries built so that one clause of the rule decides
+  (grader/lessons/rule_probes.py): min_gain, a fall beyond the band, pairing by seed, a
+  class whose rejected requests count against it, and the other side of every guard.
 
 Public cases come from assignments/lesson5/public/ (records.yaml and the release suite);
 hidden ones are drawn from the instructor secret: edge records with fresh numbers, records
@@ -35,12 +38,12 @@ from grader.engine.cases import Case
 from grader.engine.layout import read_yaml
 from grader.engine.errors import InputError
 # Importing the judges registers their checks.
-from grader.lessons import goodput, release_decisions, verdicts  # noqa: F401
+from grader.lessons import goodput, release_decisions, rule_probes, verdicts  # noqa: F401
 from grader.lessons.release_decisions import ReleaseProbe, mean_gain, settled
 from grader.lessons.verdicts import TOPICS, clear_of_edges, seconds, show_record, topic
 from grader.course.trials import Suite, Trial, hidden_suites, public_suites, run_design, window_of
 from grader.engine.secret import derive_seed
-from reference.shapes import RequestRecord, Slo
+from reference.shapes import ReleaseRule, RequestRecord, Slo
 
 # The public cases are made of the reference's runs and verdicts: recorded in the learner edition.
 PUBLIC_CASES_NEED = ("lesson1", "lesson2", "lesson3", "lesson4", "lesson5")
@@ -68,6 +71,25 @@ def record_case(record: RequestRecord, slo: Optional[Slo], name: str, visibility
                 where: str) -> Case:
     return Case(f"qualify-{topic(record, slo)}", name, visibility, (record, slo),
                 f"{where} {show_record(record, slo)}")
+
+
+def smoothed(cases: list[Case]) -> list[Case]:
+    """The other side of the largest gap: each completed record whose stall the average
+    hides, with the stall taken out (every gap at most half of gap_s), so it is good. A
+    rule that calls every record of the gaps topic slow is right on one side only."""
+    out = []
+    for case in cases:
+        record, slo = case.inputs
+        if case.family != "qualify-gaps" or record.outcome != "completed" or len(record.token_times) < 2:
+            continue
+        limit = (slo or record.slo).gap_s / 2
+        times = [record.token_times[0]]
+        for a, b in zip(record.token_times, record.token_times[1:]):
+            times.append(times[-1] + min(b - a, limit))
+        twin = replace(record, id=f"{record.id}-smooth", token_times=tuple(times), finish_s=times[-1])
+        out.append(Case("qualify-gaps", f"{case.name} smoothed", case.visibility, (twin, slo),
+                        f"{case.label.split(' record ')[0]} {show_record(twin, slo)}"))
+    return out
 
 
 def _slo_of(m, where: str) -> Slo:
@@ -241,6 +263,30 @@ def release_cases(suites: list[Suite], visibility: str, notes: dict[str, str]) -
     return cases
 
 
+RULE_PROBES = 2           # hidden rule probes of each kind per secret
+
+
+def rule_cases(g: np.random.Generator, rule: ReleaseRule, visibility: str, count: int = 1) -> list[Case]:
+    """Rule probes of every kind: one clause of the rule decides each (rule_probes)."""
+    cases = []
+    for kind in rule_probes.KINDS:
+        for i in range(count):
+            base, cand = rule_probes.draw(kind, g, rule, seed0=int(g.integers(1, 10_000)))
+            name = f"rule/{kind}" if visibility == "public" else f"rule-{kind}#{i}"
+            probe = ReleaseProbe(name, kind, rule_probes.NOTES[kind], base, cand, rule)
+            where = "" if visibility == "public" else "hidden "
+            cases.append(Case(f"rule-{kind}", name, visibility, probe,
+                              f"{where}rule probe {kind} ({probe.note})"))
+    return cases
+
+
+def _hidden_rule(g: np.random.Generator) -> ReleaseRule:
+    """Another rule per secret: no threshold of the public rule can be written in as a number."""
+    pick = lambda values: float(g.choice(values))
+    return ReleaseRule(min_gain=pick([0.02, 0.03, 0.04]), noise_k=pick([2.0, 2.5, 3.0]),
+                       max_class_drop=pick([0.04, 0.05, 0.08]), max_rejection_rise=pick([0.01, 0.02, 0.03]))
+
+
 def _notes(course) -> dict[str, str]:
     """The candidates' one-line descriptions, from the public suite file."""
     notes = {}
@@ -262,8 +308,10 @@ def public_cases(course) -> list[Case]:
     edges = public_records(course)
     g = np.random.Generator(np.random.PCG64(5))
     cases = edges + real_records(suites, g, "public")
+    cases += smoothed(cases)
     cases += goodput_cases(_suite_records(edges), suites, g, "public")
     cases += release_cases(suites, "public", _notes(course))
+    cases += rule_cases(np.random.Generator(np.random.PCG64(15)), suites[0].trials[0].rule, "public")
     return cases
 
 
@@ -272,6 +320,9 @@ def hidden_cases(secret: bytes, course=None) -> list[Case]:
     suites = hidden_suites(course, secret)
     edges = [record_case(r, s, f"edge#{i}", "hidden", "hidden") for i, (r, s) in enumerate(edge_records(g, "h"))]
     cases = edges + real_records(suites, g, "hidden")
+    cases += smoothed(cases)
     cases += goodput_cases(_suite_records(edges), suites, g, "hidden")
     cases += release_cases(suites, "hidden", _notes(course))
+    r = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson5", "rule probes")))
+    cases += rule_cases(r, _hidden_rule(r), "hidden", RULE_PROBES)
     return cases

@@ -8,16 +8,25 @@ the folder is hostile input all the same: files are read as bounded bytes, parse
 YAML aliases, validated against rubrics/diagnosis.schema.json and the design-sheet schema,
 and every problem is feedback on the criterion it affects.
 
-Cases: ``grader check`` grades against the public demo incident; ``grader grade`` against
-the student's own incident, drawn from the instructor secret and the student's id (the
-hidden case carries a key derived from the secret, never the secret).
+Cases: ``grader check`` grades against a public practice incident (the one the diagnosis
+names; assignments/lesson6/public/practice.yaml, bundles in assignments/lesson6/practice/),
+never the demo, which the README works through; ``grader grade`` against the student's own
+incident, drawn from the instructor secret and the student's id (the hidden case carries a
+key derived from the secret, never the secret).
 
 Criteria (rubrics/lesson6.yaml):
 - causes found (recall) and causes named rightly (precision): a cause counts only when it
-  names a change of the release and cites at least one evidence item of the bundle that
-  shows the mechanism it names. A claim with no support earns nothing.
+  names a change at fault, that change's own mechanism, and cites at least one evidence item
+  of the bundle that shows it. A claim with no support, or the wrong mechanism for a true
+  cause, earns nothing.
 - evidence: each claim of a change at fault names that change's mechanism and cites only
   items that exist and show it.
+
+Feedback never gives the answer away (resubmitting must not become an oracle): it says
+what the bundle shows against a claim as stated (an item that does not exist, or does not
+show the mechanism named; evidence that shows a mechanism but nothing that ties it to the
+change), in the same words whether the change is harmless or its mechanism is another,
+and precision as a count.
 - replay: the fixed sheet carries every stated fix, and replayed on the incident's replay
   seeds it ships against the regressed release under lesson 5's rule, with no class
   regressing against the last good release and no violation above its count.
@@ -29,13 +38,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from grader.course.bundle import symptoms
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, check, not_checked_here
-from grader.engine.oracle import OracleMissing, figures
-from grader.course.incident import (NEEDS, NEXT, PREVIOUS, RELEASE, Incident, demo_incident,
-                                    fix_neighbourhood, incidents_key, judge_fix, regression,
-                                    student_incident)
+from grader.engine.oracle import OracleMissing
+from grader.course.incident import (NEXT, PREVIOUS, RELEASE, Incident, fix_neighbourhood, incidents_key,
+                                    judge_fix, practice_incidents, regression, student_incident)
 from grader.course.sheet import (POLICY_SECTIONS, Problem, get_path, read_yaml, schema_path, schema_problems,
                           short, validate_sheet)
 
@@ -99,7 +106,7 @@ def record_more(course) -> None:
 
 
 def public_cases(course) -> list[Case]:
-    return [Case("incident", "demo", "public", demo_incident(course), "the demo incident")]
+    return [Case("incident", i.id, "public", i, f"practice incident {i.id}") for i in practice_incidents(course)]
 
 
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
@@ -108,14 +115,17 @@ def hidden_cases(secret: bytes, course=None) -> list[Case]:
 
 
 def _incident(ctx: CheckContext) -> Incident:
-    """The student's own incident when grading, else the demo."""
+    """The student's own incident when grading, else the practice incident the diagnosis
+    names (the first one when it names none of them)."""
     if "incident" not in ctx.memo:
         hidden = [c for c in ctx.cases if c.visibility == "hidden"]
         if hidden:
             ctx.memo["incident"] = student_incident(ctx.course, hidden[0].inputs.key,
                                                     ctx.submission.student or "anonymous")
         else:
-            ctx.memo["incident"] = next(c.inputs for c in ctx.cases if c.family == "incident")
+            practice = [c.inputs for c in ctx.cases if c.family == "incident"]
+            said = (ctx.submission.diagnosis or {}).get("incident")
+            ctx.memo["incident"] = next((i for i in practice if i.id == said), practice[0])
     return ctx.memo["incident"]
 
 
@@ -129,9 +139,10 @@ class Claim:
     fix: dict
     known: bool                 # the change is one of the release's
     at_fault: bool              # ... and one of its faults
-    supported: bool             # some cited item exists and shows the named mechanism
-    sound: bool                 # the fault's own mechanism, and every cited item exists and shows it
-    why: str                    # what is wrong with its support ("" when sound)
+    demonstrated: bool          # at fault, its own mechanism, and some cited item that shows it
+    sound: bool                 # demonstrated, and every cited item exists and shows the mechanism
+    why: str                    # what the bundle shows against the claim as stated ("" when sound);
+                                # the same words for a harmless change and for another mechanism
 
 
 def _judge(incident: Incident, cause: dict, n: int) -> Claim:
@@ -141,21 +152,24 @@ def _judge(incident: Incident, cause: dict, n: int) -> Claim:
     cited = tuple(cause["evidence"])
     fault = changes.get(change)
     showing = [e for e in cited if e in items and mechanism in items[e].supports]
+    at_fault = bool(fault and fault.fault)
+    demonstrated = at_fault and mechanism == fault.mechanism and bool(showing)
     reasons = []
     if fault is None:
         reasons.append(f"there is no change {change} in {RELEASE} (it has {', '.join(changes)})")
-    elif fault.fault and mechanism != fault.mechanism:
-        reasons.append(f"{mechanism} is not what {change} does to the release")
     if not cited:
         reasons.append("it cites no evidence")
     for e in cited:
         if e not in items:
             reasons.append(f"{e} is not in the evidence index (E1..E{len(items)})")
         elif mechanism not in items[e].supports:
-            reasons.append(f"{e} ({items[e].select}, {items[e].count} rows) does not show {mechanism}")
-    at_fault = bool(fault and fault.fault)
-    return Claim(n, change, mechanism, cited, cause["fix"], fault is not None, at_fault, bool(showing),
-                 at_fault and not reasons, "; ".join(reasons))
+            reasons.append(f"the evidence you cite for {change}, {e} ({items[e].select}, {items[e].count} "
+                           f"rows), does not show {mechanism}")
+    if fault is not None and showing and not demonstrated:
+        # A harmless change, or a true cause with another mechanism: one sentence for both.
+        reasons.append(f"what you cite shows {mechanism}, but nothing in it ties {mechanism} to {change}")
+    return Claim(n, change, mechanism, cited, cause["fix"], fault is not None, at_fault, demonstrated,
+                 demonstrated and not reasons, "; ".join(reasons))
 
 
 def _claims(ctx: CheckContext) -> tuple[list[Claim], str]:
@@ -186,20 +200,14 @@ def causes_found(ctx: CheckContext, params: dict) -> Measure:
         return Measure(0.0, none)
     incident = _incident(ctx)
     faults = incident.faults
-    found = {c.change for c in claims if c.at_fault and c.supported}
+    found = {c.change for c in claims if c.demonstrated}
     if len(found) == len(faults):
         return Measure(1.0, f"all {len(faults)} root causes found, each with evidence")
-    parts = []
-    for c in claims:
-        if c.at_fault and not c.supported:
-            parts.append(f"your claim of {c.change} has no support, so it earns nothing: {c.why}")
-    reports = figures("lesson6-symptoms", incident.digest(), lambda: symptoms(incident),
-                      needs=NEEDS, persist=False)
-    missed = [reports[i] for i, f in enumerate(faults) if f.id not in found
-              and not any(c.change == f.id for c in claims)]
-    if missed:
-        parts.append(f"{len(missed)} root cause{'s' if len(missed) > 1 else ''} not named; this report "
-                     f"is not explained yet: {missed[0]}")
+    parts = [f"your claim of {c.change} ({c.mechanism}) earns nothing: {c.why}"
+             for c in claims if not c.demonstrated][:SHOWN]
+    left = len(faults) - len(found)
+    parts.append(f"{left} root cause{'s are' if left > 1 else ' is'} not demonstrated yet; every report "
+                 f"in symptoms.md follows from some root cause")
     return Measure(len(found) / len(faults),
                    f"{len(found)} of {len(faults)} root causes found; " + "; ".join(parts) + _elsewhere(ctx),
                    tuple(sorted(found)))
@@ -211,22 +219,16 @@ def causes_precision(ctx: CheckContext, params: dict) -> Measure:
     if none:
         return Measure(0.0, none)
     named = sorted({c.change for c in claims})
-    right = {c.change for c in claims if c.at_fault and c.supported}
+    right = {c.change for c in claims if c.demonstrated}
     wrong = [n for n in named if n not in right]
     if not wrong:
         return Measure(1.0, "every change you named is a root cause, with evidence")
-    why = []
-    for n in wrong:
-        first = next(c for c in claims if c.change == n)
-        if not first.known:
-            why.append(f"{n}: {first.why}")
-        elif not first.at_fault:
-            why.append(f"{n} is not a root cause (nothing in the evidence follows from it)")
-        else:
-            why.append(f"{n} has no evidence for what you say it does ({first.why})")
+    # A count, never which: naming the harmless changes would answer the question.
+    unknown = [f"{c.change}: {c.why}" for c in claims if not c.known]
     return Measure(len(right) / len(named),
-                   f"{len(wrong)} of the {len(named)} changes you named are not demonstrated root causes: "
-                   + "; ".join(why) + _elsewhere(ctx), tuple(wrong))
+                   f"{len(right)} of the {len(named)} changes you named are demonstrated root causes"
+                   + (f" ({'; '.join(unknown[:SHOWN])})" if unknown else "") + _elsewhere(ctx),
+                   (f"{len(wrong)} of {len(named)}",))
 
 
 @check("lesson6.evidence")
@@ -235,17 +237,20 @@ def evidence(ctx: CheckContext, params: dict) -> Measure:
     if none:
         return Measure(0.0, none)
     judged = [c for c in claims if c.at_fault]
-    if not judged:
-        return Measure(0.0, "none of your causes names a change at fault, so there is no evidence to judge"
+    if not any(c.demonstrated for c in claims):
+        return Measure(0.0, "no cause of yours is demonstrated, so no evidence can be credited"
                        + _elsewhere(ctx))
     unsound = [c for c in judged if not c.sound]
     if not unsound:
         return Measure(1.0, "every cause names its mechanism and cites evidence that shows it")
-    first = unsound[0]
+    # Said of every claim the bundle speaks against, harmless or not, so which claims are
+    # judged (the changes at fault) does not show.
+    said = [c for c in claims if c.why]
+    first = said[0]
     return Measure((len(judged) - len(unsound)) / len(judged),
-                   f"{len(unsound)} of {len(judged)} causes are not supported as stated; cause "
+                   f"{len(said)} of your {len(claims)} causes are not supported as stated; cause "
                    f"{first.n} ({first.change}, {first.mechanism}): {first.why}" + _elsewhere(ctx),
-                   tuple(c.change for c in unsound))
+                   tuple(f"cause {c.n}" for c in said))
 
 
 # ---- the fixed sheet ----------------------------------------------------------------------------

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 from grader.engine.codec import persistent
 from grader.engine.cases import Case
-from grader.engine.checks import Answer, CheckContext, Measure, ask, check, grade_answers, not_implemented
+from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, constant_answer, grade_answers,
+                                  not_implemented)
+from grader.lessons import key_search
 
 MAX_KEY = 512             # the worker refuses a longer key (reference/worker.py: _key)
 
@@ -58,6 +60,28 @@ def key_answers(ctx: CheckContext) -> dict:
     return ctx.memo[memo]
 
 
+def _ask_inputs(ctx: CheckContext, triples: list) -> list[Answer]:
+    cases = [Case("key-search", show_input(t), "public", t, show_input(t)) for t in triples]
+    return ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
+
+
+def searched(ctx: CheckContext) -> dict:
+    """Collisions the search finds against the learner's own encoding (key_search), among
+    the probes' answers and the search's: {kind: (input, other input, their key)}."""
+    keys = key_answers(ctx)
+    memo = ("key-search", tuple(keys))
+    if memo not in ctx.memo:
+        if not_implemented([x for _, got in keys.values() for x in got]):
+            ctx.memo[memo] = {}
+            return ctx.memo[memo]
+        scouts = _ask_inputs(ctx, list(key_search.SCOUTS))
+        triples = key_search.inputs([a.value for a in scouts if not _usable(a)])
+        asked = list(zip(key_search.SCOUTS, scouts)) + list(zip(triples, _ask_inputs(ctx, triples)))
+        asked += [(t, got[0]) for t, (_, got) in keys.items()]
+        ctx.memo[memo] = key_search.collisions((t, a.value) for t, a in asked if not _usable(a))
+    return ctx.memo[memo]
+
+
 def _usable(a: Answer) -> str:
     if a.problem:
         return a.problem
@@ -92,7 +116,17 @@ def _pair_measure(ctx: CheckContext, kinds: tuple, noun: str) -> Measure:
     stub = not_implemented([x for a in answers for x in a.value])
     if stub:
         return Measure(0.0, stub)
-    return grade_answers(answers, _distinct, noun)
+    measure = grade_answers(answers, _distinct, noun)
+    found = searched(ctx)
+    hit = next((found[k] for k in ("scope", "parent", "block") if k in kinds and k in found), None)
+    if hit is None:
+        return measure
+    a, b, key = hit
+    line = (f"the grader's search against your encoding found two inputs with one key: {show_input(a)} "
+            f"and {show_input(b)} both got {key[:40]!r}: {_KIND_WORDS[key_search.kind(a, b)]}")
+    if measure.value < 1.0:
+        return Measure(measure.value, f"{measure.feedback}; and {line}", measure.evidence)
+    return Measure(0.0, line, ("search",))
 
 
 @check("lesson4.key_scope")
@@ -131,4 +165,9 @@ def key_deterministic(ctx: CheckContext, params: dict) -> Measure:
     stub = not_implemented([x for a in answers for x in a.value])
     if stub:
         return Measure(0.0, stub)
+    # One key for every input is deterministic without being a key of anything.
+    constant = constant_answer([Answer(case, got[0].value, got[0].problem) for case, got in keys.values()],
+                               "prefix_key")
+    if constant:
+        return Measure(0.0, constant)
     return grade_answers(answers, judge, "inputs asked three times")

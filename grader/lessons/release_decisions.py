@@ -5,7 +5,12 @@ Only a case whose decision is settled is fair to grade: the oracle decides as it
 expects, the same under every correct reading of the rule, and unlike the mistake its kind
 is about, so another correct rule is never marked wrong. Each kind of candidate (a real
 gain, a gain inside the noise, one bought by rejections, one class regressing, an average
-TPOT that hides stalls) is a criterion of its own.
+TPOT that hides stalls) is a criterion of its own, and so is each clause the rule probes
+isolate (grader/lessons/rule_probes.py: min_gain, a fall, pairing by seed).
+
+A decision criterion is judged on both sides of its decision (SIDES): it rolls back on a
+class drop AND ships when the drop is inside the guard, and it scores the lower of its two
+sides' shares, so a rule that always answers the same earns nothing.
 """
 from __future__ import annotations
 
@@ -16,7 +21,6 @@ from grader.engine.codec import persistent
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, ask_once, check, grade_answers
 from grader.course import slo
-from grader.course.trials import KINDS
 from grader.engine.oracle import reference_oracle, reference_solution
 from reference.shapes import RELEASE_DECISIONS, ReleaseDecision, ReleaseRule, RunSummary
 
@@ -100,15 +104,41 @@ def _judge_decision(case: Case, got: ReleaseDecision) -> str:
             f"[{_show_runs(p)}; rule {p.rule}]")
 
 
-def _release_check(kind: str):
+def _judge_not_ship(case: Case, got: ReleaseDecision) -> str:
+    if got.decision == "ship":
+        return _judge_decision(case, got)
+    return "" if got.decision in RELEASE_DECISIONS else _judge_decision(case, got)
+
+
+# Each release criterion (lesson5.release_<name>): its two sides, each the case families on
+# it and how an answer is judged there (the oracle's decision, or only "does not ship").
+EXACT, NOT_SHIP = _judge_decision, _judge_not_ship
+SIDES = {
+    "gain": ((("release-gain",), EXACT), (("rule-fall",), NOT_SHIP)),
+    "noise": ((("release-noise",), EXACT), (("rule-clear-gain",), EXACT)),
+    "rejections": ((("release-rejections",), EXACT), (("rule-rejections-inside",), EXACT)),
+    "class": ((("release-class", "rule-class-rejected"), EXACT), (("rule-class-inside",), EXACT)),
+    "stalls": ((("release-stalls",), EXACT), (("rule-tpot-worse",), EXACT)),
+    "min_gain": ((("rule-under-min-gain",), EXACT), (("rule-clear-gain",), EXACT)),
+    "fall": ((("rule-fall",), EXACT), (("rule-clear-gain",), EXACT)),
+    "pairing": ((("rule-paired",), EXACT), (("rule-paired-small",), EXACT)),
+}
+
+
+def _release_check(sides):
     def measure(ctx: CheckContext, params: dict) -> Measure:
-        every = [c for c in ctx.cases if c.family.startswith("release-")]
+        every = [c for c in ctx.cases if c.family.startswith(("release-", "rule-"))]
         ask_once(ctx, "release", "decide_release", every, _decision_args, ReleaseDecision)
-        mine = ask_once(ctx, "release", "decide_release", ctx.family(f"release-{kind}"), _decision_args,
-                      ReleaseDecision)
-        return grade_answers(mine, _judge_decision, "release scenarios")
+        side_of, judges, mine = {}, {}, []
+        for n, (families, judge) in enumerate(sides):
+            for case in (c for f in families for c in ctx.family(f)):
+                side_of[case.name], judges[case.name] = n, judge
+                mine.append(case)
+        answers = ask_once(ctx, "release", "decide_release", mine, _decision_args, ReleaseDecision)
+        return grade_answers(answers, lambda case, got: judges[case.name](case, got), "release scenarios",
+                             by=lambda case: side_of[case.name], worst=True)
     return measure
 
 
-for _kind in KINDS:
-    check(f"lesson5.release_{_kind}")(_release_check(_kind))
+for _name, _sides in SIDES.items():
+    check(f"lesson5.release_{_name}")(_release_check(_sides))

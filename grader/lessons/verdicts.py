@@ -123,7 +123,9 @@ def _qualify_check(name: str):
         every = [c for c in ctx.cases if c.family.startswith("qualify-")]
         ask_once(ctx, "qualify", "qualify", every, lambda c: c.inputs, str)
         mine = ask_once(ctx, "qualify", "qualify", ctx.family(f"qualify-{name}"), lambda c: c.inputs, str)
-        return grade_answers(mine, _judge_verdict, "records")
+        # Each verdict the oracle gives weighs the same: one verdict for every record is
+        # right on one kind of record only.
+        return grade_answers(mine, _judge_verdict, "records", by=lambda c: oracle.qualify(*c.inputs))
     return measure
 
 

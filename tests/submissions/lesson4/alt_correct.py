@@ -22,7 +22,10 @@ def on_event(state, event, step_in_flight):
         if step_in_flight:
             return Transition("cancelling", told)
         return Transition("done", told + ("release_pages",))
-    if event == "finished" and state == "running" and not step_in_flight:
+    if event == "finished" and state == "running":
+        # Finished while a launched step still pins the pages: they wait for its completion.
+        if step_in_flight:
+            return Transition("cancelling", ("stop_scheduling",))
         return Transition("done", ("release_pages", "stop_scheduling"))
     if state == "cancelling" and event == "step_completed" and not step_in_flight:
         return Transition("done", ("release_pages",))

@@ -22,7 +22,9 @@ def on_event(state, event, step_in_flight):
         return Transition("admitted")
     if state == "admitted" and event == "step_launched":
         return Transition("running")
-    if state == "running" and event == "finished" and not step_in_flight:
+    if state == "running" and event == "finished":
+        if step_in_flight:
+            return Transition("cancelling", (STOP,))
         return Transition("done", (STOP, RELEASE))
     if state == "cancelling" and event == "step_completed" and not step_in_flight:
         return Transition("done", (RELEASE,))

@@ -1,0 +1,182 @@
+"""Lesson 4's search for prefix-key collisions, against the submission's own encoding.
+
+The fixed probe pairs catch the encodings their authors thought of. An encoding can also be
+ambiguous only on some inputs: a scope written raw before a length-prefixed parent, tokens
+joined after a raw parent, a length written in digits with nothing after it. Such a key
+collides only on inputs built for its own framing, so the grader searches for them:
+
+1. scouting: a few inputs with distinctive text are asked first. The learner's keys become
+   parents (a parent is always a key in the worker), and where a key is readable text, the
+   glue between its fields (what the encoding writes between scope, parent and tokens)
+   joins the material of the next round;
+2. construction: pairs of inputs that share one encoded form under a family of framings,
+   built from boundary material (the glue seen, separators, NUL, digits, the length of each
+   field written as 1, 2, 4 or 8 bytes either way or as digits with each terminator, empty
+   and one-token blocks, scopes that are prefixes of each other): a field moved across a
+   boundary, a raw field before a length-prefixed one, tokens moved between the parent and
+   the block, token texts that join alike;
+3. a seeded sample of inputs composed from the same material, for what no family names.
+
+Every input is asked once, in one batch, and bounded (BUDGET inputs in all). A collision is
+any two different inputs that got the same usable key, found among all the answers (the
+probes' and the search's), not only within the pairs built to collide; its kind is the
+rule it breaks: two scopes, else two positions (parent or block).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+BUDGET = 1500              # search inputs asked at most, per submission
+SCOUTS = (("scope7", "parent8", (12345, 678)), ("tenant", "", (9, 10, 11)),
+          ("acme", "9b8a7f", (1, 2, 3)), ("", "", (4,)))
+GLUE = ("", "\x00", "|", ":", ",", ";", " ", "\n", "\t", "/", "#", "-", "_", ".", "=", "\x1f", "\x1e",
+        "||", "::", "\r\n", "\\", "'", '"', "), (", "][")
+JOINS = (",", "", " ", "|", ":", ";", "-", "_", ".", "\x00", "\n", "/")
+Triple = tuple             # (scope, parent_key, block_tokens)
+
+
+def _formats() -> list[Callable[[int], str]]:
+    """Each length framing as a function of the length (the same framing for both fields)."""
+    out = []
+    for w in (1, 2, 4, 8):
+        for order in ("little", "big"):
+            out.append(lambda n, w=w, order=order: n.to_bytes(w, order).decode("ascii"))
+    for t in GLUE:
+        if t not in ("'", '"', "), (", "]["):
+            out.append(lambda n, t=t: f"{n}{t}")
+    return out
+
+
+def _text(block: tuple, sep: str) -> str:
+    return sep.join(map(str, block))
+
+
+@dataclass(frozen=True)
+class Material:
+    scopes: tuple[str, ...]
+    parents: tuple[str, ...]
+    blocks: tuple[tuple, ...]
+    glue: tuple[str, ...]
+
+
+def readable_glue(inputs: Iterable[Triple], keys: Iterable[str]) -> list[str]:
+    """The text a readable key writes around and between its fields, where its fields show."""
+    found = []
+    for (scope, parent, block), key in zip(inputs, keys):
+        if not isinstance(key, str):
+            continue
+        marks = sorted((key.find(text), text) for text in (scope, parent, *map(str, block))
+                       if text and key.find(text) >= 0)
+        at = 0
+        for pos, text in marks:
+            if pos >= at:
+                found.append(key[at:pos])
+                at = pos + len(text)
+        found.append(key[at:])
+    return [g for g in dict.fromkeys(found) if len(g) <= 8]
+
+
+def material(keys: list[str], glue: list[str]) -> Material:
+    # The learner's own keys come fifth on: a parent is always a key in the worker.
+    own = [k for k in dict.fromkeys(keys) if isinstance(k, str) and 0 < len(k) <= 100][:4]
+    parents = ["", "abc", "9b8a7f", "a" * 40] + (own or ["0f1e2d3c4b5a6978"])
+    scopes = ["", "a", "ab", "abc", "acme", "a" * 8, "a" * 9, "a" * 16, "a" * 17, "b" * 32 + "x", "b" * 32 + "y"]
+    blocks = [(), (0,), (1,), (7,), (12,), (0, 0), (1, 2), (1, 23), (12, 3), (7, 8, 9), (256,), (31999,)]
+    return Material(tuple(scopes), tuple(dict.fromkeys(parents)), tuple(blocks),
+                    tuple(dict.fromkeys([*glue, *GLUE])))
+
+
+def pairs(m: Material) -> list[tuple[Triple, Triple]]:
+    """Inputs that share one encoded form under some framing: each pair must get two keys."""
+    out: list[tuple[Triple, Triple]] = []
+    b0 = (7, 8, 9)
+    # A field moved across the scope/parent boundary (raw concatenation, any separator).
+    for g in m.glue:
+        out.append((("a" + g + "b", "c", b0), ("a", "b" + g + "c", b0)))
+        out.append((("a" + g, "c", b0), ("a", g + "c", b0)))
+        out.append((("a" + g + "7", "", b0[1:]), ("a", "", b0)))        # scope runs into the tokens
+    # A raw field (then a terminator t) before a length-prefixed parent: the scope swallows
+    # the parent's length, the parent carries its own framing inside.
+    for fmt in _formats():
+        for t in ("", "\x00", "|", ":", ","):
+            for p in m.parents[1:2] + m.parents[4:5]:
+                q = t + fmt(len(p)) + p
+                if len(q) < 128:
+                    out.append((("a", q, b0), ("a" + t + fmt(len(q)), p, b0)))
+    # Lengths in digits with nothing after them are ambiguous themselves: "1" "2" reads as
+    # "12", so a one-character scope "2" can pass for the first digits of a 12-character one.
+    for m_ in (2, 3, 5):
+        p1 = "x" * (8 + m_) + "0"
+        out.append(((str(m_), p1, b0), (str(9 + m_) + p1[:-1], "", b0)))
+    # Tokens moved between the parent and the block, joined by each separator (and the
+    # empty block, which takes them all), and digits that run from the parent into a token.
+    for p in m.parents[:1] + m.parents[2:3] + m.parents[4:5]:
+        for sep in JOINS:
+            out.append((("acme", p + "7" + sep, (8, 9)), ("acme", p, (7, 8, 9))))
+            out.append((("acme", p + _text((7, 8, 9), sep), ()), ("acme", p, (7, 8, 9))))
+            out.append((("acme", p + sep + "7", (8, 9)), ("acme", p, (7, 8, 9))))
+        for d in ("1", "12"):
+            out.append((("acme", p + d, (23,)), ("acme", p, (int(d + "23"),))))
+        for w in (1, 2, 4, 8):                                         # tokens packed as ints
+            for order in ("little", "big"):
+                packed = (7).to_bytes(w, order).decode("ascii")
+                out.append((("acme", p + packed, (8,)), ("acme", p, (7, 8))))
+                out.append((("acme", p + packed, ()), ("acme", p, (7,))))
+    for sep in JOINS:                                                  # the same from the scope
+        out.append((("acme7" + sep, "", (8, 9)), ("acme", "", (7, 8, 9))))
+        out.append((("acme" + _text((7, 8), sep), "", ()), ("acme", "", (7, 8))))
+    # Token texts that join alike, and tokens past one byte.
+    for x, y in (((1, 23), (12, 3)), ((0,), (0, 0)), ((), (0,)), ((1, 2), (12,)), ((10,), (1, 0)),
+                 ((256,), (0,)), ((257,), (1,)), ((31999,), (31999 % 256,)), ((1, 0), (1,))):
+        out.append((("acme", "", x), ("acme", "", y)))
+        out.append((("acme", "9b8a7f", x), ("acme", "9b8a7f", y)))
+    # Scopes that are prefixes of each other, and scope/parent swaps.
+    for a in m.scopes:
+        for b in m.scopes:
+            if a < b:
+                out.append(((a, "", b0), (b, "", b0)))
+                out.append(((a, b, b0), (b, a, b0)))
+    return out
+
+
+def sample(m: Material, count: int, seed: int = 4) -> list[Triple]:
+    """Inputs composed at random from the material: for framings no family above names."""
+    g = random.Random(seed)
+    pieces = list(m.scopes) + list(m.glue)
+    out = []
+    for _ in range(count):
+        scope = "".join(g.choice(pieces) for _ in range(g.randint(0, 3)))
+        parent = g.choice(m.parents) + "".join(g.choice(m.glue) for _ in range(g.randint(0, 2)))
+        out.append((scope, parent, g.choice(m.blocks)))
+    return out
+
+
+def inputs(scout_keys: list[str]) -> list[Triple]:
+    """The search's inputs, built on the scouts' keys; at most BUDGET, in a fixed order."""
+    m = material(scout_keys, readable_glue(SCOUTS, scout_keys))
+    built = list(dict.fromkeys(t for pair in pairs(m) for t in pair))
+    built = built[:BUDGET]
+    fill = BUDGET - len(built)
+    if fill > 0:
+        built = list(dict.fromkeys(built + sample(m, fill)))
+    return built[:BUDGET]
+
+
+def kind(a: Triple, b: Triple) -> str:
+    """The rule two inputs with one key break."""
+    if a[0] != b[0]:
+        return "scope"
+    return "parent" if a[1] != b[1] else "block"
+
+
+def collisions(answers: Iterable[tuple[Triple, str]]) -> dict[str, tuple[Triple, Triple, str]]:
+    """The first pair of different inputs per kind that got one key."""
+    first: dict[str, Triple] = {}
+    found: dict[str, tuple[Triple, Triple, str]] = {}
+    for triple, key in answers:
+        seen = first.setdefault(key, triple)
+        if seen != triple:
+            found.setdefault(kind(seen, triple), (seen, triple, key))
+    return found

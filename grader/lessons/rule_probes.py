@@ -1,0 +1,210 @@
+"""Lesson 5's rule probes: paired-seed summaries built so that one clause of the rule decides.
+
+The release suite's candidates are real designs run on the worker, and a real design moves
+many numbers at once: a rule that ignores min_gain, pairs runs by position, or leaves the
+rejected out of a class's attainment can still decide every one of them right. A rule probe
+is a baseline and a candidate summarised per seed (RunSummary, what decide_release sees)
+whose numbers are chosen so that exactly one clause decides, with margins wide enough that
+every correct reading of the rule agrees, and so that a decision criterion can be judged on
+both sides of its decision:
+
+- ``clear-gain``: goodput up far beyond the noise band and min_gain, nothing else moves: ship;
+- ``under-min-gain``: beyond the band but under min_gain: inconclusive;
+- ``fall``: goodput down beyond the band, with every class's attainment inside the guard:
+  rollback;
+- ``paired``: seeds that differ a lot from each other, the candidate's runs listed in
+  another order than the baseline's and one of them on a seed the baseline lacks; paired
+  by seed the gain is far beyond its band, unpaired (or paired by position) it is not: ship;
+- ``paired-small``: the same shape, with a gain inside the band and under min_gain: inconclusive;
+- ``class-rejected``: one small class loses requests to rejections: its attainment counts
+  them and falls beyond the guard, while the service's rejected share stays inside its
+  allowance and goodput rises: rollback;
+- ``class-inside``: one class dips, inside the guard, and goodput rises: ship;
+- ``rejections-inside``: the rejected share rises, inside its allowance, and goodput rises: ship;
+- ``tpot-worse``: the mean TPOT gets worse and goodput rises: ship (the TPOT decides nothing).
+
+Each class has the same number of requests in every run, so pooled and per-run attainment
+are the same number; the other readings (sample or population deviation, each threshold
+10% either way) are checked by ``robust``, and ``isolates`` checks that the kind's clause
+alone decides (a fall with no class near its guard; a rejected-heavy class that would not
+fall with its rejected left out; seeds spread so far that an unpaired band, or pairing by
+position, would not ship). A draw that fails either is drawn again.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from grader.course import slo
+from grader.engine.oracle import reference_solution
+from reference.shapes import ClassSummary, ReleaseRule, RunSummary
+
+
+def _reference():
+    """Lesson 5's reference solution: probes are drawn where it is (the course; the learner
+    edition has the public ones recorded with lesson 5's public cases)."""
+    return reference_solution("lesson5")
+
+
+SEEDS = 4
+EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollback", "paired": "ship",
+          "paired-small": "inconclusive", "class-rejected": "rollback", "class-inside": "ship",
+          "rejections-inside": "ship", "tpot-worse": "ship"}
+KINDS = tuple(EXPECT)
+NOTES = {
+    "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
+    "under-min-gain": "goodput up beyond the noise band, but by less than min_gain",
+    "fall": "goodput down beyond the noise band; every class inside its guard",
+    "paired": "seeds far apart, the candidate's runs in another order and one on a seed the baseline lacks",
+    "paired-small": "seeds far apart, runs in another order; a gain inside the paired band",
+    "class-rejected": "one small class loses requests to rejections; the service's rejected share barely moves",
+    "class-inside": "one class dips, inside its guard, while goodput rises",
+    "rejections-inside": "the rejected share rises, inside its allowance, while goodput rises",
+    "tpot-worse": "the mean time per output token gets worse while goodput rises",
+}
+PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
+
+
+def _readings(rule: ReleaseRule, n: int):
+    """The rule, each threshold 10% either way, and the population deviation's band (the
+    same band as the sample deviation's with noise_k scaled by sqrt((n - 1) / n))."""
+    yield rule
+    for name in ("min_gain", "noise_k", "max_class_drop", "max_rejection_rise"):
+        for f in (0.9, 1.1):
+            yield replace(rule, **{name: getattr(rule, name) * f})
+    yield replace(rule, noise_k=rule.noise_k * math.sqrt((n - 1) / n))
+
+
+def robust(baseline, candidate, rule: ReleaseRule, expect: str) -> bool:
+    n = len(_reference().paired(baseline, candidate))
+    return all(_reference().decide_release(baseline, candidate, r).decision == expect for r in _readings(rule, n))
+
+
+def _cls(name: str, requests: int, good: int, rejected: int = 0) -> ClassSummary:
+    return ClassSummary(name, requests, good=good, slow_tokens=requests - good - rejected, rejected=rejected)
+
+
+class _Draw:
+    """One service's shape: two classes, a window, seed effects; runs built from changes."""
+
+    def __init__(self, g: np.random.Generator, seed0: int):
+        self.g = g
+        self.window = float(g.integers(40, 81))
+        self.small = int(g.integers(50, 81))           # interactive requests per run
+        self.large = int(g.integers(500, 801))         # batch requests per run
+        self.small_good = int(round(self.small * g.uniform(0.75, 0.9)))
+        self.large_good = int(round(self.large * g.uniform(0.45, 0.6)))
+        self.seeds = tuple(seed0 + i for i in range(SEEDS))
+        self.tpot = float(g.uniform(0.02, 0.05))
+
+    def effects(self, spread: int) -> list[int]:
+        return [int(x) for x in self.g.integers(-spread, spread + 1, size=SEEDS)]
+
+    def run(self, seed: int, effect: int, *, small_lost: int = 0, small_rejected: int = 0,
+            large_gain: int = 0, large_rejected: int = 0, tpot: float = 1.0) -> RunSummary:
+        small = _cls("interactive", self.small, self.small_good - small_lost - small_rejected, small_rejected)
+        large = _cls("batch", self.large, self.large_good + effect + large_gain, large_rejected)
+        return RunSummary(seed=seed, window_s=self.window, classes=(small, large), mean_tpot_s=self.tpot * tpot)
+
+    def gain(self, fraction: float) -> int:
+        """Good requests per run that raise goodput by ``fraction``."""
+        return max(1, int(round(fraction * (self.small_good + self.large_good))))
+
+
+def _build(kind: str, d: _Draw, rule: ReleaseRule):
+    g = d.g
+    quiet = d.effects(int(d.large * 0.02))
+    base = [d.run(s, e) for s, e in zip(d.seeds, quiet)]
+    spread = int(g.integers(1, 4))                       # the paired differences' pattern size
+    band = spread * 2 / math.sqrt(3) * rule.noise_k / math.sqrt(SEEDS)   # in good requests
+
+    def cand(diffs, **kw):
+        return [d.run(s, e, large_gain=x, **kw) for s, e, x in zip(d.seeds, quiet, diffs)]
+
+    def around(mean: int):
+        return [mean + spread * p for p in PATTERN]
+
+    clear = max(d.gain(rule.min_gain * 3), int(4 * band) + 1)
+    if kind == "clear-gain":
+        return base, cand(around(clear))
+    if kind == "under-min-gain":
+        mean = d.gain(rule.min_gain * float(g.uniform(0.35, 0.6)))
+        return base, [d.run(s, e, large_gain=mean) for s, e in zip(d.seeds, quiet)]
+    if kind == "fall":
+        drop = max(int(4 * band) + 1, int(d.large * 0.01))   # batch attainment falls ~1-2 points
+        return base, cand(around(-drop))
+    if kind in ("paired", "paired-small"):
+        wide = d.effects(int(d.large * 0.15))
+        base = [d.run(s, e) for s, e in zip(d.seeds, wide)]
+        mean = clear if kind == "paired" else 0
+        diffs = around(mean) if kind == "paired" else [spread * p for p in PATTERN]
+        runs = [d.run(s, e, large_gain=x) for s, e, x in zip(d.seeds, wide, diffs)]
+        order = [runs[i] for i in (2, 3, 1, 0)]         # no run at its baseline's position
+        stray = d.run(d.seeds[-1] + 17, -int(d.large * 0.3))   # a seed the baseline never ran
+        return base, order[:2] + [stray] + order[2:]
+    if kind == "class-rejected":
+        # Half the allowance of the service's rejected share, all of it in a class small
+        # enough that losing those requests is 1.5 times its guard.
+        most = max(1, int((d.small + d.large) * rule.max_rejection_rise * 0.5))
+        d.small = min(d.small, int(most / (1.5 * rule.max_class_drop)))
+        lost = min(most, math.ceil(1.5 * rule.max_class_drop * d.small))
+        d.small_good = max(lost + 1, int(round(d.small * 0.8)))
+        base = [d.run(s, e) for s, e in zip(d.seeds, quiet)]
+        return base, cand(around(clear + lost), small_rejected=lost)
+    if kind == "class-inside":
+        lost = max(1, int(d.small * rule.max_class_drop * 0.4))         # 40% of the guard
+        return base, cand(around(clear + lost), small_lost=lost)
+    if kind == "rejections-inside":
+        rejected = max(1, int((d.small + d.large) * rule.max_rejection_rise * 0.4))
+        return base, cand(around(clear), large_rejected=rejected)
+    if kind == "tpot-worse":
+        return base, cand(around(clear), tpot=float(g.uniform(1.2, 1.6)))
+    raise ValueError(kind)
+
+
+def _band(diffs: list[float], k: float) -> float:
+    n = len(diffs)
+    mean = sum(diffs) / n
+    return k * math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) / math.sqrt(n)
+
+
+def _share(runs, cls: str, *, rejected_counted: bool = True) -> float:
+    rows = [c for r in runs for c in r.classes if c.cls == cls]
+    counted = sum(c.requests - c.excluded - (0 if rejected_counted else c.rejected) for c in rows)
+    return sum(c.good for c in rows) / counted
+
+
+def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
+    """The clause the kind is about decides it alone: the other clauses stay far from
+    deciding, and the mistake the kind is about would decide otherwise."""
+    pairs = _reference().paired(baseline, candidate)
+    base, cand = [b for b, _ in pairs], [c for _, c in pairs]
+    classes = [c.cls for c in base[0].classes]
+    drops = [_share(base, c) - _share(cand, c) for c in classes]
+    if kind == "fall":                      # no class near its guard: the fall alone rolls back
+        return max(drops) <= 0.7 * rule.max_class_drop
+    if kind == "class-rejected":            # without the rejected in it, no class falls
+        blind = [_share(base, c, rejected_counted=False) - _share(cand, c, rejected_counted=False)
+                 for c in classes]
+        return max(blind) <= 0.7 * rule.max_class_drop
+    if kind == "paired":
+        goods = lambda runs: [slo.run_goodput(r) for r in runs]
+        mean = sum(goods(cand)) / len(cand) - sum(goods(base)) / len(base)
+        var = lambda xs: sum((x - sum(xs) / len(xs)) ** 2 for x in xs) / (len(xs) - 1)
+        unpaired = rule.noise_k * math.sqrt(var(goods(base)) / len(base) + var(goods(cand)) / len(cand))
+        by_position = [slo.run_goodput(c) - slo.run_goodput(b) for b, c in zip(baseline, candidate)]
+        position_ships = (sum(by_position) / len(by_position) > _band(by_position, rule.noise_k))
+        return unpaired >= 1.5 * mean and not position_ships
+    return True
+
+
+def draw(kind: str, g: np.random.Generator, rule: ReleaseRule, seed0: int, tries: int = 64):
+    """(baseline, candidate) of one rule probe: robust for its expected decision, and one
+    that its clause alone decides."""
+    for _ in range(tries):
+        base, cand = _build(kind, _Draw(g, seed0), rule)
+        if robust(base, cand, rule, EXPECT[kind]) and isolates(kind, base, cand, rule):
+            return tuple(base), tuple(cand)
+    raise AssertionError(f"no robust {kind} rule probe in {tries} draws")
