@@ -44,7 +44,7 @@ def _usable_first(judge):
 
 def _kind(case: Case) -> str:
     """Each verdict the oracle reaches weighs the same in a probe criterion."""
-    return expected(case.inputs).verdict
+    return expected(case).verdict
 
 
 def _plans(ctx: CheckContext) -> list[Answer]:
