@@ -223,6 +223,30 @@ def test_no_file_works_a_practice_incident_through(practice):
                 assert "mechanism:" not in words.split("causes:", 1)[1], path
 
 
+def test_the_recorded_practice_cases_hold_no_answer_and_judge_the_same(practice):
+    """lesson 6's public cases are what the learner edition records: sealed, so neither the
+    cases nor their evidence name a mechanism or a fault; read back, they judge as the plain
+    incident does (the same mechanism per change, the same items showing each mechanism) and
+    keep its identity, so every recorded figure of it is found."""
+    from grader.engine import codec
+    from grader.lessons import lesson6
+    for case in lesson6.public_cases(COURSE):
+        plain = practice[case.name]
+        recorded = codec.loads(codec.dumps([case.inputs, list(case.inputs.evidence())]))
+        text = codec.dumps(recorded)
+        assert not [m for m in MECHANISMS if m in text] and not [f for f in FAULTS if f in text]
+        sealed, items = recorded
+        assert sealed.digest() == plain.digest() and len(sealed.faults) == len(plain.faults) >= 2
+        assert [c.mechanism for c in sealed.changes] == [c.mechanism for c in plain.changes]
+        for mine, theirs in zip(items, plain.evidence(), strict=True):
+            assert mine.id == theirs.id
+            assert {m for m in MECHANISMS if mine.shows(m)} == set(theirs.supports)
+    # A planted fault: a seal made with another salt reads as no mechanism at all.
+    from grader.course.evidence import seal, unseal
+    assert unseal(seal("a", "reclaim_never"), MECHANISMS) == "reclaim_never"
+    assert unseal(seal("a", "reclaim_never").replace("a:", "b:"), MECHANISMS) == ""
+
+
 # ---- hostile folders --------------------------------------------------------------------------
 def folder(tmp_path, diagnosis=None, sheet=None, name="sub") -> Path:
     d = tmp_path / name

@@ -16,8 +16,9 @@ part of the work, citing them for a mechanism is not evidence.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -130,6 +131,22 @@ class Tables:
         return cls(request_rows(run), step_rows(run), series_rows(run), audit_rows(run))
 
 
+# ---- sealed answers ---------------------------------------------------------------------------
+# A public incident recorded in the learner edition carries which mechanism each change has
+# and which each item shows as seals, not as words: a file of the edition does not read as
+# the practice incident's answer. A seal is no secret from a learner who tries the taxonomy
+# against it, any more than the check is (the grader unseals by trying it too); it keeps the
+# answer from being read off a file.
+def seal(salt: str, mechanism: str) -> str:
+    return f"{salt}:{hashlib.sha256(f'{salt}|{mechanism}'.encode()).hexdigest()[:32]}"
+
+
+def unseal(sealed: str, taxonomy: Iterable[str]) -> str:
+    """The mechanism of the taxonomy a seal holds, or "" (a seal of nothing)."""
+    salt = sealed.split(":", 1)[0]
+    return next((m for m in taxonomy if seal(salt, m) == sealed), "")
+
+
 # ---- the items -----------------------------------------------------------------------------------
 @persistent
 @dataclass(frozen=True)
@@ -141,6 +158,18 @@ class Item:
     count: int                     # how many rows the selection holds
     supports: frozenset = frozenset()   # mechanisms whose signature it shows in this incident
     id: str = ""                   # E1.., once the index is drawn
+    sealed: frozenset = frozenset()     # the learner edition's form of supports (seal), or empty
+
+    def shows(self, mechanism: str) -> bool:
+        """Whether the item shows the mechanism's signature (its supports, plain or sealed)."""
+        if mechanism in self.supports:
+            return True
+        return any(seal(s.split(":", 1)[0], mechanism) == s for s in self.sealed)
+
+    def sealed_form(self, salt: str) -> "Item":
+        """The item with its supports sealed; one seal per mechanism it shows."""
+        marks = frozenset(seal(f"{salt}{self.id}m{n}", m) for n, m in enumerate(sorted(self.supports)))
+        return replace(self, supports=frozenset(), sealed=self.sealed | marks)
 
     def entry(self) -> dict:
         """Its line in the bundle's evidence index."""

@@ -37,7 +37,7 @@ from grader.engine.cases import digest_of
 from grader.engine.codec import persistent
 from grader.engine.errors import InputError
 from grader.engine.oracle import figures, solution
-from grader.course.evidence import Item, Tables, index, observe
+from grader.course.evidence import Item, Tables, index, observe, seal, unseal
 from grader.course.replay import (Replay, class_drops, design, new_violations, replay,
                            rollback_conditions)
 from grader.course.scenario import Scenario, load_scenario
@@ -148,10 +148,17 @@ class Change:
     summary: str
     diff: tuple[tuple[str, Any, Any], ...]        # (path, R41's value, R42's value)
     fault: str = ""                               # the catalogue fault, or "" when harmless
+    sealed: str = ""                              # the learner edition's form: its mechanism sealed
 
     @property
     def mechanism(self) -> str:
-        return FAULTS[self.fault].mechanism if self.fault else ""
+        """Its fault's mechanism ("" when harmless), read from the seal in a sealed record."""
+        if self.fault:
+            return FAULTS[self.fault].mechanism
+        return unseal(self.sealed, MECHANISMS) if self.sealed else ""
+
+    def cause_seal(self, salt: str) -> str:
+        return self.sealed or seal(f"{salt}{self.id}", self.mechanism)
 
     def entry(self) -> dict:
         return {"id": self.id, "summary": self.summary,
@@ -176,11 +183,26 @@ class Incident:
 
     @property
     def faults(self) -> tuple[Change, ...]:
-        return tuple(c for c in self.changes if c.fault)
+        return tuple(c for c in self.changes if c.mechanism)
+
+    @property
+    def salt(self) -> str:
+        return f"{self.id}.{self.seed}."
+
+    def sealed(self) -> Incident:
+        """The incident as a public case is recorded: which change has which mechanism, and
+        which mechanisms each evidence item shows, sealed (grader.course.evidence.seal).
+        Judged the same way; its identity, and so every figure of it, is the plain one's."""
+        changes = tuple(replace(c, fault="", sealed=c.cause_seal(self.salt)) for c in self.changes)
+        return replace(self, changes=changes, memo={})
+
+    @property
+    def is_sealed(self) -> bool:
+        return any(c.sealed for c in self.changes)
 
     def identity(self) -> dict:
         return {"id": self.id, "seed": self.seed, "scenario": self.scenario.identity(),
-                "changes": [c.entry() | {"fault": c.fault} for c in self.changes],
+                "changes": [c.entry() | {"cause": c.cause_seal(self.salt)} for c in self.changes],
                 "seeds": [self.evidence_seed, list(self.report_seeds), list(self.replay_seeds)]}
 
     # ---- runs (the trials cache keeps them; the memo keeps what is derived from them) ----
@@ -204,12 +226,18 @@ class Incident:
             def observed():
                 run, before = self.run(RELEASE, self.evidence_seed), self.run(PREVIOUS, self.evidence_seed)
                 return index(observe(self.release, run, before, Tables.of(run)), self.seed)
-            self.memo["evidence"] = figures("lesson6-evidence", self.digest(), observed,
-                                            needs=NEEDS, persist=False)
+            if self.is_sealed:
+                def observed_sealed():
+                    return tuple(i.sealed_form(self.salt) for i in observed())
+                self.memo["evidence"] = figures("lesson6-sealed-evidence", self.digest(), observed_sealed,
+                                                needs=NEEDS, persist=False)
+            else:
+                self.memo["evidence"] = figures("lesson6-evidence", self.digest(), observed,
+                                                needs=NEEDS, persist=False)
         return self.memo["evidence"]
 
     def supporting(self, mechanism: str) -> list[Item]:
-        return [i for i in self.evidence() if mechanism in i.supports]
+        return [i for i in self.evidence() if i.shows(mechanism)]
 
 
 # ---- building an incident ------------------------------------------------------------------

@@ -146,7 +146,7 @@ def e2e_gap(ctx: CheckContext, params: dict) -> Measure:
         if pair.learner.aborted:
             # The gaps of requests that were never served were never measured.
             return (f"the run was stopped: your rule needed more than {STEP_CAP}x the oracle rule's "
-                    f"{len(pair.oracle.steps)} steps, so its token gaps are of the few requests it served")
+                    f"{pair.oracle.steps} steps, so its token gaps are of the few requests it served")
         gaps = token_gaps(pair.learner)
         if gaps.size == 0:
             return "no request emitted two tokens, so there is no token gap to measure"

@@ -106,7 +106,9 @@ def record_more(course) -> None:
 
 
 def public_cases(course) -> list[Case]:
-    return [Case("incident", i.id, "public", i, f"practice incident {i.id}") for i in practice_incidents(course)]
+    # Sealed: the learner edition records these cases, and no file of it may read as their answer.
+    return [Case("incident", i.id, "public", i.sealed(), f"practice incident {i.id}")
+            for i in practice_incidents(course)]
 
 
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
@@ -151,8 +153,8 @@ def _judge(incident: Incident, cause: dict, n: int) -> Claim:
     change, mechanism = cause["change"], cause["mechanism"]
     cited = tuple(cause["evidence"])
     fault = changes.get(change)
-    showing = [e for e in cited if e in items and mechanism in items[e].supports]
-    at_fault = bool(fault and fault.fault)
+    showing = [e for e in cited if e in items and items[e].shows(mechanism)]
+    at_fault = bool(fault and fault.mechanism)
     demonstrated = at_fault and mechanism == fault.mechanism and bool(showing)
     reasons = []
     if fault is None:
@@ -162,7 +164,7 @@ def _judge(incident: Incident, cause: dict, n: int) -> Claim:
     for e in cited:
         if e not in items:
             reasons.append(f"{e} is not in the evidence index (E1..E{len(items)})")
-        elif mechanism not in items[e].supports:
+        elif not items[e].shows(mechanism):
             reasons.append(f"the evidence you cite for {change}, {e} ({items[e].select}, {items[e].count} "
                            f"rows), does not show {mechanism}")
     if fault is not None and showing and not demonstrated:
