@@ -418,3 +418,12 @@ def test_lesson6_the_fix_demonstrated_table():
             says(text, f"{verdict} ({gain:+.1%}, noise band ±{band:.3f} req/s)")
     r41, only_c3 = attainment(runs["R41"].summaries, "interactive"), attainment(runs["R42 with C3 reverted only"].summaries, "interactive")
     says(text, f"still {round((r41[0] / r41[1] - only_c3[0] / only_c3[1]) * 100)} points below R41")
+
+
+def test_lesson5_release_points_as_the_rubric_gives_them():
+    rubric = yaml.safe_load((ROOT / "rubrics" / "lesson5.yaml").read_text())["criteria"]
+    release = ("ship-real-gain", "noise-band", "rejection-guard", "class-guard", "hidden-stalls", "min-gain",
+               "goodput-fall", "paired-seeds")
+    points = {c["id"]: c["points"] for c in rubric}
+    says(readme(5), f"`paired-seeds`; {sum(points[r] for r in release):g} of the lesson's "
+                    f"{sum(points.values()):g} points)")
