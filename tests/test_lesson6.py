@@ -247,6 +247,25 @@ def test_the_recorded_practice_cases_hold_no_answer_and_judge_the_same(practice)
     assert unseal(seal("a", "reclaim_never").replace("a:", "b:"), MECHANISMS) == ""
 
 
+def test_the_check_on_the_sealed_practice_case_charges_a_wrong_mechanism(practice, tmp_path):
+    """The check grades the sealed practice case: the reference diagnosis of p1 with one true
+    cause given another mechanism its evidence shows loses that cause, and the feedback
+    names neither the change's mechanism nor which changes are harmless."""
+    p1 = practice["p1"]
+    right = yaml.safe_load((REFERENCE / "diagnosis.yaml").read_text())
+    fault = next(c for c in p1.faults if c.id == right["causes"][0]["change"])
+    other = next(m for m in MECHANISMS if m != fault.mechanism and any(m in i.supports for i in p1.evidence()))
+    shows = next(i.id for i in p1.evidence() if other in i.supports)
+    right["causes"][0] = dict(right["causes"][0], mechanism=other, evidence=[shows])
+    sub = tmp_path / "sub"
+    shutil.copytree(REFERENCE, sub)
+    (sub / "diagnosis.yaml").write_text(yaml.safe_dump(right))
+    report = grade("lesson6", sub)
+    assert lost(report)["causes-found"] == 1.0, lost(report)      # 1 of 3 causes
+    text = " ".join(c.feedback for c in report.criteria)
+    assert f"nothing in it ties {other} to {fault.id}" in text and fault.mechanism not in text
+
+
 # ---- hostile folders --------------------------------------------------------------------------
 def folder(tmp_path, diagnosis=None, sheet=None, name="sub") -> Path:
     d = tmp_path / name
