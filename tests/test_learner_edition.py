@@ -86,6 +86,20 @@ def test_the_fingerprint_search_finds_a_copied_solution(tmp_path):
     assert any("lesson2.py:admit" in leak for leak in find_leaks(tmp_path, solution_fingerprints(SOLUTIONS)))
 
 
+def test_the_recorded_practice_incidents_hold_no_answer(release):
+    """Lesson 6's public cases are practice incidents no file works through: nothing the
+    edition recorded names a mechanism of the taxonomy or a fault of the catalogue (the
+    cases and their evidence are sealed), and the sealed evidence was recorded."""
+    from grader.course.incident import FAULTS, MECHANISMS
+    out, _ = release
+    recorded = sorted((out / "grader" / "expectations").glob("*.json"))
+    assert any(p.name == "figures-lesson6-sealed-evidence.json" for p in recorded)
+    for path in recorded:
+        text = path.read_text(encoding="utf-8")
+        named = [m for m in (*MECHANISMS, *FAULTS) if m in text]
+        assert not named, f"{path.name} names {named[:3]}"
+
+
 def test_manifest_every_lesson_and_what_ships(release):
     out, manifest = release
     assert manifest.lessons == LESSONS and manifest.left_out == {}

@@ -232,8 +232,11 @@ class Incident:
                 self.memo["evidence"] = figures("lesson6-sealed-evidence", self.digest(), observed_sealed,
                                                 needs=NEEDS, persist=False)
             else:
+                # Which mechanism each item shows is half a practice incident's answer: the
+                # edition records the sealed form only (settling a practice incident asks
+                # for the plain one while the edition is built).
                 self.memo["evidence"] = figures("lesson6-evidence", self.digest(), observed,
-                                                needs=NEEDS, persist=False)
+                                                needs=NEEDS, persist=False, record=False)
         return self.memo["evidence"]
 
     def supporting(self, mechanism: str) -> list[Item]:

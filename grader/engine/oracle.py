@@ -90,11 +90,15 @@ def _record(namespace: str, key: str, value: Any) -> None:
         _recording.setdefault(namespace, {})[key] = value
 
 
-def recorded(namespace: str, key: str, compute: Callable[[], T], *, available: bool) -> T:
-    """compute() where the reference is ``available``, else the value recorded for key."""
+def recorded(namespace: str, key: str, compute: Callable[[], T], *, available: bool,
+             record: bool = True) -> T:
+    """compute() where the reference is ``available``, else the value recorded for key.
+    ``record=False``: a value the learner edition must not hold (it is an answer); there it
+    is missing, like any value that was not recorded."""
     if available:
         value = compute()
-        _record(namespace, key, value)
+        if record:
+            _record(namespace, key, value)
         return value
     table = _table(namespace)
     if key not in table:
@@ -147,13 +151,13 @@ def reference_oracle(lesson: str) -> Oracle:
 
 # ---- figures -------------------------------------------------------------------------------
 def figures(kind: str, key: str, compute: Callable[[], T], *, needs: tuple[str, ...],
-            persist: bool) -> T:
+            persist: bool, record: bool = True) -> T:
     """A figure the reference gives (an oracle run's numbers, the largest chunk that fits):
     computed where the modules it ``needs`` are here (kept on disk when ``persist``, which
-    a hidden case never is), else read from the record."""
+    a hidden case never is), else read from the record (``record``: see ``recorded``)."""
     from grader.engine.memo import remember
     return recorded(f"figures-{kind}", key, lambda: remember(kind, key, compute, persist=persist),
-                    available=all(present(m) for m in needs))
+                    available=all(present(m) for m in needs), record=record)
 
 
 # ---- the reference as a policy --------------------------------------------------------------
