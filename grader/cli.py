@@ -25,7 +25,8 @@ EXAMPLES = """examples:
   grader check lesson1 --submission my.ipynb --json
   grader grade lesson1 alice.py bob.py --secret-file course.secret --json
   grader grade lesson1 submissions/ --secret-file course.secret --jobs 4   a whole class, into the gradebook
-  grader export --format csv --out grades.csv      (also gradescope, nbgrader); grader feedback --out fb/
+  grader export --format csv --out grades.csv      (also nbgrader); grader feedback --out fb/
+  grader gradescope lesson1 --secret-file course.secret --out lesson1-autograder.zip
   grader release --out learner-edition/            the copy learners get: no solutions, no secrets
   grader experiment prefill-deadline --set budget=0.05 --plot deadline.png
   grader sheet validate design_sheet.yaml; grader sheet run design_sheet.yaml --baseline R42.yaml
@@ -34,7 +35,7 @@ EXAMPLES = """examples:
 
 INPUT_ERRORS = (InputError, SecretError, SpecError, UnitError, WorkloadError)
 INSTRUCTOR_EXAMPLES = ("grader grade", "grader export", "grader release", "grader feedback",
-                       "grader incident")
+                       "grader incident", "grader gradescope", "grader report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,15 +103,16 @@ def _instructor_commands(sub) -> None:
         parser.add_argument("--lesson", dest="only_lesson", metavar="LESSON",
                             help="only this lesson (default: every lesson in the gradebook)")
 
-    e = sub.add_parser("export", help="export the gradebook: csv, gradescope or nbgrader (instructors)",
+    e = sub.add_parser("export", help="export the gradebook: csv or nbgrader (instructors)",
                        epilog="examples:\n  grader export --format csv --out grades.csv\n"
-                              "  grader export --format gradescope --out gradescope/\n"
-                              "  grader export --format nbgrader --out nbgrader-course/gradebook.db",
+                              "  grader export --format nbgrader --out nbgrader-course/gradebook.db\n\n"
+                              "Gradescope grades in its own container: build its autograder with "
+                              "`grader gradescope LESSON`.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     gradebook_options(e)
-    e.add_argument("--format", required=True, choices=("csv", "gradescope", "nbgrader"))
+    e.add_argument("--format", required=True, choices=("csv", "nbgrader"))
     e.add_argument("--out", metavar="PATH",
-                   help="csv: a file (default: stdout); gradescope: a folder (default gradescope/); "
+                   help="csv: a file (default: stdout); "
                         "nbgrader: its gradebook file or URL (default nbgrader/gradebook.db)")
 
     f = sub.add_parser("feedback", help="write one feedback file per student (instructors)",
@@ -132,6 +134,18 @@ def _instructor_commands(sub) -> None:
     i.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder (or an earlier bundle)")
     i.add_argument("--answer", metavar="DIR", help="also write the reference diagnosis and fixed sheet "
                    "there (never hand it out)")
+
+    z = sub.add_parser("gradescope", help="build a lesson's Gradescope autograder zip (instructors)",
+                       epilog="example: grader gradescope lesson1 --secret-file course.secret "
+                              "--out lesson1-autograder.zip\n\nThe zip holds the secret and the "
+                              "reference solutions: only instructors may have it.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    z.add_argument("lesson")
+    z.add_argument("--secret-file", required=True, help="the instructor secret (it travels in the zip)")
+    z.add_argument("--out", metavar="FILE.zip", help="the zip to write (default: LESSON-autograder.zip)")
+    z.add_argument("--student-key", choices=("email", "sid", "id"), default="email",
+                   help="lesson 6: the field of Gradescope's submission metadata that names a "
+                        "student, as you named them with `grader incident --student` (default: email)")
 
     r = sub.add_parser("release", help="build the learner edition (instructors)",
                        epilog="example: grader release --out learner-edition/")
@@ -270,6 +284,14 @@ def _feedback(args, course) -> int:
     return 0
 
 
+def _gradescope(args, course) -> int:
+    from grader.instructor.gradescope.build import build_autograder
+    out = Path(args.out or f"{args.lesson}-autograder.zip")
+    print(build_autograder(course, args.lesson, args.secret_file, out,
+                           student_key=args.student_key).render())
+    return 0
+
+
 def _release(args, course) -> int:
     from grader.instructor.release import build_learner_edition
     print(build_learner_edition(course, Path(args.out)).render())
@@ -319,7 +341,7 @@ def _incident(args, course) -> int:
 
 
 INSTRUCTOR_COMMANDS = {"grade": _grade, "export": _export, "feedback": _feedback,
-                       "release": _release, "incident": _incident}
+                       "release": _release, "incident": _incident, "gradescope": _gradescope}
 
 
 if __name__ == "__main__":
