@@ -26,6 +26,7 @@ EXAMPLES = """examples:
   grader grade lesson1 alice.py bob.py --secret-file course.secret --json
   grader grade lesson1 submissions/ --secret-file course.secret --jobs 4   a whole class, into the gradebook
   grader export --format csv --out grades.csv      (also nbgrader); grader feedback --out fb/
+  grader report lesson1 --out report/              the class at a glance: report/index.html
   grader gradescope lesson1 --secret-file course.secret --out lesson1-autograder.zip
   grader release --out learner-edition/            the copy learners get: no solutions, no secrets
   grader experiment prefill-deadline --set budget=0.05 --plot deadline.png
@@ -122,6 +123,16 @@ def _instructor_commands(sub) -> None:
     f.add_argument("--format", choices=("md", "html"), default="md")
     f.add_argument("--public-only", action="store_true",
                    help="leave out the feedback of hidden-only criteria (their points stay)")
+
+    rp = sub.add_parser("report", help="a class's results as an HTML page with plots (instructors)",
+                        epilog="example: grader report lesson1 --out report/   (then open report/index.html)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rp.add_argument("lesson")
+    rp.add_argument("--gradebook", metavar="URL",
+                    help="SQLAlchemy URL or SQLite file (default: gradebook.db in the course)")
+    rp.add_argument("--out", metavar="DIR", default="report",
+                    help="the folder for index.html and its PNGs (default: report/)")
+    rp.add_argument("--json", action="store_true", help="print the report's numbers as JSON")
 
     i = sub.add_parser("incident", help="write a student's lesson 6 incident bundle (instructors)",
                        epilog="examples:\n  grader incident --student alice --secret-file course.secret "
@@ -292,6 +303,14 @@ def _gradescope(args, course) -> int:
     return 0
 
 
+def _report(args, course) -> int:
+    from grader.instructor.class_report import write_report
+    with _gradebook(args, course) as book:
+        written = write_report(book, args.lesson, Path(args.out))
+    print(json.dumps(written.numbers.to_dict(), sort_keys=True) if args.json else written.render())
+    return 0
+
+
 def _release(args, course) -> int:
     from grader.instructor.release import build_learner_edition
     print(build_learner_edition(course, Path(args.out)).render())
@@ -341,7 +360,8 @@ def _incident(args, course) -> int:
 
 
 INSTRUCTOR_COMMANDS = {"grade": _grade, "export": _export, "feedback": _feedback,
-                       "release": _release, "incident": _incident, "gradescope": _gradescope}
+                       "release": _release, "incident": _incident, "gradescope": _gradescope,
+                       "report": _report}
 
 
 if __name__ == "__main__":
