@@ -66,13 +66,31 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("experiment", help="run a course experiment on the reference worker (seconds)",
                        epilog="example: grader experiment prefill-deadline --set prompt=16384 "
                               "--plot deadline.png",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    e.add_argument("-h", "--help", action=_ExperimentHelp, nargs=0,
+                   help="show this help, with every experiment and its settings, and exit")
     e.add_argument("name", help="the experiment, e.g. prefill-deadline")
     e.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="change one constraint (repeatable); unknown keys list the known ones")
     e.add_argument("--plot", metavar="FILE.png", help="also draw the result into a PNG file")
     e.add_argument("--json", action="store_true", help="print the table as JSON")
     return p
+
+
+class _ExperimentHelp(argparse.Action):
+    """`grader experiment --help` lists the experiments and their settings. They are found
+    only when asked for (importing them runs the reference worker's imports), so every
+    other command, and its help, stays quick."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            from grader.course.experiments import describe
+            listing = describe()
+        except ImportError:          # the learner edition ships no experiments
+            listing = "experiments: " + (unavailable("experiment") or "none in this edition")
+        parser.epilog = f"{listing}\n\n{parser.epilog}"
+        parser.print_help()
+        parser.exit()
 
 
 def _instructor_commands(sub) -> None:
