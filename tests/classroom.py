@@ -9,8 +9,14 @@ is the template's. Students come in nbgrader's layout
 """
 from __future__ import annotations
 
+import csv
 import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,9 +57,18 @@ def notebook(source: str) -> str:
     return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
 
 
+def covering_size(lesson: str, slow: int = 2) -> int:
+    """The smallest class in which make_class(..., cover=True) holds every template (and
+    every odd name)."""
+    quick = [t for t in templates(lesson) if not is_slow(t)]
+    return max(len(quick) + slow, len(ODD_NAMES))
+
+
 def make_class(folder: Path, lesson: str, n: int, *, seed: int = 0, slow: int = 2,
-               layout: str = "nbgrader", notebooks: float = 0.1, odd_names: bool = True) -> list[Student]:
-    """Write ``n`` students' submissions under ``folder``; ``slow`` of them loop."""
+               layout: str = "nbgrader", notebooks: float = 0.1, odd_names: bool = True,
+               cover: bool = False) -> list[Student]:
+    """Write ``n`` students' submissions under ``folder``; ``slow`` of them loop. With
+    ``cover``, every quick template is some student's (n >= covering_size)."""
     rng = random.Random(seed)
     pool = templates(lesson)
     quick = [t for t in pool if not is_slow(t)]
@@ -63,6 +78,9 @@ def make_class(folder: Path, lesson: str, n: int, *, seed: int = 0, slow: int = 
         for i, odd in enumerate(ODD_NAMES[:n]):
             names[i * 7 % n] = odd
     chosen = [rng.choice(loops) for _ in range(min(slow, n))] if loops else []
+    if cover:
+        assert n >= len(chosen) + len(quick), f"a covering class of {lesson} needs {covering_size(lesson, slow)}"
+        chosen += quick
     chosen += [("reference" if rng.random() < 0.3 else rng.choice(quick)) for _ in range(n - len(chosen))]
     rng.shuffle(chosen)
     students = []
@@ -79,3 +97,87 @@ def make_class(folder: Path, lesson: str, n: int, *, seed: int = 0, slow: int = 
         path.write_text(body, encoding="utf-8")
         students.append(Student(name, template, path))
     return students
+
+
+# ---- grading a generated class through the command line, as an instructor does ----------------
+
+def run_cli(*args, timeout=1800, **kw):
+    return subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def by_student(url) -> dict:
+    from grader.instructor.gradebook import open_gradebook
+    with open_gradebook(url) as book:
+        return {r.student: r for r in book.results()}
+
+
+def kill_and_resume(folder, url, secret_file, kills, seed, jobs="2", lesson="lesson1"):
+    """Start the batch, SIGKILL it at seeded random moments, then let a last run finish."""
+    rng = random.Random(seed)
+    args = ["grade", lesson, str(folder), "--secret-file", str(secret_file), "--gradebook",
+            url, "--jobs", jobs, "--quiet", "--json"]
+    for _ in range(kills):
+        proc = subprocess.Popen([sys.executable, "-m", "grader.cli", *args], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.5, 4.0))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    p = run_cli(*args)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def assert_whole(url, n_criteria):
+    """No partial rows: every graded result has all its criterion rows, summing to its total."""
+    for r in by_student(url).values():
+        if r.status == "graded":
+            assert len(r.scores) == n_criteria
+            assert abs(sum(s.score for s in r.scores) - r.score) < 1e-6
+
+
+def check_class(lesson: str, n: int, tmp: Path, secret_file: Path, expected: dict, *,
+                seed: int = 2026, cover: bool = False) -> dict:
+    """A class of ``n`` grades through kill -9 and a resume, every student exactly once with
+    their template's scores (``expected``), and exports to csv and nbgrader with the same
+    totals. Returns timings (s) of each step."""
+    from nbgrader.api import Gradebook as NbGradebook
+
+    timings = {}
+    n_criteria = len(next(iter(expected.values())))
+    students = make_class(tmp / "class", lesson, n, seed=seed, slow=2, cover=cover)
+    url = f"sqlite:///{tmp / 'gb.db'}"
+    t0 = time.monotonic()
+    summary = kill_and_resume(tmp / "class", url, secret_file, kills=1, seed=7, lesson=lesson)
+    timings["grade (one kill, then resumed)"] = time.monotonic() - t0
+    assert summary["students"] == n and not summary["failed"]
+    stored = by_student(url)
+    assert set(stored) == {s.name for s in students}           # every student exactly once
+    for s in students:
+        got = {c.criterion: c.score for c in stored[s.name].scores}
+        assert got == expected[s.template], s
+    assert_whole(url, n_criteria)
+
+    # CSV: one row per student, names intact through Python's csv module.
+    out = tmp / "grades.csv"
+    t0 = time.monotonic()
+    assert run_cli("export", "--gradebook", url, "--format", "csv", "--out", str(out)).returncode == 0
+    with out.open(encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == n
+    totals = {row["student"]: float(row[f"{lesson} total"]) for row in rows}
+    assert set(ODD_NAMES) <= set(totals)
+    assert totals == {name: r.score for name, r in stored.items()}
+
+    # nbgrader: the same totals in its gradebook.
+    nbdb = tmp / "nbgrader" / "gradebook.db"
+    nbdb.parent.mkdir()
+    p = run_cli("export", "--gradebook", url, "--format", "nbgrader", "--out", str(nbdb))
+    assert p.returncode == 0, p.stderr
+    with NbGradebook(f"sqlite:///{nbdb}") as gb:
+        nb_totals = {sub.student.id: sub.score for sub in gb.assignment_submissions(lesson)}
+        assert gb.find_assignment(lesson).max_score == 10
+    assert nb_totals.keys() == totals.keys()
+    assert all(abs(nb_totals[k] - totals[k]) < 1e-6 for k in totals)
+    timings["two exports"] = time.monotonic() - t0
+    return timings

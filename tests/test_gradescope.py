@@ -199,8 +199,10 @@ def test_run_autograder_grades_public_and_hidden_cases(lesson1_zip, tmp_path, ki
     assert list(tests) == [c.id for c in report.criteria]
     for c in report.criteria:
         t = tests[c.id]
+        # Shown at once: the feedback measured on public cases alone (no hidden input in it).
         assert (t["score"], t["max_score"], t["status"], t["output"], t["visibility"]) == \
-            (c.score, c.max_score, "passed" if c.passed else "failed", c.feedback, "visible")
+            (c.score, c.max_score, "passed" if c.passed else "failed", c.public_feedback, "visible")
+        assert not any(case["digest"] in t["output"] for case in report.cases if case["visibility"] == "hidden")
     assert results["score"] == report.score == sum(t["score"] for t in results["tests"])
     hidden = sum(1 for c in report.cases if c["visibility"] == "hidden")
     assert hidden > 0 and f"{hidden} hidden" in results["output"]
@@ -271,6 +273,9 @@ def test_hidden_only_criteria_are_shown_after_grades_are_published(lesson1_zip, 
                           if c.id == "pages-for") for mode in ("grade", "check")}
     total, public = (int(re.match(r"(\d+) of \1 ", counted[m]).group(1)) for m in ("grade", "check"))
     assert "did not return in time" in out and out.startswith(f"{total - public} of {total - public} "), out
+    # After publication the full feedback is shown; a visible test shows its public part only.
+    assert by_id(results)["worst-case"]["output"].endswith("(public cases; the hidden cases' feedback is "
+                                                            "published later)")
 
 
 def test_the_grader_that_runs_is_the_zips_own_copy(lesson1_zip, tmp_path):
@@ -304,29 +309,37 @@ def attack(root: Path) -> bytes:
             f"pages_for = pool_pages = worst_case_pages = check_contract = kv_bytes_per_token\n").encode()
 
 
-def test_a_submission_cannot_read_the_secret_or_forge_results(lesson1_zip, tmp_path):
+@pytest.mark.parametrize("mode", ["bwrap", "process"])
+def test_a_submission_cannot_read_the_secret_or_forge_results(lesson1_zip, tmp_path, mode):
     root = unpack(lesson1_zip, tmp_path / "autograder")
     submit(root, {"attack.py": attack(root)})
-    p, results = run_autograder(root, env={"GRADER_SANDBOX": "bwrap"})
+    p, results = run_autograder(root, env={"GRADER_SANDBOX": mode})
     assert not schema_errors(results) and p.returncode == 0, p.stdout
     assert results["score"] == 0 and "forged" not in json.dumps(results)
     assert SECRET.decode() not in json.dumps(results)
     assert "stolen: nothing" in by_id(results)["kv-bytes"]["output"]
-    assert results["extra_data"]["isolation"].startswith("bwrap")
-    assert stat.S_IMODE(root.stat().st_mode) == 0o700        # root's alone, bwrap or not
+    assert results["extra_data"]["isolation"].startswith(mode)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700        # root's alone, whatever the sandbox
 
 
-def test_no_grade_where_the_sandbox_keeps_root(lesson1_zip, tmp_path):
-    # The fallback sandbox here: this interpreter lies under a 0700 /root, so the child cannot
-    # drop to nobody and could read everything. Whatever it returned is not shown.
+def test_an_image_that_cannot_confine_a_submission_grades_none(lesson1_zip, tmp_path):
+    # An image without bubblewrap or Landlock: the zip's child.py made to find no Landlock,
+    # as on such a kernel, and bubblewrap not used. No learner code may run there.
     root = unpack(lesson1_zip, tmp_path / "autograder")
-    submit(root, {"attack.py": attack(root)})
+    child = root / "source" / "course" / "grader" / "engine" / "sandbox" / "child.py"
+    text = child.read_text()
+    assert "def install_landlock(libc, workdir):" in text
+    child.write_text(text.replace("def install_landlock(libc, workdir):",
+                                  "def install_landlock(libc, workdir):\n    return ''\n\n\n"
+                                  "def _unused(libc, workdir):", 1))
+    witness = tmp_path / "learner-code-ran"
+    submit(root, {"attack.py": f"open({str(witness)!r}, 'w').close()\n".encode() + attack(root)})
     p, results = run_autograder(root, env={"GRADER_SANDBOX": "process"})
-    assert "still root" in p.stdout, p.stdout
-    assert p.returncode == 1 and not schema_errors(results)
-    assert "could not grade" in results["output"] and "drop root" in results["output"]
-    assert SECRET.decode() not in json.dumps(results) and "stolen" not in json.dumps(results)
-    assert "forged" not in json.dumps(results) and "tests" not in results
+    assert p.returncode == 1 and not schema_errors(results), p.stdout
+    assert "cannot confine a submission" in results["output"] and "not a grade" in results["output"]
+    assert "tests" not in results and not witness.exists()
+    p, _ = run_autograder(root, "--self-test", env={"GRADER_SANDBOX": "process"})
+    assert p.returncode == 1 and "self-test: FAILED" in p.stdout and "cannot confine" in p.stdout
 
 
 def test_the_self_test_setup_runs_passes_on_the_reference_and_fails_on_a_broken_image(lesson1_zip, tmp_path):
@@ -366,6 +379,9 @@ def test_lesson6_grades_the_submitters_own_incident(lesson6_zip, tmp_path):
     assert p.returncode == 0 and results["score"] == sum(t["max_score"] for t in results["tests"]) == 10, \
         p.stdout
     assert "graded work/My Diagnosis.yml as diagnosis.yaml" in results["output"]
+    # Judged on the student's own incident: no feedback before publication, the full one then.
+    assert {t["visibility"] for t in results["tests"]} == {"after_published"}
+    assert all("published later" not in t["output"] for t in results["tests"])
     # Alice's answer handed in by Bob is graded on Bob's incident: it does not fit.
     p, bob = graded(lesson6_zip, tmp_path / "b", alice, users=({"email": "bob@example.edu", "id": 2},))
     assert p.returncode == 0 and bob["score"] < results["score"]

@@ -1,9 +1,13 @@
 """A grading report as Gradescope's results.json.
 
-One test per criterion: its points, ``passed``/``failed``, the feedback line as the test's
-output. Criteria graded on public cases (``public`` and ``both``) are ``visible`` at once;
-criteria graded on hidden cases only are ``after_published``, so a student sees them when
-the instructor publishes grades. The top-level output says what was graded and how: the
+One test per criterion: its points, ``passed``/``failed``, a feedback line as the test's
+output. Criteria graded on public cases (``public`` and ``both``) are ``visible`` at once,
+with their public feedback: measured on the public cases alone, by a sandbox child that
+never received a hidden input, so nothing shown before grades are published can hold one.
+Criteria graded on hidden cases only are ``after_published``, with their full feedback, so
+a student sees them when the instructor publishes grades; so is a criterion that has no
+public feedback to give (lesson 6's, judged on the student's own incident), since on
+Gradescope a visible test's output never changes. The top-level output says what was graded and how: the
 file, its digest, the cases and their digest, the rubric version, the isolation in force
 and the autograder build; ``extra_data`` keeps the same in full for the instructor.
 
@@ -18,6 +22,7 @@ from pathlib import Path
 
 import jsonschema
 
+from grader.engine.pipeline import HIDDEN_LATER
 from grader.engine.report import COST_MODEL_NOTE, Report
 from grader.engine.rubric import Rubric
 from grader.instructor.gradebook import cases_digest
@@ -42,8 +47,13 @@ def from_report(report: Report, *, graded: str, build: dict, notes: tuple[str, .
     student named them; ``notes``: how they were picked; ``build``: the autograder's
     autograder.json."""
     notes = tuple(notes) + tuple(report.notes)
-    tests = [_test(n, c.id, c.title, c.score, c.max_score, c.passed, c.feedback, c.visibility)
-             for n, c in enumerate(report.criteria, 1)]
+    tests = []
+    for n, c in enumerate(report.criteria, 1):
+        early = c.public_feedback or c.feedback
+        if c.visibility == "hidden" or early == HIDDEN_LATER:
+            tests.append(_test(n, c.id, c.title, c.score, c.max_score, c.passed, c.feedback, "hidden"))
+        else:
+            tests.append(_test(n, c.id, c.title, c.score, c.max_score, c.passed, early, c.visibility))
     public = sum(1 for c in report.cases if c["visibility"] == "public")
     digest = cases_digest(list(report.cases))
     lines = [f"{report.lesson}: {report.title}: {_g(report.score)} / {_g(report.max_score)}", "",

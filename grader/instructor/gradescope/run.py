@@ -32,7 +32,6 @@ ROOT_VARIABLE = "AUTOGRADER_ROOT"
 CONFIG = "autograder.json"
 SECRET = "secret"
 SELF_TEST_STUDENT = "gradescope-self-test"
-STILL_ROOT = "still root"         # how the sandbox's isolation says its child kept root
 
 
 @dataclass(frozen=True)
@@ -95,8 +94,9 @@ def student_of(layout: Layout, key: str) -> str:
 
 def _lock_down(layout: Layout) -> None:
     """Only root may read the root's files: the secret, the reference solutions, the upload
-    and results. The sandboxed child runs as nobody, so where bubblewrap cannot hide them
-    (an unprivileged container), file permissions still do."""
+    and results. A wall behind the sandbox's own: its child runs as nobody, so where
+    bubblewrap cannot hide them (an unprivileged container), permissions do as well as
+    Landlock."""
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         for folder in (layout.root, layout.source):
             try:
@@ -112,6 +112,7 @@ def grade(layout: Layout, config: dict, work: Path) -> dict:
     from grader.engine.layout import Course
     from grader.engine.pipeline import folder_files, grade_submission
     from grader.engine.rubric import load_rubric
+    from grader.engine.sandbox.session import Unconfined
     from grader.engine.secret import SecretError, load_secret
     from grader.engine.submission import load_submission
     from grader.instructor.gradescope import results, upload
@@ -142,11 +143,12 @@ def grade(layout: Layout, config: dict, work: Path) -> dict:
             raise NotGradable(f"{picked.shown}: {e.message}") from None
     except NotGradable as e:
         return results.not_graded(rubric, str(e), build=config)
-    report = grade_submission(lesson, submission, course, mode="grade", secret=secret, rubric=rubric)
-    if STILL_ROOT in report.isolation:
-        # The child could read the secret and the solutions here: nothing it returned is shown.
-        raise AutograderError(f"the sandbox could not drop root on this image ({report.isolation}); "
-                              f"no grade is given where a submission could read the secret")
+    try:
+        report = grade_submission(lesson, submission, course, mode="grade", secret=secret, rubric=rubric)
+    except Unconfined as e:
+        # The secret and the solutions are in this container: no learner code runs here
+        # unless the sandbox confines it (and there is no flag to grade at that risk).
+        raise AutograderError(f"this image cannot confine a submission, so it grades none: {e.message}") from None
     return results.from_report(report, graded=picked.shown, notes=picked.notes, build=config)
 
 
