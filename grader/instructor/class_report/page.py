@@ -80,7 +80,7 @@ def _card(key: str, value, label: str, warn: bool = False) -> str:
 
 def _cases_table(key: str, hits, graded: int, with_criteria: bool = False) -> str:
     head = "<tr><th>case</th>" + ("<th>criteria</th>" if with_criteria else "") + \
-           '<th class="num">students</th><th>the feedback they got</th></tr>'
+           '<th class="num">students</th><th>the feedback it gave</th></tr>'
     rows = []
     for h in hits:
         name = h.case if h.visibility == "public" else f"hidden {h.case.split(':', 1)[1]} ({h.family})"
