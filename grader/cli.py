@@ -191,7 +191,8 @@ def _instructor_commands(sub) -> None:
 def _sheet_commands(sub) -> None:
     s = sub.add_parser("sheet", help="validate a design sheet, or replay it on the reference worker",
                        epilog="examples:\n  grader sheet validate design_sheet.yaml\n"
-                              "  grader sheet run design_sheet.yaml --baseline incident/sheets/R42.yaml",
+                              "  grader sheet run design_sheet.yaml --baseline incident/sheets/R42.yaml "
+                              "--plot release.png",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = s.add_subparsers(dest="action", required=True)
     v = actions.add_parser("validate", help="every problem, with its place in the file and what was expected")
@@ -205,6 +206,8 @@ def _sheet_commands(sub) -> None:
     r.add_argument("--baseline", metavar="SHEET", help="also replay this sheet on the same seeds and "
                    "decide the release with lesson 5's rule (the baseline's release_criteria.rule)")
     r.add_argument("--json", action="store_true", help="print the figures as JSON")
+    r.add_argument("--plot", metavar="FILE.png", help="also draw the figures (against the baseline) "
+                   "into a PNG file")
 
 
 def _emit(report, as_json: bool) -> None:
@@ -364,7 +367,9 @@ def _sheet(args, course) -> int:
     except ImportError:
         raise InputError("sheet run", "not in the learner edition: it runs the reference worker and "
                                       "policies, which are not shipped") from None
-    print(replay.run_sheets(sheet, path, course, args.workload, args.seeds, args.baseline, args.json))
+    from grader.course.plots import plot_path
+    plot = plot_path(args.plot) if args.plot else None
+    print(replay.run_sheets(sheet, path, course, args.workload, args.seeds, args.baseline, args.json, plot))
     return 0
 
 

@@ -34,7 +34,7 @@ from grader.course.replay import (Replay, class_drops, design, new_violations, r
 from grader.course.scenario import Scenario, load_scenario
 from grader.engine.secret import derive_seed
 from grader.course.sheet import get_path, validate_sheet
-from grader.course.trials import rule_from, run_design
+from grader.course.trials import rule_from, run_design, truncation
 from reference.shapes import ReleaseDecision, ReleaseRule
 from reference.solutions import lesson5 as oracle
 
@@ -333,6 +333,8 @@ def judge_fix(incident: Incident, sheet: Mapping) -> FixVerdict:
         problems.append(f"against {RELEASE} lesson 5's rule decides {decision.decision}: "
                         f"{'; '.join(decision.reasons)}")
     problems += [f"against {PREVIOUS}, {d}" for d in class_drops(before.summaries, fixed.summaries, incident.rule)]
+    problems += [f"your sheet's run on seed {s.seed} is {truncation(run)}"
+                 for s, (_, run) in zip(fixed.summaries, fixed.runs) if run.aborted]
     for kind, (was, now) in new_violations(before, fixed).items():
         first = next(v for _, run in fixed.runs for v in run.violations if v.kind == kind)
         problems.append(f"{now} {kind} violations on your sheet's runs, {was} on {PREVIOUS}'s; the first: "

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 from grader.engine.errors import InputError
 from grader.course.sheet import policy_sheet
-from grader.course.trials import Design, run_design, summarize, window_of
+from grader.course.trials import Design, run_design, summarize, truncation, window_of
 from reference.records import VIOLATION_KINDS, Run
 from reference.shapes import ModelSpec, ReleaseRule, RunSummary, WorkerSpec
 from reference.solutions import lesson5 as oracle
@@ -140,8 +140,13 @@ def figures(r: Replay) -> dict:
         classes[name] = {**counts, "attainment": None if att is None else round(att, 4)}
     gaps = sorted(max((b - a for a, b in zip(rec.token_times, rec.token_times[1:])), default=0.0)
                   for _, run in r.runs for rec in run.requests if len(rec.token_times) >= 2)
+    truncated = [{"seed": s.seed, "why": truncation(run), "unfinished": len(run.unfinished)}
+                 for s, (_, run) in zip(r.summaries, r.runs) if run.aborted]
     return {
         "seeds": [s.seed for s in r.summaries],
+        "requests": sum(len(run.requests) for _, run in r.runs),
+        "completed": sum(rec.outcome == "completed" for _, run in r.runs for rec in run.requests),
+        "truncated": truncated,
         "goodput_rps": round(sum(oracle.run_goodput(s) for s in r.summaries) / len(r.summaries), 4),
         "rejected_share": round(oracle.rejected_share(r.summaries), 4),
         "mean_tpot_ms": _ms(sum(s.mean_tpot_s for s in r.summaries) / len(r.summaries)),
@@ -153,9 +158,14 @@ def figures(r: Replay) -> dict:
 
 
 def render_figures(title: str, f: dict) -> str:
-    lines = [f"{title}  (seeds {', '.join(map(str, f['seeds']))})",
-             f"  goodput {f['goodput_rps']:.3f} req/s   rejected {f['rejected_share']:.1%}   "
-             f"mean TPOT {f['mean_tpot_ms']:.1f} ms   p99 largest gap {f['p99_largest_gap_ms']:.1f} ms"]
+    lines = [f"{title}  (seeds {', '.join(map(str, f['seeds']))})"]
+    # A truncated run first: what follows describes only the part that ran.
+    lines += [f"  TRUNCATED, seed {t['seed']}: {t['why']}" for t in f["truncated"]]
+    lines.append(f"  completed {f['completed']} of {f['requests']} requests   goodput "
+                 f"{f['goodput_rps']:.3f} req/s   rejected {f['rejected_share']:.1%}   "
+                 f"mean TPOT {f['mean_tpot_ms']:.1f} ms   p99 largest gap {f['p99_largest_gap_ms']:.1f} ms")
+    if f["truncated"]:
+        lines.append("  (TPOT and gaps cover only the tokens emitted before the runs stopped)")
     head = ("requests", "good", "late_first_token", "slow_tokens", "rejected", "failed", "excluded")
     w = max([len("class")] + [len(n) for n in f["classes"]])
     lines.append(f"  {'class':<{w}}" + "".join(f"  {h:>{len(h)}}" for h in head) + "  attainment")
@@ -232,8 +242,9 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
 
 
 def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: str | None,
-               baseline: str | None, as_json: bool) -> str:
-    """``grader sheet run``: the sheet's figures, and with a baseline sheet lesson 5's decision."""
+               baseline: str | None, as_json: bool, plot: Path | None = None) -> str:
+    """``grader sheet run``: the sheet's figures, and with a baseline sheet lesson 5's decision;
+    with ``plot`` (checked by the caller) the same figures as a picture."""
     import json
     from grader.course.sheet import load_sheet
     from grader.course.trials import rule_from
@@ -255,6 +266,16 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
                  f"lesson 5's rule, {baseline} -> {path}: {decision.decision}"]
         text += [f"  {r}" for r in decision.reasons]
         text += [f"  more {k} violations: {a} -> {b}" for k, (a, b) in new_violations(before, mine).items()]
+    if plot is not None:
+        from grader.course.plots import save_plot
+        from grader.course.release_plot import release_plot
+        # File names label the picture; whole paths only when the names are the same.
+        short = not baseline or Path(baseline).name != path.name
+        name = (lambda p: Path(p).name) if short else str
+        sides = {f"{name(baseline)} (baseline)": (before, out["baseline"]["figures"])} if baseline else {}
+        sides[name(path)] = (mine, out["figures"])
+        out["plot"] = str(save_plot(release_plot(sides, decision if baseline else None), plot))
+        text.append(f"plot: {out['plot']}")
     text.append("Requests are qualified by the course's rules (every token's deadline), whatever the "
                 "sheet's own gate says; the service-cost model is synthetic.")
     return json.dumps(out, sort_keys=True) if as_json else "\n".join(text)

@@ -4,7 +4,7 @@ A *design* is a design sheet plus the worker it runs on. A *trial* runs the refe
 worker on the same requests (one seed at a time) under both designs, so a difference
 between the two runs of a seed is the designs' doing and not the workload's. Each run is
 boiled down to a RunSummary: per SLO class, how many requests qualified as each verdict
-of lesson 5 (the oracle's qualify), over the arrival window. Lesson 5 grades decisions on
+of lesson 5 (the oracle's qualify), over the arrival window (``window_of``). Lesson 5 grades decisions on
 these summaries and the goodput experiment sweeps them over the request rate.
 
 A *suite* file is a scenario file (grader.course.scenario) with a few more keys::
@@ -125,8 +125,28 @@ def run_design(model: ModelSpec, design: Design, workload: WorkloadSpec, seed: i
 
 
 def window_of(requests) -> float:
-    """Goodput is counted over the arrival window: identical for two runs on one seed."""
-    return max((r.arrival_s for r in requests), default=0.0) or 1.0
+    """The window goodput is counted over: from the run's start to the last arrival, but
+    never shorter than the longest first-token deadline (``ttft_s``) among the requests.
+
+    It depends on the requests alone, so two runs on one seed share it. The floor is for
+    bursts: five requests arriving within a few milliseconds would otherwise divide by
+    almost nothing (hundreds of "good requests per second"); a good request gets its first
+    token within its ttft_s, so the service was given at least that long to answer them."""
+    last = max((r.arrival_s for r in requests), default=0.0)
+    deadline = max((r.slo.ttft_s for r in requests), default=0.0)
+    return max(last, deadline) or 1.0
+
+
+def truncation(run: Run) -> str:
+    """"" for a run that finished its workload; else what stopped it and what it left undone.
+
+    Every summary of a run that stopped early says so in these words: its unfinished
+    requests count as failed (the worker records them so), but its token gaps and TPOT
+    describe only what ran, and can look healthy while nothing completed."""
+    if not run.aborted:
+        return ""
+    return (f"truncated: {run.aborted}; {len(run.unfinished)} of {len(run.requests)} requests "
+            f"unfinished, counted as failed")
 
 
 def mean_tpot_s(run: Run) -> float:
@@ -145,6 +165,17 @@ def summarize(run: Run, classes: tuple[str, ...], window_s: float, seed: int,
     return RunSummary(seed=seed, window_s=window_s, mean_tpot_s=mean_tpot_s(run),
                       classes=tuple(ClassSummary(cls=c, requests=sum(n.values()), **n)
                                     for c, n in counts.items()))
+
+
+def truncations(model: ModelSpec, design: Design, workload: WorkloadSpec,
+                seeds: tuple[int, ...]) -> dict[int, str]:
+    """seed -> truncation(run), for the seeds whose run stopped early (the runs are cached)."""
+    out = {}
+    for seed in seeds:
+        why = truncation(run_design(model, design, workload, seed)[1])
+        if why:
+            out[seed] = why
+    return out
 
 
 def summaries(model: ModelSpec, design: Design, workload: WorkloadSpec,

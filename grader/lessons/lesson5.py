@@ -39,7 +39,7 @@ from grader.engine.errors import InputError
 from grader.lessons import goodput, release_decisions, verdicts  # noqa: F401
 from grader.lessons.release_decisions import ReleaseProbe, mean_gain, settled
 from grader.lessons.verdicts import TOPICS, clear_of_edges, seconds, show_record, topic
-from grader.course.trials import Suite, Trial, hidden_suites, public_suites, run_design
+from grader.course.trials import Suite, Trial, hidden_suites, public_suites, run_design, window_of
 from grader.engine.secret import derive_seed
 from reference.shapes import RequestRecord, Slo
 
@@ -206,7 +206,7 @@ def goodput_cases(records: list[tuple[RequestRecord, Optional[Slo]]], suites: li
             requests, run = run_design(trial.model, trial.candidate, trial.workload, seed)
             idx = sorted(g.choice(len(run.requests), size=min(GOODPUT_SET, len(run.requests)), replace=False))
             recs = tuple(run.requests[int(i)] for i in idx)
-            window = max(r.arrival_s for r in requests)
+            window = window_of(requests)
             add(f"{trial.name} seed {seed}", recs, None, window, f"records of {trial.name}, seed {seed}")
     return cases
 
