@@ -20,7 +20,7 @@ from grader.engine.pipeline import grade_submission
 from grader.course.scenario import load_scenario
 from grader.engine.submission import load_submission
 from mutants import mutations, wrong_file
-from reference.policy import reference_policy
+from grader.engine.oracle import reference_policy
 from reference.solutions import lesson2 as reference_ledger
 from reference.workload import load_workload
 
@@ -112,10 +112,10 @@ def test_wrong_ledger_loses_where_it_is_wrong(name, where, tmp_path):
 
 def test_readme_feedback_example_is_what_the_grader_says(tmp_path):
     report = grade("lesson2", wrong_file("lesson2", "prompt_only", tmp_path), "check")
-    example = ("bursts: 14 broken promises, 0 over-commits; first, r21 reserved 33 pages, "
-               "needed 43 (prompt 515 + max_new 159 at 16 tokens/page = 43 pages, 0 prefix hits)")
-    assert example in feedback(report, "safety")
-    assert " ".join(example.split()) in " ".join(README.read_text().split())
+    # The README quotes the prompt-only ledger's safety feedback, in italics.
+    quoted = re.search(r"For the prompt-only ledger, for example: \*(.*?)\*", " ".join(README.read_text().split()))
+    assert quoted, "the README's feedback example is gone"
+    assert quoted.group(1) in feedback(report, "safety")
 
 
 # ---- other mistakes: graded by the property they break ----------------------------------
@@ -207,13 +207,14 @@ def test_hidden_cases_depend_on_the_secret_and_only_on_it():
     assert names == {"heavy-load", "long-outputs", "prefix-multiscope", "bursts", "never-fit"}
 
 
-def test_design_sheet_section_is_the_reference_ledgers_knobs():
+def test_design_sheet_section_holds_the_ledger_knobs_at_their_design_values():
     import inspect
+    from reference import knobs
     sheet = yaml.safe_load((ROOT / "assignments/lesson2/design_sheet.yaml").read_text())
     section = sheet["admission_ledger"]
-    knobs = {name: p.default for name, p in inspect.signature(reference_ledger.admit).parameters.items()
-             if p.kind is p.KEYWORD_ONLY}
-    assert section == {**knobs, "prefix_cache": True}
+    design = {name: p.default for name, p in inspect.signature(knobs.ledger_knobs).parameters.items()
+              if p.kind is p.KEYWORD_ONLY}
+    assert section == {**design, "prefix_cache": True}
     assert reference_policy(sheet).prefix_cache is True
 
 

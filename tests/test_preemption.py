@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.policy import reference_policy
+from grader.engine.oracle import reference_policy
 from reference.solutions.lesson1 import pages_for
 from reference.worker import simulate
 from reference.worker.engine import Worker

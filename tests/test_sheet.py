@@ -11,7 +11,7 @@ from grader.cli import main
 from grader.engine.layout import find_course
 from grader.course.sheet import (MAX_BYTES, SECTIONS, _known_path, load_sheet, policy_sheet, read_yaml,
                           validate_sheet)
-from reference.policy import reference_policy
+from grader.engine.oracle import reference_policy
 
 COURSE = find_course(str(ROOT))
 TEMPLATE = ROOT / "assignments" / "design_sheet.yaml"

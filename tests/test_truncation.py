@@ -23,7 +23,7 @@ from grader.course.bundle import write_bundle
 from grader.course.incident import demo_incident, judge_fix, reference_sheet
 from grader.course.trials import truncation, window_of
 from grader.engine.layout import find_course
-from reference.policy import reference_policy
+from grader.engine.oracle import reference_policy
 from reference.solutions import lesson5 as oracle
 from reference.worker import simulate
 from worker_helpers import LOOSE, machine, request

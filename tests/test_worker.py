@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reference.policy import reference_policy
+from grader.engine.oracle import reference_policy
 from reference.pool import PagePool
 from reference.records import VIOLATION_KINDS
 from reference.shapes import Admission, ChunkPlan, CostModel, Transition

@@ -32,8 +32,9 @@ import yaml
 from grader.engine.errors import InputError
 from grader.course.evidence import Tables
 from grader.course.incident import NEXT, PREVIOUS, RELEASE, Incident
+from grader.course import slo
+from grader.course.core import reference as reference_core
 from grader.course.trials import mean_tpot_s, truncation
-from reference.solutions import lesson5 as oracle
 
 MARKER = "incident.yaml"
 
@@ -124,16 +125,17 @@ def release_report(incident: Incident) -> dict:
     """The release gate re-run on the report seeds under R42's own release criteria."""
     criteria = incident.release["release_criteria"]
     averaged = criteria["qualification"]["token_deadline"] == "average_tpot"
-    qualify = partial(oracle.qualify, gaps="average") if averaged else oracle.qualify
+    core = reference_core()          # bundles are built in the course, where the reference is
+    qualify = partial(core.qualify, gaps="average") if averaged else core.qualify
     rule = type(incident.rule)(**criteria["rule"])
     runs = {name: incident.replay(sheet, incident.report_seeds, qualify=qualify, name=name)
             for name, sheet in ((PREVIOUS, incident.baseline), (RELEASE, incident.release))}
-    decision = oracle.decide_release(runs[PREVIOUS].summaries, runs[RELEASE].summaries, rule)
+    decision = core.decide(runs[PREVIOUS].summaries, runs[RELEASE].summaries, rule)
     classes = {}
     for c in incident.scenario.workload.classes:
         classes[c.name] = {}
         for name, r in runs.items():
-            att = oracle.attainment(r.summaries, c.name)
+            att = slo.attainment(r.summaries, c.name)
             classes[c.name][name] = None if att is None else round(att, 4)
     truncated = {n: {s.seed: truncation(run) for s, (_, run) in zip(r.summaries, r.runs) if run.aborted}
                  for n, r in runs.items()}
@@ -141,7 +143,7 @@ def release_report(incident: Incident) -> dict:
         "release": RELEASE, "previous": PREVIOUS, "seeds": list(incident.report_seeds),
         "token_deadline": criteria["qualification"]["token_deadline"], "rule": dict(criteria["rule"]),
         "attainment": classes,
-        "goodput_rps": {n: round(sum(oracle.run_goodput(s) for s in r.summaries) / len(r.summaries), 4)
+        "goodput_rps": {n: round(sum(slo.run_goodput(s) for s in r.summaries) / len(r.summaries), 4)
                         for n, r in runs.items()},
         "mean_tpot_ms": {n: round(sum(s.mean_tpot_s for s in r.summaries) / len(r.summaries) * 1000, 2)
                          for n, r in runs.items()},

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from grader.course.plots import Bars, Panel, Plot
-from reference.solutions import lesson5 as oracle
+from grader.course import slo
 
 
 def release_plot(sides: Mapping[str, tuple], decision=None) -> Plot:
@@ -19,7 +19,7 @@ def release_plot(sides: Mapping[str, tuple], decision=None) -> Plot:
     seeds = figs[names[0]]["seeds"]
     goodput = Panel("goodput on each paired seed\n(good requests / s)", bars=Bars(
         tuple(f"seed {s}" for s in seeds),
-        tuple((n, tuple(round(oracle.run_goodput(x), 4) for x in replays[n].summaries)) for n in names),
+        tuple((n, tuple(round(slo.run_goodput(x), 4) for x in replays[n].summaries)) for n in names),
         fmt=".2f"), notes=tuple(f"{n}: mean {figs[n]['goodput_rps']:.3f} req/s, completed "
                                 f"{figs[n]['completed']} of {figs[n]['requests']}, p99 largest gap "
                                 f"{figs[n]['p99_largest_gap_ms']:.0f} ms" for n in names))

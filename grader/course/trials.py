@@ -22,28 +22,29 @@ A *suite* file is a scenario file (grader.course.scenario) with a few more keys:
       class: {worker: a80, sheet: {chunk_rule: {gap_budget_s: 0.3}}}   # sheet: merged in
     expect: {gain: ship, ...}   # what a correct release rule decides for each kind
 
-Design sheets may carry one section beyond reference.policy's: ``load_shedding:
+A design's knobs distort a correct core (grader.course.core): the reference's in the
+course. Design sheets may carry one section beyond the lessons': ``load_shedding:
 {max_prompt_tokens: N}`` rejects at arrival every request whose prompt is longer (the
-candidate that buys goodput with rejections).
+candidate that buys goodput with rejections; reference.knobs).
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, fields
-from functools import partial
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from grader.engine.codec import persistent
 from grader.engine.cases import digest_of
 from grader.engine.errors import InputError
 from grader.engine.layout import FAMILIES, read_yaml
+from grader.course.core import Core
+from grader.course.core import reference as reference_core
 from grader.course.scenario import Scenario, course_machines, hidden_scenarios, load_scenario
-from reference.policy import Policy, reference_policy
+from reference.knobs import with_knobs
 from reference.records import Run
 from reference.shapes import (QUALIFICATIONS, RELEASE_DECISIONS, ClassSummary, ModelSpec,
-                              ReleaseRule, RequestView, RunSummary, Verdict, WorkerSpec)
-from reference.solutions import lesson5 as oracle
+                              ReleaseRule, RunSummary, WorkerSpec)
 from reference.specs import SpecError, worker_from
 from reference.workload import WorkloadSpec, generate, to_mapping
 from reference.worker import simulate
@@ -52,23 +53,6 @@ KINDS = ("gain", "noise", "rejections", "class", "stalls")
 
 
 # ---- designs ---------------------------------------------------------------------------
-def _shed(inner, max_prompt_tokens: int, request: RequestView, model, worker) -> Verdict:
-    if request.prompt_tokens > max_prompt_tokens:
-        return Verdict(False, "load_shedding")
-    return inner(request, model, worker)
-
-
-def design_policy(sheet: Mapping) -> Policy:
-    """reference_policy(sheet), with the load_shedding section applied on top."""
-    sheet = dict(sheet or {})
-    shedding = dict(sheet.pop("load_shedding", None) or {})
-    policy = reference_policy(sheet)
-    if "max_prompt_tokens" in shedding:
-        policy = policy.with_(check_contract=partial(_shed, policy.check_contract,
-                                                     int(shedding["max_prompt_tokens"])))
-    return policy
-
-
 @persistent
 @dataclass(frozen=True)
 class Design:
@@ -99,9 +83,9 @@ class Trial:
                 "baseline": self.baseline.identity(), "candidate": self.candidate.identity(),
                 "rule": self.rule}
 
-    def runs(self) -> tuple[tuple[RunSummary, ...], tuple[RunSummary, ...]]:
-        return (summaries(self.model, self.baseline, self.workload, self.seeds),
-                summaries(self.model, self.candidate, self.workload, self.seeds))
+    def runs(self, core: Core | None = None) -> tuple[tuple[RunSummary, ...], tuple[RunSummary, ...]]:
+        return (summaries(self.model, self.baseline, self.workload, self.seeds, core),
+                summaries(self.model, self.candidate, self.workload, self.seeds, core))
 
 
 # ---- runs and summaries ---------------------------------------------------------------------
@@ -109,15 +93,18 @@ _RUNS: OrderedDict = OrderedDict()   # the worker is deterministic: one run per 
 _KEEP = 256
 
 
-def run_design(model: ModelSpec, design: Design, workload: WorkloadSpec, seed: int):
-    """(requests, Run) of one design on one seed; cached, since every submission reads the same."""
+def run_design(model: ModelSpec, design: Design, workload: WorkloadSpec, seed: int,
+               core: Core | None = None):
+    """(requests, Run) of one design on one seed, on ``core`` (default: the reference's);
+    cached, since every submission reads the same."""
+    core = core or reference_core()
     key = digest_of({"model": model, "design": design.identity(), "workload": to_mapping(workload),
-                     "seed": seed})
+                     "seed": seed, "core": core.identity})
     if key in _RUNS:
         _RUNS.move_to_end(key)
         return _RUNS[key]
     requests = generate(workload, seed)
-    result = (requests, simulate(model, design.worker, design_policy(design.sheet), requests))
+    result = (requests, simulate(model, design.worker, with_knobs(core.policy, design.sheet), requests))
     _RUNS[key] = result
     while len(_RUNS) > _KEEP:
         _RUNS.popitem(last=False)
@@ -157,8 +144,8 @@ def mean_tpot_s(run: Run) -> float:
 
 
 def summarize(run: Run, classes: tuple[str, ...], window_s: float, seed: int,
-              qualify=oracle.qualify) -> RunSummary:
-    """``qualify`` is the oracle's; lesson 6 also counts as a gate that averages TPOT would."""
+              qualify: Callable) -> RunSummary:
+    """``qualify`` is the core's; lesson 6 also counts as a gate that averages TPOT would."""
     counts = {c: dict.fromkeys(QUALIFICATIONS, 0) for c in classes}
     for r in run.requests:
         counts.setdefault(r.cls, dict.fromkeys(QUALIFICATIONS, 0))[qualify(r)] += 1
@@ -179,12 +166,13 @@ def truncations(model: ModelSpec, design: Design, workload: WorkloadSpec,
 
 
 def summaries(model: ModelSpec, design: Design, workload: WorkloadSpec,
-              seeds: tuple[int, ...]) -> tuple[RunSummary, ...]:
+              seeds: tuple[int, ...], core: Core | None = None) -> tuple[RunSummary, ...]:
+    core = core or reference_core()
     classes = tuple(c.name for c in workload.classes)
     out = []
     for seed in seeds:
-        requests, run = run_design(model, design, workload, seed)
-        out.append(summarize(run, classes, window_of(requests), seed))
+        requests, run = run_design(model, design, workload, seed, core)
+        out.append(summarize(run, classes, window_of(requests), seed, core.qualify))
     return tuple(out)
 
 

@@ -15,7 +15,7 @@ Cases:
 
 Public cases come from assignments/lesson5/public/ (records.yaml and the release suite);
 hidden ones are drawn from the instructor secret: edge records with fresh numbers, records
-of hidden suite runs, and the hidden suites of grader/families/lesson5.yaml. A hidden
+of hidden suite runs, and the hidden suites of grader/instructor/families/lesson5.yaml. A hidden
 release case is kept only when the oracle's decision is the one its kind expects, stays the
 same under every correct reading of the rule (sample or population deviation, pooled or
 per-run shares, each threshold 10% either way) and differs from the decision of the mistake
@@ -43,6 +43,8 @@ from grader.course.trials import Suite, Trial, hidden_suites, public_suites, run
 from grader.engine.secret import derive_seed
 from reference.shapes import RequestRecord, Slo
 
+# The public cases are made of the reference's runs and verdicts: recorded in the learner edition.
+PUBLIC_CASES_NEED = ("lesson1", "lesson2", "lesson3", "lesson4", "lesson5")
 REAL_PER_TOPIC = {"deadlines": 24, "gaps": 16, "cancels": 16, "outcomes": 10}
 GOODPUT_SET = 30         # records in a goodput probe cut from a real run
 

@@ -92,6 +92,7 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         self.inflight = None                     # (index, end_s, chunk live, chunk tokens)
         self.orphans: set[int] = set()           # pages the in-flight step pins but nobody holds
         self.freed_pinned: dict[int, tuple] = {} # page -> (request id, released at) while pinned
+        self.true_keys: dict[tuple, int] = {}   # the ground-truth prefix keys (no prefix_key policy)
         self.origin: dict[int, tuple] = {}       # published page -> (scope, live, block index)
         self.prefix_hits = 0
         self.retry = False

@@ -17,10 +17,10 @@ from __future__ import annotations
 import math
 import statistics
 
-from grader.engine.errors import InputError
 from grader.course.experiments import experiment
 from grader.course.experiments.common import Column, Knob, Line, Mark, Outcome, Panel, Plot, Table
 from grader.course.trials import KINDS, Design, Trial, public_suites, summaries, truncations
+from grader.engine.errors import InputError
 from reference.shapes import ReleaseRule, RunSummary
 from reference.solutions import lesson5 as reference
 from reference.workload import with_overrides

@@ -21,11 +21,21 @@ from dataclasses import replace
 import numpy as np
 
 from grader.course.experiments import experiment
-from grader.course.experiments.common import (Column, Knob, Line, Outcome, Panel, Plot, Table,
-                                       percentile, token_gaps, ttfts)
+from grader.course.experiments.common import (
+    Column,
+    Knob,
+    Line,
+    Outcome,
+    Panel,
+    Plot,
+    Table,
+    percentile,
+    token_gaps,
+    ttfts,
+)
 from grader.course.scenario import course_machines
 from grader.course.trials import truncation
-from reference.policy import reference_policy
+from grader.engine.oracle import lesson_policy, reference_decisions
 from reference.request import Request
 from reference.shapes import CostModel, ModelSpec, Slo, WorkerSpec
 from reference.sizing import Geometry
@@ -165,7 +175,7 @@ def prefill_deadline(s: dict, course) -> Outcome:
     variants += [(name, None, {"rule": name}) for name in s["rules"]]
     rows, runs = [], {}
     for label, chunk, rule in variants:
-        run = simulate(model, worker, reference_policy(_sheet(s, **rule)), reqs)
+        run = simulate(model, worker, lesson_policy(reference_decisions("lesson3"), _sheet(s, **rule)), reqs)
         runs[label] = run
         row = {"rule": label, "chunk": chunk, **measure(run, start, s["budget"])}
         if run.aborted:

@@ -27,13 +27,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from grader.engine.errors import InputError
 from grader.course.experiments import experiment
 from grader.course.experiments.common import (Bars, Column, Knob, Outcome, Panel, Plot, Table,
                                               percentile)
 from grader.course.scenario import load_scenario
 from grader.course.trials import truncation
-from reference.policy import reference_policy
+from grader.engine.errors import InputError
+from grader.engine.oracle import lesson_policy, reference_decisions
 from reference.records import Run
 from reference.request import Request
 from reference.shapes import Slo
@@ -201,7 +201,7 @@ def prefix_ownership(s: dict, course) -> Outcome:
     pt = base.worker.page_tokens
 
     def add(label: str, scenario, changes: dict, cancel: float) -> None:
-        policy = reference_policy({**scenario.sheet, "cancellation": changes})
+        policy = lesson_policy(reference_decisions("lesson4"), {**scenario.sheet, "cancellation": changes})
         run = simulate(scenario.model, scenario.worker, policy, requests(scenario, s["repeat"]))
         runs[label] = run
         rows.append({"variant": label, "cancel_pct": round(cancel * 100), **measure(run, pt),
@@ -211,7 +211,7 @@ def prefix_ownership(s: dict, course) -> Outcome:
 
     def probe(label: str, changes: dict) -> None:
         """The row's run again with the probes after its end: what a prober measures."""
-        policy = reference_policy({**base.sheet, "cancellation": changes})
+        policy = lesson_policy(reference_decisions("lesson4"), {**base.sheet, "cancellation": changes})
         extra = probes(base, runs[label].end_s + 1.0)
         run = simulate(base.model, base.worker, policy, requests(base, s["repeat"]) + extra)
         t = probed[label] = probe_ttfts_ms(run)
