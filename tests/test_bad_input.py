@@ -135,6 +135,28 @@ def test_a_broken_public_file_of_any_lesson_is_one_line_naming_it(course, capsys
                                               ROOT / "reference" / "solutions" / f"{lesson}.py")
 
 
+@pytest.mark.parametrize("file, old, new, says", [
+    ("demo.incident.yaml", "seed: 6\n", "", "line 5: seed: missing key (required)"),
+    ("demo.incident.yaml", "evidence_seed: 24", "evidence_seed: soon", "line 9: evidence_seed: expected an integer; got a string 'soon'"),
+    ("demo.incident.yaml", "faults: [stall_hidden, inactive_free]", "faults:", "line 7: faults: expected a list; got nothing"),
+    ("baseline.sheet.yaml", "  rule: budget\n", "  rule: fast\n", "line 26: chunk_rule.rule: expected one of"),
+])
+def test_a_broken_lesson6_incident_file_speaks_yaml(course, capsys, tmp_path, file, old, new, says):
+    path = course / "assignments" / "lesson6" / "public" / file
+    edit(path, old, new)
+    err = refused(capsys, "--course", course, "incident", "--demo", "--out", tmp_path / "demo")
+    assert f"{path}: " in err and says in err, err
+    assert "NoneType" not in err and "KeyError" not in err
+
+
+@pytest.mark.parametrize("args", [["incident", "--demo", "--out"], ["release", "--out"]])
+def test_an_unwritable_out_folder_is_one_line_naming_it(tmp_path, capsys, args):
+    blocker = tmp_path / "a-file"          # a file where a folder should be: unwritable even for root
+    blocker.write_text("")
+    target = blocker / "out"
+    assert refused(capsys, *args, target).startswith(f"grader: {target}: cannot write")
+
+
 def test_deeply_nested_workload(course, capsys):
     workload = course / "assignments" / "lesson2" / "public" / "bursts.yaml"
     workload.write_text("name: " + "[" * 2000 + "]" * 2000 + "\n")

@@ -129,6 +129,24 @@ def test_nbgrader_missing_is_an_input_error(tmp_path, url, monkeypatch):
         export_nbgrader(book, str(tmp_path / "x.db"))
 
 
+@pytest.mark.parametrize("args, out", [
+    (["export", "--format", "csv"], "grades.csv"),
+    (["export", "--format", "nbgrader"], "nb/gradebook.db"),
+    (["feedback"], "feedback"),
+    (["report", "lesson1"], "report"),
+])
+def test_an_unwritable_out_is_one_line_naming_it(url, tmp_path, capsys, args, out):
+    from grader.cli import main
+    blocker = tmp_path / "a-file"          # a file where a folder should be: unwritable even for root
+    blocker.write_text("")
+    target = blocker / out
+    code = main([*args, "--gradebook", url, "--out", str(target)])
+    printed, err = capsys.readouterr()
+    assert code == 2 and printed == "", (code, printed, err)
+    assert err.startswith(f"grader: {target}: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize("fmt", ["md", "html"])
 def test_feedback_files_one_per_student(url, stored, tmp_path, fmt):
     p = cli("feedback", "--gradebook", url, "--out", str(tmp_path / "fb"), "--format", fmt)
