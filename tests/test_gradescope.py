@@ -278,6 +278,22 @@ def test_hidden_only_criteria_are_shown_after_grades_are_published(lesson1_zip, 
                                                             "published later)")
 
 
+def test_only_public_feedback_is_shown_at_once():
+    # A report whose "both" criterion carries no public feedback (made before it existed):
+    # its full feedback names a hidden case, so it waits for publishing.
+    from grader.engine.report import CriterionResult, Report
+    from grader.instructor.gradescope.results import from_report
+    told = "1 of 9 wrong; first, hidden case 3f2a: returned 7"
+    crit = [CriterionResult("a", "A", 0.0, 2.0, False, told, "both"),
+            CriterionResult("b", "B", 0.0, 2.0, False, told, "both", public_feedback="0 of 4 wrong (public cases)"),
+            CriterionResult("c", "C", 2.0, 2.0, True, "", "public")]
+    report = Report("lesson1", "T", "grade", "x.py", "0" * 64, 1, tuple(crit), (), "bwrap", "0", 0.1)
+    tests = {t["name"][0]: t for t in from_report(report, graded="x.py", build={"course_digest": "d" * 64})["tests"]}
+    assert (tests["a"]["visibility"], tests["a"]["output"]) == ("after_published", told)
+    assert (tests["b"]["visibility"], tests["b"]["output"]) == ("visible", "0 of 4 wrong (public cases)")
+    assert (tests["c"]["visibility"], tests["c"]["output"]) == ("visible", "")
+
+
 def test_the_grader_that_runs_is_the_zips_own_copy(lesson1_zip, tmp_path):
     root = unpack(lesson1_zip, tmp_path / "autograder")
     init = root / "source" / "course" / "grader" / "__init__.py"

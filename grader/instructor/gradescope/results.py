@@ -49,8 +49,10 @@ def from_report(report: Report, *, graded: str, build: dict, notes: tuple[str, .
     notes = tuple(notes) + tuple(report.notes)
     tests = []
     for n, c in enumerate(report.criteria, 1):
-        early = c.public_feedback or c.feedback
-        if c.visibility == "hidden" or early == HIDDEN_LATER:
+        # Only the public feedback is shown at once: a criterion without one (a report
+        # made before it existed, or nothing measured on public cases) waits for publishing.
+        early = c.public_feedback
+        if c.visibility == "hidden" or early == HIDDEN_LATER or (not early and c.feedback):
             tests.append(_test(n, c.id, c.title, c.score, c.max_score, c.passed, c.feedback, "hidden"))
         else:
             tests.append(_test(n, c.id, c.title, c.score, c.max_score, c.passed, early, c.visibility))
