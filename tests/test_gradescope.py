@@ -175,7 +175,9 @@ def test_building_refuses_bad_input_in_one_line(tmp_path, secret_file):
     zip_path = str(tmp_path / "x.zip")
     for args, says in [(("lesson9", "--secret-file", str(secret_file), "--out", zip_path), "no such lesson"),
                        (("lesson1", "--secret-file", str(empty), "--out", zip_path), "empty"),
-                       (("lesson1", "--secret-file", str(secret_file), "--out", str(tmp_path)), "is a folder")]:
+                       (("lesson1", "--secret-file", str(secret_file), "--out", str(tmp_path)), "is a folder"),
+                       (("lesson1", "--secret-file", str(secret_file), "--out", str(empty / "x.zip")),
+                        f"{empty} is a file, not a folder")]:
         code, out, err = run_grader("gradescope", *args)
         assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "x.zip").exists()

@@ -157,5 +157,9 @@ def build_autograder(course: Course, lesson: str, secret_file: str, out: Path, *
             f.write(buffer.getvalue())
         os.replace(tmp, out)
     except OSError as e:
-        raise InputError(str(out), f"cannot write the autograder zip: {e.strerror or e}") from None
+        # mkdir of a folder that is a file says "File exists": name what is in the way.
+        blocker = next((p for p in out.parents if p.exists()), None)
+        why = (f"{blocker} is a file, not a folder" if blocker is not None and not blocker.is_dir()
+               else e.strerror or e)
+        raise InputError(str(out), f"cannot write the autograder zip: {why}") from None
     return Built(out, lesson, len(entries), len(buffer.getvalue()), digest, requirements)
