@@ -38,6 +38,20 @@ INSTRUCTOR_EXAMPLES = ("grader grade", "grader export", "grader release", "grade
                        "grader incident")
 
 
+EXPERIMENTS_LISTED = "{experiments}"
+
+
+class _ExperimentHelp(argparse.RawDescriptionHelpFormatter):
+    """Lists every experiment and its settings, read from the experiments only when help is
+    shown: building the parser stays instant."""
+
+    def add_text(self, text):
+        if text and EXPERIMENTS_LISTED in text:
+            from grader.course.experiments import listing
+            text = text.replace(EXPERIMENTS_LISTED, listing())
+        super().add_text(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     learner = learner_edition() is not None
     examples = "\n".join(l for l in EXAMPLES.splitlines()
@@ -62,11 +76,15 @@ def _parser() -> argparse.ArgumentParser:
         _instructor_commands(sub)
     _sheet_commands(sub)
 
-    e = sub.add_parser("experiment", help="run a course experiment on the reference worker (seconds)",
-                       epilog="example: grader experiment prefill-deadline --set prompt=16384 "
-                              "--plot deadline.png",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    e = sub.add_parser("experiment", help="run a course experiment on the worker (seconds)",
+                       epilog=EXPERIMENTS_LISTED + "\n\nexamples:\n  grader experiment prefill-deadline "
+                              "--set prompt=16384 --plot deadline.png\n  grader experiment goodput "
+                              "--submission assignments/lesson5/exercise.py",
+                       formatter_class=_ExperimentHelp)
     e.add_argument("name", help="the experiment, e.g. prefill-deadline")
+    e.add_argument("--submission", help="the exercise file whose functions it plugs in (default: "
+                   + ("assignments/LESSON/exercise.py of the experiment's lesson" if learner else
+                      "the reference's; the learner edition: assignments/LESSON/exercise.py") + ")")
     e.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="change one constraint (repeatable); unknown keys list the known ones")
     e.add_argument("--plot", metavar="FILE.png", help="also draw the result into a PNG file")
@@ -187,7 +205,7 @@ def _experiment(args, course) -> int:
     from grader.course import experiments
     from grader.course.experiments.common import plot_path, save_plot
     path = plot_path(args.plot) if args.plot else None
-    outcome = experiments.run(args.name, args.settings, course)
+    outcome = experiments.run(args.name, args.settings, course, args.submission)
     plot = str(save_plot(outcome.plot, path)) if path and outcome.plot else None
     if args.json:
         print(json.dumps({**outcome.to_dict(), "plot": plot}, sort_keys=True))
