@@ -22,7 +22,7 @@ import statistics
 from grader.course.experiments import experiment
 from grader.course.experiments.common import Column, Knob, Line, Mark, Outcome, Panel, Plot, Table
 from grader.course.experiments.plugged import REFERENCE_PREFIX as REFERENCE
-from grader.course.experiments.plugged import Side, Sides, reference_rows
+from grader.course.experiments.plugged import Side, Sides
 from grader.course.slo import attainment, rejected_share, run_goodput
 from grader.course.trials import KINDS, Design, Trial, public_suites, summaries, truncations
 from grader.engine.errors import InputError
@@ -120,9 +120,8 @@ def goodput_sweep(s: dict, course, sides: Sides) -> Outcome:
     some, designs, seeds = _setup(s, course)
     classes = tuple(c.name for c in some.workload.classes)
     labels = tuple(d.name for d in designs)
-    mine, ref = sides.mine(_measure(s, course)), sides.reference(_measure(s, course))
-    rows = (mine["rows"] if mine else sides.not_implemented("design", labels)) + reference_rows(ref, "design")
-    notes = (mine or {}).get("notes", []) + [REFERENCE + n for n in (ref or {}).get("notes", [])]
+    both = sides.both(_measure(s, course), "design", labels)
+    rows, notes = both.rows, list(both.notes)
     columns = (Column("rate", "rate\n/s", "g"), Column("design", "design"),
                Column("goodput", "goodput\n/s", ".2f"), Column("band", "+-\nband", ".2f"),
                *(Column(f"att_{c}", f"{c}", ".1%") for c in classes),
@@ -133,11 +132,11 @@ def goodput_sweep(s: dict, course, sides: Sides) -> Outcome:
                     f"+-band: {s['noise_k']:g} standard errors over the seeds (of each design's goodput, "
                     "and of the paired differences); mean TPOT: the dashboard's mean time per output "
                     "token in ms, not an SLO")
-    notes += sides.notes(labels, ref)
-    groups = [[n for n in labels] if mine else [], [REFERENCE + n for n in labels] if ref else []]
+    notes += both.sources
+    groups = ([list(labels)] if both.mine else []) + ([[REFERENCE + n for n in labels]] if both.reference else [])
     return Outcome("goodput", "goodput and SLO attainment against the request rate, baseline and candidates",
                    dict(s), Table(columns, tuple(rows), keys=2),
-                   _plot([r for r in rows if not r.get("missing")], [g for g in groups if g], classes,
+                   _plot([r for r in rows if not r.get("missing")], groups, classes,
                          _rule(s), len(seeds), tuple(n for n in notes if "truncated: " in n)),
                    tuple(notes))
 

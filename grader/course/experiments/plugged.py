@@ -33,6 +33,7 @@ from grader.engine.cases import digest_of
 from grader.engine.errors import InputError
 from grader.engine.oracle import (LESSON_DECISIONS, OracleMissing, has_solution, recorded,
                                   reference_decisions)
+from grader.engine.oracle import reference_core as reference_decisions_core
 
 NEEDS = {"lesson3": ("lesson3",), "lesson4": ("lesson4",),
          "lesson5": ("lesson1", "lesson2", "lesson3", "lesson4", "lesson5")}
@@ -79,8 +80,7 @@ def plugged(course, lesson: str, submission: str | None = None) -> Iterator[Plug
         if lesson == "lesson5":
             if all(has_solution(n) for n in NEEDS[lesson][:-1]):
                 mine = open_lesson(stack, lesson, path)
-                base = reference_core()
-                core = Core(f"{base.identity}+{mine.digest}", base.policy, *mine.gate,
+                core = Core(f"reference-decisions+{mine.digest}", reference_decisions_core(), *mine.gate,
                             note=f"the reference's lessons 1 to 4, {path}'s lesson 5") if mine.gate else None
                 notes = (mine.note,) if mine.note else ()
             else:
@@ -131,6 +131,19 @@ class Sides:
         where this edition holds no record of it for these settings)."""
         return None if self.plugged.reference else self._reference(measure)
 
+    def both(self, measure: Callable[[Core], Side], key: str, labels: tuple[str, ...]) -> "Both":
+        """The plugged-in core's rows (or rows that say it is not implemented, one per label)
+        and the reference's beside them, their extras and notes merged, the reference's
+        named as the reference's."""
+        mine, ref = self.mine(measure), self.reference(measure)
+        rows = (mine["rows"] if mine else self.not_implemented(key, labels)) + reference_rows(ref, key)
+        extras: dict[str, dict] = {}
+        for prefix, side in (("", mine), (REFERENCE_PREFIX, ref)):
+            for name, table in (side or {}).get("extras", {}).items():
+                extras.setdefault(name, {}).update({prefix + k: v for k, v in table.items()})
+        notes = (mine or {}).get("notes", []) + [REFERENCE_PREFIX + n for n in (ref or {}).get("notes", [])]
+        return Both(rows, extras, notes, self.notes(labels, ref), mine is not None, ref is not None)
+
     def not_implemented(self, key: str, labels: tuple[str, ...]) -> list[dict]:
         """Rows that say the plugged-in functions are not written: only their label is filled."""
         return [{key: f"{label}: not implemented", "missing": True} for label in labels]
@@ -157,6 +170,16 @@ class Sides:
                     + ("" if has_solution(self.plugged.lesson) else ", recorded when this edition was built")]
         return ["the reference's rows are not available for these settings: this edition recorded "
                 "them at the experiment's default settings only"]
+
+
+@dataclass(frozen=True)
+class Both:
+    rows: list[dict]                # the plugged-in core's (or not implemented), then the reference's
+    extras: dict[str, dict]         # what each side's plot needs, by row label
+    notes: list[str]                # what each side's runs say (a truncation, a decision's reasons)
+    sources: list[str]              # where each side's rows come from, in words
+    mine: bool                      # the plugged-in core's rows are there
+    reference: bool                 # the reference's rows are there beside a learner's
 
 
 def reference_rows(side: Optional[Side], key: str) -> list[dict]:

@@ -39,8 +39,7 @@ from grader.course.experiments.common import (
     ttfts,
 )
 from grader.course.scenario import course_machines
-from grader.course.experiments.plugged import REFERENCE_PREFIX as REFERENCE
-from grader.course.experiments.plugged import Side, Sides, reference_rows
+from grader.course.experiments.plugged import Side, Sides
 from grader.course.trials import truncation
 from reference.baselines import baseline_policy
 from reference.knobs import with_knobs
@@ -205,6 +204,7 @@ def _fixed(s: dict, course, core) -> Side:
 
 
 def _rules(s: dict, course):
+    """core -> its Side: the core as it is ("budget") and under the per-token-only knob."""
     return lambda core: _rows(core.policy, [(name, None, {"rule": name}) for name in s["rules"]], s, course)
 
 
@@ -214,20 +214,17 @@ def prefill_deadline(s: dict, course, sides: Sides) -> Outcome:
     model, worker = _machine(s, course)
     _, start, notes = workload(s, model, worker)
     fixed = _fixed(s, course, sides.plugged.core)
-    mine = sides.mine(_rules(s, course)) if s["rules"] else {"rows": [], "extras": {}, "notes": []}
-    ref = sides.reference(_rules(s, course)) if s["rules"] else None
-    rows = fixed["rows"] + (mine["rows"] if mine else sides.not_implemented("rule", s["rules"]))
-    rows += reference_rows(ref, "rule")
-    along = {**fixed["extras"]["along"], **((mine or {}).get("extras", {}).get("along", {})),
-             **{REFERENCE + k: v for k, v in (ref or {}).get("extras", {}).get("along", {}).items()}}
-    notes += fixed["notes"] + (mine or {}).get("notes", []) + [REFERENCE + n for n in (ref or {}).get("notes", [])]
+    rules = sides.both(_rules(s, course), "rule", tuple(s["rules"]))
+    rows = fixed["rows"] + (rules.rows if s["rules"] else [])
+    along = {**fixed["extras"]["along"], **rules.extras.get("along", {})}
+    notes += fixed["notes"] + rules.notes
     batch_step = worker.cost.step_time((s["decode_context"],) * s["decode_batch"])
     notes.insert(0, f"{s['decode_batch']} decoding from t=0 (decode-only step {batch_step * 1000:.1f} ms "
                     f"at their starting context); {s['prompts']} prompts of {s['prompt']} tokens every "
                     f"{s['interval']:g} s from t={start:.2f} s; gaps and TTFT measured from then until "
                     "the last prompt's first token; first miss: where in its long prompt the chunk of the first step "
                     "over the budget started (a chunk's attention cost grows with the tokens before it)")
-    notes += sides.notes(tuple(s["rules"]), ref) if s["rules"] else []
+    notes += rules.sources if s["rules"] else []
     return Outcome("prefill-deadline", "chunk size against the token-gap budget and TTFT", dict(s),
                    Table(COLUMNS, tuple(rows)), _plot(rows, along, s, notes), tuple(notes))
 

@@ -30,8 +30,7 @@ import numpy as np
 from grader.course.experiments import experiment
 from grader.course.experiments.common import (Bars, Column, Knob, Outcome, Panel, Plot, Table,
                                               percentile)
-from grader.course.experiments.plugged import REFERENCE_PREFIX as REFERENCE
-from grader.course.experiments.plugged import Side, Sides, reference_rows
+from grader.course.experiments.plugged import Side, Sides
 from grader.course.scenario import load_scenario
 from grader.course.trials import truncation
 from grader.engine.errors import InputError
@@ -248,11 +247,8 @@ def prefix_ownership(s: dict, course, sides: Sides) -> Outcome:
         raise InputError("--set", "cancel is a share in 0..1; cancel_rates and repeat are percents in 0..100")
     base = _scenario(s, course, s["cancel"])
     pt = base.worker.page_tokens
-    mine, ref = sides.mine(_measure(s, course)), sides.reference(_measure(s, course))
-    rows = (mine["rows"] if mine else sides.not_implemented("variant", _labels(s))) + reference_rows(ref, "variant")
-    probed = {**(mine or {}).get("extras", {}).get("probed", {}),
-              **{REFERENCE + k: v for k, v in (ref or {}).get("extras", {}).get("probed", {}).items()}}
-    stopped = (mine or {}).get("notes", []) + [REFERENCE + n for n in (ref or {}).get("notes", [])]
+    both = sides.both(_measure(s, course), "variant", _labels(s))
+    rows, probed, stopped = both.rows, both.extras.get("probed", {}), both.notes
     n = len(next(iter(probed.values()))["right"]) if probed else 0
     notes = (f"{base.workload.requests} requests in 3 tenants sharing system-prompt text, "
              f"{s['rate']:g}/s in bursts, {s['repeat']}% of prompts repeating their first block, chunks "
@@ -275,7 +271,7 @@ def prefix_ownership(s: dict, course, sides: Sides) -> Outcome:
              "mean TTFT minus the right ones'. Where it is above 0 the prober learns the other "
              "tenant's prompt" + ("" if "no_scope" in s["variants"] else
                                   "; add the no_scope variant to see it open"),
-             *sides.notes(_labels(s), ref), *stopped)
+             *both.sources, *stopped)
     return Outcome("prefix-ownership", "release, prefix keys and publishing under cancellation",
                    dict(s), Table(COLUMNS, tuple(rows)), _plot(rows, probed, s, stopped), notes)
 
