@@ -144,3 +144,37 @@ def test_help_lists_every_experiment_and_setting():
         for knob in exp.knobs:
             assert f"{knob.name}=" in text, (name, knob.name)
     assert "--submission" in out
+
+
+def test_the_reference_rows_come_from_the_record_for_the_recorded_settings_only(monkeypatch):
+    """As in the learner edition: the reference's rows recorded at some settings are shown at
+    those settings; at others, or once a course file they read changed, a note says they
+    are not available, and the learner's rows stand alone."""
+    from grader.course.experiments import plugged
+    from grader.engine import oracle
+    settings = SMALL["prefill-deadline"]
+    with oracle.recording() as record:
+        want = plain_rows(experiments.run("prefill-deadline", settings, COURSE))
+    assert list(record) == ["figures-experiment-prefill-deadline"]
+    monkeypatch.setattr(plugged, "has_solution", lambda lesson: False)        # no solution here
+    monkeypatch.setattr(oracle, "_tables", dict(record))
+    path = str(SOLUTIONS / "lesson3.py")
+    outcome = experiments.run("prefill-deadline", settings, COURSE, submission=path)
+    mine, ref = split(plain_rows(outcome), "rule")
+    assert mine == want and ref == core_rows(want, "rule")
+    assert any("recorded when this edition was built" in n for n in outcome.notes)
+    other = experiments.run("prefill-deadline", settings + ["budget=0.08"], COURSE, submission=path)
+    assert not any(r.get("reference") for r in other.table.rows)
+    assert any("not available for these settings" in n for n in other.notes)
+    monkeypatch.setattr(plugged, "_inputs", lambda course, lesson: {"worker.yaml": "edited"})
+    edited = experiments.run("prefill-deadline", settings, COURSE, submission=path)
+    assert not any(r.get("reference") for r in edited.table.rows)
+
+
+def test_a_file_that_does_not_load_says_why(tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("def choose_chunk(ctx):\n    return (\n")
+    outcome = experiments.run("prefill-deadline", SMALL["prefill-deadline"], COURSE, submission=str(path))
+    assert [r["rule"] for r in outcome.table.rows if r.get("missing")] == [
+        "budget: not implemented", "per_token_only: not implemented"]
+    assert any(f"not implemented: {path} did not load (" in n for n in outcome.notes), outcome.notes

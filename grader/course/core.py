@@ -84,6 +84,7 @@ class Written:
     missing: tuple[str, ...]       # its functions that are not written (or did not load)
     note: str                      # what falls back and why; "" when everything is written
     log: object = None             # the CallLog of its sandboxed decisions
+    error: str = ""                # why the file did not load ("" when it did)
 
 
 def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
@@ -100,7 +101,8 @@ def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
     sandbox = stack.enter_context(Sandbox(sub.source, path.name, run_timeout_s=OWN_BUDGET_S))
     if sandbox.load_error:
         return Written(lesson, path, sub.digest, {}, None, names,
-                       f"{lesson}: {path} did not load ({sandbox.load_error}): the course baseline")
+                       f"{lesson}: {path} did not load ({sandbox.load_error}): the course baseline",
+                       error=sandbox.load_error)
     if n == 5:
         if _qualifies(sandbox):
             return Written(lesson, path, sub.digest, {}, _gate(sandbox), (), "")

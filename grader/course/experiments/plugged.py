@@ -51,6 +51,7 @@ class Plugged:
     reference: bool             # the core is the reference's own
     notes: tuple[str, ...] = () # what falls back to a baseline
     log: Any = None             # the CallLog of the file's sandboxed decisions
+    error: str = ""             # why the file did not load ("" when it did)
 
 
 def _lesson_core(lesson: str, identity: str, decisions: Mapping[str, Callable], note: str = "") -> Core:
@@ -82,16 +83,16 @@ def plugged(course, lesson: str, submission: str | None = None) -> Iterator[Plug
                 mine = open_lesson(stack, lesson, path)
                 core = Core(f"reference-decisions+{mine.digest}", reference_decisions_core(), *mine.gate,
                             note=f"the reference's lessons 1 to 4, {path}'s lesson 5") if mine.gate else None
-                notes = (mine.note,) if mine.note else ()
+                notes, error = ((mine.note,) if mine.note else ()), mine.error
             else:
                 own = stack.enter_context(own_core(course, {lesson: path}))
                 core = own if own.qualify is not None else None
-                notes = (f"decisions of lessons 1 to 4: {own.note}",)
-            yield Plugged(lesson, core, str(path), False, notes)
+                notes, error = (f"decisions of lessons 1 to 4: {own.note}",), ""
+            yield Plugged(lesson, core, str(path), False, notes, error=error)
             return
         mine = open_lesson(stack, lesson, path)
         core = _lesson_core(lesson, f"own-{lesson}:{mine.digest}", mine.decisions) if mine.decisions else None
-        yield Plugged(lesson, core, str(path), False, (mine.note,) if mine.note else (), mine.log)
+        yield Plugged(lesson, core, str(path), False, (mine.note,) if mine.note else (), mine.log, mine.error)
 
 
 def _inputs(course, lesson: str) -> dict[str, str]:
@@ -156,8 +157,9 @@ class Sides:
         names = ", ".join(FUNCTIONS[p.lesson])
         rows = ", ".join(labels)
         if p.core is None:
-            return [f"rows {rows}: not implemented: {names} of {p.source} not written yet (the stub "
-                    "raises NotImplementedError)"] + self._beside(reference)
+            why = (f"{p.source} did not load ({p.error})" if p.error else
+                   f"{names} of {p.source} not written yet (the stub raises NotImplementedError)")
+            return [f"rows {rows}: not implemented: {why}"] + self._beside(reference)
         out = [f"rows {rows}: your {names} from {p.source}", *p.notes]
         if p.log is not None and p.log.failures:
             out.append(f"your functions failed on some calls (the worker's safe fallback answered "
