@@ -44,7 +44,7 @@ from grader.engine.oracle import OracleMissing
 from grader.course.incident import (NEXT, PREVIOUS, RELEASE, Incident, fix_neighbourhood, incidents_key,
                                     judge_fix, practice_incidents, regression, student_incident)
 from grader.course.sheet import (POLICY_SECTIONS, Problem, get_path, read_yaml, schema_path, schema_problems,
-                          short, validate_sheet)
+                          short, validate_sheet, with_lines)
 
 SUBMISSION = "folder"
 FILES = ("diagnosis.yaml", "design_sheet.yaml")
@@ -72,7 +72,7 @@ def _read(files: dict, name: str, validate) -> tuple[Any, tuple[Problem, ...]]:
     if not problems and data is None:
         problems = [Problem("(file)", f"{name} is empty")]
     if not problems:
-        problems = validate(data)
+        problems = with_lines(files[name], validate(data))
     return (None, tuple(problems)) if problems else (data, ())
 
 
