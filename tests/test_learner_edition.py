@@ -316,5 +316,5 @@ def test_experiment_help_in_the_edition_lists_every_experiment_and_setting(relea
     text = " ".join(p.stdout.split())
     for name in experiments.names():
         assert f"{name} ({experiments.find(name).lesson})" in text
-        assert all(f"{k.name}=" in text for k in experiments.find(name).knobs)
+        assert all(f"{k.name} (default " in text for k in experiments.find(name).knobs)
     assert "assignments/LESSON/exercise.py of the experiment's lesson" in text
