@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+from array import array
 from collections import deque
 
 from reference.policy import Policy
@@ -34,7 +35,7 @@ from reference.worker.decisions import Decisions
 from reference.worker.lifecycle import Lifecycle
 from reference.worker.pages import PageBooks
 from reference.worker.prefix_cache import PrefixCache
-from reference.worker.recorder import Recorder
+from reference.worker.recorder import Recorder, StepColumns
 from reference.worker.sequence import Sequence
 from reference.worker.steps import Steps
 
@@ -88,7 +89,7 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         self.admissions = 0                      # admissions so far: the next one's admit_order
         self.context_sum = 0                     # summed context of decoders, before the next step
         self.decode_pages = 0
-        self.step_end: list[float] = []
+        self.step_end = array("d")              # step -> its end time, 8 bytes a step
         self.inflight = None                     # (index, end_s, chunk live, chunk tokens)
         self.orphans: set[int] = set()           # pages the in-flight step pins but nobody holds
         self.freed_pinned: dict[int, tuple] = {} # page -> (request id, released at) while pinned
@@ -97,8 +98,8 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         self.prefix_hits = 0
         self.retry = False
         self.violations: list[Violation] = []
-        self.step_rows: list[tuple] = []
-        self.series_rows: list[tuple] = []
+        self.step_rows: list[tuple] = []         # the latest steps' rows, until they spill
+        self.step_columns = StepColumns()        # every earlier row, held as columns
         self.table = self._read_table()
         # Transitions a sane machine ignores are skipped per request, keeping steps O(changes).
         self.quiet_launch = self._noop("running", "step_launched", True)

@@ -102,6 +102,8 @@ class PrefixCache:
         for i in sorted(set(chosen)):
             info, page = offered[i], live.pages[i]
             if info.prompt_tokens < pt or info.written_tokens < pt:
+                if not live.flagged_pages:
+                    live.flagged_pages = set()
                 live.flagged_pages.add(i)   # refused once, counted once, not offered again
                 self._violate("poisoned_publish", live, pages=(page,), detail=(
                     f"{live.req.id} published page {page} (block {i}) with {info.written_tokens} "
