@@ -105,6 +105,6 @@ class PageBooks:
         self._drop_pages(live)
         # It publishes and looks up no more: its keys and published pages would only fill
         # memory (about 6 KB a request with the cache on).
-        live.keys, live.published = [], NONE
+        live.keys, live.published, live.tokens = [], NONE, None
         self.retry = True
 

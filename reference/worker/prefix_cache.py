@@ -34,10 +34,16 @@ class PrefixCache:
                     key = truth[identity] = len(truth)
                 keys.append(key)
             return keys[block]
-        # One conversion for every block still unkeyed up to ``block``, not a slice per block.
-        blocks = live.req.prompt[len(keys) * pt:(block + 1) * pt].reshape(-1, pt).tolist()
-        for tokens in blocks:
-            key = self._decide("prefix_key", str, scope, keys[-1] if keys else "", tuple(tokens))
+        tokens, base = live.tokens, 0
+        if tokens is None:
+            # One conversion for every block still unkeyed up to ``block``, not one per block.
+            base = len(keys) * pt
+            tokens = live.req.prompt[base:(block + 1) * pt].tolist()
+        decide = self._decide
+        for b in range(len(keys), block + 1):
+            at = b * pt - base
+            key = decide("prefix_key", str, scope, keys[-1] if keys else "",
+                         tuple(tokens[at:at + pt]))
             if key is None or not key or len(key) > 512:
                 self._flag(live, "invalid_decision", f"prefix_key gave no usable key: {shown(key)}")
                 return None
@@ -79,6 +85,10 @@ class PrefixCache:
         if not self.policy.prefix_cache or live.released_pages is not None:
             return
         pt, prompt = self.pt, live.req.prompt_tokens
+        if live.tokens is None and self.policy.prefix_key is not None:
+            # Its prompt as ints while it is being written, for its keys: one conversion, not
+            # one per page (dropped when it is preempted or released).
+            live.tokens = live.req.prompt.tolist()
         offered = {}
         end = min(len(live.pages), pages_for(prompt, pt), live.written // pt + 1)
         while live.offer_from < end and live.offer_from in live.published:

@@ -16,7 +16,7 @@ class Sequence:
                  "emitted", "join_step", "base_ctx", "segments", "admitted_s", "first_token_s",
                  "finish_s", "cancel_s", "fence_s", "released_s", "outcome", "reason",
                  "preemptions", "max_pages", "released_pages", "stopped", "published", "keys",
-                 "flagged", "last_step", "offer_from", "flagged_pages", "admit_order")
+                 "flagged", "last_step", "offer_from", "flagged_pages", "admit_order", "tokens")
 
     def __init__(self, req: Request):
         self.req = req
@@ -42,3 +42,4 @@ class Sequence:
         self.offer_from = 0          # pages below this are published: no need to offer them
         self.flagged_pages: set[int] | frozenset = NONE   # pages published unwritten or partial
         self.admit_order = -1        # rank of its latest admission: the highest is preempted first
+        self.tokens: list[int] | None = None   # the prompt as ints while it publishes (prefix_cache)
