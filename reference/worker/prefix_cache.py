@@ -55,9 +55,11 @@ class PrefixCache:
         if not self.policy.prefix_cache:
             return []
         hits: list[int] = []
+        keys, lookup = live.keys, self.pool.lookup
+        # A waiting head walks its chain again at every retry: known keys are read directly.
         for block in range((live.req.prompt_tokens - 1) // self.pt):
-            key = self._key(live, block)
-            page = self.pool.lookup(key) if key is not None else None
+            key = keys[block] if block < len(keys) else self._key(live, block)
+            page = lookup(key) if key is not None else None
             if page is None:
                 break
             hits.append(page)
@@ -74,7 +76,7 @@ class PrefixCache:
                 f"{owner.req.id} under scope {scope!r}"))
             return
         end = (block + 1) * self.pt
-        if owner_block != block or not np.array_equal(owner.req.prompt[:end], live.req.prompt[:end]):
+        if owner_block != block or not _same_tokens(owner.req.prompt[:end], live.req.prompt[:end]):
             self._violate("wrong_prefix_hit", live, owner, pages=(page,), detail=(
                 f"{live.req.id} block {block} hit page {page}, which holds block {owner_block} "
                 f"of {owner.req.id}: other tokens"))
@@ -123,6 +125,14 @@ class PrefixCache:
             if key is not None and self.pool.publish(page, key):
                 self.origin[page] = (live.req.scope, live, i)
                 live.published.add(i)
+
+
+def _same_tokens(a: np.ndarray, b: np.ndarray) -> bool:
+    # Token arrays of one dtype compare as bytes (a memcmp, not np.array_equal's machinery,
+    # once per hit page at every admission).
+    if a.dtype == b.dtype:
+        return a.tobytes() == b.tobytes()
+    return bool(np.array_equal(a, b))
 
 
 @lru_cache(maxsize=65536)
