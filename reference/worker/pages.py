@@ -100,7 +100,7 @@ class PageBooks:
             self._stop(live)
             if not live.outcome:
                 live.outcome, live.reason = "failed", "its pages were released while it was running"
-        live.released_pages = array("q", live.pages)
+        live.released_pages = array("i", live.pages)   # page ids < 2**31: 4 bytes each
         live.released_s = self.now
         self._drop_pages(live)
         # It publishes and looks up no more: its keys and published pages would only fill
