@@ -27,8 +27,8 @@ criteria:
 
 @pytest.mark.parametrize("text,needle", [
     ("lesson: [unclosed", "line 1"),
-    (GOOD.replace("points: 1", "points: -1"), "criteria/0/points"),
-    (GOOD.replace("visibility: both", "visibility: secret"), "criteria/0/visibility"),
+    (GOOD.replace("points: 1", "points: -1"), "criteria[0].points"),
+    (GOOD.replace("visibility: both", "visibility: secret"), "criteria[0].visibility"),
     (GOOD.replace("version: 1\n", ""), "version"),
     (GOOD.replace("{rule: all_or_nothing}", "{rule: linear, floor: 0.9, target: 0.5}"), "floor must be below"),
     (GOOD + "  - {id: a, title: B, points: 1, check: lesson1.kv_bytes, visibility: both, credit: {rule: all_or_nothing}}\n",

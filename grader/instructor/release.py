@@ -461,7 +461,10 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
             raise InputError(lesson, f"no such lesson (known: {', '.join(known)})")
     _prepare(out, course)
     out = out.resolve()
-    _copy(out, course)
+    try:
+        _copy(out, course)
+    except OSError as e:
+        raise InputError(str(out), f"cannot write the learner edition: {e.strerror or e}") from None
     _published(out, tuple(publish))
 
     left_out = {lesson: "not chosen for this edition (grader release --lessons)"

@@ -11,6 +11,7 @@ found by listing the package, so adding an experiment is adding one file.
 from __future__ import annotations
 
 import pkgutil
+import textwrap
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable
@@ -18,7 +19,7 @@ from typing import Callable
 from grader.course.experiments.common import Knob, Outcome, parse_settings
 from grader.engine.errors import InputError
 
-__all__ = ["Experiment", "experiment", "find", "names", "run"]
+__all__ = ["Experiment", "describe", "experiment", "find", "names", "run"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,19 @@ def find(name: str) -> Experiment:
     if name not in REGISTRY:
         raise InputError(name, f"no such experiment (known: {', '.join(sorted(REGISTRY)) or 'none'})")
     return REGISTRY[name]
+
+
+def describe() -> str:
+    """Every experiment and its knobs (``--set KEY=VALUE``): meaning, default, bounds."""
+    _load_all()
+    lines = ["experiments and their settings (--set KEY=VALUE):"]
+    for name in sorted(REGISTRY):
+        exp = REGISTRY[name]
+        lines += ["", f"  {name}: {exp.title}"]
+        for k in exp.knobs:
+            lines += textwrap.wrap(f"{k.name} (default {k.shown_default()}): {k.help}{k.bounds()}",
+                                   width=96, initial_indent="    ", subsequent_indent="        ")
+    return "\n".join(lines)
 
 
 def run(name: str, assignments: list[str], course) -> Outcome:
