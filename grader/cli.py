@@ -64,13 +64,17 @@ def _parser() -> argparse.ArgumentParser:
         _instructor_commands(sub)
     _sheet_commands(sub)
 
-    e = sub.add_parser("experiment", help="run a course experiment on the reference worker (seconds)",
-                       epilog="example: grader experiment prefill-deadline --set prompt=16384 "
-                              "--plot deadline.png",
+    e = sub.add_parser("experiment", help="run a course experiment on the worker (seconds)",
+                       epilog="examples:\n  grader experiment prefill-deadline --set prompt=16384 "
+                              "--plot deadline.png\n  grader experiment goodput "
+                              "--submission assignments/lesson5/exercise.py",
                        formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
     e.add_argument("-h", "--help", action=_ExperimentHelp, nargs=0,
                    help="show this help, with every experiment and its settings, and exit")
     e.add_argument("name", help="the experiment, e.g. prefill-deadline")
+    e.add_argument("--submission", help="the exercise file whose functions it plugs in (default: "
+                   + ("assignments/LESSON/exercise.py of the experiment's lesson" if learner else
+                      "the reference's; the learner edition: assignments/LESSON/exercise.py") + ")")
     e.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="change one constraint (repeatable); unknown keys list the known ones")
     e.add_argument("--plot", metavar="FILE.png", help="also draw the result into a PNG file")
@@ -87,7 +91,7 @@ class _ExperimentHelp(argparse.Action):
         try:
             from grader.course.experiments import describe
             listing = describe()
-        except ImportError:          # the learner edition ships no experiments
+        except ImportError:          # an edition built without them
             listing = "experiments: " + (unavailable("experiment") or "none in this edition")
         parser.epilog = f"{listing}\n\n{parser.epilog}"
         parser.print_help()
@@ -230,7 +234,7 @@ def _experiment(args, course) -> int:
     from grader.course import experiments
     from grader.course.experiments.common import plot_path, save_plot
     path = plot_path(args.plot) if args.plot else None
-    outcome = experiments.run(args.name, args.settings, course)
+    outcome = experiments.run(args.name, args.settings, course, args.submission)
     plot = str(save_plot(outcome.plot, path)) if path and outcome.plot else None
     if args.json:
         print(json.dumps({**outcome.to_dict(), "plot": plot}, sort_keys=True))

@@ -75,7 +75,7 @@ def test_experiment_help_lists_every_experiment_and_setting_with_its_default():
     flat = " ".join(out.split())                      # wrapped lines read as one text
     for name in experiments.names():
         exp = experiments.find(name)
-        assert f"{name}: {exp.title}" in flat
+        assert f"{name} ({exp.lesson}): {exp.title}" in flat
         for knob in exp.knobs:
             default = ",".join(map(str, knob.default)) if isinstance(knob.default, tuple) else f"{knob.default:g}" \
                 if isinstance(knob.default, float) else str(knob.default)
