@@ -284,6 +284,14 @@ def distribution(scores, max_score: float, bins: int = 10) -> dict:
             "bins": [{"label": lab, "count": c} for lab, c in zip(labels, counts)]}
 
 
+def pending(entry: Entry, submission: Submission, done: set, rubric_version: int,
+            cases: str) -> bool:
+    """Resuming: does this submission still need grading? Only a graded result of the same
+    file (digest), under the same rubric version and the same cases (so the same secret)
+    counts as done; a changed file, rubric or secret is graded again."""
+    return (entry.student, submission.digest, rubric_version, cases) not in done
+
+
 def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gradebook, *,
               jobs: int | None = None, force: bool = False, scheduler: str | None = None,
               progress: bool = True, stream=None) -> BatchSummary:
@@ -315,10 +323,10 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
             failed.append((e.student, str(err)))
             book.record_error(e.student, info, e.path, err.message)
             continue
-        if (e.student, sub.digest, rubric.version, expected_cases) in done:
-            skipped += 1
-        else:
+        if pending(e, sub, done, rubric.version, expected_cases):
             todo.append(Job(e.student, sub))
+        else:
+            skipped += 1
 
     n = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
     args = (str(course.root), lesson, secret, expected_cases)
