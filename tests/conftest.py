@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from grader.engine.layout import find_course
 from grader.engine.pipeline import grade_path
@@ -20,6 +21,13 @@ from mutants import write_mutant  # noqa: F401  (the tests' name for it: tests/m
 # never touches the user's ~/.cache; the command-line runs inherit the same folder.
 os.environ["GRADER_CACHE"] = tempfile.mkdtemp(prefix="grader-test-cache-")
 atexit.register(shutil.rmtree, os.environ["GRADER_CACHE"], True)
+
+# No wall-clock deadline per example: the suite runs on a loaded machine. The mutation runs
+# (bench/mutation.py) draw the same examples every time, so a mutant is killed or not, never
+# by luck; the ordinary runs draw new ones each time.
+settings.register_profile("suite", deadline=None)
+settings.register_profile("mutation", deadline=None, derandomize=True, database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
