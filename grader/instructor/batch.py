@@ -118,7 +118,10 @@ def _prepared(course_root: str, lesson: str, secret: bytes, expected_cases: str)
     from grader.engine.rubric import load_rubric
 
     course = Course(Path(course_root))
-    key = (course_root, lesson, hashlib.sha256(secret).hexdigest(), expected_cases)
+    # The rubric's bytes are in the key: a process that outlives a run (a Dask worker, or
+    # one grading twice) must grade a changed rubric with the new one, not its cached copy.
+    rubric_digest = hashlib.sha256(course.rubric_path(lesson).read_bytes()).hexdigest()
+    key = (course_root, lesson, hashlib.sha256(secret).hexdigest(), expected_cases, rubric_digest)
     with _PREPARED_LOCK:
         if key not in _PREPARED:
             lesson_module(lesson)
