@@ -31,6 +31,9 @@ criteria:
     (GOOD.replace("visibility: both", "visibility: secret"), "criteria/0/visibility"),
     (GOOD.replace("version: 1\n", ""), "version"),
     (GOOD.replace("{rule: all_or_nothing}", "{rule: linear, floor: 0.9, target: 0.5}"), "floor must be below"),
+    # No range between floor and target: linear credit would divide by zero, or be all or nothing.
+    (GOOD.replace("{rule: all_or_nothing}", "{rule: linear, floor: 0.5, target: 0.5}"),
+     "criteria/0/credit: floor must be below target"),
     (GOOD + "  - {id: a, title: B, points: 1, check: lesson1.kv_bytes, visibility: both, credit: {rule: all_or_nothing}}\n",
      "duplicate criterion id"),
     (GOOD.replace("lesson1.kv_bytes", "lesson1.nope"), "unknown check"),
