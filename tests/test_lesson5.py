@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import mutants
-from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from conftest import ROOT, SUBMISSIONS, full, grade, other_than, scores
 from grader.course import experiments
 from grader.engine.layout import find_course
 from grader.engine.errors import InputError
@@ -135,9 +135,9 @@ def test_public_records_reach_every_topic_clear_of_edges(public_cases):
     assert real and all(verdicts.clear_of_edges(r) for r in real)
 
 
-def test_hidden_cases_depend_on_the_secret():
-    one = build_cases("lesson5", COURSE, SECRET)
-    again = build_cases("lesson5", COURSE, SECRET)
+def test_hidden_cases_depend_on_the_secret(secret):
+    one = build_cases("lesson5", COURSE, secret)
+    again = build_cases("lesson5", COURSE, secret)
     hidden = lambda cases: [c.digest for c in cases if c.visibility == "hidden"]
     assert hidden(one) == hidden(again)
     for kind in KINDS:
@@ -152,7 +152,7 @@ def test_hidden_cases_depend_on_the_secret():
         g = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson5", "records")))
         trials = [digest_of(t.identity()) for s in hidden_suites(COURSE, secret) for t in s.trials]
         return set(trials), {digest_of(r) for r, _ in lesson5.edge_records(g, "h")}
-    (t1, e1), (t2, e2) = drawn(SECRET), drawn(b"another secret")
+    (t1, e1), (t2, e2) = drawn(secret), drawn(other_than(secret))
     assert t1.isdisjoint(t2) and e1.isdisjoint(e2)
 
 
@@ -166,9 +166,10 @@ def test_a_suite_with_an_unknown_candidate_kind_is_an_input_error(tmp_path):
 
 
 # ---- grading ----------------------------------------------------------------------------------------
+# Every expectation of a grade holds under each of conftest's secrets (the `secret` fixture).
 @pytest.fixture(scope="module")
-def reference_grade():
-    return grade("lesson5", REFERENCE, "grade", SECRET)
+def reference_grade(secret):
+    return grade("lesson5", REFERENCE, "grade", secret)
 
 
 def test_reference_full_marks_public_and_hidden(reference_grade):
@@ -179,8 +180,8 @@ def test_reference_full_marks_public_and_hidden(reference_grade):
     assert {c.id for c in public.criteria} == ALL
 
 
-def test_different_correct_solution_keeps_full_marks(reference_grade):
-    report = grade("lesson5", L5 / "alt_correct.py", "grade", SECRET)
+def test_different_correct_solution_keeps_full_marks(reference_grade, secret):
+    report = grade("lesson5", L5 / "alt_correct.py", "grade", secret)
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
 
 
@@ -205,8 +206,8 @@ WRONG = {
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
-def test_wrong_solution_loses_exactly_where_it_is_wrong(name, reference_grade, tmp_path):
-    report = grade("lesson5", wrong_file(name, tmp_path), "grade", SECRET)
+def test_wrong_solution_loses_exactly_where_it_is_wrong(name, reference_grade, tmp_path, secret):
+    report = grade("lesson5", wrong_file(name, tmp_path), "grade", secret)
     got, top = scores(report), full(report)
     lost = {k for k in got if got[k] < top[k]}
     assert lost == {WRONG[name]}, f"{name} lost {lost}"

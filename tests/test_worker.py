@@ -114,6 +114,50 @@ def test_invariant_check_catches_a_drifting_promise(monkeypatch):
         run(model, worker, None, requests)
 
 
+def test_invariant_check_catches_a_refcount_that_is_not_its_holders(monkeypatch):
+    def ref_twice(self, page):
+        if self.refcount[page] == 0:
+            del self.evictable[page]
+        self.refcount[page] += 2
+
+    monkeypatch.setattr(PagePool, "ref", ref_twice)
+    model, worker, requests = scenario("prefix-multiscope")
+    with pytest.raises(AssertionError, match="refcount != holders"):
+        run(model, worker, None, requests)
+
+
+def test_invariant_check_catches_a_page_referenced_by_nobody(monkeypatch):
+    from reference.worker.engine import Worker
+    original = Worker._drop_pages
+
+    def forget_the_last_page(self, live):
+        if live.pages and not getattr(self, "forgot", False):
+            self.forgot = True
+            live.pages = live.pages[:-1]        # its reference is never dropped
+        original(self, live)
+
+    monkeypatch.setattr(Worker, "_drop_pages", forget_the_last_page)
+    model, worker, requests = scenario("max-running-1")
+    with pytest.raises(AssertionError, match="unowned page"):
+        run(model, worker, None, requests)
+
+
+def test_invariant_check_catches_a_drifting_queue_count(monkeypatch):
+    from reference.worker.engine import Worker
+    original = Worker._arrive
+
+    def count_one_too_many(self, live):
+        original(self, live)
+        if live.phase == "queued" and not getattr(self, "bumped", False):
+            self.bumped = True
+            self.queued += 1
+
+    monkeypatch.setattr(Worker, "_arrive", count_one_too_many)
+    model, worker, requests = scenario("max-running-1")
+    with pytest.raises(AssertionError, match="queue count drifted"):
+        run(model, worker, None, requests)
+
+
 # ============================================================================ 2. determinism
 
 DIGEST_SCRIPT = """
