@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 from grader.engine.layout import find_course
 from grader.engine.pipeline import grade_path
@@ -25,9 +25,11 @@ atexit.register(shutil.rmtree, os.environ["GRADER_CACHE"], True)
 
 # No wall-clock deadline per example: the suite runs on a loaded machine. The mutation runs
 # (bench/mutation.py) draw the same examples every time, so a mutant is killed or not, never
-# by luck; the ordinary runs draw new ones each time.
+# by luck, and do not shrink a failure (only whether there is one counts); the ordinary runs
+# draw new ones each time.
 settings.register_profile("suite", deadline=None)
-settings.register_profile("mutation", deadline=None, derandomize=True, database=None)
+settings.register_profile("mutation", deadline=None, derandomize=True, database=None,
+                          phases=(Phase.explicit, Phase.reuse, Phase.generate))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
 
 ROOT = Path(__file__).resolve().parent.parent
