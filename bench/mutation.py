@@ -254,8 +254,8 @@ def preload() -> None:
 
 def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tuple[str, str]:
     """("survived" | "killed" | "timeout", output) of the tests run in a forked child. With
-    ``contexts_of=(module file, json path)``, the run is measured by coverage.py and the
-    test functions that ran each line of the module are written to the json file."""
+    ``contexts_of=(module files, json path)``, the run is measured by coverage.py and the
+    tests that ran each line of those files are written to the json file."""
     scratch = Path(tempfile.mkdtemp(prefix="mutant-"))
     log = scratch / "output.txt"
     pid = os.fork()
@@ -274,7 +274,7 @@ def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tup
             cov, plugins = None, []
             if contexts_of is not None:
                 import coverage
-                cov = coverage.Coverage(data_file=None, include=[str(contexts_of[0])],
+                cov = coverage.Coverage(data_file=None, include=[str(f) for f in contexts_of[0]],
                                         config_file=False)
                 cov.start()
 
@@ -289,8 +289,11 @@ def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tup
                                     "--basetemp", str(scratch / "pytest"), *tests], plugins=plugins))
             if cov is not None:
                 cov.stop()
-                by_line = cov.get_data().contexts_by_lineno(str(contexts_of[0]))
-                contexts_of[1].write_text(json.dumps({k: sorted(v) for k, v in by_line.items()}))
+                data = cov.get_data()
+                contexts_of[1].write_text(json.dumps({
+                    os.path.relpath(f, tree): {k: sorted(v) for k, v in
+                                               data.contexts_by_lineno(str(f)).items()}
+                    for f in contexts_of[0]}))
         except BaseException:                         # noqa: BLE001 - report, never return
             import traceback
             traceback.print_exc()
@@ -318,17 +321,36 @@ def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tup
     return outcome, output
 
 
-def baseline(tree: Path, module: Module) -> tuple[float, dict[int, set[str]]]:
-    """The module's tests, unmutated, under coverage.py: (seconds, line -> the test
-    functions that ran it, "" for lines run while importing)."""
-    found = tree.parent / "lines.json"
-    found.unlink(missing_ok=True)
-    t0 = time.monotonic()
-    outcome, output = run_tests_forked(tree, module.tests, 3600, contexts_of=(tree / module.path, found))
-    if outcome != "survived" or not found.is_file():
-        sys.exit(f"{module.path}: its tests fail without any mutant; fix them first:\n{output[-3000:]}")
-    lines = {int(k): set(v) for k, v in json.loads(found.read_text()).items()}
-    return time.monotonic() - t0, lines
+def tree_digest(tree: Path) -> str:
+    """What a baseline depends on: the code and the tests of the scratch tree."""
+    h = hashlib.sha256()
+    for path in sorted(p for top in ("reference", "grader", "tests") for p in (tree / top).rglob("*")
+                       if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(path.relative_to(tree)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def baseline(source: Source, tree: Path, module: Module,
+             modules: list[Module]) -> tuple[float, dict[int, set[str]]]:
+    """The module's tests, unmutated, under coverage.py: (seconds, line -> the tests that
+    ran it, "" for lines run while importing). One run serves every module tested by the
+    same files (the worker's modules), as long as no code or test changed."""
+    cache = source.state / "baselines" / f"{tree_digest(tree)[:24]}-{hashlib.sha256(repr(module.tests).encode()).hexdigest()[:12]}.json"
+    if not cache.is_file():
+        shared = [m.path for m in modules if m.tests == module.tests]
+        found = tree.parent / "lines.json"
+        found.unlink(missing_ok=True)
+        t0 = time.monotonic()
+        outcome, output = run_tests_forked(tree, module.tests, 3600,
+                                           contexts_of=([tree / p for p in shared], found))
+        if outcome != "survived" or not found.is_file():
+            sys.exit(f"{module.path}: its tests fail without any mutant; fix them first:\n{output[-3000:]}")
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"seconds": time.monotonic() - t0,
+                                     "lines": json.loads(found.read_text())}))
+    data = json.loads(cache.read_text())
+    lines = {int(k): set(v) for k, v in data["lines"].get(module.path, {}).items()}
+    return data["seconds"], lines
 
 
 def tests_of(module: Module, contexts: set[str]) -> list[str]:
@@ -431,7 +453,8 @@ def prepare(db, source: Source, module: Module, tool: dict, equivalent: dict) ->
             skip(db, item.job_id, why)
 
 
-def run_module(source: Source, module: Module, tool: dict, *, fresh: bool, survivors: bool) -> None:
+def run_module(source: Source, module: Module, modules: list[Module], tool: dict, *, fresh: bool,
+               survivors: bool) -> None:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome
 
@@ -444,7 +467,7 @@ def run_module(source: Source, module: Module, tool: dict, *, fresh: bool, survi
         shutil.rmtree(state)
     state.mkdir(parents=True, exist_ok=True)
     scratch_copy(source, tree)          # the current code and tests, every time
-    took, lines = baseline(tree, module)
+    took, lines = baseline(source, tree, module, modules)
     timeout = max(tool.get("timeout-min-s", 60), tool.get("timeout-factor", 4) * took)
     write_session_config(config, module, timeout)
     stamp = hashlib.sha256((source.root / module.path).read_bytes()).hexdigest()
@@ -680,7 +703,7 @@ def main(argv=None) -> int:
         if unknown:
             parser.error(f"not in {CONFIG.name}: {', '.join(sorted(unknown))}")
         for m in chosen:
-            run_module(source, m, tool, fresh=args.fresh, survivors=args.survivors)
+            run_module(source, m, modules, tool, fresh=args.fresh, survivors=args.survivors)
             print(write_report(source, modules), flush=True)
         return 0
     if args.command == "report":

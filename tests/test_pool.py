@@ -172,3 +172,15 @@ def test_conserved_audits_each_place_even_when_the_counts_balance():
     below_zero.unref(b)
     below_zero.evictable[b] = None         # ... while b is counted twice: 0 + 1 + 1 == 2
     assert not below_zero.conserved()
+
+
+def test_conserved_counts_each_page_once():
+    """A page in two places at once (the free stack twice, or free and cached) is one page
+    too many; and an empty pool is conserved."""
+    assert PagePool(0).conserved() and PagePool(0).capacity == 0
+    twice_free = PagePool(3)
+    twice_free.free.append(twice_free.free[-1])
+    assert not twice_free.conserved()
+    free_and_cached = PagePool(3)
+    free_and_cached.evictable[free_and_cached.free[-1]] = None
+    assert not free_and_cached.conserved()
