@@ -278,11 +278,15 @@ def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tup
                                         config_file=False)
                 cov.start()
 
+                took = {}
+
                 class PerTest:     # each test's setup, call and teardown under its node id
                     @pytest.hookimpl(hookwrapper=True)
                     def pytest_runtest_protocol(self, item, nextitem):
                         cov.switch_context(item.nodeid)
+                        t0 = time.perf_counter()
                         yield
+                        took[item.nodeid] = time.perf_counter() - t0
                         cov.switch_context("")
                 plugins.append(PerTest())
             code = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider",
@@ -290,10 +294,10 @@ def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tup
             if cov is not None:
                 cov.stop()
                 data = cov.get_data()
-                contexts_of[1].write_text(json.dumps({
+                contexts_of[1].write_text(json.dumps({"took": took, "lines": {
                     os.path.relpath(f, tree): {k: sorted(v) for k, v in
                                                data.contexts_by_lineno(str(f)).items()}
-                    for f in contexts_of[0]}))
+                    for f in contexts_of[0]}}))
         except BaseException:                         # noqa: BLE001 - report, never return
             import traceback
             traceback.print_exc()
@@ -331,11 +335,12 @@ def tree_digest(tree: Path) -> str:
 
 
 def baseline(source: Source, tree: Path, module: Module,
-             modules: list[Module]) -> tuple[float, dict[int, set[str]]]:
+             modules: list[Module]) -> tuple[float, dict[int, set[str]], dict[str, float]]:
     """The module's tests, unmutated, under coverage.py: (seconds, line -> the tests that
-    ran it, "" for lines run while importing). One run serves every module tested by the
-    same files (the worker's modules), as long as no code or test changed."""
-    cache = source.state / "baselines" / f"{tree_digest(tree)[:24]}-{hashlib.sha256(repr(module.tests).encode()).hexdigest()[:12]}.json"
+    ran it, "" for lines run while importing, test -> its seconds). One run serves every
+    module tested by the same files (the worker's modules), as long as nothing changed."""
+    key = hashlib.sha256(repr(("v2", module.tests)).encode()).hexdigest()[:12]
+    cache = source.state / "baselines" / f"{tree_digest(tree)[:24]}-{key}.json"
     if not cache.is_file():
         shared = [m.path for m in modules if m.tests == module.tests]
         found = tree.parent / "lines.json"
@@ -346,23 +351,23 @@ def baseline(source: Source, tree: Path, module: Module,
         if outcome != "survived" or not found.is_file():
             sys.exit(f"{module.path}: its tests fail without any mutant; fix them first:\n{output[-3000:]}")
         cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"seconds": time.monotonic() - t0,
-                                     "lines": json.loads(found.read_text())}))
+        cache.write_text(json.dumps({"seconds": time.monotonic() - t0, **json.loads(found.read_text())}))
     data = json.loads(cache.read_text())
     lines = {int(k): set(v) for k, v in data["lines"].get(module.path, {}).items()}
-    return data["seconds"], lines
+    return data["seconds"], lines, data["took"]
 
 
-def tests_of(module: Module, contexts: set[str]) -> list[str]:
-    """The tests (node ids) that ran a line; all the module's tests for a line run while
-    importing (a default value, a class body), which every test depends on."""
+def tests_of(module: Module, contexts: set[str], took: dict[str, float]) -> list[str]:
+    """The tests (node ids) that ran a line, the quickest first (the first to fail ends the
+    run); all the module's tests for a line run while importing (a default value, a class
+    body), which every test depends on."""
     if "" in contexts or not contexts:
         return list(module.tests)
-    return sorted(contexts)
+    return sorted(contexts, key=lambda t: (took.get(t, 0.0), t))
 
 
 def exec_session(session: Path, tree: Path, module: Module, timeout: float,
-                 lines: dict[int, set[str]]) -> None:
+                 lines: dict[int, set[str]], took: dict[str, float]) -> None:
     """Run every pending mutant of the session (cosmic-ray's mutation, our runner), each
     against the tests that run its line."""
     import cosmic_ray.plugins
@@ -390,7 +395,7 @@ def exec_session(session: Path, tree: Path, module: Module, timeout: float,
                 continue
             path.write_text(mutated)
             try:
-                chosen = tests_of(module, covering)
+                chosen = tests_of(module, covering, took)
                 outcome, output = run_tests_forked(tree, chosen, timeout)
                 if outcome == "survived" and chosen != list(module.tests):
                     # The tests that ran its line missed it: all of them must miss it too
@@ -467,9 +472,7 @@ def run_module(source: Source, module: Module, modules: list[Module], tool: dict
         shutil.rmtree(state)
     state.mkdir(parents=True, exist_ok=True)
     scratch_copy(source, tree)          # the current code and tests, every time
-    took, lines = baseline(source, tree, module, modules)
-    timeout = max(tool.get("timeout-min-s", 60), tool.get("timeout-factor", 4) * took)
-    write_session_config(config, module, timeout)
+    write_session_config(config, module, tool.get("timeout-min-s", 60))   # what cosmic-ray init reads
     stamp = hashlib.sha256((source.root / module.path).read_bytes()).hexdigest()
     stamp_file = state / "source.sha256"
     if session.exists() and (not stamp_file.is_file() or stamp_file.read_text() != stamp):
@@ -490,10 +493,14 @@ def run_module(source: Source, module: Module, modules: list[Module], tool: dict
             _forget(session, [item.job_id for item in again])
         prepare(db, source, module, tool, equivalent)
         pending = db.num_work_items - db.num_results
-    print(f"{module.path}: {pending} mutants to run (tests: {took:.1f} s unmutated, timeout {timeout:.0f} s)",
-          flush=True)
-    if pending:
-        exec_session(session, tree, module, timeout, lines)
+    if not pending:
+        print(f"{module.path}: no mutant to run", flush=True)
+        return
+    seconds, lines, took = baseline(source, tree, module, modules)
+    timeout = max(tool.get("timeout-min-s", 60), tool.get("timeout-factor", 4) * seconds)
+    print(f"{module.path}: {pending} mutants to run (tests: {seconds:.1f} s unmutated, timeout "
+          f"{timeout:.0f} s)", flush=True)
+    exec_session(session, tree, module, timeout, lines, took)
 
 
 def _forget(session: Path, job_ids) -> None:
