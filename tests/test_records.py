@@ -80,3 +80,16 @@ def _changed(run_, part, **change):
 ])
 def test_any_change_to_a_run_changes_its_digest(result, part, change):
     assert _changed(result, part, **change).digest() != result.digest()
+
+
+def test_a_run_and_its_parts_are_frozen(result):
+    """Evidence is read by every grade: nothing may change it after the run."""
+    for obj, name in [(result, "end_s"), (result.steps, "batch"), (result.series, "columns"),
+                      (Violation("leak", 0.0, ("r0",)), "kind")]:
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, name, None)
+
+
+def test_a_run_with_non_finite_times_still_has_a_digest(result):
+    endless = dataclasses.replace(result, end_s=float("inf"))
+    assert endless.digest() != result.digest() != dataclasses.replace(result, end_s=float("nan")).digest()
