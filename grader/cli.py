@@ -15,6 +15,7 @@ from grader.engine.layout import find_course
 from grader.engine.edition import learner_edition, unavailable
 from grader.engine.errors import InputError
 from grader.engine.report import render
+from grader.engine.sandbox.session import UNCONFINED_FLAG
 from grader.engine.secret import SecretError, load_secret
 from reference.specs import SpecError
 from reference.units import UnitError
@@ -95,6 +96,10 @@ def _instructor_commands(sub) -> None:
     g.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="grade on a Dask distributed cluster; this process alone writes the gradebook")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument(UNCONFINED_FLAG, dest="unconfined_ok", action="store_true",
+                   help="grade even where the sandbox cannot confine submissions (no bubblewrap "
+                        "as root, no Landlock): a submission could then read the secret, the "
+                        "hidden cases and the gradebook; every report says so")
 
     def gradebook_options(parser):
         parser.add_argument("--gradebook", metavar="URL",
@@ -119,7 +124,8 @@ def _instructor_commands(sub) -> None:
     f.add_argument("--out", metavar="DIR", default="feedback", help="a folder (default: feedback/)")
     f.add_argument("--format", choices=("md", "html"), default="md")
     f.add_argument("--public-only", action="store_true",
-                   help="leave out the feedback of hidden-only criteria (their points stay)")
+                   help="for pages sent before grades are published: every criterion's feedback as "
+                        "measured on the public cases alone, which names no hidden input (points stay)")
 
     i = sub.add_parser("incident", help="write a student's lesson 6 incident bundle (instructors)",
                        epilog="examples:\n  grader incident --student alice --secret-file course.secret "
@@ -207,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
 def _grade(args, course) -> int:
     from grader.engine.pipeline import folder_files, grade_path
     from grader.engine.submission import is_submission_folder
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError("--jobs", "give at least 1 worker process")
     course.require_lesson(args.lesson)
     secret = load_secret(args.secret_file)
     files = folder_files(args.lesson)
@@ -216,11 +224,15 @@ def _grade(args, course) -> int:
         if len(args.paths) != 1:
             raise InputError(folders[0], "a class folder must be the only path given")
         return _grade_class(args, course, secret, Path(folders[0]))
+    if files is None and not args.unconfined_ok:
+        from grader.engine.sandbox.session import require_confinement
+        require_confinement()                   # refused before any file is graded
     book = _gradebook(args, course) if args.gradebook else None
     try:
         for path in args.paths:
             try:
-                report = grade_path(args.lesson, Path(path), course, mode="grade", secret=secret)
+                report = grade_path(args.lesson, Path(path), course, mode="grade", secret=secret,
+                                    unconfined_ok=args.unconfined_ok)
             except InputError as e:
                 # One unreadable submission must not stop the others.
                 print(f"grader: {e}", file=sys.stderr)
@@ -243,11 +255,10 @@ def _gradebook(args, course):
 
 def _grade_class(args, course, secret: bytes, folder: Path) -> int:
     from grader.instructor.batch import run_batch
-    if args.jobs is not None and args.jobs < 1:
-        raise InputError("--jobs", "give at least 1 worker process")
     with _gradebook(args, course) as book:
         summary = run_batch(args.lesson, folder, course, secret, book, jobs=args.jobs,
-                            force=args.force, scheduler=args.scheduler, progress=not args.quiet)
+                            force=args.force, scheduler=args.scheduler, progress=not args.quiet,
+                            unconfined_ok=args.unconfined_ok)
     print(json.dumps(summary.to_dict(), sort_keys=True) if args.json else summary.render())
     return 0
 

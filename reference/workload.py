@@ -217,6 +217,10 @@ def load_workload(path: str | Path) -> WorkloadSpec:
         raise WorkloadError(f"{source}: invalid YAML: {' '.join(str(exc).split())}") from None
     except RecursionError:
         raise WorkloadError(f"{source}: invalid YAML: nested too deeply") from None
+    except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+        # PyYAML's constructors on a scalar they cannot build (2001-02-30, 5,000 digits)
+        what = " ".join(str(exc).split())[:120]
+        raise WorkloadError(f"{source}: invalid YAML: a value that cannot be read ({what})") from None
     return parse_workload(mapping, source)
 
 

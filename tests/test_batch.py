@@ -1,19 +1,12 @@
 """Grading a class: discovery, per-student errors, determinism across workers, resuming
-after kill -9, and a class of 200 that grades, resumes, exports and matches nbgrader."""
-import contextlib
-import csv
+after kill -9, and a class of every kind of submission that grades, resumes, exports and
+matches nbgrader (the class of 200 is a benchmark: bench/class_of_200.py)."""
 import json
-import os
-import random
-import signal
-import sqlite3
-import subprocess
-import sys
-import time
 
 import pytest
 
-from classroom import ODD_NAMES, make_class, templates
+from classroom import (assert_whole, by_student, check_class, covering_size, kill_and_resume,
+                       make_class, run_cli, templates)
 from conftest import ROOT, SECRET, SUBMISSIONS
 from grader.instructor.batch import discover, run_batch
 from grader.engine.layout import find_course
@@ -28,16 +21,6 @@ LESSONS = COURSE.lessons()
 def stable(report: dict) -> dict:
     """A report minus what may differ between two gradings of the same file."""
     return {k: v for k, v in report.items() if k != "duration_s"}
-
-
-def by_student(url) -> dict:
-    with open_gradebook(url) as book:
-        return {r.student: r for r in book.results()}
-
-
-def run_cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -180,52 +163,6 @@ def test_rerun_skips_what_is_graded_and_regrades_what_changed(tmp_path):
            {k: v for k, v in before.items() if k not in changed}
 
 
-def kill_and_resume(folder, url, secret_file, kills, seed, jobs="2", lesson="lesson1"):
-    """Start the batch and SIGKILL it once it has written a seeded number of results (a
-    point of progress, not of time: the same on a fast machine and a loaded one), again
-    and again, then let a last run finish: it must keep what the killed runs recorded."""
-    students = len(discover(folder, lesson))
-    # At least three students left at each point: a kill lands while the batch is grading.
-    points = sorted(random.Random(seed).sample(range(1, students - 3), kills))
-    args = ["grade", lesson, str(folder), "--secret-file", str(secret_file), "--gradebook",
-            url, "--jobs", jobs, "--quiet", "--json"]
-    for point in points:
-        proc = subprocess.Popen([sys.executable, "-m", "grader.cli", *args], cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 600          # a hang guard only
-        while graded_rows(url) < point:
-            assert proc.poll() is None, f"the run ended with {graded_rows(url)} results, before {point}"
-            assert time.monotonic() < deadline, f"fewer than {point} results after 600 s"
-            time.sleep(0.05)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-    p = run_cli(*args)
-    assert p.returncode == 0, p.stderr
-    summary = json.loads(p.stdout)
-    assert summary["skipped"] >= points[-1], summary      # what was recorded before the kill is kept
-    return summary
-
-
-def graded_rows(url: str) -> int:
-    """Results the gradebook (SQLite) holds now, read without taking part in its writes."""
-    path = url.removeprefix("sqlite:///")
-    if not os.path.exists(path):
-        return 0
-    try:
-        with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
-            return conn.execute("SELECT count(*) FROM results WHERE status = 'graded'").fetchone()[0]
-    except sqlite3.OperationalError:       # its tables are not created yet
-        return 0
-
-
-def assert_whole(url, n_criteria):
-    """No partial rows: every graded result has all its criterion rows, summing to its total."""
-    for r in by_student(url).values():
-        if r.status == "graded":
-            assert len(r.scores) == n_criteria
-            assert abs(sum(s.score for s in r.scores) - r.score) < 1e-6
-
-
 def test_kill_minus_9_at_random_moments_then_resume(tmp_path, secret_file):
     make_class(tmp_path / "class", "lesson1", 16, seed=5, slow=0)
     killed = f"sqlite:///{tmp_path / 'killed.db'}"
@@ -271,51 +208,10 @@ def test_a_class_is_drawn_from_the_real_files_and_every_mutant(lesson):
 
 
 @pytest.mark.parametrize("lesson", ["lesson1", "lesson2"])
-def test_class_of_200_grades_resumes_exports_and_nbgrader_agrees(lesson, tmp_path, secret_file):
+def test_a_class_of_every_kind_grades_resumes_exports_and_nbgrader_agrees(lesson, tmp_path, secret_file):
     """Lesson 1 grades in a fraction of a second per student; lesson 2 runs the worker with
-    the learner's ledger in the sandbox (about 2.5 s of CPU per student): both kinds of class."""
-    from nbgrader.api import Gradebook as NbGradebook
-
-    expected = standalone_scores(lesson)
-    n_criteria = len(next(iter(expected.values())))
-    students = make_class(tmp_path / "class", lesson, 200, seed=2026, slow=2)
-    url = f"sqlite:///{tmp_path / 'gb.db'}"
-    summary = kill_and_resume(tmp_path / "class", url, secret_file, kills=1, seed=7, lesson=lesson)
-    assert summary["students"] == 200 and not summary["failed"]
-    stored = by_student(url)
-    assert set(stored) == {s.name for s in students}           # every student exactly once
-    for s in students:
-        got = {c.criterion: c.score for c in stored[s.name].scores}
-        assert got == expected[s.template], s
-    assert_whole(url, n_criteria)
-
-    # CSV: one row per student, names intact through Python's csv module.
-    out = tmp_path / "grades.csv"
-    assert run_cli("export", "--gradebook", url, "--format", "csv", "--out", str(out)).returncode == 0
-    with out.open(encoding="utf-8-sig", newline="") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 200
-    totals = {row["student"]: float(row[f"{lesson} total"]) for row in rows}
-    assert set(ODD_NAMES) <= set(totals)
-    assert totals == {name: r.score for name, r in stored.items()}
-
-    # Gradescope: a results.json per submission whose tests add up to the total.
-    gs = tmp_path / "gradescope"
-    assert run_cli("export", "--gradebook", url, "--format", "gradescope", "--out", str(gs)).returncode == 0
-    files = sorted(gs.glob(f"{lesson}/*/results.json"))
-    assert len(files) == 200
-    for path in files:
-        data = json.loads(path.read_text())
-        assert abs(sum(t["score"] for t in data["tests"]) - data["score"]) < 1e-6
-        assert totals[data["extra_data"]["student"]] == data["score"]
-
-    # nbgrader: the same totals in its gradebook.
-    nbdb = tmp_path / "nbgrader" / "gradebook.db"
-    nbdb.parent.mkdir()
-    p = run_cli("export", "--gradebook", url, "--format", "nbgrader", "--out", str(nbdb))
-    assert p.returncode == 0, p.stderr
-    with NbGradebook(f"sqlite:///{nbdb}") as gb:
-        nb_totals = {sub.student.id: sub.score for sub in gb.assignment_submissions(lesson)}
-        assert gb.find_assignment(lesson).max_score == 10
-    assert nb_totals.keys() == totals.keys()
-    assert all(abs(nb_totals[k] - totals[k]) < 1e-6 for k in totals)
+    the learner's ledger in the sandbox (about 2.5 s of CPU per student): both kinds of
+    class. The class holds every kind of submission (each template once, two loopers, the
+    odd names) and is killed once mid-run; the class of 200 is bench/class_of_200.py."""
+    check_class(lesson, covering_size(lesson), tmp_path, secret_file, standalone_scores(lesson),
+                cover=True)

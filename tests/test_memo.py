@@ -1,6 +1,7 @@
 """The on-disk memo of public cases and oracle runs: a warm check gives the same report as a
 cold one, nothing stale or torn is ever read back, and hidden cases never reach the disk."""
 import json
+import os
 import pickle
 
 import pytest
@@ -22,14 +23,15 @@ def cache(tmp_path, monkeypatch):
 
 
 def check_json(lesson):
-    code, out, err = run_grader("check", lesson, "--submission", REFERENCE / f"{lesson}.py", "--json")
+    path = REFERENCE / (lesson if lesson == "lesson6" else f"{lesson}.py")
+    code, out, err = run_grader("check", lesson, "--submission", path, "--json")
     assert code == 0, err
     report = json.loads(out)
     report.pop("duration_s")
     return report
 
 
-@pytest.mark.parametrize("lesson", ["lesson2", "lesson5"])
+@pytest.mark.parametrize("lesson", ["lesson2", "lesson3", "lesson4", "lesson5", "lesson6"])
 def test_a_warm_check_gives_the_cold_report(lesson, cache, monkeypatch):
     monkeypatch.setenv("GRADER_CACHE", "off")
     cold = check_json(lesson)
@@ -42,17 +44,44 @@ def test_a_warm_check_gives_the_cold_report(lesson, cache, monkeypatch):
     assert sorted(p.name for p in cache.iterdir()) == written     # nothing new to write
 
 
-def test_a_torn_or_foreign_file_is_computed_again(cache):
+class _Planted:
+    """A pickle that would create a file when loaded: the memo must never load it."""
+    def __init__(self, target):
+        self.target = target
+
+    def __reduce__(self):
+        return (open, (self.target, "w"))
+
+
+def test_a_torn_planted_or_foreign_file_is_computed_again(cache, tmp_path):
     calls = []
     compute = lambda: calls.append(1) or {"value": 42}
     assert memo.remember("unit", "k", compute) == {"value": 42}
     [path] = cache.iterdir()
-    for junk in (b"", b"\x80\x05not a pickle", pickle.dumps({"value": 42})[:-3]):
+    good = path.read_bytes()
+    header, body = good.split(b"\n", 1)
+    assert header.startswith(memo.MAGIC) and b"42" in body and b"pickle" not in good
+    planted = tmp_path / "pwned"
+    other_slot = good.replace(header.split()[2], b"0" * 64)
+    for junk in (b"", good[:-3],                               # empty, torn
+                 pickle.dumps(_Planted(str(planted))),         # a malicious pickle
+                 header + b"\n" + body.replace(b"42", b"43"),  # edited: its digest no longer fits
+                 other_slot,                                   # another slot's file
+                 header + b"\n" + b'{"__type__": "os:system", "command": "true"}'):
         path.write_bytes(junk)
         memo._memory.clear()
         assert memo.remember("unit", "k", compute) == {"value": 42}
-    assert len(calls) == 4
-    assert pickle.loads(path.read_bytes()) == {"value": 42}     # overwritten whole
+    assert len(calls) == 7 and not planted.exists()
+    assert path.read_bytes() == good                          # overwritten whole
+
+
+def test_a_fifo_in_the_cache_is_not_waited_on(cache):
+    assert memo.remember("unit", "k", lambda: 1) == 1
+    [path] = cache.iterdir()
+    path.unlink()
+    os.mkfifo(path)                    # opening it to read would wait for a writer forever
+    memo._memory.clear()
+    assert memo.remember("unit", "k", lambda: 2) == 2
 
 
 def test_other_code_never_reads_an_old_value(cache, monkeypatch):

@@ -520,8 +520,9 @@ def _raise(name):
     {"prefix_key": _raise("prefix_key")},
     {"publishable": lambda pages: (99,)},
     {"publishable": lambda pages: [p.index for p in pages]},         # a list, not a tuple
+    {"publishable": lambda pages: tuple(p.index for p in pages) * 50_000},   # more than offered
 ], ids=["chunk-too-big", "chunk-bad-verdict", "chunk-raises", "empty-key", "key-raises",
-        "publish-unknown-page", "publish-a-list"])
+        "publish-unknown-page", "publish-a-list", "publish-more-than-offered"])
 def test_invalid_decision_once_per_request_and_the_run_goes_on(change):
     model, worker = machine(60)
     prompt = np.arange(1, 201)
@@ -537,6 +538,19 @@ def test_invalid_decision_once_per_request_and_the_run_goes_on(change):
         assert {v for v in result.steps.chunk_verdict if v} == {"invalid"}
     else:
         assert result.series["prefix_hits"][-1] == 0      # nothing usable was published
+
+
+def test_a_transition_with_more_actions_than_the_course_defines_is_invalid():
+    from reference.solutions import lesson4 as ref
+
+    def repeated(state, event, in_flight):
+        tr = ref.on_event(state, event, in_flight)
+        return Transition(tr.next_state, tr.actions * 40_000) if tr.actions else tr
+    model, worker = machine(60)
+    requests = (request(0, 0.0, 40, 3), request(1, 0.0, 40, 3, cancel_at_s=0.0))
+    result = run(model, worker, reference_policy().with_(on_event=repeated), requests)
+    invalid = [v for v in result.violations if v.kind == "invalid_decision"]
+    assert invalid and all("items>" in v.detail and len(v.detail) < 300 for v in invalid)
 
 
 def test_infeasible_chunk_budget_falls_back_to_the_floor_chunk():

@@ -21,6 +21,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from grader.engine.codec import persistent
 from grader.course.replay import client_reports
 from grader.course.sheet import get_path
 from reference.records import Run
@@ -116,6 +117,7 @@ def audit_rows(run: Run) -> list[dict]:
     return rows
 
 
+@persistent
 @dataclass(frozen=True)
 class Tables:
     requests: list
@@ -129,6 +131,7 @@ class Tables:
 
 
 # ---- the items -----------------------------------------------------------------------------------
+@persistent
 @dataclass(frozen=True)
 class Item:
     key: str                       # what kind of observation: "audit:over_commit", "steps:long", ...

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
+from grader.engine.codec import persistent
 from grader.engine.errors import InputError
 from grader.course.evidence import Item, Tables, index, observe
 from grader.course.replay import (Replay, class_drops, design, new_violations, replay,
@@ -71,6 +72,7 @@ MECHANISMS = {
 }
 
 
+@persistent
 @dataclass(frozen=True)
 class Fault:
     name: str
@@ -81,6 +83,7 @@ class Fault:
     group: str                         # faults of one group are never drawn together
 
 
+@persistent
 @dataclass(frozen=True)
 class Harmless:
     name: str
@@ -124,6 +127,7 @@ HARMLESS = {h.name: h for h in (
 )}
 
 
+@persistent
 @dataclass(frozen=True)
 class Change:
     id: str                                       # C1, C2, ... in the bundle's order
@@ -140,6 +144,7 @@ class Change:
                 "diff": [{"path": p, "from": a, "to": b} for p, a, b in self.diff]}
 
 
+@persistent
 @dataclass(frozen=True)
 class Incident:
     id: str
@@ -305,6 +310,7 @@ def student_incident(course, key: str, student: str) -> Incident:
 
 
 # ---- judging a fix --------------------------------------------------------------------------------
+@persistent
 @dataclass(frozen=True)
 class FixVerdict:
     problems: tuple[str, ...]          # why the fix is not demonstrated ("" when it is)

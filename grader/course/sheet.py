@@ -27,6 +27,8 @@ from typing import Any, Iterator, Mapping
 import jsonschema
 import yaml
 
+from grader.engine.files import Unreadable, read_regular
+from grader.engine.layout import YAML_VALUE_ERRORS, short_text
 from reference.sizing import Geometry
 from reference.units import UnitError, parse_bytes
 
@@ -99,6 +101,8 @@ def read_yaml(raw: bytes, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
         return None, [Problem(where, f"{line}not valid YAML ({getattr(e, 'problem', None) or e})")]
     except RecursionError:
         return None, [Problem(where, "nested too deeply")]
+    except YAML_VALUE_ERRORS as e:
+        return None, [Problem(where, f"not valid YAML (a value that cannot be read: {short_text(e)})")]
     if _depth(data) > MAX_DEPTH:
         return None, [Problem(where, f"nested too deeply (more than {MAX_DEPTH} levels)")]
     return data, []
@@ -122,14 +126,11 @@ def read_file(path: Path, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
     if path.is_symlink():
         return None, [Problem("(file)", f"{path.name} is a symbolic link; submit the file itself")]
     try:
-        with open(path, "rb") as f:
-            raw = f.read(limit + 1)
+        raw = read_regular(path, limit, follow_links=False)
     except FileNotFoundError:
         return None, [Problem("(file)", f"there is no {path.name}")]
-    except IsADirectoryError:
-        return None, [Problem("(file)", f"{path.name} is a folder, not a YAML file")]
-    except OSError as e:
-        return None, [Problem("(file)", f"cannot read {path.name}: {e.strerror or e}")]
+    except Unreadable as e:
+        return None, [Problem("(file)", f"{path.name} {e}")]
     return read_yaml(raw, limit)
 
 

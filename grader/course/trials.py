@@ -34,6 +34,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
+from grader.engine.codec import persistent
 from grader.engine.cases import digest_of
 from grader.engine.errors import InputError
 from grader.engine.layout import FAMILIES, read_yaml
@@ -68,6 +69,7 @@ def design_policy(sheet: Mapping) -> Policy:
     return policy
 
 
+@persistent
 @dataclass(frozen=True)
 class Design:
     name: str
@@ -78,6 +80,7 @@ class Design:
         return {"sheet": self.sheet, "worker": self.worker}
 
 
+@persistent
 @dataclass(frozen=True)
 class Trial:
     """One release question: a baseline and a candidate on the same workload and seeds."""
@@ -190,6 +193,7 @@ def rule_from(value: Any, where: str) -> ReleaseRule:
         raise InputError(where, f"rule: {e}") from None
 
 
+@persistent
 @dataclass(frozen=True)
 class Suite:
     """The graded release questions of one workload: a baseline and one candidate per kind."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from grader.engine.cases import Case
-from grader.engine.validate import InvalidValue, coerce
+from grader.engine.validate import InvalidValue, coerce, within_domain
 
 REGISTRY: dict[str, Callable] = {}
 
@@ -48,9 +48,21 @@ class CheckContext:
     course: Any = None
     memo: dict = field(default_factory=dict)   # shared by the checks of one run
     submission: Any = None             # a folder submission as its lesson parsed it (sandbox is None)
+    # A grade's child that never receives a hidden input: ask() sends the public cases
+    # there, so the `sandbox` of a grade gets hidden cases only (None: one child for all).
+    public_sandbox: Any = None
+    # One criterion is measured twice in a grade (its public feedback, then its score):
+    # the first measure records each public call's result here, the second replays them
+    # in the same order, so a public case is never asked twice for one criterion.
+    answered: dict | None = None
 
     def family(self, name: str) -> list[Case]:
         return [c for c in self.cases if c.family == name]
+
+    def restart(self) -> None:
+        """Fresh processes for what comes next (new module state, new str hash seed)."""
+        for box in {id(b): b for b in (self.sandbox, self.public_sandbox) if b is not None}.values():
+            box.restart()
 
 
 def call_failure(function: str, result) -> str:
@@ -85,17 +97,48 @@ class Answer:
 def ask(ctx: CheckContext, function: str, cases: Sequence[Case], args: Callable[[Case], tuple],
         returns: Any) -> list[Answer]:
     """Call ``function`` once per case in the sandbox; validate every value before use."""
-    results = ctx.sandbox.call_many(function, [args(c) for c in cases])
+    sent = [args(c) for c in cases]
+    results = _call(ctx, function, cases, sent)
     answers = []
-    for case, res in zip(cases, results):
+    for case, res, arg in zip(cases, results, sent):
         if res.status != "ok":
             answers.append(Answer(case, problem=call_failure(function, res)))
             continue
         try:
-            answers.append(Answer(case, value=coerce(res.value, returns)))
+            within_domain(function, res.value, arg)
+            value = coerce(res.value, returns)
+            answers.append(Answer(case, value=value))
         except InvalidValue as e:
             answers.append(Answer(case, problem=invalid_answer(function, e)))
     return answers
+
+
+def _call(ctx: CheckContext, function: str, cases: Sequence[Case], sent: list) -> list:
+    """The sandbox's results for the cases, in order. In a grade, public cases go to the
+    public child (or are replayed from this criterion's first measure) and hidden ones to
+    the grade's own child: each child hears only what it may."""
+    public, record = ctx.public_sandbox, ctx.answered
+    if public is None or (public is ctx.sandbox and record is None):
+        return ctx.sandbox.call_many(function, sent)
+    results: list = [None] * len(cases)
+    ask_public = []
+    for i, case in enumerate(cases):
+        queue = record.get((function, case.name)) if record is not None else None
+        if case.visibility != "public":
+            continue
+        if public is not ctx.sandbox and queue:          # the second measure: replay
+            results[i] = queue.pop(0)
+        else:
+            ask_public.append(i)
+    hidden = [i for i, c in enumerate(cases) if c.visibility != "public"]
+    for box, indices in ((public, ask_public), (ctx.sandbox, hidden)):
+        if indices:
+            for i, r in zip(indices, box.call_many(function, [sent[i] for i in indices])):
+                results[i] = r
+    if record is not None and public is ctx.sandbox:     # the first measure: record
+        for i in ask_public:
+            record.setdefault((function, cases[i].name), []).append(results[i])
+    return results
 
 
 def ask_once(ctx: CheckContext, key: str, function: str, cases: Sequence[Case], args: Callable[[Case], tuple],

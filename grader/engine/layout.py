@@ -59,6 +59,19 @@ def read_yaml(path: Path) -> Any:
         raise InputError(where, f"{line}not valid YAML ({what})") from None
     except RecursionError:
         raise InputError(where, "not valid YAML (nested too deeply)") from None
+    except YAML_VALUE_ERRORS as e:      # PyYAML's constructors raise these on bad scalars
+        raise InputError(where, f"not valid YAML (a value that cannot be read: {short_text(e)})") from None
+
+
+# What PyYAML's safe constructors raise, besides YAMLError, on a scalar they cannot build:
+# an impossible date (2001-02-30), an integer over Python's 4,300-digit limit, a malformed
+# explicit !!timestamp.
+YAML_VALUE_ERRORS = (ValueError, TypeError, AttributeError, OverflowError)
+
+
+def short_text(exc: BaseException, limit: int = 120) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def find_course(explicit: str | None = None) -> Course:

@@ -7,11 +7,12 @@ as an invalid decision with its safe fallback, and the failure is kept for feedb
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from itertools import product
 
 from grader.engine.checks import call_failure, invalid_answer
-from grader.engine.validate import InvalidValue, coerce
+from grader.engine.validate import InvalidValue, coerce, within_domain
 from reference.policy import Policy
 from reference.shapes import (EVENTS, STATES, Admission, ChunkPlan, Transition, Verdict)
 from reference.worker import PolicyError
@@ -41,16 +42,31 @@ class CallLog:
                          for f, n in sorted(self.failures.items()))
 
 
-def _remote(sandbox, function: str, log: CallLog):
+def _remote(sandbox, function: str, log: CallLog, answered: list):
+    """``answered``: when the previous learner call of this run returned (shared by the
+    run's functions)."""
     returns = RETURNS[function]
+    budget = getattr(sandbox, "budget", None)
 
     def call(*args):
-        result = sandbox.call(function, *args)
+        # The worker's time between two of the learner's decisions is spent on this
+        # submission's answers: it comes out of the submission's budget.
+        now = time.monotonic()
+        if answered[0] is not None and budget is not None:
+            budget.charge(now - answered[0])
+        try:
+            return _answer(sandbox.call(function, *args), args)
+        finally:
+            answered[0] = time.monotonic()
+
+    def _answer(result, args):
         if result.status != "ok":
             log.note(function, call_failure(function, result))
             raise PolicyError(function)
         try:
-            return coerce(result.value, returns)
+            within_domain(function, result.value, args)
+            value = coerce(result.value, returns)
+            return value
         except InvalidValue as e:
             log.note(function, invalid_answer(function, e))
             raise PolicyError(function) from None
@@ -67,6 +83,7 @@ def _table(sandbox, log: CallLog):
             log.note("on_event", call_failure("on_event", result))
             continue
         try:
+            within_domain("on_event", result.value, key)
             table[key] = coerce(result.value, Transition)
         except InvalidValue as e:
             log.note("on_event", invalid_answer(f"on_event{key}", e))
@@ -80,7 +97,8 @@ def _table(sandbox, log: CallLog):
 
 def learner_policy(sandbox, base: Policy, functions: tuple[str, ...], log: CallLog) -> Policy:
     """``base`` with ``functions`` answered by the learner's code in ``sandbox``."""
-    changes = {}
+    changes, answered = {}, [None]
     for name in functions:
-        changes[name] = _table(sandbox, log) if name == "on_event" else _remote(sandbox, name, log)
+        changes[name] = _table(sandbox, log) if name == "on_event" else _remote(sandbox, name, log,
+                                                                                answered)
     return base.with_(**changes)

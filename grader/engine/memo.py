@@ -13,12 +13,16 @@ by what determines the value (a case's digest, the course's public files). The f
 ``GRADER_CACHE=off`` keeps values in memory only. Hidden cases are never written there.
 A file that cannot be read back (torn, corrupt, from another version) is computed again.
 Learner code never runs in this process, so nothing a submission does reaches the folder.
+
+Nothing read back can run code: a file is grader.engine.codec's inert tagged JSON (never
+pickle) behind one header line, ``serving-grader-memo 1 <sha256 of what|key|code> <sha256
+of the body>``; a file whose header names another slot, or whose body does not match its
+digest (torn, planted, edited), is ignored, computed again and overwritten.
 """
 from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import sys
 import tempfile
 from functools import lru_cache
@@ -26,6 +30,9 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 import numpy as np
+
+from grader.engine import codec
+from grader.engine.files import Unreadable, read_regular
 
 T = TypeVar("T")
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -71,37 +78,49 @@ def remember(what: str, key: str, compute: Callable[[], T], *, persist: bool = T
     if slot in _memory:
         return _memory[slot]
     folder = cache_folder() if persist else None
-    name = hashlib.sha256(f"{what}|{key}|{code_digest()}".encode()).hexdigest()[:32]
-    path = folder / f"{what}-{name}.pickle" if folder is not None else None
-    value = _read(path) if path is not None else _MISSING
+    slot_digest = hashlib.sha256(f"{what}|{key}|{code_digest()}".encode()).hexdigest()
+    path = folder / f"{what}-{slot_digest[:32]}.json" if folder is not None else None
+    value = _read(path, slot_digest) if path is not None else _MISSING
     if value is _MISSING:
         value = compute()
         if path is not None:
-            _write(path, value)
+            _write(path, slot_digest, value)
     _memory[slot] = value
     return value
 
 
 _MISSING = object()
+MAGIC = b"serving-grader-memo 1"
+MAX_FILE = 256 << 20          # larger than anything the memo writes: not ours, not read
 
 
-def _read(path: Path):
+def _read(path: Path, slot_digest: str):
+    """The value stored for this slot, or _MISSING (absent, torn, foreign or tampered with)."""
     try:
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    except Exception:            # absent, torn or foreign: compute it again, and overwrite it
+        raw = read_regular(path, MAX_FILE, follow_links=False)
+    except (OSError, Unreadable):
+        return _MISSING
+    header, _, body = raw.partition(b"\n")
+    expected = b" ".join((MAGIC, slot_digest.encode(), hashlib.sha256(body).hexdigest().encode()))
+    if len(raw) > MAX_FILE or header != expected:
+        return _MISSING
+    try:
+        return codec.loads(body)
+    except codec.CodecError:
         return _MISSING
 
 
-def _write(path: Path, value) -> None:
+def _write(path: Path, slot_digest: str, value) -> None:
     """Atomically (a temporary file renamed over it), so concurrent writers never tear it;
     a folder that cannot be written only costs the speed-up."""
+    body = codec.dumps(value).encode()      # a value the codec cannot store is a bug: raise
+    header = b" ".join((MAGIC, slot_digest.encode(), hashlib.sha256(body).hexdigest().encode()))
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as f:
-                pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+                f.write(header + b"\n" + body)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)

@@ -7,20 +7,21 @@ instructor's input (rubric, cases, secret) is an InputError before anything is s
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
 from grader import __version__
 from grader.engine.cases import Case
 from grader.engine.checks import REGISTRY, CheckContext, Measure
-from grader.engine.layout import Course
+from grader.engine.layout import FAMILIES, Course
 from grader.engine.errors import InputError
 from grader.lessons import lesson_module
 from grader.engine.memo import files_digest, remember
 from grader.engine.oracle import reference_policies
 from grader.engine.report import CriterionResult, Report
 from grader.engine.rubric import Criterion, Rubric, load_rubric
-from grader.engine.sandbox.session import Sandbox
+from grader.engine.sandbox.session import UNCONFINED_FLAG, Sandbox
 from grader.engine.submission import Submission, load_submission
 
 
@@ -30,39 +31,83 @@ def build_cases(lesson: str, course: Course, secret: bytes | None) -> list[Case]
     # edition has no worker-run cases), so they are built once and read back after.
     public = files_digest(course.root / "assignments", course.root / "rubrics")
     cases = list(remember("public-cases", f"{lesson}|{public}|{reference_policies()}",
-                          lambda: list(module.public_cases(course))))
+                          lambda: _course_files(course.assignment(lesson), module.public_cases, course)))
     if secret is not None:
-        cases += module.hidden_cases(secret, course)
+        cases += _course_files(FAMILIES, module.hidden_cases, secret, course)
     return cases
 
 
-def score(criterion: Criterion, measure: Measure) -> CriterionResult:
+def _course_files(where, build, *args) -> list[Case]:
+    """build(*args), where a course file of the wrong shape (a number where a list belongs,
+    a list where a mapping does) is one line naming the folder, never a traceback. The
+    lessons name the file and field where they check; this catches what they do not."""
+    try:
+        return list(build(*args))
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+        text = " ".join(f"{type(e).__name__}: {e}".split())[:160]
+        raise InputError(str(where), f"a probe, scenario or family file holds a value of the "
+                                     f"wrong shape ({text})") from None
+
+
+HIDDEN_LATER = "(feedback on hidden cases is published later)"
+
+
+def score(criterion: Criterion, measure: Measure, public_feedback: str) -> CriterionResult:
     share = criterion.credit.share(measure.value) if measure.checked else 0.0
     return CriterionResult(id=criterion.id, title=criterion.title,
                            score=round(criterion.points * share, 4), max_score=criterion.points,
                            passed=measure.checked and share >= 1.0, feedback=measure.feedback,
                            visibility=criterion.visibility, evidence=measure.evidence,
-                           checked=measure.checked)
+                           checked=measure.checked, public_feedback=public_feedback)
 
 
-def run_criteria(rubric: Rubric, ctx: CheckContext, mode: str, load_error: str | None):
+def run_criteria(rubric: Rubric, cases: list[Case], course: Course, mode: str, public_box,
+                 hidden_box, submission=None):
+    """Each criterion's result. Hidden inputs stay hidden from what is handed back: a
+    criterion's public feedback is measured on its public cases alone, with public_box, a
+    child that never receives a hidden input, so nothing it returns (an echoed argument,
+    an exception message, anything it kept from an earlier call) can hold one. The score
+    is measured on every case the criterion sees, with hidden_box. Both share one memo:
+    the worker's runs are made once per case, and a measure asks the public child for its
+    public cases (checks.ask)."""
+    memo: dict = {}
+
+    def measure(box, subset, criterion, answered=None) -> Measure:
+        if box is not None and box.load_error:
+            return Measure(0.0, f"your file did not load: {box.load_error}")
+        return REGISTRY[criterion.check](CheckContext(box, subset, course, memo, submission,
+                                                      public_sandbox=public_box, answered=answered),
+                                         criterion.params)
+
     for criterion in rubric.criteria:
         if not criterion.runs_in(mode):
             continue
-        visible = [c for c in ctx.cases if criterion.visibility == "both"
+        visible = [c for c in cases if criterion.visibility == "both"
                    or c.visibility == criterion.visibility]
-        if load_error:
-            measure = Measure(0.0, f"your file did not load: {load_error}")
+        public = [c for c in visible if c.visibility == "public"]
+        if len(public) == len(visible):
+            full = measure(public_box, visible, criterion)
+            public_feedback = full.feedback
+        elif public and submission is None:
+            answered: dict = {}          # the first measure's public answers, for the second
+            public_feedback = f"{measure(public_box, public, criterion, answered).feedback} " \
+                              f"(public cases; the hidden cases' feedback is published later)"
+            full = measure(hidden_box, visible, criterion, answered)
         else:
-            sub = CheckContext(ctx.sandbox, visible, ctx.course, ctx.memo, ctx.submission)
-            measure = REGISTRY[criterion.check](sub, criterion.params)
-        yield score(criterion, measure)
+            # Hidden cases only, or a folder of data measured against the student's own
+            # hidden incident: nothing of it goes back early.
+            full = measure(hidden_box, visible, criterion)
+            public_feedback = HIDDEN_LATER
+        yield score(criterion, full, public_feedback)
 
 
 def grade_submission(lesson: str, submission: Submission, course: Course, *, mode: str,
                      secret: bytes | None = None, rubric: Rubric | None = None,
-                     cases: list[Case] | None = None) -> Report:
+                     cases: list[Case] | None = None, unconfined_ok: bool = False) -> Report:
+    """``unconfined_ok``: a grade may run where the sandbox cannot confine the submission
+    (the instructor passed UNCONFINED_FLAG); otherwise it refuses (Unconfined)."""
     started = time.perf_counter()
+    notes = submission.notes
 
     def prepare():
         module = lesson_module(lesson)          # registers the lesson's checks
@@ -74,16 +119,30 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
         # Data, not code: nothing of the learner's runs, so there is no sandbox; the lesson
         # parses the folder (every problem becomes feedback) and its checks read the result.
         module, rubric, cases = prepare()
-        ctx = CheckContext(None, cases, course, submission=module.parse_submission(submission, course))
-        results = tuple(run_criteria(rubric, ctx, mode, None))
+        results = tuple(run_criteria(rubric, cases, course, mode, None, None,
+                                     module.parse_submission(submission, course)))
         isolation = "none needed: the submission is data, and no learner code runs"
     else:
-        # The sandbox first: its child loads the submission while the cases are prepared.
-        with Sandbox(submission.source, Path(submission.path).name) as sandbox:
+        # The sandboxes first: their children load the submission while the cases are
+        # prepared. A grade holds hidden cases and goes to the gradebook: it never runs
+        # unconfined unless the instructor said so; a check is the learner's own code, and
+        # says. A grade's hidden cases go to a child of their own (see run_criteria).
+        required = mode == "grade" and not unconfined_ok
+        name = Path(submission.path).name
+        with contextlib.ExitStack() as stack:
+            public_box = stack.enter_context(Sandbox(submission.source, name,
+                                                     require_confinement=required))
+            # Each child has the submission's full budget: the hidden child hears only the
+            # hidden cases, the public one the public cases (a measure may ask them twice).
+            hidden_box = public_box if mode != "grade" else stack.enter_context(
+                Sandbox(submission.source, name, require_confinement=required))
             module, rubric, cases = prepare()
-            ctx = CheckContext(sandbox, cases, course)
-            results = tuple(run_criteria(rubric, ctx, mode, sandbox.load_error))
-            isolation = sandbox.isolation
+            results = tuple(run_criteria(rubric, cases, course, mode, public_box, hidden_box))
+            isolation = public_box.isolation
+            if not (public_box.confined and hidden_box.confined):
+                notes += (f"not confined: the submission could read the course's files and write "
+                          f"the grader's (the sandbox here lacks {public_box.lacks or hidden_box.lacks})"
+                          + (f"; graded anyway ({UNCONFINED_FLAG})" if mode == "grade" else ""),)
     unchecked = [r.id for r in results if not r.checked]
     if mode == "grade" and unchecked:
         # A grade stands on every criterion; only the learner edition's check may skip one.
@@ -93,7 +152,7 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
                   submission_digest=submission.digest, rubric_version=rubric.version,
                   criteria=results, cases=tuple(c.summary() for c in cases),
                   isolation=isolation, grader_version=__version__,
-                  duration_s=round(time.perf_counter() - started, 3), notes=submission.notes)
+                  duration_s=round(time.perf_counter() - started, 3), notes=notes)
 
 
 def folder_files(lesson: str) -> tuple[str, ...] | None:

@@ -24,6 +24,10 @@ class CriterionResult:
     visibility: str
     evidence: tuple[str, ...] = ()
     checked: bool = True      # False: this edition cannot check it; in neither total
+    # What may be handed back before grades are published (`grader feedback --public-only`):
+    # computed from the public cases alone, by a sandbox child that never received a hidden
+    # input, so nothing in it can quote one.
+    public_feedback: str = ""
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,15 @@ import hashlib
 import hmac
 from pathlib import Path
 
+from grader.engine.files import Unreadable, read_regular
+
 __all__ = ["SecretError", "load_secret", "derive_seed", "instance_digest"]
 
 _SEPARATOR = "\x1f"  # ASCII unit separator: cannot appear in a label, so joins are unambiguous
 _SEED_MASK = (1 << 63) - 1  # fits a signed 64-bit integer (numpy, SQLite, JSON readers)
+
+
+MAX_SECRET = 1 << 20   # a secret is a few dozen bytes; a megabyte is already a mistake
 
 
 class SecretError(Exception):
@@ -23,14 +28,17 @@ class SecretError(Exception):
 def load_secret(path: str | Path) -> bytes:
     """The secret's bytes. Surrounding whitespace is dropped, so a trailing newline left by
     an editor or ``echo`` does not silently change every derived seed."""
+    if Path(path).is_dir():
+        raise SecretError(f"{path}: is a directory, not a secret file")
     try:
-        data = Path(path).read_bytes()
+        data = read_regular(path, MAX_SECRET)      # a FIFO or /dev/zero is refused unread
     except FileNotFoundError:
         raise SecretError(f"{path}: secret file not found") from None
-    except IsADirectoryError:
-        raise SecretError(f"{path}: is a directory, not a secret file") from None
-    except OSError as exc:
-        raise SecretError(f"{path}: cannot read the secret file: {exc.strerror or exc}") from None
+    except Unreadable as exc:
+        raise SecretError(f"{path}: cannot read the secret file: {exc.strerror or 'it ' + str(exc)}") from None
+    if len(data) > MAX_SECRET:
+        raise SecretError(f"{path}: the secret file is larger than {MAX_SECRET} bytes; a secret "
+                          f"is a few dozen random bytes")
     secret = data.strip()
     if not secret:
         raise SecretError(f"{path}: the secret file is empty")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader.engine.errors import InputError
+from grader.engine.files import Unreadable, read_regular
 
 MAX_BYTES = 1 << 20   # a submission is a few functions; a megabyte is already suspicious
 _MAGIC = re.compile(r"^\s*(%|!)")
@@ -37,24 +37,21 @@ def _student_of(path: Path) -> str:
 
 
 def load_folder(path: Path, names: tuple[str, ...], student: str = "") -> Submission:
-    """The lesson's files in a folder, as bytes. Each is read up to MAX_BYTES + 1 (the lesson
-    reports a file too large), links are not followed, other files are left alone."""
+    """The lesson's files in a folder, as bytes, under the rules of a code file: each is read
+    up to MAX_BYTES + 1 (the lesson reports a file too large), only if it is a regular file
+    with one name (no symbolic or hard link, FIFO or device), and other files are left alone."""
     where = str(path)
     if not path.is_dir():
         raise InputError(where, f"a submission for this lesson is a folder holding {' and '.join(names)}")
     files, notes = [], []
     for name in sorted(names):
-        p = path / name
-        if p.is_symlink():
-            notes.append(f"{name} is a symbolic link: not read")
-            continue
         try:
-            with open(p, "rb") as f:
-                files.append((name, f.read(MAX_BYTES + 1)))
+            files.append((name, read_regular(path / name, MAX_BYTES, single_name=True,
+                                             follow_links=False)))
         except FileNotFoundError:
             continue
-        except OSError as e:
-            notes.append(f"{name} could not be read: {e.strerror or e}")
+        except Unreadable as e:
+            notes.append(f"{name} {e}")
     if not files and not notes:
         raise InputError(where, f"the folder holds neither {' nor '.join(names)}")
     others = sorted(p.name for p in path.iterdir() if p.name not in names and not p.name.startswith("."))
@@ -72,20 +69,15 @@ def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: 
     if folder is not None:
         return load_folder(path, folder, student)
     where = str(path)
+    if path.is_dir():
+        raise InputError(where, "is a folder; give the exercise file (.py or .ipynb)")
     try:
-        mode = path.stat().st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError
-        if not stat.S_ISREG(mode):                      # a FIFO or a device would never end
-            raise InputError(where, "is not a regular file")
-        with open(path, "rb") as f:
-            raw = f.read(MAX_BYTES + 1)                 # a huge file is refused unread
+        raw = read_regular(path, MAX_BYTES, single_name=True)   # a huge file is refused unread
     except FileNotFoundError:
         raise InputError(where, "no such submission file") from None
-    except IsADirectoryError:
-        raise InputError(where, "is a folder; give the exercise file (.py or .ipynb)") from None
-    except OSError as e:
-        raise InputError(where, f"cannot read the submission: {e.strerror}") from None
+    except Unreadable as e:
+        raise InputError(where, f"cannot read the submission: {e.strerror}" if e.strerror
+                         else str(e)) from None
     if len(raw) > MAX_BYTES:
         raise InputError(where, f"submission is larger than {MAX_BYTES} bytes, the limit")
     if b"\x00" in raw:
@@ -112,14 +104,19 @@ def _notebook_source(text: str, where: str) -> tuple[str, tuple[str, ...]]:
         cells = nb["cells"]
         if not isinstance(cells, list):
             raise TypeError
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):   # RecursionError: nested too deep
         raise InputError(where, "cells: not a readable Jupyter notebook") from None
     parts, notes = [], []
     for n, cell in enumerate(cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         src = cell.get("source", "")
-        lines = "".join(src).splitlines() if isinstance(src, list) else str(src).splitlines()
+        if isinstance(src, list) and all(isinstance(s, str) for s in src):
+            src = "".join(src)
+        if not isinstance(src, str):
+            raise InputError(where, f"cells[{n}].source: expected text or a list of strings, "
+                                    f"got {type(src).__name__}")
+        lines = src.splitlines()
         kept = []
         for line in lines:
             if _MAGIC.match(line):

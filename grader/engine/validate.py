@@ -15,9 +15,12 @@ import math
 import types
 import typing
 
+from reference.shapes import ACTIONS
+
 MAX_INT = 2 ** 62           # |int| must stay below: far beyond any token or byte count
 MAX_STR = 10_000            # characters
-MAX_ITEMS = 100_000         # elements of a tuple
+MAX_ITEMS = 100_000         # elements of a tuple (the domain bounds below are tighter)
+MAX_REASONS = 32            # a release decision's reasons: one per clause of a rule, with room
 
 
 class InvalidValue(ValueError):
@@ -122,6 +125,27 @@ def _dataclass(value, cls, path):
         elif required:
             raise _invalid(where, f"missing field {name!r}")
     return cls(**kwargs)
+
+
+def within_domain(function: str, value, args: tuple) -> None:
+    """An answer as the sandbox gave it (plain JSON) that is larger than its domain allows:
+    InvalidValue, before any of it is converted. The grader and the worker spend time on
+    every item an answer holds, so the course's own bounds apply first: a transition has at
+    most the actions the course defines, publishable returns at most the pages it was
+    offered, a release decision gives a few reasons."""
+    def items(field):
+        inner = value.get(field) if type(value) is dict else None
+        return len(inner) if type(inner) is list else 0
+
+    if function == "on_event" and items("actions") > len(ACTIONS):
+        raise InvalidValue(f"Transition.actions: {items('actions')} actions; a transition has at "
+                           f"most the {len(ACTIONS)} the course defines ({', '.join(ACTIONS)})")
+    if function == "publishable" and type(value) is list:
+        offered = len(args[0]) if args and isinstance(args[0], (tuple, list)) else 0
+        if len(value) > offered:
+            raise InvalidValue(f"returned value: {len(value)} page indices for {offered} pages offered")
+    if function == "decide_release" and items("reasons") > MAX_REASONS:
+        raise InvalidValue(f"ReleaseDecision.reasons: {items('reasons')} reasons, limit {MAX_REASONS}")
 
 
 def _type_label(t):

@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 from grader.engine.layout import Course
 from grader.engine.errors import InputError
-from grader.instructor.gradebook import Gradebook, LessonInfo, cases_digest
+from grader.instructor.gradebook import Gradebook, GradebookWriteError, LessonInfo, cases_digest
 from grader.instructor.progress import Progress
 from grader.engine.submission import Submission, is_submission_folder, load_submission
 
@@ -137,12 +137,12 @@ def _prepared(course_root: str, lesson: str, secret: bytes, expected_cases: str)
 
 
 def grade_one(course_root: str, lesson: str, secret: bytes, expected_cases: str,
-              submission: Submission) -> dict:
+              unconfined_ok: bool, submission: Submission) -> dict:
     """Grade one submission (in a worker): its report as a dict."""
     from grader.engine.pipeline import grade_submission
     course, rubric, cases = _prepared(course_root, lesson, secret, expected_cases)
     report = grade_submission(lesson, submission, course, mode="grade", secret=secret,
-                              rubric=rubric, cases=cases)
+                              rubric=rubric, cases=cases, unconfined_ok=unconfined_ok)
     return report.to_dict()
 
 
@@ -221,7 +221,7 @@ def _dask(jobs: list[Job], scheduler: str, args: tuple) -> Outcome:
         raise InputError(scheduler, f"cannot reach the Dask scheduler ({e})") from None
     with client:
         secret = client.scatter(args[2], broadcast=True)   # sent once, not with every task
-        task_args = (args[0], args[1], secret, args[3])
+        task_args = (args[0], args[1], secret, *args[3:])
         futures = {client.submit(grade_one, *task_args, job.submission, pure=False): job
                    for job in jobs}
         for future in dask_completed(list(futures)):
@@ -297,13 +297,21 @@ def pending(entry: Entry, submission: Submission, done: set, rubric_version: int
 
 def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gradebook, *,
               jobs: int | None = None, force: bool = False, scheduler: str | None = None,
-              progress: bool = True, stream=None) -> BatchSummary:
+              progress: bool = True, stream=None, unconfined_ok: bool = False) -> BatchSummary:
+    """``unconfined_ok``: grade even where the sandbox cannot confine a submission (the
+    instructor's explicit choice); otherwise a class that could not be confined refuses
+    before any work."""
     from grader.engine.checks import REGISTRY
     from grader.lessons import lesson_module
     from grader.engine.pipeline import build_cases, folder_files
     from grader.engine.rubric import load_rubric
 
     started = time.monotonic()
+    if not unconfined_ok and folder_files(lesson) is None and not scheduler:
+        # Before any work: a class is refused whole, not one student at a time. (A Dask
+        # cluster's workers check for themselves, in every grade.)
+        from grader.engine.sandbox.session import require_confinement
+        require_confinement()
     lesson_module(lesson)
     rubric = load_rubric(course.rubric_path(lesson), REGISTRY)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
@@ -332,7 +340,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
             skipped += 1
 
     n = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
-    args = (str(course.root), lesson, secret, expected_cases)
+    args = (str(course.root), lesson, secret, expected_cases, unconfined_ok)
     if scheduler:
         outcomes, workers = _dask(todo, scheduler, args), f"Dask at {scheduler}"
     elif n == 1 or len(todo) <= 1:
@@ -342,15 +350,23 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
         outcomes, workers = _local_pool(todo, n, args), f"{n} processes"
     bar = Progress(len(todo), f"grading {lesson}", stream=stream, enabled=progress)
     graded = 0
-    for job, result in outcomes:
-        if isinstance(result, BaseException):
-            why = f"the grader failed on this submission: {type(result).__name__}: {result}"
-            failed.append((job.student, f"{job.submission.path}: {why}"))
-            book.record_error(job.student, info, job.submission.path, why, job.submission.digest)
-        else:
-            book.record(job.student, result)
-            graded += 1
-        bar.advance()
+    try:
+        for job, result in outcomes:
+            if isinstance(result, BaseException):
+                why = f"the grader failed on this submission: {type(result).__name__}: {result}"
+                failed.append((job.student, f"{job.submission.path}: {why}"))
+                book.record_error(job.student, info, job.submission.path, why, job.submission.digest)
+            else:
+                book.record(job.student, result)
+                graded += 1
+            bar.advance()
+    except GradebookWriteError as e:
+        # A full disk mid-class: stop cleanly (the pool's workers are stopped on the way
+        # out); every result already written stays, and a re-run grades only the rest.
+        bar.finish()
+        raise GradebookWriteError(e.where, f"{e.message}; stopped after {graded} of {len(todo)} "
+                                  f"results this run, and every result written is kept: free "
+                                  f"space and run again to grade the rest") from None
     bar.finish()
 
     students = {e.student for e in entries}

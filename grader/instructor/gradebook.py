@@ -32,6 +32,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from grader.engine.errors import InputError
+from grader.engine.files import Unreadable, read_regular
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "gradebook.db"
@@ -328,6 +329,11 @@ class Gradebook:
                 if attempt == 4:
                     raise
                 time.sleep(0.05 * (attempt + 1))
+            except (OperationalError, OSError) as e:
+                # A full disk, a read-only or vanished file: this transaction rolled back,
+                # every earlier one stands.
+                raise GradebookWriteError(self.shown_url, f"cannot write {student}'s result: "
+                                          f"{_one_line(getattr(e, 'orig', None) or e)}") from None
 
     @staticmethod
     def _ensure_student(conn, student: str) -> None:
@@ -447,8 +453,40 @@ class Gradebook:
             return conn.execute(sa.select(criteria.c.lesson, criteria.c.id, criteria.c.position)).all()
 
 
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class GradebookWriteError(InputError):
+    """A result could not be written; nothing written before it is lost."""
+
+
 def open_gradebook(url: str) -> Gradebook:
-    """A gradebook at a SQLAlchemy URL, or at a plain file path (taken as SQLite)."""
+    """A gradebook at a SQLAlchemy URL, or at a plain file path (taken as SQLite).
+
+    A plain path is a gradebook only if it ends in .db, .sqlite or .sqlite3 or already is
+    a SQLite file: ``--gradebook garbage`` is a typo, not a request for a new file named
+    garbage. An in-memory SQLite URL is refused: a class graded into it would be lost."""
     if "://" not in url:
-        url = f"sqlite:///{Path(url).resolve()}"
+        path = Path(url)
+        if path.suffix.lower() not in SQLITE_SUFFIXES and not _is_sqlite(path):
+            raise InputError(url, f"not a gradebook: give a SQLite file ending in "
+                                  f"{', '.join(SQLITE_SUFFIXES)} (or an existing gradebook), or a "
+                                  f"SQLAlchemy URL such as postgresql+psycopg://USER@HOST/DB")
+        url = f"sqlite:///{path.resolve()}"
+    try:
+        parsed = sa.make_url(url)
+    except (sa.exc.ArgumentError, ValueError):
+        parsed = None                     # Gradebook says why, naming the URL
+    if parsed is not None and parsed.get_backend_name() == "sqlite" \
+            and parsed.database in (None, "", ":memory:") or "mode=memory" in url:
+        raise InputError(shown_url(url), "an in-memory SQLite gradebook would lose every result "
+                                         "when the grader ends; give a file (sqlite:///PATH.db)")
     return Gradebook(url)
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        return read_regular(path, len(SQLITE_MAGIC))[:len(SQLITE_MAGIC)] == SQLITE_MAGIC
+    except (OSError, Unreadable):
+        return False

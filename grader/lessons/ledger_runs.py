@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from grader.engine.codec import persistent
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext
 from grader.engine.learner_policy import CallLog, learner_policy
@@ -77,6 +78,7 @@ def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
     return ctx.memo[key]
 
 
+@persistent
 @dataclass(frozen=True)
 class OracleRun:
     good: int                       # requests that met their SLO

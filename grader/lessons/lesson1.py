@@ -181,10 +181,11 @@ def worst_case(ctx: CheckContext, params: dict) -> Measure:
 
 def _verdicts(ctx: CheckContext):
     """check_contract is asked once per run; both verdict criteria read the same answers."""
-    if "verdicts" not in ctx.memo:
-        cases = ctx.family("contract")
-        ctx.memo["verdicts"] = ask(ctx, "check_contract", cases, lambda c: c.inputs, Verdict)
-    return ctx.memo["verdicts"]
+    cases = ctx.family("contract")
+    key = ("verdicts", tuple(c.name for c in cases))    # by case: the memo serves every case set
+    if key not in ctx.memo:
+        ctx.memo[key] = ask(ctx, "check_contract", cases, lambda c: c.inputs, Verdict)
+    return ctx.memo[key]
 
 
 @check("lesson1.contract_ok")

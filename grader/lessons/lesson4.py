@@ -77,27 +77,42 @@ def _show_pages(pt: int, prompt: int, written: int, first: int, published) -> st
 
 def _read_probes(course) -> dict:
     path = course.assignment(LESSON) / "probes.yaml"
-    return read_yaml(path) or {}
+    data = read_yaml(path) or {}
+    if not isinstance(data, dict):
+        raise InputError(str(path), "expected a mapping with prefix_key and publishable")
+    return data
+
+
+def _listed(value, where: str, kind=None) -> list:
+    """A probe field that is a list (of `kind`), or one line naming it."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or (kind is not None and not all(isinstance(v, kind) for v in value)):
+        raise InputError(where, f"expected a list{' of ' + kind.__name__ + 's' if kind else ''}, "
+                                f"got {type(value).__name__}")
+    return value
 
 
 def public_probes(course) -> list[Case]:
     data, where = _read_probes(course), str(course.assignment(LESSON) / "probes.yaml")
     keys = data.get("prefix_key") or {}
+    if not isinstance(keys, dict):
+        raise InputError(f"{where}: prefix_key", "expected a mapping (block, separators, pairs)")
     block = _triple(["", "", keys.get("block") or [7, 8, 9]], f"{where}: prefix_key.block")[2]
     if len(block) < 2:
         raise InputError(f"{where}: prefix_key.block", "the forging pairs need at least 2 tokens")
     cases = []
-    for s in keys.get("separators") or []:
+    for s in _listed(keys.get("separators"), f"{where}: prefix_key.separators", str):
         for j, pair in enumerate(forgeries(str(s), "a", "b", "c", block)):
             cases.append(_pair_case(pair, f"separator {s!a} #{j}", "public",
                                     f"a key joined by {s!a}" if s else "a key joined without separator"))
-    for i, p in enumerate(keys.get("pairs") or []):
+    for i, p in enumerate(_listed(keys.get("pairs"), f"{where}: prefix_key.pairs")):
         at = f"{where}: prefix_key.pairs[{i}]"
         if not isinstance(p, dict) or p.get("kind") not in ("scope", "parent", "block"):
             raise InputError(at, "a pair has kind (scope, parent or block), a and b")
         pair = KeyPair(p["kind"], _triple(p.get("a"), f"{at}.a"), _triple(p.get("b"), f"{at}.b"))
         cases.append(_pair_case(pair, f"pair {i}", "public", str(p.get("note", ""))))
-    for i, p in enumerate(data.get("publishable") or []):
+    for i, p in enumerate(_listed(data.get("publishable"), f"{where}: publishable")):
         at = f"{where}: publishable[{i}]"
         try:
             pt, prompt, written = int(p["page_tokens"]), int(p["prompt_tokens"]), int(p["written_tokens"])

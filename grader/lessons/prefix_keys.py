@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grader.engine.codec import persistent
 from grader.engine.cases import Case
 from grader.engine.checks import Answer, CheckContext, Measure, ask, check, grade_answers, not_implemented
 
@@ -19,6 +20,7 @@ MAX_KEY = 512             # the worker refuses a longer key (reference/worker.py
 Triple = tuple  # (scope, parent_key, block_tokens): one prefix_key input
 
 
+@persistent
 @dataclass(frozen=True)
 class KeyPair:
     """Two prefix_key inputs that must get different keys; kind names the rule."""
@@ -50,7 +52,7 @@ def key_answers(ctx: CheckContext) -> dict:
         cases = list(seen.values())
         first = ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
         again = ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
-        ctx.sandbox.restart()       # a second process: new module state, new str hash seed
+        ctx.restart()               # a second process: new module state, new str hash seed
         other = ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
         ctx.memo[memo] = {c.inputs: (c, (x, y, z)) for c, x, y, z in zip(cases, first, again, other)}
     return ctx.memo[memo]

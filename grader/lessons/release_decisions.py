@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 
+from grader.engine.codec import persistent
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, ask_once, check, grade_answers
 from grader.course.trials import KINDS
@@ -19,6 +20,7 @@ from reference.shapes import RELEASE_DECISIONS, ReleaseDecision, ReleaseRule, Ru
 from reference.solutions import lesson5 as oracle
 
 
+@persistent
 @dataclass(frozen=True)
 class ReleaseProbe:
     trial: str

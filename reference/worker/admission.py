@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from reference.shapes import DECISIONS, Admission, AdmissionRequest, LedgerView, Verdict
 from reference.sizing import pages_for
-from reference.worker.decisions import is_count
+from reference.worker.decisions import is_count, shown
 from reference.worker.sequence import Sequence
 
 
@@ -58,7 +58,7 @@ class AdmissionQueue:
                             running=self.running)
         adm = self._decide("admit", Admission, ask, ledger)
         if adm is None or adm.decision not in DECISIONS or not is_count(adm.reserve_pages):
-            self._violate("invalid_decision", live, detail=f"admit returned {adm!r}" if adm else
+            self._violate("invalid_decision", live, detail=f"admit returned {shown(adm)}" if adm else
                           f"admit gave no usable decision for {r.id}")
             adm = None
         if adm is None:

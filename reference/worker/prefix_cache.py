@@ -9,6 +9,7 @@ import numpy as np
 
 from reference.shapes import PageInfo
 from reference.sizing import pages_for
+from reference.worker.decisions import shown
 from reference.worker.sequence import Sequence
 
 
@@ -24,7 +25,7 @@ class PrefixCache:
         for tokens in blocks:
             key = self._decide("prefix_key", str, scope, keys[-1] if keys else "", tuple(tokens))
             if key is None or not key or len(key) > 512:
-                self._flag(live, "invalid_decision", f"prefix_key gave no usable key: {key!r}")
+                self._flag(live, "invalid_decision", f"prefix_key gave no usable key: {shown(key)}")
                 return None
             keys.append(key)
         return keys[block]
@@ -76,8 +77,10 @@ class PrefixCache:
         if not offered:
             return
         chosen = self._decide("publishable", tuple, tuple(offered.values()))
-        if chosen is None or not all(type(i) is int and i in offered for i in chosen):
-            self._flag(live, "invalid_decision", f"publishable returned {chosen!r}")
+        # At most the pages offered, each one of them.
+        if chosen is None or len(chosen) > len(offered) \
+                or not all(type(i) is int and i in offered for i in chosen):
+            self._flag(live, "invalid_decision", f"publishable returned {shown(chosen)}")
             return
         for i in sorted(set(chosen)):
             info, page = offered[i], live.pages[i]

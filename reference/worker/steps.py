@@ -8,7 +8,7 @@ step end times.
 from __future__ import annotations
 
 from reference.shapes import CHUNK_VERDICTS, ChunkContext, ChunkPlan
-from reference.worker.decisions import is_count
+from reference.worker.decisions import is_count, shown
 from reference.worker.sequence import Sequence
 
 
@@ -66,7 +66,7 @@ class Steps:
         valid = (plan is not None and plan.verdict in CHUNK_VERDICTS and is_count(plan.tokens)
                  and plan.tokens <= remaining)
         if not valid:
-            self._flag(live, "invalid_decision", f"choose_chunk returned {plan!r}")
+            self._flag(live, "invalid_decision", f"choose_chunk returned {shown(plan)}")
         if valid and plan.verdict == "ok" and plan.tokens > 0:
             chunk = plan.tokens
         else:

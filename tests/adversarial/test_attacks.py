@@ -11,10 +11,12 @@ attack and then an honest submission (the reference solution), by one grader pro
 - the grader finished: both students are graded, none is a grader failure;
 - the honest submission graded next has exactly the report it gets on its own.
 
-The whole stack (bwrap) is required: without it these tests fail rather than skip, since
-a root child outside bwrap could really kill the machine's processes. The attacks that
-are safe anywhere also run under the plain-process fallback.
+Every attack runs under bwrap and under the plain-process fallback (Landlock, a seccomp
+allow list, a uid of its own): both must hold. Without bwrap or Landlock these tests
+fail rather than skip. tests/adversarial/test_as_user.py runs them again with the grader
+itself an unprivileged user.
 """
+import contextlib
 import json
 import os
 import re
@@ -35,6 +37,7 @@ from grader.cli import main
 from grader.engine.layout import find_course
 from grader.instructor.gradebook import open_gradebook
 from grader.engine.pipeline import grade_path
+from grader.engine import memo
 from grader.engine.sandbox import session
 
 COURSE = find_course(str(ROOT))
@@ -51,14 +54,19 @@ STABLE = ("score", "max_score", "criteria", "cases", "isolation", "rubric_versio
 
 READS = ["read_secret_file", "read_hidden_workloads", "read_reference", "read_gradebook",
          "read_environment"]
-EVERYWHERE = ["loop_forever", "sleep_forever", "memory_bomb", "flood_output", "exit_sys",
-              "exit_os", "fake_result", "monkeypatch_grader", "hostile_values", "mutate_args",
-              "crash_interpreter", "network"]
-BWRAP_ONLY = READS + ["write_outside", "fork_bomb", "threads_and_children", "kill_parent"]
+SAFE = ["loop_forever", "sleep_forever", "memory_bomb", "flood_output", "exit_sys",
+        "exit_os", "fake_result", "monkeypatch_grader", "hostile_values", "mutate_args",
+        "crash_interpreter", "network"]
+ESCAPES = READS + ["write_outside", "fork_bomb", "threads_and_children", "kill_parent",
+                   "run_the_reference", "raw_syscalls", "tamper_gradebook"]
+ALL = ESCAPES + SAFE
+# The feedback is the leak channel: these raise "LEAK <what they got>" from their module.
+LEAKS = READS + ["network", "threads_and_children", "kill_parent", "raw_syscalls",
+                 "tamper_gradebook", "write_outside", "run_the_reference"]
 
 
 def test_every_attack_file_is_in_the_suite():
-    assert sorted(p.stem for p in ATTACKS.glob("*.py")) == sorted(EVERYWHERE + BWRAP_ONLY)
+    assert sorted(p.stem for p in ATTACKS.glob("*.py")) == sorted(ALL)
 
 
 @dataclass
@@ -96,6 +104,9 @@ class World:
         }
         self.hidden = [str(p) for p in hidden]
         self.gradebook_canary = "SQLite format 3"     # in the gradebook itself, of course
+        self.chmod_target = tmp / "host-file"
+        self.chmod_target.write_text("a host file")
+        os.chmod(self.chmod_target, 0o600)
         self.tcp = socket.socket()
         self.tcp.bind(("127.0.0.1", 0))
         self.tcp.listen(8)
@@ -117,7 +128,8 @@ class World:
         return {"course_root": str(ROOT), "secret_file": str(self.secret_file),
                 "reference": str(HONEST), "hidden": self.hidden, "gradebook": str(gradebook),
                 "grader_pid": os.getpid(), "tcp_port": self.tcp.getsockname()[1],
-                "udp_port": self.udp.getsockname()[1], "write": [str(p) for p in write]}
+                "udp_port": self.udp.getsockname()[1], "write": [str(p) for p in write],
+                "chmod_target": str(self.chmod_target), "memo": str(memo.cache_folder())}
 
     def attack(self, name: str, tmp: Path, mode: str) -> Outcome:
         folder, gradebook = tmp / "class", tmp / "gradebook.db"
@@ -128,6 +140,8 @@ class World:
         (folder / ATTACK_FILE).write_text(source.replace(PLACEHOLDER, f"TARGETS = {targets!r}"))
         (folder / "b-honest.py").write_text(HONEST.read_text())
         os.environ["GRADER_SANDBOX"] = mode
+        memo_before = memo_files()
+        limits_before = grader_state()
         try:
             with open_gradebook(str(gradebook)) as book:
                 summary = run_batch("lesson1", folder, COURSE, SECRET, book, jobs=1, progress=False)
@@ -137,8 +151,13 @@ class World:
         written = [p for p in targets["write"] if os.path.lexists(p)]
         for p in written:                       # leave no trace even when a test fails
             os.unlink(p)
+        changed = [what for what, before, after in (
+            ("memo", memo_before, memo_files()), ("grader", limits_before, grader_state()),
+            ("chmod", 0o600, self.chmod_target.stat().st_mode & 0o7777),
+            ("triggers", [], sqlite_triggers(gradebook))) if before != after]
         return Outcome(summary, reports.get("a-attack", {}), reports.get("b-honest", {}),
-                       gradebook.read_bytes(), written, self._connections(), sandbox_processes())
+                       gradebook.read_bytes(), written + changed, self._connections(),
+                       sandbox_processes())
 
     def _connections(self) -> list:
         got = []
@@ -153,6 +172,24 @@ class World:
         except BlockingIOError:
             pass
         return got
+
+
+def memo_files() -> dict:
+    folder = memo.cache_folder()
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())} if folder.is_dir() else {}
+
+
+def grader_state() -> tuple:
+    """What a submission must not change in the grader: its limits and its priority."""
+    import resource
+    return (resource.getrlimit(resource.RLIMIT_CPU), resource.getrlimit(resource.RLIMIT_AS),
+            os.getpriority(os.PRIO_PROCESS, 0))
+
+
+def sqlite_triggers(path: Path) -> list:
+    import sqlite3
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall()
 
 
 def sandbox_processes() -> list:
@@ -228,12 +265,9 @@ SAYS = {"loop_forever": "did not return in time", "sleep_forever": "did not fini
                      "spawn: PermissionError"}
 
 
-@pytest.mark.parametrize("name", BWRAP_ONLY + EVERYWHERE)
-def test_attack_under_bwrap(world, name, tmp_path, capfd):
-    out = world.attack(name, tmp_path, "bwrap")
-    assert_contained(world, out, "bwrap", capfd)
+def assert_said(out: Outcome, name: str) -> None:
     assert SAYS.get(name, "") in out.feedback, out.feedback
-    if name in READS + ["network", "threads_and_children", "kill_parent"]:
+    if name in LEAKS and name != "write_outside":
         # The leak channel (its own load error, in the feedback) worked; nothing was in it.
         assert "LEAK" in out.feedback and '"ok:' not in out.feedback, out.feedback
     if name == "write_outside":         # under /tmp it wrote into its own tmpfs, nowhere else
@@ -244,10 +278,19 @@ def test_attack_under_bwrap(world, name, tmp_path, capfd):
             assert not re.search(f'"{ROOT}[^"]*", "ok:', out.feedback)
 
 
-@pytest.mark.parametrize("name", EVERYWHERE)
+@pytest.mark.parametrize("name", ALL)
+def test_attack_under_bwrap(world, name, tmp_path, capfd):
+    out = world.attack(name, tmp_path, "bwrap")
+    assert_contained(world, out, "bwrap", capfd)
+    assert_said(out, name)
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_attack_under_the_fallback(world, name, tmp_path, capfd):
     out = world.attack(name, tmp_path, "process")
     assert_contained(world, out, "process", capfd)
+    assert_said(out, name)
+    assert "landlock(" in out.attack["isolation"] and "NOT CONFINED" not in out.attack["isolation"]
 
 
 def cli(capfd, *args):
@@ -279,7 +322,7 @@ def test_killing_the_grader_leaves_no_sandbox_running(tmp_path):
                                "--submission", str(looper)], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300    # a hang guard: a loaded machine starts slowly
         while not sandboxes_of(grader.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         mine = sandboxes_of(grader.pid)

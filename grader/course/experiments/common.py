@@ -8,6 +8,7 @@ for, so nothing else in the grader pays for it.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -158,6 +159,9 @@ def plot_path(path: str | Path) -> Path:
         raise InputError(str(path), "the plot is written as PNG: give a file name ending in .png")
     if not path.parent.is_dir():
         raise InputError(str(path), f"no such folder: {path.parent}")
+    if path.is_dir() or (path.exists() and not os.access(path, os.W_OK)) \
+            or not os.access(path.parent, os.W_OK):
+        raise InputError(str(path), "cannot write the plot there (a folder, or no permission)")
     return path
 
 
@@ -206,8 +210,12 @@ def save_plot(plot: Plot, path: str | Path) -> Path:
     fig.suptitle(plot.title)
     fig.text(0.5, 0.01, COST_MODEL_NOTE, ha="center", fontsize=7, style="italic")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as e:               # the disk filled, or the folder changed meanwhile
+        raise InputError(str(path), f"cannot write the plot: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -17,8 +17,13 @@ On Linux as root with bubblewrap (and setpriv, from util-linux) present, the chi
   --die-with-parent, --new-session.
 
 Otherwise (not Linux, not root, bwrap missing or unusable, or GRADER_SANDBOX=process) the
-child is a plain process: child.py applies what it can (a private network namespace and a
-uid drop when root, no_new_privs, seccomp, rlimits), and the report says which it was.
+child is a plain process, and child.py builds the confinement itself where the kernel
+allows: as root a private network namespace and uid 65534 with no capabilities; then
+no_new_privs, Landlock (reads only the interpreter and the system libraries, writes only
+its own working directory), rlimits and a seccomp allow list. It is *confined* when
+Landlock, the allow list and a capability-free uid all took; a grade requires that (or
+bwrap) and otherwise refuses (session.Unconfined), unless the instructor accepts the risk
+with session.UNCONFINED_FLAG. The report says which layers were in force.
 """
 from __future__ import annotations
 
@@ -43,6 +48,8 @@ TMP_INSIDE = "/tmp"
 LIBRARY_DIRS = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib", "/usr/lib64", "/usr/lib32",
                 "/usr/libx32")
 PROBE_TIMEOUT_S = 20
+ADVICE = ("Install bubblewrap (Debian: apt-get install bubblewrap) and grade as root, or grade "
+          "on Linux 5.13+ with Landlock enabled (it is in the kernel's lsm= list)")
 
 
 @dataclass(frozen=True)

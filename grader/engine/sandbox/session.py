@@ -12,6 +12,22 @@ group and replaced on the next call, so one bad call costs only itself.
 
 How the child is contained (bubblewrap, or a plain process) is grader.engine.sandbox.isolation's
 job; `Sandbox.isolation` says what was in force, and every report carries it.
+
+The wire protocol (two pipes; a frame is a 4-byte big-endian length, then that many bytes
+of UTF-8 JSON; at most MAX_FRAME bytes):
+  grader -> child  {"shapes_source", "submission", "filename", "workdir", "limits",
+                    "require_confinement": bool}
+  child -> grader  {"isolation": [layers...], "lacks": "..."}    hardened, nothing of the
+                   learner's has run; "lacks" names what confinement is missing ("" none).
+                   With require_confinement and something missing, instead
+                   {"isolation": [...], "refused": "..."}, and the child exits: Unconfined.
+  child -> grader  {"loaded": true} | {"loaded": false, "error": "..."}   (+ "stdout")
+  grader -> child  {"calls": [[function, [args...]], ...]}     at most BATCH calls
+  child -> grader  one frame per call, in order: {"ok": value} | {"raised": "..."} |
+                   {"missing": "..."} | {"bad": "..."}          (+ "stdout")
+Arguments and values are plain JSON; a reference.shapes dataclass is an object with
+"__type__": its class name. Each call's frame is awaited with its own deadline, so a hang
+is pinned to its call; everything before it is kept.
 """
 from __future__ import annotations
 
@@ -32,6 +48,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.engine.errors import InputError
 from grader.engine.sandbox import isolation as containment
 from reference import shapes
 
@@ -75,8 +92,39 @@ class CallResult:
         return self.status == "ok"
 
 
+class Budget:
+    """The wall-clock seconds a submission may spend in one sandbox: its calls, and the
+    grader's own work on its answers between them (``charge``), so a submission buys no
+    more time by making the grader work for it."""
+
+    def __init__(self, seconds: float):
+        self.seconds, self.spent = float(seconds), 0.0
+
+    @property
+    def remaining(self) -> float:
+        return self.seconds - self.spent
+
+    def charge(self, seconds: float) -> None:
+        self.spent += max(0.0, seconds)
+
+
 class SandboxError(RuntimeError):
     """The sandbox itself could not start (before any learner code ran): a grader problem."""
+
+
+UNCONFINED_FLAG = "--dangerously-grade-without-confinement"
+
+
+class Unconfined(InputError):
+    """Confinement was required (a grade) and cannot be built here; no learner code ran.
+    One line: what is missing, what to install or how to run, and the flag that accepts
+    the risk."""
+
+    def __init__(self, lacks: str, describe: str):
+        super().__init__("sandbox", f"refusing to grade: a submission here could read the course, "
+                         f"the secret and the gradebook ({describe}; it lacks {lacks}). "
+                         f"{containment.ADVICE}, or pass {UNCONFINED_FLAG} to grade at that risk")
+        self.lacks = lacks
 
 
 class _Timeout(Exception):
@@ -234,13 +282,17 @@ def _ms_left(deadline):
 
 
 def _one_line(text, limit=DETAIL_CHARS):
-    text = " ".join(str(text).split())
+    """Learner text for feedback: one line, bounded, and only printable characters (no
+    terminal escapes, bidirectional overrides or zero-width characters survive)."""
+    text = " ".join(str(text)[:limit * 4].split())
     text = text.encode("utf-8", "replace").decode("utf-8")   # lone surrogates from JSON escapes
+    text = "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _clean_stdout(text):
-    return text[:STDOUT_SEND].encode("utf-8", "replace").decode("utf-8")
+    text = text[:STDOUT_SEND].encode("utf-8", "replace").decode("utf-8")
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else "\ufffd" for ch in text)
 
 
 def _parse(frame):
@@ -325,15 +377,18 @@ class Sandbox:
     def __init__(self, submission_source: str, filename: str, *,
                  call_timeout_s: float | None = None, run_timeout_s: float | None = None,
                  memory_bytes: int | None = None, cpu_seconds: int | None = None,
-                 load_timeout_s: float | None = None, isolation: str | None = None):
+                 load_timeout_s: float | None = None, isolation: str | None = None,
+                 require_confinement: bool = False):
         """Limits not given come from DEFAULT_LIMITS. `isolation`: "auto" (bwrap when it
         works here, else a plain process), "bwrap" (required) or "process"; None reads
-        $GRADER_SANDBOX, default auto."""
+        $GRADER_SANDBOX, default auto. `require_confinement`: a child that cannot be
+        confined (see `confined`) loads nothing, and the first use raises Unconfined."""
         d = DEFAULT_LIMITS
         self._source = submission_source
         self._filename = os.path.basename(filename) or "exercise.py"
         self.call_timeout_s = d.call_timeout_s if call_timeout_s is None else call_timeout_s
-        self.run_timeout_s = d.run_timeout_s if run_timeout_s is None else run_timeout_s
+        self.budget = Budget(d.run_timeout_s if run_timeout_s is None else run_timeout_s)
+        self.run_timeout_s = self.budget.seconds
         self.load_timeout_s = d.load_timeout_s if load_timeout_s is None else load_timeout_s
         memory_bytes = d.memory_bytes if memory_bytes is None else memory_bytes
         cpu_seconds = d.cpu_seconds if cpu_seconds is None else cpu_seconds
@@ -343,7 +398,8 @@ class Sandbox:
                         "nofile": 64, "stdout_keep": 4096, "stdout_send": STDOUT_SEND,
                         "max_frame": MAX_FRAME}
         self._plan = containment.plan(isolation, PYTHON, CHILD, d.tmp_bytes)
-        self._spent = 0.0                # seconds charged to this submission's run budget
+        self._require = bool(require_confinement)
+        self._lacks: str | None = None      # what confinement the child lacks ("" none)
         self._child: _Child | None = None
         self._holder: list = [None]      # what the finalizer kills if close() is never called
         self._finalizer = weakref.finalize(self, _kill_held, self._holder)
@@ -366,6 +422,19 @@ class Sandbox:
         """How the child is contained, as it reported it (waits for a pending load)."""
         self.load_error
         return self._isolation
+
+    @property
+    def confined(self) -> bool:
+        """True when the child can neither read the course, the secret or the gradebook nor
+        write anything of the grader's: bubblewrap's empty root, or a plain process with
+        Landlock, a seccomp allow list and no capabilities (waits for a pending load)."""
+        self.load_error
+        return self._plan.wrapped or self._lacks == ""
+
+    @property
+    def lacks(self) -> str:
+        """What confinement the child lacks, in words ('' when it is confined)."""
+        return "" if self.confined else (self._lacks or "a child that reported its isolation")
 
     @property
     def load_stdout(self) -> str:
@@ -421,7 +490,7 @@ class Sandbox:
     # ------------------------------------------------------------------ internals
 
     def _remaining(self):
-        return self.run_timeout_s - self._spent
+        return self.budget.remaining
 
     def _charged(self, fn, *args):
         """Run fn, charging its wall time to the run budget."""
@@ -429,7 +498,7 @@ class Sandbox:
         try:
             return fn(*args)
         finally:
-            self._spent += time.monotonic() - t0
+            self.budget.charge(time.monotonic() - t0)
 
     def _start(self):
         """Start and load a fresh child. Returns None, or why it could not load."""
@@ -471,7 +540,10 @@ class Sandbox:
         try:
             self._child.send({"shapes_source": SHAPES_SOURCE, "submission": self._source,
                               "filename": self._filename, "workdir": plan.workdir or host_dir,
-                              "limits": self._limits}, self._loading + self.load_timeout_s)
+                              "limits": self._limits,
+                              # Under bwrap the empty root is the confinement itself.
+                              "require_confinement": self._require and not plan.wrapped},
+                             self._loading + self.load_timeout_s)
         except (_Timeout, _Ended) as exc:
             self._loading = None
             how = self._child.ended_how() if isinstance(exc, _Ended) else type(exc).__name__
@@ -508,6 +580,13 @@ class Sandbox:
             self._isolation = _one_line(
                 f"{self._plan.describe}: " + ", ".join(steps)
                 + ", clean env, empty cwd, no site-packages", 800)
+        refused, lacks = hello.get("refused"), hello.get("lacks")
+        if type(refused) is str and refused:
+            self._kill()
+            raise Unconfined(refused, self._plan.describe)
+        self._lacks = lacks if type(lacks) is str else None
+        if not self.confined:
+            self._isolation = _one_line(f"NOT CONFINED (lacks {self.lacks}): {self._isolation}", 900)
         try:
             loaded, _ = _parse(self._child.recv(min(deadline, start + self._remaining())))
         except _Timeout:
@@ -559,7 +638,7 @@ class Sandbox:
             self._kill()        # interrupted mid-batch: its unread answers must not reach the next call
             raise
         finally:
-            self._spent += time.monotonic() - t0
+            self.budget.charge(time.monotonic() - t0)
         return results
 
     def _result(self, fname, frame):
@@ -587,6 +666,13 @@ class Sandbox:
         if self._child is not None:
             self._child.kill()
         self._child = self._holder[0] = None
+
+
+def require_confinement(isolation: str | None = None) -> None:
+    """Raise Unconfined unless a child started here is confined: asked once, before a grade
+    or a class starts, so a refusal comes before any work (each grade asks again)."""
+    with Sandbox("", "probe.py", isolation=isolation, require_confinement=True) as probe:
+        probe.load_error
 
 
 def _kill_held(holder):

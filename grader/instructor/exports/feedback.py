@@ -1,17 +1,22 @@
 """Feedback files: one readable page per student (Markdown or HTML) from the gradebook.
 
 Per lesson: the total, a table of criteria with points, and for each criterion that lost
-points its feedback line (which case, expected vs got). ``public_only`` leaves out the
-feedback of hidden-only criteria (their points stay), for pages sent before grades are
-published.
+points its feedback line (which case, expected vs got). ``public_only``, for pages sent
+before grades are published, gives each criterion's public feedback instead (every
+criterion, whatever its visibility): measured on the public cases alone by a sandbox
+child that never received a hidden input (grader.engine.pipeline.run_criteria), so no
+hidden input can appear in it; the points stay. Learner-derived text is escaped for the
+format (Markdown or HTML): it is quoted, never rendered.
 """
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from grader.engine.errors import InputError
 from grader.instructor.exports import safe_name
+from grader.engine.pipeline import HIDDEN_LATER
 from grader.engine.report import COST_MODEL_NOTE
 
 FORMATS = ("md", "html")
@@ -32,6 +37,8 @@ def _sections(results, infos, public_only: bool):
         facts = [f"Graded {r.graded_at:%Y-%m-%d %H:%M} UTC; submission {Path(r.submission_path).name} "
                  f"(sha256 {r.submission_digest[:16]}); rubric version {r.rubric_version}."]
         crit = {c.id: c for c in info.criteria}
+        public = {c.get("id"): c.get("public_feedback") for c in r.report.get("criteria", ())
+                  if isinstance(c, dict)} if public_only else {}
         rows, fixes = [], []
         for s in r.scores:
             c = crit.get(s.criterion)
@@ -39,14 +46,22 @@ def _sections(results, infos, public_only: bool):
             mark = "pass" if s.passed else ("part" if s.score > 0 else "fail")
             rows.append((s.criterion, title, f"{_g(s.score)} / {_g(s.max_score)}", mark))
             if not s.passed:
-                hidden = c is not None and c.visibility == "hidden"
-                fixes.append((s.criterion, "(feedback on hidden cases is published later)"
-                              if hidden and public_only else s.feedback))
+                # A report stored before public feedback existed hands back nothing early.
+                told = public.get(s.criterion) or HIDDEN_LATER if public_only else s.feedback
+                fixes.append((s.criterion, told))
         yield heading, facts, rows, fixes
 
 
 def _md_cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~-])")
+
+
+def _md_text(text: str) -> str:
+    """Learner-derived text as literal Markdown: no link, image, emphasis or HTML of its own."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(text.split()))
 
 
 def markdown(student: str, sections) -> str:
@@ -59,7 +74,7 @@ def markdown(student: str, sections) -> str:
             out.append("")
         if fixes:
             out += ["What to work on:", ""]
-            out += [f"- **{_md_cell(cid)}**: {text}" for cid, text in fixes]
+            out += [f"- **{_md_cell(cid)}**: {_md_text(text)}" for cid, text in fixes]
             out.append("")
     out += [f"_{COST_MODEL_NOTE}_", ""]
     return "\n".join(out)

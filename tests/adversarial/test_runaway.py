@@ -1,0 +1,58 @@
+"""Type-valid but huge answers: bounded by their domain before the grader or the worker
+spends time on them, so a grade ends and says why (before this, one lesson 4 grade ran
+past 15 minutes in the grader process, where the sandbox's budget does not reach)."""
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from grader.engine.validate import InvalidValue, within_domain
+from reference.shapes import ACTIONS, PageInfo
+
+HUGE = 100_000
+RUNAWAY = f'''from reference.shapes import Transition
+
+def on_event(state, event, step_in_flight):
+    if event == "cancel":
+        return Transition("cancelling", ("stop_scheduling",) * {HUGE})
+    return Transition(state, ())
+
+
+def prefix_key(scope, parent_key, block_tokens):
+    return scope + "/" + parent_key + "/" + ",".join(map(str, block_tokens))
+
+
+def publishable(pages):
+    return tuple(range({HUGE}))
+'''
+
+
+def test_huge_answers_are_invalid_by_their_domain():
+    with pytest.raises(InvalidValue, match="at most the 3 the course defines"):
+        within_domain("on_event", {"__type__": "Transition", "next_state": "done",
+                                   "actions": ["notify_client"] * 4}, ())
+    within_domain("on_event", {"__type__": "Transition", "next_state": "done",
+                               "actions": list(ACTIONS)}, ())
+    offered = (PageInfo(0, 16, 16, 16, False), PageInfo(1, 16, 16, 16, False))
+    with pytest.raises(InvalidValue, match="3 page indices for 2 pages offered"):
+        within_domain("publishable", [0, 1, 1], (offered,))
+    within_domain("publishable", [0, 1], (offered,))
+    with pytest.raises(InvalidValue, match="reasons"):
+        within_domain("decide_release", {"__type__": "ReleaseDecision", "release": True,
+                                         "reasons": ["x"] * 33}, ())
+
+
+def test_a_lesson4_grade_with_huge_answers_ends_and_says_why(tmp_path):
+    path = tmp_path / "runaway.py"
+    path.write_text(RUNAWAY)
+    code = ("import sys; sys.path[:0] = [%r, %r]\n"
+            "from conftest import grade, SECRET\n"
+            "r = grade('lesson4', %r, 'grade', SECRET)\n"
+            "print('\\n'.join(c.feedback for c in r.criteria))\n") % (str(ROOT / "tests"), str(ROOT), str(path))
+    # A hang guard only: the grade must end; no assertion on how fast.
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "at most the 3 the course defines" in done.stdout
+    assert f"{HUGE} page indices for" in done.stdout
