@@ -705,7 +705,8 @@ def main(argv=None) -> int:
     source = source_of(getattr(args, "rev", None))
     tool, modules, named_mutants = load_config(source.root, getattr(args, "missing_tests_ok", False))
     if args.command == "run":
-        chosen = [m for m in modules if not args.modules or m.path in args.modules]
+        by_path = {m.path: m for m in modules}
+        chosen = [by_path[p] for p in args.modules if p in by_path] if args.modules else modules
         unknown = set(args.modules) - {m.path for m in modules}
         if unknown:
             parser.error(f"not in {CONFIG.name}: {', '.join(sorted(unknown))}")

@@ -45,3 +45,11 @@ def test_geometry_of_an_fp32_mha_model_with_one_token_pages():
                         page_tokens=1, max_running=1)
     # 2 * 2 * 4 * 16 * 4 B = 1024 B a token and a page; 11263 free bytes hold 10 pages.
     assert Geometry.of(mha, worker) == Geometry(1024, 1, 1024, 10)
+
+
+def test_geometry_is_frozen():
+    import dataclasses
+    g = Geometry.of(GQA, WorkerSpec(device_bytes=80 * GiB, reserved_bytes=0, page_tokens=16,
+                                    max_running=1))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        g.pool_pages = 1
