@@ -96,3 +96,24 @@ def test_load_secret_refusals_name_the_file(tmp_path):
         with pytest.raises(SecretError) as info:
             load_secret(path)
         assert str(info.value) == f"{path}: {text}" or str(info.value).startswith(f"{path}: {text}")
+
+
+def test_load_secret_refuses_what_is_no_file_unread(tmp_path):
+    import os
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)                       # reading it would hang: refused before any read
+    with pytest.raises(SecretError) as info:
+        load_secret(fifo)
+    assert str(info.value) == (f"{fifo}: cannot read the secret file: it is not a regular file "
+                               "(a pipe, a device or a socket): not read")
+
+
+def test_load_secret_takes_up_to_a_mebibyte(tmp_path):
+    path = tmp_path / "course.secret"
+    path.write_bytes(b"k" * (1 << 20))
+    assert load_secret(path) == b"k" * (1 << 20)
+    path.write_bytes(b"k" * ((1 << 20) + 1))
+    with pytest.raises(SecretError) as info:
+        load_secret(path)
+    assert str(info.value) == (f"{path}: the secret file is larger than 1048576 bytes; a secret "
+                               "is a few dozen random bytes")
