@@ -36,7 +36,7 @@ import numpy as np
 
 from grader.engine.layout import find_course
 from grader.course.scenario import course_machines
-from reference.policy import reference_policy
+from grader.engine.oracle import reference_policy
 from reference.specs import model_from, worker_from
 from reference.workload import generate, parse_workload
 from reference.worker import simulate

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from grader import __version__
 from grader.engine.layout import find_course
-from grader.engine.edition import learner_edition, unavailable
+from grader.engine.edition import learner_edition
 from grader.engine.errors import InputError
 from grader.engine.report import render
 from grader.engine.sandbox.session import UNCONFINED_FLAG
@@ -140,15 +140,22 @@ def _instructor_commands(sub) -> None:
                    "there (never hand it out)")
 
     r = sub.add_parser("release", help="build the learner edition (instructors)",
-                       epilog="example: grader release --out learner-edition/")
+                       epilog="examples:\n  grader release --out learner-edition/\n"
+                              "  grader release --out free/ --lessons lesson1,lesson2\n"
+                              "  grader release --out late/ --publish-solutions lesson1,lesson2",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--out", required=True, metavar="DIR",
                    help="a new or empty folder (or an earlier release, which is replaced)")
+    r.add_argument("--lessons", metavar="L,L,...", help="the lessons it holds (default: every lesson)")
+    r.add_argument("--publish-solutions", metavar="L,L,...", default="",
+                   help="also ship these lessons' reference solutions (their deadlines have passed)")
 
 
 def _sheet_commands(sub) -> None:
     s = sub.add_parser("sheet", help="validate a design sheet, or replay it on the reference worker",
                        epilog="examples:\n  grader sheet validate design_sheet.yaml\n"
-                              "  grader sheet run design_sheet.yaml --baseline incident/sheets/R42.yaml",
+                              "  grader sheet run design_sheet.yaml --baseline incident/sheets/R42.yaml "
+                              "--plot release.png",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = s.add_subparsers(dest="action", required=True)
     v = actions.add_parser("validate", help="every problem, with its place in the file and what was expected")
@@ -161,7 +168,12 @@ def _sheet_commands(sub) -> None:
     r.add_argument("--seeds", metavar="S,S,...", help="paired seeds (default: the sheet's paired_seeds)")
     r.add_argument("--baseline", metavar="SHEET", help="also replay this sheet on the same seeds and "
                    "decide the release with lesson 5's rule (the baseline's release_criteria.rule)")
+    r.add_argument("--own", action="store_true",
+                   help="distort your own functions (assignments/lessonN/exercise.py) instead of the "
+                        "reference's; the learner edition always does")
     r.add_argument("--json", action="store_true", help="print the figures as JSON")
+    r.add_argument("--plot", metavar="FILE.png", help="also draw the figures (against the baseline) "
+                   "into a PNG file")
 
 
 def _emit(report, as_json: bool) -> None:
@@ -191,8 +203,6 @@ def main(argv: list[str] | None = None) -> int:
     from grader.engine.pipeline import folder_files, grade_path   # after parsing: --help stays instant
     try:
         course = find_course(args.course)
-        if unavailable(args.command):
-            raise InputError(args.command, unavailable(args.command))
         if args.command == "experiment":
             return _experiment(args, course)
         if args.command == "sheet":
@@ -283,7 +293,11 @@ def _feedback(args, course) -> int:
 
 def _release(args, course) -> int:
     from grader.instructor.release import build_learner_edition
-    print(build_learner_edition(course, Path(args.out)).render())
+
+    def listed(text: str | None) -> tuple[str, ...] | None:
+        return None if text is None else tuple(x.strip() for x in text.split(",") if x.strip())
+    print(build_learner_edition(course, Path(args.out), lessons=listed(args.lessons),
+                                publish=listed(args.publish_solutions) or ()).render())
     return 0
 
 
@@ -300,12 +314,13 @@ def _sheet(args, course) -> int:
                   "\n".join([f"{path}: {len(problems)} problem{'s' if len(problems) > 1 else ''}"]
                             + [f"  {p}" for p in problems]))
         return 0 if not problems else 2
-    try:
-        from grader.course import replay
-    except ImportError:
-        raise InputError("sheet run", "not in the learner edition: it runs the reference worker and "
-                                      "policies, which are not shipped") from None
-    print(replay.run_sheets(sheet, path, course, args.workload, args.seeds, args.baseline, args.json))
+    from grader.course import core, replay
+    from grader.course.plots import plot_path
+    plot = plot_path(args.plot) if args.plot else None
+    chosen, opened = core.default(course, own=args.own)
+    with opened:
+        print(replay.run_sheets(sheet, path, course, args.workload, args.seeds, args.baseline, args.json,
+                                plot, core=chosen))
     return 0
 
 

@@ -78,7 +78,8 @@ class Run:
     violations: tuple[Violation, ...]
     total_pages: int
     end_s: float
-    aborted: str = ""     # why the run stopped early (a policy that made no progress), else ""
+    aborted: str = ""     # why the run stopped early (stuck, or at the step cap), else ""
+    unfinished: tuple[str, ...] = ()   # ids still queued or running when it stopped early (failed)
 
     def counts(self) -> dict[str, int]:
         c = Counter(v.kind for v in self.violations)
@@ -96,6 +97,7 @@ class Run:
             "series": {k: v.tolist() for k, v in self.series.columns.items()},
             "violations": [asdict(v) for v in self.violations],
             "total_pages": self.total_pages, "end_s": self.end_s, "aborted": self.aborted,
+            "unfinished": list(self.unfinished),
         }
 
     def digest(self) -> str:

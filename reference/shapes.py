@@ -226,7 +226,8 @@ class ClassSummary:
 class RunSummary:
     """One run of the fixed workload under one seed, as the release decision sees it."""
     seed: int                     # the workload seed: a baseline and a candidate run pair on it
-    window_s: float               # the window goodput is counted over (the arrival window)
+    window_s: float               # the window goodput is counted over (the arrival window, at
+                                  # least the longest ttft_s: see lesson 5's README)
     classes: tuple[ClassSummary, ...]
     mean_tpot_s: float = 0.0      # the dashboard's average time per output token: not an SLO
 

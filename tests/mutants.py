@@ -1,10 +1,8 @@
 """Wrong test solutions written as mutations of a correct one, not kept as copied files.
 
-tests/submissions/<lesson>/mutants.yaml names each wrong solution with the (old, new)
-replacements that turn the lesson's base (BASES) into it, and why it is wrong. The lesson's
-tests write a mutant where they need it (write_mutant checks each replacement applies
-exactly once, so a mutant differs from a correct solution exactly where it claims to);
-tests/classroom.py writes every one of them once per process for its generated classes.
+The mechanism is grader.instructor.templates (``grader release`` records the oracle's
+answers on the same submissions); here the lesson tests write a mutant where they need it,
+and tests/classroom.py writes every one of them once per process for its generated classes.
 """
 from __future__ import annotations
 
@@ -14,34 +12,18 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import yaml
+from grader.instructor import templates as course_templates
 
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
-# The correct solution each lesson's mutants.yaml applies to (it keeps full marks itself).
-BASES = {"lesson2": "alt_correct.py", "lesson3": "alt_search.py", "lesson4": "plain_correct.py",
-         "lesson5": "alt_correct.py"}
-
-
-def write_mutant(base: Path, mutations, folder: Path, name: str) -> Path:
-    """``base`` with each (old, new) replaced exactly once: a wrong solution that differs
-    from a correct one exactly where it claims to, instead of a copied file."""
-    source = base.read_text()
-    for old, new in mutations:
-        assert source.count(old) == 1, f"the mutation {name} no longer applies to {base.name}: {old!r}"
-        source = source.replace(old, new)
-    path = folder / f"{name}.py"
-    path.write_text(source)
-    return path
+ROOT = SUBMISSIONS.parent.parent
+BASES = course_templates.BASES
+write_mutant = course_templates.write_mutant
 
 
 @functools.cache
 def mutations(lesson: str) -> dict[str, tuple[tuple[str, str], ...]]:
     """Each of the lesson's mutants: its (old, new) pairs ({} for a lesson without mutants)."""
-    path = SUBMISSIONS / lesson / "mutants.yaml"
-    if not path.is_file():
-        return {}
-    listed = yaml.safe_load(path.read_text())
-    return {name: tuple((r["old"], r["new"]) for r in entry["replace"]) for name, entry in listed.items()}
+    return course_templates.mutations(ROOT, lesson)
 
 
 def wrong_file(lesson: str, name: str, folder: Path) -> Path:

@@ -12,7 +12,7 @@ from fractions import Fraction as F
 
 import pytest
 
-from reference.policy import reference_policy
+from grader.engine.oracle import reference_policy
 from reference.shapes import CostModel, attention_pairs
 from worker_helpers import machine, request, run
 

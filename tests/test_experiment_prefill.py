@@ -2,11 +2,12 @@
 
 import pytest
 
-from conftest import ROOT, experiment_run, run_grader
+from conftest import ROOT, run_grader
 from grader.course import experiments
 from grader.engine.layout import find_course
 from grader.engine.errors import InputError
-from grader.course.experiments.common import Knob, parse_settings
+from grader.course.experiments.common import Knob, parse_settings, save_plot
+from reference.shapes import CostModel
 
 COURSE = find_course(str(ROOT))
 
@@ -16,8 +17,16 @@ def run_cli(*args):
 
 
 @pytest.fixture(scope="module")
-def default_run(tmp_path_factory):
-    return experiment_run("prefill-deadline", tmp_path_factory.mktemp("plot"), "deadline.png")
+def default_outcome(tmp_path_factory):
+    """The experiment with its defaults, in this process (its plot is data to assert)."""
+    outcome = experiments.run("prefill-deadline", [], COURSE)
+    return outcome, save_plot(outcome.plot, tmp_path_factory.mktemp("plot") / "deadline.png")
+
+
+@pytest.fixture(scope="module")
+def default_run(default_outcome):
+    outcome, png = default_outcome
+    return {**outcome.to_dict(), "plot": str(png)}, png
 
 
 def test_table_rows_cover_every_chunk_and_rule(default_run):
@@ -45,6 +54,46 @@ def test_plot_is_a_png(default_run):
     assert blob[:8] == b"\x89PNG\r\n\x1a\n" and len(blob) > 10_000
 
 
+def test_plot_draws_the_trade_off_and_where_each_rule_crosses_the_budget(default_outcome):
+    outcome, _ = default_outcome
+    rows = {r["rule"]: r for r in outcome.table.rows}
+    gap, ttft, along = outcome.plot.panels
+    fixed = [r for r in outcome.table.rows if r["chunk"] is not None]
+    (line, *points) = gap.lines
+    assert line.x == tuple(float(r["chunk"]) for r in fixed)
+    assert line.y == tuple(r["gap_p99_ms"] for r in fixed)
+    assert {p.label: (p.x, p.y) for p in points} == {
+        f"rule {n}": ((rows[n]["mean_chunk"],), (rows[n]["gap_p99_ms"],)) for n in ("budget", "per_token_only")}
+    assert gap.hlines == ((100.0, "budget 100 ms"),) and along.hlines == gap.hlines
+    assert [l.label for l in ttft.lines][:2] == ["fixed chunk, p50", "fixed chunk, p99"]
+    # Along the first long prompt: the budget rule's steps stay within it, the per-token
+    # rule's cross it where the table says, and further in each of its chunks misses by more.
+    steps = {l.label: list(zip(l.x, l.y)) for l in along.lines}
+    budget = steps["rule budget"]
+    assert all(ms <= 100.0 + 1e-9 for _, ms in budget) and rows["budget"]["first_miss"] is None
+    per_token = steps["rule per_token_only"]
+    first_over = next(at for at, ms in per_token if ms > 100.0)
+    assert first_over == rows["per_token_only"]["first_miss"] == 0
+    over = [ms for _, ms in per_token if ms > 100.0]
+    assert over == sorted(over) and len(over) >= 2
+    # By the cost model, with the 32 decoders at no less than their starting context of
+    # 1,024 tokens: a fixed 2,048-token chunk can fit at the start of a prompt and cannot
+    # from token 2,048 on; a 4,096-token chunk cannot even at the start.
+    cost = CostModel()
+    decode = cost.step_time((1024,) * 32)
+    step = lambda c, d: decode + cost.step_time((), c, d) - cost.step_time(())
+    assert step(2048, 0) <= 0.1 < step(2048, 2048) and 0.1 < step(4096, 0)
+    assert rows["fixed 2048"]["first_miss"] == 2048 and rows["fixed 4096"]["first_miss"] == 0
+    assert {n: rows[n]["first_miss"] for n in ("fixed 64", "fixed 512", "fixed 1024")} == dict.fromkeys(
+        ("fixed 64", "fixed 512", "fixed 1024"))
+    assert outcome.plot.warnings == ()
+
+
+def test_the_table_fits_100_columns(default_outcome):
+    outcome, _ = default_outcome
+    assert max(len(line) for line in outcome.render().splitlines()) <= 100
+
+
 def test_readme_shows_the_default_table(default_run):
     """The lesson's numbers are computed: the README's table is this experiment's output."""
     code, out, err = run_cli("prefill-deadline")
@@ -54,7 +103,7 @@ def test_readme_shows_the_default_table(default_run):
     assert len(rows) == 10
     for line in rows:
         assert line in readme, line
-    assert "synthetic" in out and "gaps over budget" in out
+    assert "synthetic" in out and "gaps over" in out and "first miss" in out
 
 
 def test_set_changes_one_constraint():

@@ -1,43 +1,51 @@
-"""The learner edition (`grader release`): no reference solution text, no hidden families,
-no instructor commands, and `grader check` run inside it gives the course's reports."""
+"""The learner edition (`grader release`): every lesson, the worker and the course machinery,
+no reference solution and nothing that behaves like one, and `grader check` inside it gives
+the course's report on the public cases for every known submission."""
 import ast
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 
 import pytest
 
-from classroom import templates
-from conftest import ROOT, grade
-from grader.engine.layout import find_course
+from conftest import ROOT
 from grader.engine.errors import InputError
+from grader.engine.layout import find_course
+from grader.engine.pipeline import grade_path
+from grader.instructor.equivalence import prove
 from grader.instructor.release import (build_learner_edition, find_leaks, missing_imports,
-                                    run_in_release, solution_fingerprints)
-from grader.engine.oracle import as_in_the_learner_edition
-from mutants import wrong_file
+                                       run_in_release, solution_fingerprints)
+from grader.instructor.templates import templates
 
 SOLUTIONS = ROOT / "reference" / "solutions"
+LESSONS = ("lesson1", "lesson2", "lesson3", "lesson4", "lesson5", "lesson6")
 
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
     out = tmp_path_factory.mktemp("edition") / "learner"
-    manifest = build_learner_edition(find_course(str(ROOT)), out)   # verifies `grader check` inside
+    # The build verifies `grader check` inside and runs the self-proof; both raise if they fail.
+    manifest = build_learner_edition(find_course(str(ROOT)), out)
     return out, manifest
 
 
-def in_release(out, *args):
-    return run_in_release(out, "grader.cli", *args)
+def in_release(out, *args, cwd=None):
+    return run_in_release(out, "grader.cli", *args, cwd=cwd)
 
 
 def solution_code_lines():
     """Every line of code (not docstring, not comment) inside a reference solution's
     functions, less the lines an exercise's own docstrings already give the learner (the
-    contract's formulas)."""
+    contract's formulas). Lines under 40 characters (an alias, a loop header) say nothing."""
     published = "\n".join(p.read_text(encoding="utf-8")
                           for p in (ROOT / "assignments").glob("*/exercise.py"))
-    # The worker's own size arithmetic (the spec's ceiling division) is no answer key.
-    published += (ROOT / "reference" / "sizing.py").read_text(encoding="utf-8")
+    # The course's own arithmetic is no answer key: the worker's sizes (the spec's ceiling
+    # division) and the release figures' definitions (goodput, attainment, rejected share).
+    for course_module in ("reference/sizing.py", "grader/course/slo.py"):
+        published += (ROOT / course_module).read_text(encoding="utf-8")
     lines = set()
     for path in SOLUTIONS.glob("lesson*.py"):
         source = path.read_text(encoding="utf-8")
@@ -49,11 +57,11 @@ def solution_code_lines():
             body = fn.body
             if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
                 body = body[1:]
-            for stmt in body:
-                for line in text[stmt.lineno - 1:stmt.end_lineno]:
-                    code = line.split("#")[0].strip()
-                    if len(code) >= 28 and code not in published:
-                        lines.add(code)
+            for node in body:
+                for n in range(node.lineno - 1, node.end_lineno):
+                    line = text[n].strip()
+                    if len(line) >= 40 and not line.startswith("#") and line not in published:
+                        lines.add(line)
     return lines
 
 
@@ -61,6 +69,7 @@ def test_no_reference_solution_text_anywhere(release):
     out, _ = release
     assert not (out / "reference" / "solutions").exists()
     assert not (out / "grader" / "instructor").exists()
+    assert not (out / "grader" / "lessons" / "oracles").exists()
     code = solution_code_lines()
     assert len(code) > 20                    # the check has teeth
     for path in out.rglob("*"):
@@ -68,37 +77,29 @@ def test_no_reference_solution_text_anywhere(release):
             text = path.read_text(encoding="utf-8", errors="replace")
             hits = [line for line in code if line in text]
             assert not hits, f"{path.relative_to(out)} holds reference solution code: {hits[:3]}"
-    assert find_leaks(out, solution_fingerprints(SOLUTIONS)) == []
 
 
-def test_the_leak_guard_finds_a_planted_copy(tmp_path):
-    source = (SOLUTIONS / "lesson1.py").read_text()
-    tree = ast.parse(source)
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "contract_reasons")
-    body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) else fn.body
-    planted = "def helper(request, model, worker):\n    # a comment the copier added\n" + \
-        "\n".join("    " + l for l in ast.unparse(ast.Module(body, [])).splitlines()) + "\n"
-    (tmp_path / "sneaky.py").write_text(planted)
-    assert find_leaks(tmp_path, solution_fingerprints(SOLUTIONS))
+def test_the_fingerprint_search_finds_a_copied_solution(tmp_path):
+    """Renamed and reformatted, a copied answer is still found."""
+    source = (SOLUTIONS / "lesson2.py").read_text().replace("def admit(", "def anything(")
+    (tmp_path / "helper.py").write_text(ast.unparse(ast.parse(source)))
+    assert any("lesson2.py:admit" in leak for leak in find_leaks(tmp_path, solution_fingerprints(SOLUTIONS)))
 
 
-def test_manifest_and_what_is_left_out(release):
+def test_manifest_every_lesson_and_what_ships(release):
     out, manifest = release
-    assert {"lesson1", "lesson2"} <= set(manifest.lessons)     # the free lessons
-    # Lesson 2 runs no worker there: its run machinery and the worker itself are not shipped.
-    for module in ("grader/lessons/ledger_runs.py", "grader/course/scenario.py", "reference/worker.py",
-                   "reference/policy.py"):
-        assert not (out / module).exists(), module
+    assert manifest.lessons == LESSONS and manifest.left_out == {}
     data = json.loads((out / "grader" / "learner_edition.json").read_text())
-    assert data["edition"] == "learner" and data["lessons"] == list(manifest.lessons)
-    assert (out / "grader" / "expectations" / "lesson1.json").is_file()
-    for lesson in manifest.left_out:
-        assert not (out / "rubrics" / f"{lesson}.yaml").exists()
-        assert not (out / "grader" / "lessons" / f"{lesson}.py").exists()
-    # A left-out lesson's own modules go with it, even those that import nothing left out.
-    for module in ("transition_table", "prefix_keys", "chunk_oracle", "chunk_probes"):
-        assert not (out / "grader" / "lessons" / f"{module}.py").exists(), module
-    assert not (out / "grader" / "instructor").exists()
+    assert data["edition"] == "learner" and data["lessons"] == list(LESSONS)
+    # The worker, the course machinery and every lesson ship; what they need of the
+    # reference was recorded.
+    for module in ("reference/worker/engine.py", "reference/baselines.py", "reference/knobs.py",
+                   "grader/course/scenario.py", "grader/course/sheet.py", "grader/lessons/ledger_runs.py",
+                   "grader/lessons/cancellation_runs.py", "grader/course/experiments/prefill_deadline.py"):
+        assert (out / module).is_file(), module
+    for lesson in LESSONS:
+        assert (out / "rubrics" / f"{lesson}.yaml").is_file()
+    assert (out / "grader" / "expectations" / "cases-lesson5.json").is_file()
     # What ships, imports: no module of the release needs something left out.
     for path in (out / "grader").rglob("*.py"):
         rel = path.relative_to(out).with_suffix("")
@@ -106,78 +107,115 @@ def test_manifest_and_what_is_left_out(release):
         assert missing_imports(out, ".".join(parts), anywhere=False) == [], rel
 
 
+def test_the_self_proof_ran_and_the_baselines_earn_at_most_half(release):
+    _, manifest = release
+    lines = "\n".join(manifest.proof)
+    for baseline in ("baseline_contract as check_contract", "baseline_admit as admit",
+                     "baseline_chunk as choose_chunk", "baseline_on_event as on_event"):
+        assert baseline in lines
+
+
+def test_the_self_proof_catches_an_answer_under_another_name(tmp_path):
+    """A helper that behaves like lesson 2's answer, under any name, fails the build."""
+    pkg = tmp_path / "reference"
+    pkg.mkdir()
+    body = (SOLUTIONS / "lesson2.py").read_text()
+    (pkg / "helpers.py").write_text(body.replace("def admit(", "def ledger_rule("))
+    verdicts = prove(tmp_path, ["reference.helpers"], find_course(str(ROOT)), ("lesson2",))
+    caught = [v for v in verdicts if "ledger_rule" in v.line()]
+    assert caught and not all(v.passed for v in caught), [v.line() for v in verdicts]
+
+
 GRADE_ALL = """
 import json, sys
 from pathlib import Path
 from grader.engine.layout import find_course
-from grader.lessons import ledger, lesson1
+from grader.engine.oracle import has_solution
 from grader.engine.pipeline import grade_path
 course, lesson = find_course(sys.argv[1]), sys.argv[2]
-reports = [grade_path(lesson, Path(p), course, mode="check").to_dict() for p in sys.argv[3:]]
-oracles = (lesson1.oracle, ledger.sizes)
-assert all(o._module is None for o in oracles) and any(o._table for o in oracles), "not replayed"
+reports = {Path(p).name: grade_path(lesson, Path(p), course, mode="check").to_dict() for p in sys.argv[3:]}
+assert not any(has_solution(f"lesson{n}") for n in range(1, 7)), "a solution was importable"
+assert not any(m.startswith("reference.solutions") for m in sys.modules), "a solution was imported"
 print(json.dumps(reports))
 """
 
 
-@pytest.mark.parametrize("lesson", ["lesson1", "lesson2"])
+@pytest.mark.parametrize("lesson", LESSONS)
 def test_check_in_the_release_matches_the_course(release, tmp_path, lesson):
+    """For every known submission (the reference, the stub, each wrong one and each mutant):
+    the same report in the edition as in the course, but its duration."""
     out, _ = release
-    p = in_release(out, "check", lesson, "--json")              # the stub exercise
-    assert p.returncode == 0, p.stderr
-    stub = json.loads(p.stdout)
-    assert stub["score"] == 0 and "not implemented" in stub["criteria"][0]["feedback"]
     copies = []
-    for sub in templates(lesson).values():                       # the reference first, mutants too
-        copies.append(tmp_path / sub.name)                       # outside the release
-        shutil.copy(sub, copies[-1])
-    p = in_release(out, "check", lesson, "--submission", str(copies[0]), "--json")
-    ref = json.loads(p.stdout)
-    assert p.returncode == 0 and ref["score"] == ref["max_score"] == stub["max_score"] > 0
-    # Every wrong submission: the same report in the release as in the course graded on
-    # the cases the release has (one process for all of them).
+    for name, path in templates(ROOT, lesson, tmp_path).items():
+        copy = tmp_path / "subs" / f"{name}{path.suffix}"       # outside the release
+        copy.parent.mkdir(exist_ok=True)
+        (shutil.copytree if path.is_dir() else shutil.copy)(path, copy)
+        copies.append(copy)
     (tmp_path / "grade_all.py").write_text(GRADE_ALL)
     p = run_in_release(out, "grade_all", str(out), lesson, *map(str, copies), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    with as_in_the_learner_edition():
-        wanted = [json.loads(json.dumps(grade(lesson, c, "check").to_dict())) for c in copies]
-    for copy, got, want in zip(copies, json.loads(p.stdout), wanted):
-        for report in (got, want):
+    got = json.loads(p.stdout)
+    course = find_course(str(ROOT))
+    for copy in copies:
+        want = json.loads(json.dumps(grade_path(lesson, copy, course, mode="check").to_dict()))
+        mine = got[copy.name]
+        for report in (mine, want):
             report.pop("duration_s")
-        assert got == want, copy.name
+        assert mine == want, copy.name
+        assert all(c["checked"] for c in mine["criteria"]), copy.name     # no n/a anywhere
+    assert any(r["score"] == r["max_score"] for r in got.values())            # the reference
+    stub = got["stub.py"] if "stub.py" in got else got["stub"]
+    assert stub["score"] == 0
 
 
-def test_lesson2_in_the_release_says_what_it_cannot_check(release, tmp_path):
-    """Efficiency needs worker runs: the release reports it as not checked, in no total,
-    while a wrong ledger still loses the criteria its probes show."""
+def test_instructor_commands_are_not_in_the_release_and_the_rest_is(release):
     out, _ = release
-    shutil.copy(wrong_file("lesson2", "prompt_only", tmp_path), tmp_path / "mine.py")
-    p = in_release(out, "check", "lesson2", "--submission", str(tmp_path / "mine.py"))
-    assert p.returncode == 0, p.stderr
-    assert "n/a" in p.stdout and "not checked here" in p.stdout
-    assert re.search(r"efficiency\s+-/3\s+n/a", p.stdout)
-    assert re.search(r"total [0-9.]+ / 7 ", p.stdout)
-    assert "reserved 7 pages, expected 9" in p.stdout
-
-
-def test_the_course_never_skips_a_criterion_when_grading(tmp_path):
-    """Only the learner edition's check may leave a criterion unchecked; a grade never does."""
-    with as_in_the_learner_edition(), pytest.raises(InputError, match="could not be checked"):
-        grade("lesson2", SOLUTIONS / "lesson2.py", "grade")
-
-
-def test_no_instructor_commands_in_the_release(release):
-    out, manifest = release
     p = in_release(out, "--help")
     assert p.returncode == 0
     commands = set(re.search(r"\{([a-z,]+)\}", p.stdout).group(1).split(","))
-    assert "check" in commands and not commands & {"grade", "export", "feedback", "release"}
+    assert {"check", "experiment", "sheet"} <= commands
+    assert not commands & {"grade", "export", "feedback", "release", "incident"}
     assert "grader grade" not in p.stdout and "grader check" in p.stdout
     p = in_release(out, "grade", "lesson1", "x.py", "--secret-file", "s")
     assert p.returncode == 2 and "invalid choice" in p.stderr
-    for command, why in manifest.unavailable_commands.items():
-        p = in_release(out, command, "anything")
-        assert p.returncode == 2 and why in p.stderr
+    p = in_release(out, "sheet", "validate", str(out / "assignments" / "lesson1" / "design_sheet.yaml"))
+    assert p.returncode in (0, 2) and "Traceback" not in p.stderr
+
+
+def test_a_fresh_install_with_the_readme_commands(release, tmp_path):
+    """The edition's README: its two set-up commands on a fresh machine, then a check."""
+    out, _ = release
+    readme = (out / "README.md").read_text()
+    block = re.search(r"```sh\n(.*?)```", readme, re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+    assert len(commands) == 2 and "venv" in commands[0] and "pip install" in commands[1]
+    copy = tmp_path / "edition"
+    shutil.copytree(out, copy)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if "venvs" not in p)
+    script = " && ".join(commands) + " && grader check lesson2 --json"
+    p = subprocess.run(["bash", "-c", script.replace("python3", sys.executable, 1)], cwd=copy,
+                       env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-2000:]
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["lesson"] == "lesson2" and report["score"] == 0           # the stub
+    assert all(c["checked"] for c in report["criteria"])
+    assert any(c["family"] == "scenario" for c in report["cases"])           # the public runs
+
+
+def test_the_free_edition_and_published_solutions(tmp_path):
+    course = find_course(str(ROOT))
+    free = build_learner_edition(course, tmp_path / "free", lessons=("lesson1", "lesson2"), verify=False)
+    assert free.lessons == ("lesson1", "lesson2") and set(free.left_out) == {"lesson3", "lesson4",
+                                                                          "lesson5", "lesson6"}
+    assert not (tmp_path / "free" / "assignments" / "lesson3").exists()
+    late = build_learner_edition(course, tmp_path / "late", lessons=("lesson1",), publish=("lesson1",),
+                                 verify=False)
+    assert late.published == ("lesson1",)
+    assert (tmp_path / "late" / "reference" / "solutions" / "lesson1.py").is_file()
+    assert not (tmp_path / "late" / "reference" / "solutions" / "lesson2.py").exists()
+    with pytest.raises(InputError, match="no such lesson"):
+        build_learner_edition(course, tmp_path / "bad", lessons=("lesson9",), verify=False)
 
 
 def test_release_refuses_a_folder_that_is_not_a_release(tmp_path):
@@ -189,17 +227,17 @@ def test_release_refuses_a_folder_that_is_not_a_release(tmp_path):
         build_learner_edition(find_course(str(ROOT)), ROOT / "grader" / "edition-out", verify=False)
 
 
-def test_release_replaces_an_earlier_release(release):
-    out, _ = release
+def test_release_replaces_an_earlier_release(tmp_path):
+    out = tmp_path / "learner"
+    build_learner_edition(find_course(str(ROOT)), out, lessons=("lesson1",), verify=False)
     (out / "stale.txt").write_text("old")
-    manifest = build_learner_edition(find_course(str(ROOT)), out, verify=False)
-    assert not (out / "stale.txt").exists() and "lesson1" in manifest.lessons
+    manifest = build_learner_edition(find_course(str(ROOT)), out, lessons=("lesson1",), verify=False)
+    assert not (out / "stale.txt").exists() and manifest.lessons == ("lesson1",)
 
 
 def test_the_release_installs_what_it_imports_and_nothing_else(release):
     """No instructor extras, no dependency of what was left out (the gradebook's SQLAlchemy),
     and every third-party module the release imports is a declared dependency."""
-    import sys
     import tomllib
     from grader.instructor.release import IMPORT_NAMES, _third_party_imports
     out, _ = release

@@ -20,7 +20,7 @@ from grader.engine.pipeline import grade_submission
 from grader.course.scenario import load_scenario
 from grader.engine.submission import load_submission
 from mutants import mutations, wrong_file
-from reference.policy import reference_policy
+from grader.engine.oracle import reference_policy
 from reference.solutions import lesson2 as reference_ledger
 from reference.workload import load_workload
 
@@ -129,11 +129,10 @@ def test_wrong_ledger_loses_where_it_is_wrong_on_hidden_cases(name, tmp_path, se
 
 def test_readme_feedback_example_is_what_the_grader_says(tmp_path):
     report = grade("lesson2", wrong_file("lesson2", "prompt_only", tmp_path), "check")
-    example = ("bursts: 17 broken promises, 0 over-commits; first, r21 reserved 10 pages, "
-               "needed 18 (prompt 560 + max_new 114 at 16 tokens/page = 43 pages, 25 prefix hits, "
-               "0 active)")
-    assert example in feedback(report, "safety")
-    assert " ".join(example.split()) in " ".join(README.read_text().split())
+    # The README quotes the prompt-only ledger's safety feedback, in italics.
+    quoted = re.search(r"For the prompt-only ledger, for example: \*(.*?)\*", " ".join(README.read_text().split()))
+    assert quoted, "the README's feedback example is gone"
+    assert quoted.group(1) in feedback(report, "safety")
 
 
 # ---- other mistakes: graded by the property they break ----------------------------------
@@ -224,13 +223,14 @@ def test_hidden_cases_depend_on_the_secret_and_only_on_it(secret):
     assert names == {"heavy-load", "long-outputs", "prefix-multiscope", "bursts", "never-fit"}
 
 
-def test_design_sheet_section_is_the_reference_ledgers_knobs():
+def test_design_sheet_section_holds_the_ledger_knobs_at_their_design_values():
     import inspect
+    from reference import knobs
     sheet = yaml.safe_load((ROOT / "assignments/lesson2/design_sheet.yaml").read_text())
     section = sheet["admission_ledger"]
-    knobs = {name: p.default for name, p in inspect.signature(reference_ledger.admit).parameters.items()
-             if p.kind is p.KEYWORD_ONLY}
-    assert section == {**knobs, "prefix_cache": True}
+    design = {name: p.default for name, p in inspect.signature(knobs.ledger_knobs).parameters.items()
+              if p.kind is p.KEYWORD_ONLY}
+    assert section == {**design, "prefix_cache": True}
     assert reference_policy(sheet).prefix_cache is True
 
 
@@ -273,11 +273,11 @@ def test_readme_table_of_mistakes_is_what_the_worker_records():
     heavy = run("heavy-load", reserve="prompt_only")
     broken = [v for v in heavy.violations if v.kind == "broken_promise"]
     preempted = sum(r.preemptions > 0 for r in heavy.requests)
-    assert (len(broken), preempted, broken[0].requests[0]) == (24, 18, "r17")
-    assert "24 broken promises (18 requests preempted and recomputed), the first one r17's" in text
+    assert (len(broken), preempted, broken[0].requests[0]) == (14, 14, "r17")
+    assert "14 broken promises (14 requests preempted and recomputed), the first one r17's" in text
     bursts = run("bursts", outstanding="ignore").counts()
-    assert (bursts["over_commit"], bursts["broken_promise"]) == (60, 4)
-    assert "60 over-commits and 4 broken promises" in text
+    assert (bursts["over_commit"], bursts["broken_promise"]) == (60, 3)
+    assert "60 over-commits and 3 broken promises" in text
     assert run("prefix-multiscope", inactive_hits="free").counts()["over_commit"] == 6
     assert "6 over-commits, each when a request reactivated" in text
     good = lambda r: sum(runs.met_slo(x) for x in r.requests)

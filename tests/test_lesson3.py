@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT, SECRETS, SUBMISSIONS, full, grade, other_than, scores
 from grader.engine.layout import find_course
 from grader.lessons import chunk_oracle, lesson3
+from grader.lessons.oracles import chunk_search
 from mutants import mutations, wrong_file
 from reference.shapes import ChunkContext, CostModel
 
@@ -40,7 +41,7 @@ def test_oracle_search_agrees_with_trying_every_candidate():
                            g.randint(0, 20000), g.randint(1, 1500), pt, pt * g.choice([0, 1, 4]))
         t = chunk_oracle.step_s(ctx, g.randint(0, ctx.prefill_remaining + 50))
         ctx = replace(ctx, gap_budget_s=t * g.uniform(0.9, 1.1))
-        e = chunk_oracle.expected(ctx)
+        e = chunk_search.search(ctx)
         assert (e.verdict, e.largest) == brute_force(ctx), ctx
 
 
@@ -48,11 +49,11 @@ def test_edge_cases_of_the_verdicts():
     base = dict(cost=CostModel(), decode_contexts=(2048,) * 32, prefill_done=16352, page_tokens=16,
                 min_chunk_tokens=64)
     tail = ChunkContext(gap_budget_s=0.1, prefill_remaining=32, **base)
-    assert chunk_oracle.expected(tail).verdict == "ok"          # a fitting tail below min_chunk is ok
+    assert chunk_search.search(tail).verdict == "ok"          # a fitting tail below min_chunk is ok
     starved = ChunkContext(gap_budget_s=0.0119, prefill_remaining=5000, **base)
-    assert chunk_oracle.expected(starved) == chunk_oracle.Expected("starved", 0, chunk_oracle.step_s(starved, 0))
+    assert chunk_search.search(starved) == chunk_oracle.Expected("starved", 0, chunk_oracle.step_s(starved, 0))
     over = ChunkContext(gap_budget_s=0.0118, prefill_remaining=5000, **base)
-    assert chunk_oracle.expected(over).verdict == "infeasible"
+    assert chunk_search.search(over).verdict == "infeasible"
 
 
 @pytest.mark.parametrize("probe_secret", [*SECRETS.values(), b"one", b"two", b"three"],
@@ -64,8 +65,8 @@ def test_hidden_probes_are_never_on_a_knife_edge_and_the_reference_agrees(probe_
     verdicts = set()
     for case in cases:
         ctx = case.inputs
-        assert not chunk_oracle.knife_edges(ctx), case.label
-        e, plan = chunk_oracle.expected(ctx), choose_chunk(ctx)
+        assert not chunk_search.knife_edges(ctx), case.label
+        e, plan = chunk_search.search(ctx), choose_chunk(ctx)
         assert plan.verdict == e.verdict and (plan.verdict != "ok" or plan.tokens == e.largest), case.label
         verdicts.add(e.verdict)
     assert verdicts == {"ok", "starved", "infeasible"}
@@ -73,12 +74,12 @@ def test_hidden_probes_are_never_on_a_knife_edge_and_the_reference_agrees(probe_
 
 def test_public_probes_are_clear_of_edges_and_match_the_readme():
     probes = {c.name: c.inputs for c in lesson3.public_probes(COURSE)}
-    assert all(not chunk_oracle.knife_edges(ctx) for ctx in probes.values())
+    assert all(not chunk_search.knife_edges(ctx) for ctx in probes.values())
     readme = (ROOT / "assignments" / "lesson3" / "README.md").read_text()
     for name, verdict, tokens in [("first-chunk", "ok", 2080), ("late-chunk", "ok", 1328),
                                   ("full-batch-infeasible", "infeasible", 0),
                                   ("min-chunk-exact", "ok", 64), ("starved-late", "starved", 32)]:
-        e = chunk_oracle.expected(probes[name])
+        e = chunk_search.search(probes[name])
         assert (e.verdict, e.largest) == (verdict, tokens)
         assert f'ChunkPlan({tokens}, "{verdict}")' in readme
     assert f"{chunk_oracle.step_s(probes['late-chunk'], 2192):.9f}" in readme     # the naive late chunk

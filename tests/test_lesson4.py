@@ -15,7 +15,7 @@ from grader.lessons.transition_table import TableFaults
 from grader.engine.pipeline import grade_submission
 from grader.course.scenario import hidden_scenarios
 from grader.engine.submission import load_submission
-from reference.policy import reference_policy
+from grader.engine.oracle import lesson_policy, reference_decisions, reference_policy
 from reference.shapes import EVENTS, STATES
 from reference.solutions import lesson4 as ref
 
@@ -149,7 +149,8 @@ def test_reference_table_keeps_every_invariant_for_its_design_values():
 
 @pytest.mark.parametrize("release,rule", [("at_cancel", "pinned"), ("never", "reclaim")])
 def test_the_lesson_faulty_knobs_break_their_invariant(release, rule):
-    faults = TableFaults(_table(lambda *k: ref.on_event(*k, release=release)))
+    from reference.knobs import release_knobs
+    faults = TableFaults(_table(release_knobs(ref.on_event, release=release)))
     assert faults.found[rule]
     assert all(not found for r, found in faults.found.items() if r != rule), faults.found
 
@@ -207,11 +208,11 @@ def test_hidden_cases_are_drawn_from_the_secret(secret):
 def test_reference_reclaims_exactly_at_the_fence_and_at_cancel_does_not(secret):
     case = hidden_scenarios(find_course(str(ROOT)), "lesson4", secret)[0]
     s = case.inputs
-    good = s.run()
+    good = s.run(lesson_policy(reference_decisions("lesson4"), s.sheet))
     cancelled = [r for r in good.requests if r.cancel_s is not None and r.released_s is not None]
     assert cancelled and all(r.released_s == r.fence_s for r in cancelled)
     assert any(r.fence_s > r.cancel_s for r in cancelled)      # some waited for a step
-    early = s.run(reference_policy({**s.sheet, "cancellation": {"release": "at_cancel"}}))
+    early = s.run(lesson_policy(reference_decisions("lesson4"), {**s.sheet, "cancellation": {"release": "at_cancel"}}))
     assert early_releases(early) and good.counts()["use_after_free"] == 0
 
 

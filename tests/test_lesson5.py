@@ -242,6 +242,38 @@ def test_goodput_experiment_table_decisions_and_plot(tmp_path):
     assert any("rejected share rose" in n for n in out["notes"])
 
 
+def test_goodput_experiment_plot_shows_the_decision_the_target_and_the_rejected_share():
+    outcome = experiments.run("goodput", ["rates=2", "rate_from=3", "rate_to=8", "seeds=3",
+                                          "candidates=gain,rejections"], COURSE)
+    rows = {(r["rate"], r["design"]): r for r in outcome.table.rows}
+    plot = outcome.plot
+    names = [p.ylabel for p in plot.panels]
+    assert names == ["goodput (good requests / s)", "release decision\nagainst baseline",
+                     "interactive SLO attainment (%)", "batch SLO attainment (%)", "rejected share (%)"]
+    goodput, decision, interactive, batch, rejected = plot.panels
+    for line in goodput.lines:            # each design's mean goodput, banded by its own spread
+        assert line.y == tuple(rows[x, line.label]["goodput"] for x in line.x)
+        assert line.band[1] == tuple(rows[x, line.label]["goodput"] + rows[x, line.label]["band"]
+                                     for x in line.x)
+    # The decision at each rate for each candidate, as the table has it.
+    assert {(m.x, m.row): m.text for m in decision.marks} == {
+        k: r["decision"] for k, r in rows.items() if k[1] != "baseline"}
+    assert {(m.x, m.row): m.text for m in decision.marks}[8.0, "rejections"] == "rollback"
+    for panel in (interactive, batch):
+        assert panel.hlines == ((90.0, "90% attainment"),)
+    *shares, limit = rejected.lines
+    assert {l.label: l.y for l in shares} == {
+        d: tuple(rows[x, d]["rejected"] * 100 for x in (3.0, 8.0)) for d in ("baseline", "gain", "rejections")}
+    assert limit.style == "dashed" and limit.y == tuple((rows[x, "baseline"]["rejected"] + 0.02) * 100
+                                                         for x in (3.0, 8.0))
+    assert all(y > l for y, l in zip(dict((l.label, l.y) for l in shares)["rejections"], limit.y))
+    assert "each design's own spread over its 3 seeds (±2 standard errors)" in plot.title
+    assert "not the paired noise band" in plot.title
+    # Without a candidate that rejects, there is no rejected-share panel.
+    plain = experiments.run("goodput", ["rates=1", "rate_from=3", "seeds=2", "requests=20"], COURSE)
+    assert "rejected share (%)" not in [p.ylabel for p in plain.plot.panels]
+
+
 def test_goodput_experiment_rejects_a_bad_setting():
     with pytest.raises(InputError, match="candidates"):
         experiments.run("goodput", ["candidates=nonsense"], COURSE)

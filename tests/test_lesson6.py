@@ -349,7 +349,7 @@ def test_readme_worked_example_is_computed(demo):
     items = {i.key: i for i in demo.evidence()}
     for key, eid, count in (("steps:long", "E7", 35), ("requests:slow_tokens", "E10", 57),
                             ("audit:over_commit", "E14", 4), ("series:headroom", "E17", 17),
-                            ("requests:preempted", "E15", 2), ("report:gate", "E2", 1),
+                            ("requests:preempted", "E15", 1), ("report:gate", "E2", 1),
                             ("steps:over_budget", "E16", 0)):
         assert (items[key].id, items[key].count) == (eid, count)
     for phrase in ("`E7` selects the 35 steps", "`E10` selects the 57 requests", "`E14` selects the 4",

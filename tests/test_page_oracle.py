@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from page_oracle import BooksError, check_run, replay
-from reference.policy import reference_policy
+from grader.engine.oracle import reference_policy
 from reference.shapes import Admission, CostModel
 from worker_helpers import WORKLOADS, machine, policy_variants, request, run, scenario
 

@@ -38,7 +38,7 @@ def test_the_digest_is_sha256_of_the_canonical_json(result):
     assert result.digest() == hashlib.sha256(text.encode()).hexdigest()
     canonical = result.canonical()
     assert set(canonical) == {"requests", "steps", "series", "violations", "total_pages",
-                              "end_s", "aborted"}
+                              "end_s", "aborted", "unfinished"}
     first = canonical["requests"][0]
     assert first[0] == "r0" and len(first) == len(dataclasses.fields(result.requests[0]))
 
@@ -76,7 +76,7 @@ def _changed(run_, part, **change):
     ("steps", {"chunk_verdict": "starved"}), ("steps", {"pages_pinned": 99}),
     *[("series", {name: 99}) for name in SERIES],
     ("violations", {}), ("run", {"total_pages": 41}), ("run", {"end_s": 99.0}),
-    ("run", {"aborted": "stopped"}),
+    ("run", {"aborted": "stopped"}), ("run", {"unfinished": ("r1",)}),
 ])
 def test_any_change_to_a_run_changes_its_digest(result, part, change):
     assert _changed(result, part, **change).digest() != result.digest()

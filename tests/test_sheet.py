@@ -11,7 +11,7 @@ from grader.cli import main
 from grader.engine.layout import find_course
 from grader.course.sheet import (MAX_BYTES, SECTIONS, _known_path, load_sheet, policy_sheet, read_yaml,
                           validate_sheet)
-from reference.policy import reference_policy
+from grader.engine.oracle import reference_policy
 
 COURSE = find_course(str(ROOT))
 TEMPLATE = ROOT / "assignments" / "design_sheet.yaml"
@@ -177,6 +177,44 @@ def test_run_command_replays_a_sheet_and_decides_against_a_baseline(capsys):
     assert out["baseline"]["decision"] == "rollback"
     assert out["baseline"]["new_violations"] == {"broken_promise": [0, 4], "over_commit": [0, 7]}
     assert out["baseline"]["figures"]["classes"]["interactive"]["attainment"] == 0.9011
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The plots ``sheet run --plot`` draws, as data (they are still written)."""
+    from grader.course import plots
+    seen, real = [], plots.save_plot
+    monkeypatch.setattr(plots, "save_plot", lambda plot, path: seen.append(plot) or real(plot, path))
+    return seen
+
+
+def test_run_command_draws_the_figures_against_the_baseline(tmp_path, capsys, drawn):
+    demo = ROOT / "assignments" / "lesson6" / "demo" / "sheets"
+    png = tmp_path / "release.png"
+    assert main(["sheet", "run", str(demo / "R42.yaml"), "--baseline", str(demo / "R41.yaml"), "--json",
+                 "--plot", str(png)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["plot"] == str(png) and png.read_bytes()[:4] == b"\x89PNG"
+    (plot,) = drawn
+    mine, base = out["figures"], out["baseline"]["figures"]
+    assert plot.title == "R42.yaml against R41.yaml (baseline)\nlesson 5's rule decides: rollback"
+    assert plot.captions == tuple(out["baseline"]["reasons"]) and plot.warnings == ()
+    goodput, attainment, violations = plot.panels
+    assert goodput.bars.categories == ("seed 24", "seed 25", "seed 26", "seed 27")
+    series = dict(goodput.bars.series)
+    for name, figures in (("R41.yaml (baseline)", base), ("R42.yaml", mine)):
+        assert sum(series[name]) / 4 == pytest.approx(figures["goodput_rps"], abs=1e-4)
+    assert attainment.bars.categories == ("batch", "interactive")
+    assert dict(attainment.bars.series) == {
+        name: tuple(100 * f["classes"][c]["attainment"] for c in ("batch", "interactive"))
+        for name, f in (("R41.yaml (baseline)", base), ("R42.yaml", mine))}
+    assert violations.bars.categories == ("broken promise", "over commit")
+    assert dict(violations.bars.series) == {"R41.yaml (baseline)": (0.0, 0.0), "R42.yaml": (4.0, 7.0)}
+
+
+def test_run_command_refuses_a_plot_it_cannot_write(tmp_path, capsys):
+    assert main(["sheet", "run", str(TEMPLATE), "--plot", str(tmp_path / "x.pdf")]) == 2
+    assert "ending in .png" in capsys.readouterr().err
 
 
 def test_run_command_on_the_template_uses_its_own_workload_and_machine(capsys):

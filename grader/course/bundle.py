@@ -32,8 +32,9 @@ import yaml
 from grader.engine.errors import InputError
 from grader.course.evidence import Tables
 from grader.course.incident import NEXT, PREVIOUS, RELEASE, Incident
-from grader.course.trials import mean_tpot_s
-from reference.solutions import lesson5 as oracle
+from grader.course import slo
+from grader.course.core import reference as reference_core
+from grader.course.trials import mean_tpot_s, truncation
 
 MARKER = "incident.yaml"
 
@@ -124,26 +125,31 @@ def release_report(incident: Incident) -> dict:
     """The release gate re-run on the report seeds under R42's own release criteria."""
     criteria = incident.release["release_criteria"]
     averaged = criteria["qualification"]["token_deadline"] == "average_tpot"
-    qualify = partial(oracle.qualify, gaps="average") if averaged else oracle.qualify
+    core = reference_core()          # bundles are built in the course, where the reference is
+    qualify = partial(core.qualify, gaps="average") if averaged else core.qualify
     rule = type(incident.rule)(**criteria["rule"])
     runs = {name: incident.replay(sheet, incident.report_seeds, qualify=qualify, name=name)
             for name, sheet in ((PREVIOUS, incident.baseline), (RELEASE, incident.release))}
-    decision = oracle.decide_release(runs[PREVIOUS].summaries, runs[RELEASE].summaries, rule)
+    decision = core.decide(runs[PREVIOUS].summaries, runs[RELEASE].summaries, rule)
     classes = {}
     for c in incident.scenario.workload.classes:
         classes[c.name] = {}
         for name, r in runs.items():
-            att = oracle.attainment(r.summaries, c.name)
+            att = slo.attainment(r.summaries, c.name)
             classes[c.name][name] = None if att is None else round(att, 4)
+    truncated = {n: {s.seed: truncation(run) for s, (_, run) in zip(r.summaries, r.runs) if run.aborted}
+                 for n, r in runs.items()}
     return {
         "release": RELEASE, "previous": PREVIOUS, "seeds": list(incident.report_seeds),
         "token_deadline": criteria["qualification"]["token_deadline"], "rule": dict(criteria["rule"]),
         "attainment": classes,
-        "goodput_rps": {n: round(sum(oracle.run_goodput(s) for s in r.summaries) / len(r.summaries), 4)
+        "goodput_rps": {n: round(sum(slo.run_goodput(s) for s in r.summaries) / len(r.summaries), 4)
                         for n, r in runs.items()},
         "mean_tpot_ms": {n: round(sum(s.mean_tpot_s for s in r.summaries) / len(r.summaries) * 1000, 2)
                          for n, r in runs.items()},
         "decision": decision.decision, "reasons": list(decision.reasons),
+        # Runs that stopped early, by release and seed: their unfinished requests counted as failed.
+        **({"truncated": {n: t for n, t in truncated.items() if t}} if any(truncated.values()) else {}),
     }
 
 
@@ -161,6 +167,14 @@ def _yaml(data, head: str = "") -> str:
     return head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
+def _truncated(incident: Incident) -> str:
+    """A paragraph for the README when the evidence run stopped early, else ""."""
+    why = truncation(incident.run(RELEASE, incident.evidence_seed))
+    return (f"\n**The evidence run did not finish.** The worker stopped it early ({why}). The "
+            f"logs end where it stopped; what they show of gaps and times covers only what ran.\n"
+            if why else "")
+
+
 def _readme(incident: Incident) -> str:
     return f"""# Incident {incident.id}
 
@@ -168,7 +182,7 @@ Release {RELEASE} of the service's design sheet went out, and the service regres
 the evidence of one stretch of traffic under {RELEASE} (the workload of
 `assignments/lesson6/public/incident.scenario.yaml`, seed {incident.evidence_seed}), the
 changes {RELEASE} made to {PREVIOUS} as design-sheet diffs, and what people reported.
-
+{_truncated(incident)}
 - `symptoms.md`: the reports. They conflict on purpose: more than one change is at fault.
 - `changes.yaml`: the {len(incident.changes)} changes of {RELEASE}, C1..C{len(incident.changes)}.
 - `sheets/{PREVIOUS}.yaml`, `sheets/{RELEASE}.yaml`: the two releases' full design sheets.
@@ -206,7 +220,8 @@ def write_bundle(incident: Incident, out: Path) -> list[Path]:
         "README.md": _readme(incident),
         MARKER: _yaml({"incident": incident.id, "release": RELEASE, "previous": PREVIOUS,
                        "workload": "assignments/lesson6/public/incident.scenario.yaml",
-                       "evidence_seed": incident.evidence_seed, "report_seeds": list(incident.report_seeds)},
+                       "evidence_seed": incident.evidence_seed, "report_seeds": list(incident.report_seeds),
+                       **({"truncated": truncation(run)} if run.aborted else {})},
                       f"# Incident {incident.id}: see README.md\n"),
         "symptoms.md": f"# What was reported after {RELEASE} went out\n\n"
                        + "".join(f"- {s}\n" for s in symptoms(incident)),

@@ -13,6 +13,12 @@ evidence seed every fault shows its mechanism in at least two evidence items, an
 replay seeds reverting the faults demonstrably fixes the release (lesson 5's rule ships
 it against R42, no class regresses against R41, no violation is above R41's). A draw that
 is not settled tries other seeds, deterministically.
+
+An incident is built on the reference core, in the course. What lesson 6's checks read of
+it beyond its changes (the evidence items, the regression's rollback conditions, the
+verdict on a fixed sheet) are figures (grader.engine.oracle.figures): recorded for the
+public incidents in the learner edition, with the verdict of every fix that reverts some
+of the regressed release's changes and keeps the others (``fix_neighbourhood``).
 """
 from __future__ import annotations
 
@@ -26,17 +32,19 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
+from grader.engine.cases import digest_of
 from grader.engine.codec import persistent
 from grader.engine.errors import InputError
+from grader.engine.oracle import figures, solution
 from grader.course.evidence import Item, Tables, index, observe
 from grader.course.replay import (Replay, class_drops, design, new_violations, replay,
                            rollback_conditions)
 from grader.course.scenario import Scenario, load_scenario
 from grader.engine.secret import derive_seed
-from grader.course.sheet import get_path, validate_sheet
-from grader.course.trials import rule_from, run_design
+from grader.course.sheet import get_path, policy_sheet, validate_sheet
+from grader.course.trials import rule_from, run_design, truncation
+from grader.course.core import reference as reference_core
 from reference.shapes import ReleaseDecision, ReleaseRule
-from reference.solutions import lesson5 as oracle
 
 PREVIOUS, RELEASE, NEXT = "R41", "R42", "R43"
 ATTEMPTS = 8           # seed sets an unsettled draw tries before it keeps the last
@@ -127,6 +135,10 @@ HARMLESS = {h.name: h for h in (
 )}
 
 
+# What an incident's figures are made of: the reference's decisions and its release rule.
+NEEDS = tuple(solution(f"lesson{n}") for n in range(1, 6))
+
+
 @persistent
 @dataclass(frozen=True)
 class Change:
@@ -175,18 +187,23 @@ class Incident:
         s = self.scenario
         return run_design(s.model, design(which, sheet, s.worker), s.workload, seed)[1]
 
-    def replay(self, sheet: Mapping, seeds: tuple[int, ...] | None = None, *, qualify=oracle.qualify,
+    def replay(self, sheet: Mapping, seeds: tuple[int, ...] | None = None, *, qualify=None,
                name: str = "sheet") -> Replay:
         s = self.scenario
         return replay(s.model, design(name, sheet, s.worker), s.workload, seeds or self.replay_seeds,
                       qualify=qualify)
 
+    def digest(self) -> str:
+        return digest_of(self.identity())
+
     def evidence(self) -> tuple[Item, ...]:
         """The bundle's evidence items under their ids."""
         if "evidence" not in self.memo:
-            run, before = self.run(RELEASE, self.evidence_seed), self.run(PREVIOUS, self.evidence_seed)
-            items = observe(self.release, run, before, Tables.of(run))
-            self.memo["evidence"] = index(items, self.seed)
+            def observed():
+                run, before = self.run(RELEASE, self.evidence_seed), self.run(PREVIOUS, self.evidence_seed)
+                return index(observe(self.release, run, before, Tables.of(run)), self.seed)
+            self.memo["evidence"] = figures("lesson6-evidence", self.digest(), observed,
+                                            needs=NEEDS, persist=False)
         return self.memo["evidence"]
 
     def supporting(self, mechanism: str) -> list[Item]:
@@ -323,16 +340,24 @@ class FixVerdict:
 
 def judge_fix(incident: Incident, sheet: Mapping) -> FixVerdict:
     """Replay a fixed sheet on the replay seeds: it must ship against R42 under lesson 5's rule,
-    no class may regress against R41, and no violation may be above R41's."""
+    no class may regress against R41, and no violation may be above R41's. Words in the sheet
+    do not change a replay, so the verdict is keyed by the sheet's knobs."""
+    key = digest_of([incident.identity(), policy_sheet(sheet)])
+    return figures("lesson6-fix", key, lambda: _judge_fix(incident, sheet), needs=NEEDS, persist=False)
+
+
+def _judge_fix(incident: Incident, sheet: Mapping) -> FixVerdict:
     before = incident.replay(incident.baseline, name=PREVIOUS)
     regressed = incident.replay(incident.release, name=RELEASE)
     fixed = incident.replay(sheet)
-    decision = oracle.decide_release(regressed.summaries, fixed.summaries, incident.rule)
+    decision = reference_core().decide(regressed.summaries, fixed.summaries, incident.rule)
     problems = []
     if decision.decision != "ship":
         problems.append(f"against {RELEASE} lesson 5's rule decides {decision.decision}: "
                         f"{'; '.join(decision.reasons)}")
     problems += [f"against {PREVIOUS}, {d}" for d in class_drops(before.summaries, fixed.summaries, incident.rule)]
+    problems += [f"your sheet's run on seed {s.seed} is {truncation(run)}"
+                 for s, (_, run) in zip(fixed.summaries, fixed.runs) if run.aborted]
     for kind, (was, now) in new_violations(before, fixed).items():
         first = next(v for _, run in fixed.runs for v in run.violations if v.kind == kind)
         problems.append(f"{now} {kind} violations on your sheet's runs, {was} on {PREVIOUS}'s; the first: "
@@ -342,8 +367,25 @@ def judge_fix(incident: Incident, sheet: Mapping) -> FixVerdict:
 
 def regression(incident: Incident) -> dict[str, bool]:
     """Which rollback conditions R41 -> R42 meets on the replay seeds."""
-    return rollback_conditions(incident.replay(incident.baseline, name=PREVIOUS),
-                               incident.replay(incident.release, name=RELEASE), incident.rule)
+    return figures("lesson6-regression", incident.digest(),
+                   lambda: rollback_conditions(incident.replay(incident.baseline, name=PREVIOUS),
+                                               incident.replay(incident.release, name=RELEASE),
+                                               incident.rule),
+                   needs=NEEDS, persist=False)
+
+
+def fix_neighbourhood(incident: Incident) -> list[dict]:
+    """R42 with every subset of its changes reverted: the fixes the learner edition can judge
+    without the reference (their verdicts are recorded when it is built)."""
+    sheets = []
+    for mask in range(1 << len(incident.changes)):
+        sheet = copy.deepcopy(dict(incident.release))
+        for n, change in enumerate(incident.changes):
+            if mask >> n & 1:
+                for path, was, _ in change.diff:
+                    set_path(sheet, path, was)
+        sheets.append(sheet)
+    return sheets
 
 
 def settled(incident: Incident) -> bool:

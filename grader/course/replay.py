@@ -2,7 +2,7 @@
 
 A sheet's knobs (grader.course.sheet.policy_sheet) become a grader.course.trials Design; runs and
 summaries are the trials machinery's (cached, paired seeds), and release decisions are
-lesson 5's ``decide_release``. One step is added here, between the run and the summary:
+lesson 5's ``decide_release``, both the core's (grader.course.core). One step is added here, between the run and the summary:
 what the *clients* got. A request that completed on time with a reply computed from
 somebody else's pages did not get a good reply. The worker records the fact as a
 violation; the client sees a garbled reply (a KV page overwritten while its step ran)
@@ -21,10 +21,12 @@ from typing import Mapping, Sequence
 
 from grader.engine.errors import InputError
 from grader.course.sheet import policy_sheet
-from grader.course.trials import Design, run_design, summarize, window_of
+from grader.course import slo
+from grader.course.core import Core
+from grader.course.core import reference as reference_core
+from grader.course.trials import Design, run_design, summarize, truncation, window_of
 from reference.records import VIOLATION_KINDS, Run
 from reference.shapes import ModelSpec, ReleaseRule, RunSummary, WorkerSpec
-from reference.solutions import lesson5 as oracle
 from reference.workload import WorkloadSpec
 
 # violation kind -> (which of its requests got the bad reply, what that client reported)
@@ -68,20 +70,26 @@ class Replay:
     violations: dict                            # kind -> count over the seeds
     reports: dict                               # client report -> count over the seeds
     runs: tuple                                 # (requests, Run) per seed, as the worker left them
+    seeds: tuple = ()                           # the seeds replayed, in order
 
 
 def replay(model: ModelSpec, d: Design, workload: WorkloadSpec, seeds: Sequence[int], *,
-           qualify=oracle.qualify) -> Replay:
+           core: Core | None = None, qualify=None) -> Replay:
+    """``qualify`` replaces the core's (lesson 6: the gate that averaged TPOT). A core with
+    no qualify (a learner who has not written lesson 5) gives runs and no summaries."""
+    core = core or reference_core()
+    qualify = qualify or core.qualify
     classes = tuple(c.name for c in workload.classes)
     summaries, violations, reports, runs = [], Counter(), Counter(), []
     for seed in seeds:
-        requests, run = run_design(model, d, workload, seed)
-        summaries.append(summarize(delivered(run), classes, window_of(requests), seed, qualify=qualify))
+        requests, run = run_design(model, d, workload, seed, core)
+        if qualify is not None:
+            summaries.append(summarize(delivered(run), classes, window_of(requests), seed, qualify))
         violations.update(v.kind for v in run.violations)
         reports.update(client_reports(run).values())
         runs.append((requests, run))
     return Replay(d, tuple(summaries), {k: violations.get(k, 0) for k in VIOLATION_KINDS},
-                  dict(reports), tuple(runs))
+                  dict(reports), tuple(runs), tuple(seeds))
 
 
 # ---- comparing two replays ----------------------------------------------------------------
@@ -90,19 +98,22 @@ def class_drops(before: Sequence[RunSummary], after: Sequence[RunSummary], rule:
     out = []
     names = sorted({c.cls for r in (*before, *after) for c in r.classes})
     for name in names:
-        a, b = oracle.attainment(before, name), oracle.attainment(after, name)
+        a, b = slo.attainment(before, name), slo.attainment(after, name)
         if a is not None and b is not None and a - b > rule.max_class_drop:
             out.append(f"class {name}: SLO attainment {a:.1%} -> {b:.1%} (more than the "
                        f"{rule.max_class_drop:.1%} allowed)")
-    a, b = oracle.rejected_share(before), oracle.rejected_share(after)
+    a, b = slo.rejected_share(before), slo.rejected_share(after)
     if b - a > rule.max_rejection_rise:
         out.append(f"rejected share {a:.1%} -> {b:.1%} (more than the {rule.max_rejection_rise:.1%} allowed)")
     return out
 
 
 def goodput_fell(before: Sequence[RunSummary], after: Sequence[RunSummary], rule: ReleaseRule) -> bool:
-    """Did mean paired goodput fall by more than the rule's noise band?"""
-    diffs = [oracle.run_goodput(c) - oracle.run_goodput(b) for b, c in oracle.paired(before, after)]
+    """Did mean paired goodput fall by more than the rule's noise band? (The reference's band:
+    an incident is built in the course; the learner edition has it recorded.)"""
+    from grader.engine.oracle import reference_solution
+    oracle = reference_solution("lesson5")
+    diffs = [slo.run_goodput(c) - slo.run_goodput(b) for b, c in oracle.paired(before, after)]
     if not diffs:
         return False
     band = oracle.noise_band(diffs, rule.noise_k)
@@ -129,39 +140,71 @@ def _ms(x: float) -> float:
 
 
 def figures(r: Replay) -> dict:
-    """The release-relevant figures of a replay, pooled over its seeds."""
+    """The release-relevant figures of a replay, pooled over its seeds. Without summaries (a
+    core with no qualify) the classes say what their requests became, and there is no goodput."""
+    gaps = sorted(max((b - a for a, b in zip(rec.token_times, rec.token_times[1:])), default=0.0)
+                  for _, run in r.runs for rec in run.requests if len(rec.token_times) >= 2)
+    truncated = [{"seed": seed, "why": truncation(run), "unfinished": len(run.unfinished)}
+                 for seed, (_, run) in zip(r.seeds, r.runs) if run.aborted]
+    out = {"seeds": list(r.seeds),
+           "requests": sum(len(run.requests) for _, run in r.runs),
+           "completed": sum(rec.outcome == "completed" for _, run in r.runs for rec in run.requests),
+           "truncated": truncated,
+           "p99_largest_gap_ms": _ms(gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]) if gaps else 0.0,
+           "violations": {k: n for k, n in r.violations.items() if n}, "client_reports": r.reports}
+    if not r.summaries:
+        outcomes: dict = {}
+        for _, run in r.runs:
+            for rec in delivered(run).requests:
+                row = outcomes.setdefault(rec.cls, Counter())
+                row["requests"] += 1
+                row[rec.outcome] += 1
+        return {**out, "goodput_rps": None, "outcomes": {k: dict(v) for k, v in sorted(outcomes.items())}}
     classes = {}
     for name in sorted({c.cls for s in r.summaries for c in s.classes}):
         rows = [c for s in r.summaries for c in s.classes if c.cls == name]
-        counts = {k: sum(getattr(c, k) for c in rows)
-                  for k in ("requests", "good", "late_first_token", "slow_tokens", "rejected", "failed",
-                            "excluded")}
-        att = oracle.attainment(r.summaries, name)
+        counts = {k: sum(getattr(c, k) for c in rows) for k in ("requests", *QUALIFIED)}
+        att = slo.attainment(r.summaries, name)
         classes[name] = {**counts, "attainment": None if att is None else round(att, 4)}
-    gaps = sorted(max((b - a for a, b in zip(rec.token_times, rec.token_times[1:])), default=0.0)
-                  for _, run in r.runs for rec in run.requests if len(rec.token_times) >= 2)
-    return {
-        "seeds": [s.seed for s in r.summaries],
-        "goodput_rps": round(sum(oracle.run_goodput(s) for s in r.summaries) / len(r.summaries), 4),
-        "rejected_share": round(oracle.rejected_share(r.summaries), 4),
-        "mean_tpot_ms": _ms(sum(s.mean_tpot_s for s in r.summaries) / len(r.summaries)),
-        "p99_largest_gap_ms": _ms(gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]) if gaps else 0.0,
-        "classes": classes,
-        "violations": {k: n for k, n in r.violations.items() if n},
-        "client_reports": r.reports,
-    }
+    return {**out,
+            "goodput_rps": round(sum(slo.run_goodput(s) for s in r.summaries) / len(r.summaries), 4),
+            "rejected_share": round(slo.rejected_share(r.summaries), 4),
+            "mean_tpot_ms": _ms(sum(s.mean_tpot_s for s in r.summaries) / len(r.summaries)),
+            "classes": classes}
+
+
+QUALIFIED = ("good", "late_first_token", "slow_tokens", "rejected", "failed", "excluded")
+
+
+def _table(rows: dict, head: tuple[str, ...], last: str = "") -> list[str]:
+    w = max([len("class")] + [len(n) for n in rows])
+    lines = [f"  {'class':<{w}}" + "".join(f"  {h:>{len(h)}}" for h in head) + (f"  {last}" if last else "")]
+    for name, c in rows.items():
+        tail = ""
+        if last:
+            tail = "  " + ("-" if c.get(last) is None else f"{c[last]:.1%}").rjust(len(last))
+        lines.append(f"  {name:<{w}}" + "".join(f"  {c.get(h, 0):>{len(h)}}" for h in head) + tail)
+    return lines
 
 
 def render_figures(title: str, f: dict) -> str:
-    lines = [f"{title}  (seeds {', '.join(map(str, f['seeds']))})",
-             f"  goodput {f['goodput_rps']:.3f} req/s   rejected {f['rejected_share']:.1%}   "
-             f"mean TPOT {f['mean_tpot_ms']:.1f} ms   p99 largest gap {f['p99_largest_gap_ms']:.1f} ms"]
-    head = ("requests", "good", "late_first_token", "slow_tokens", "rejected", "failed", "excluded")
-    w = max([len("class")] + [len(n) for n in f["classes"]])
-    lines.append(f"  {'class':<{w}}" + "".join(f"  {h:>{len(h)}}" for h in head) + "  attainment")
-    for name, c in f["classes"].items():
-        att = "-" if c["attainment"] is None else f"{c['attainment']:.1%}"
-        lines.append(f"  {name:<{w}}" + "".join(f"  {c[h]:>{len(h)}}" for h in head) + f"  {att:>10}")
+    lines = [f"{title}  (seeds {', '.join(map(str, f['seeds']))})"]
+    # A truncated run first: what follows describes only the part that ran.
+    lines += [f"  TRUNCATED, seed {t['seed']}: {t['why']}" for t in f["truncated"]]
+    done = f"  completed {f['completed']} of {f['requests']} requests   "
+    if f["goodput_rps"] is None:
+        lines.append(done + f"goodput: not qualified (lesson 5's qualify is not written yet)   "
+                            f"p99 largest gap {f['p99_largest_gap_ms']:.1f} ms")
+    else:
+        lines.append(done + f"goodput {f['goodput_rps']:.3f} req/s   rejected {f['rejected_share']:.1%}   "
+                            f"mean TPOT {f['mean_tpot_ms']:.1f} ms   p99 largest gap "
+                            f"{f['p99_largest_gap_ms']:.1f} ms")
+    if f["truncated"]:
+        lines.append("  (TPOT and gaps cover only the tokens emitted before the runs stopped)")
+    if f["goodput_rps"] is None:
+        lines += _table(f["outcomes"], ("requests", "completed", "cancelled_by_client", "rejected", "failed"))
+    else:
+        lines += _table(f["classes"], ("requests", *QUALIFIED), "attainment")
     v = ", ".join(f"{k} {n}" for k, n in f["violations"].items()) or "none"
     lines.append(f"  violations: {v}")
     reports = ", ".join(f"{k} {n}" for k, n in f["client_reports"].items()) or "none"
@@ -232,29 +275,55 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
 
 
 def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: str | None,
-               baseline: str | None, as_json: bool) -> str:
-    """``grader sheet run``: the sheet's figures, and with a baseline sheet lesson 5's decision."""
+               baseline: str | None, as_json: bool, plot: Path | None = None,
+               core: Core | None = None) -> str:
+    """``grader sheet run``: the sheet's figures, and with a baseline sheet lesson 5's decision,
+    on ``core`` (default: the reference's); with ``plot`` (checked by the caller) the same
+    figures as a picture."""
     import json
     from grader.course.sheet import load_sheet
     from grader.course.trials import rule_from
+    core = core or reference_core()
+    decision = None
     bench = bench_for(sheet, path, course, workload, seeds)
-    mine = replay(bench.model, design("sheet", sheet, bench.worker), bench.workload, bench.seeds)
-    out = {"file": str(path), "workload": bench.source, "figures": figures(mine)}
+    mine = replay(bench.model, design("sheet", sheet, bench.worker), bench.workload, bench.seeds, core=core)
+    out = {"file": str(path), "workload": bench.source, "figures": figures(mine),
+           "core": core.note or "the reference's decisions"}
     text = [render_figures(f"{path} on {bench.source}", out["figures"])]
+    if core.note:
+        text.insert(0, f"decisions: {core.note}")
     if baseline:
         base, problems = load_sheet(Path(baseline), course)
         if problems:
             raise InputError(baseline, f"does not validate ({problems[0]}); see grader sheet validate")
-        before = replay(bench.model, design("baseline", base, bench.worker), bench.workload, bench.seeds)
+        before = replay(bench.model, design("baseline", base, bench.worker), bench.workload, bench.seeds,
+                        core=core)
         rule = rule_from((base.get("release_criteria") or {}).get("rule"), f"{baseline}: release_criteria.rule")
-        decision = oracle.decide_release(before.summaries, mine.summaries, rule)
-        out["baseline"] = {"file": baseline, "figures": figures(before), "decision": decision.decision,
-                           "reasons": list(decision.reasons),
+        out["baseline"] = {"file": baseline, "figures": figures(before),
                            "new_violations": {k: list(v) for k, v in new_violations(before, mine).items()}}
-        text += ["", render_figures(f"{baseline} (baseline)", out["baseline"]["figures"]), "",
-                 f"lesson 5's rule, {baseline} -> {path}: {decision.decision}"]
-        text += [f"  {r}" for r in decision.reasons]
+        text += ["", render_figures(f"{baseline} (baseline)", out["baseline"]["figures"]), ""]
+        if core.decide is None or not mine.summaries:
+            text.append("no release decision: lesson 5's qualify and decide_release are not written yet")
+        else:
+            decision = core.decide(before.summaries, mine.summaries, rule)
+            out["baseline"].update(decision=decision.decision, reasons=list(decision.reasons))
+            text.append(f"lesson 5's rule, {baseline} -> {path}: {decision.decision}")
+            text += [f"  {r}" for r in decision.reasons]
         text += [f"  more {k} violations: {a} -> {b}" for k, (a, b) in new_violations(before, mine).items()]
-    text.append("Requests are qualified by the course's rules (every token's deadline), whatever the "
-                "sheet's own gate says; the service-cost model is synthetic.")
+    if plot is not None and not mine.summaries:
+        text.append("no plot: the release picture is of goodput and attainment, which need lesson 5's qualify")
+    elif plot is not None:
+        from grader.course.plots import save_plot
+        from grader.course.release_plot import release_plot
+        # File names label the picture; whole paths only when the names are the same.
+        short = not baseline or Path(baseline).name != path.name
+        name = (lambda p: Path(p).name) if short else str
+        sides = {f"{name(baseline)} (baseline)": (before, out["baseline"]["figures"])} if baseline else {}
+        sides[name(path)] = (mine, out["figures"])
+        out["plot"] = str(save_plot(release_plot(sides, decision), plot))
+        text.append(f"plot: {out['plot']}")
+    if mine.summaries:
+        gate = "your own qualify" if core.note else "the course's rules (every token's deadline)"
+        text.append(f"Requests are qualified by {gate}, whatever the sheet's own gate says; the "
+                    "service-cost model is synthetic.")
     return json.dumps(out, sort_keys=True) if as_json else "\n".join(text)

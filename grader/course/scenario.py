@@ -2,7 +2,7 @@
 
 Lessons 2 to 6 grade a policy by running the reference worker on scenarios. A public
 scenario is a YAML file in ``assignments/lessonN/public/``; a hidden one is an instance
-of a family (``grader/families/lessonN.yaml``): the family's base scenario with some
+of a family (``grader/instructor/families/lessonN.yaml``): the family's base scenario with some
 fields drawn from ranges by a seed derived from the instructor secret. The same secret
 always yields the same instance; the instance's digest names it in reports.
 
@@ -11,7 +11,7 @@ Scenario file::
     name: heavy-load
     model: gqa-8b-bf16          # a name in assignments/worker.yaml, or a mapping
     worker: a24                 # likewise
-    sheet: {chunk_rule: {gap_budget_s: 0.1}}   # design-sheet knobs of the reference parts
+    sheet: {chunk_rule: {gap_budget_s: 0.1}}   # design-sheet knobs (reference.knobs) of its runs
     workload: heavy.yaml        # a workload file next to this one, or a mapping
 
 Family file::
@@ -37,7 +37,7 @@ from grader.engine.codec import persistent
 from grader.engine.layout import FAMILIES, read_yaml
 from grader.engine.errors import InputError
 from grader.engine.secret import derive_seed
-from reference.policy import Policy, reference_policy
+from reference.policy import Policy
 from reference.records import Run
 from reference.shapes import ModelSpec, WorkerSpec
 from reference.specs import SpecError, model_from, worker_from
@@ -59,9 +59,9 @@ class Scenario:
     def requests(self):
         return generate(self.workload, self.seed)
 
-    def run(self, policy: Policy | None = None, **kw) -> Run:
-        return simulate(self.model, self.worker, policy or reference_policy(self.sheet),
-                        self.requests(), **kw)
+    def run(self, policy: Policy, **kw) -> Run:
+        """The workload under ``policy`` (already under this scenario's knobs)."""
+        return simulate(self.model, self.worker, policy, self.requests(), **kw)
 
     def identity(self) -> dict:
         """Everything that determines the run: what a hidden case's digest is taken of."""

@@ -11,7 +11,7 @@ After the schema, a few checks no schema can say: byte sizes in binary units, th
 numbers of the request contract agree with its model and worker, numbers are finite, names
 are unique, and every diff in the change record names a knob the sheet has.
 
-``policy_sheet`` keeps only the knobs ``reference.policy.reference_policy`` reads (the
+``policy_sheet`` keeps only the knobs ``reference.knobs.with_knobs`` reads (the
 contract's ``reasons`` become its ``enforce``), so two sheets that differ only in words
 replay as the same design.
 """
@@ -37,7 +37,7 @@ MAX_DEPTH = 32               # a sheet nests five levels; deeper is an attack on
 SECTIONS = ("request_contract", "admission_ledger", "chunk_rule", "cancellation",
             "release_criteria", "change_record")
 POLICY_SECTIONS = SECTIONS[:4]
-# The knobs of reference.policy.reference_policy, per section.
+# The knobs reference.knobs.with_knobs reads, per section.
 KNOBS = {
     "admission_ledger": ("reserve", "active_hits", "inactive_hits", "outstanding", "impossible",
                          "prefix_cache"),
@@ -293,7 +293,7 @@ def load_sheet(path: Path, course) -> tuple[Any, list[Problem]]:
 
 # ---- what the worker runs ---------------------------------------------------------------------
 def policy_sheet(sheet: Mapping) -> dict:
-    """The knobs reference_policy reads, and nothing else (words and worked numbers dropped;
+    """The knobs with_knobs reads, and nothing else (words and worked numbers dropped;
     fixed_tokens too unless the rule is fixed, the only rule that reads it)."""
     out = {}
     rc = sheet.get("request_contract") or {}

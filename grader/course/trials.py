@@ -4,7 +4,7 @@ A *design* is a design sheet plus the worker it runs on. A *trial* runs the refe
 worker on the same requests (one seed at a time) under both designs, so a difference
 between the two runs of a seed is the designs' doing and not the workload's. Each run is
 boiled down to a RunSummary: per SLO class, how many requests qualified as each verdict
-of lesson 5 (the oracle's qualify), over the arrival window. Lesson 5 grades decisions on
+of lesson 5 (the oracle's qualify), over the arrival window (``window_of``). Lesson 5 grades decisions on
 these summaries and the goodput experiment sweeps them over the request rate.
 
 A *suite* file is a scenario file (grader.course.scenario) with a few more keys::
@@ -22,28 +22,29 @@ A *suite* file is a scenario file (grader.course.scenario) with a few more keys:
       class: {worker: a80, sheet: {chunk_rule: {gap_budget_s: 0.3}}}   # sheet: merged in
     expect: {gain: ship, ...}   # what a correct release rule decides for each kind
 
-Design sheets may carry one section beyond reference.policy's: ``load_shedding:
+A design's knobs distort a correct core (grader.course.core): the reference's in the
+course. Design sheets may carry one section beyond the lessons': ``load_shedding:
 {max_prompt_tokens: N}`` rejects at arrival every request whose prompt is longer (the
-candidate that buys goodput with rejections).
+candidate that buys goodput with rejections; reference.knobs).
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, fields
-from functools import partial
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from grader.engine.codec import persistent
 from grader.engine.cases import digest_of
 from grader.engine.errors import InputError
 from grader.engine.layout import FAMILIES, read_yaml
+from grader.course.core import Core
+from grader.course.core import reference as reference_core
 from grader.course.scenario import Scenario, course_machines, hidden_scenarios, load_scenario
-from reference.policy import Policy, reference_policy
+from reference.knobs import with_knobs
 from reference.records import Run
 from reference.shapes import (QUALIFICATIONS, RELEASE_DECISIONS, ClassSummary, ModelSpec,
-                              ReleaseRule, RequestView, RunSummary, Verdict, WorkerSpec)
-from reference.solutions import lesson5 as oracle
+                              ReleaseRule, RunSummary, WorkerSpec)
 from reference.specs import SpecError, worker_from
 from reference.workload import WorkloadSpec, generate, to_mapping
 from reference.worker import simulate
@@ -52,23 +53,6 @@ KINDS = ("gain", "noise", "rejections", "class", "stalls")
 
 
 # ---- designs ---------------------------------------------------------------------------
-def _shed(inner, max_prompt_tokens: int, request: RequestView, model, worker) -> Verdict:
-    if request.prompt_tokens > max_prompt_tokens:
-        return Verdict(False, "load_shedding")
-    return inner(request, model, worker)
-
-
-def design_policy(sheet: Mapping) -> Policy:
-    """reference_policy(sheet), with the load_shedding section applied on top."""
-    sheet = dict(sheet or {})
-    shedding = dict(sheet.pop("load_shedding", None) or {})
-    policy = reference_policy(sheet)
-    if "max_prompt_tokens" in shedding:
-        policy = policy.with_(check_contract=partial(_shed, policy.check_contract,
-                                                     int(shedding["max_prompt_tokens"])))
-    return policy
-
-
 @persistent
 @dataclass(frozen=True)
 class Design:
@@ -99,9 +83,9 @@ class Trial:
                 "baseline": self.baseline.identity(), "candidate": self.candidate.identity(),
                 "rule": self.rule}
 
-    def runs(self) -> tuple[tuple[RunSummary, ...], tuple[RunSummary, ...]]:
-        return (summaries(self.model, self.baseline, self.workload, self.seeds),
-                summaries(self.model, self.candidate, self.workload, self.seeds))
+    def runs(self, core: Core | None = None) -> tuple[tuple[RunSummary, ...], tuple[RunSummary, ...]]:
+        return (summaries(self.model, self.baseline, self.workload, self.seeds, core),
+                summaries(self.model, self.candidate, self.workload, self.seeds, core))
 
 
 # ---- runs and summaries ---------------------------------------------------------------------
@@ -109,15 +93,18 @@ _RUNS: OrderedDict = OrderedDict()   # the worker is deterministic: one run per 
 _KEEP = 256
 
 
-def run_design(model: ModelSpec, design: Design, workload: WorkloadSpec, seed: int):
-    """(requests, Run) of one design on one seed; cached, since every submission reads the same."""
+def run_design(model: ModelSpec, design: Design, workload: WorkloadSpec, seed: int,
+               core: Core | None = None):
+    """(requests, Run) of one design on one seed, on ``core`` (default: the reference's);
+    cached, since every submission reads the same."""
+    core = core or reference_core()
     key = digest_of({"model": model, "design": design.identity(), "workload": to_mapping(workload),
-                     "seed": seed})
+                     "seed": seed, "core": core.identity})
     if key in _RUNS:
         _RUNS.move_to_end(key)
         return _RUNS[key]
     requests = generate(workload, seed)
-    result = (requests, simulate(model, design.worker, design_policy(design.sheet), requests))
+    result = (requests, simulate(model, design.worker, with_knobs(core.policy, design.sheet), requests))
     _RUNS[key] = result
     while len(_RUNS) > _KEEP:
         _RUNS.popitem(last=False)
@@ -125,8 +112,28 @@ def run_design(model: ModelSpec, design: Design, workload: WorkloadSpec, seed: i
 
 
 def window_of(requests) -> float:
-    """Goodput is counted over the arrival window: identical for two runs on one seed."""
-    return max((r.arrival_s for r in requests), default=0.0) or 1.0
+    """The window goodput is counted over: from the run's start to the last arrival, but
+    never shorter than the longest first-token deadline (``ttft_s``) among the requests.
+
+    It depends on the requests alone, so two runs on one seed share it. The floor is for
+    bursts: five requests arriving within a few milliseconds would otherwise divide by
+    almost nothing (hundreds of "good requests per second"); a good request gets its first
+    token within its ttft_s, so the service was given at least that long to answer them."""
+    last = max((r.arrival_s for r in requests), default=0.0)
+    deadline = max((r.slo.ttft_s for r in requests), default=0.0)
+    return max(last, deadline) or 1.0
+
+
+def truncation(run: Run) -> str:
+    """"" for a run that finished its workload; else what stopped it and what it left undone.
+
+    Every summary of a run that stopped early says so in these words: its unfinished
+    requests count as failed (the worker records them so), but its token gaps and TPOT
+    describe only what ran, and can look healthy while nothing completed."""
+    if not run.aborted:
+        return ""
+    return (f"truncated: {run.aborted}; {len(run.unfinished)} of {len(run.requests)} requests "
+            f"unfinished, counted as failed")
 
 
 def mean_tpot_s(run: Run) -> float:
@@ -137,8 +144,8 @@ def mean_tpot_s(run: Run) -> float:
 
 
 def summarize(run: Run, classes: tuple[str, ...], window_s: float, seed: int,
-              qualify=oracle.qualify) -> RunSummary:
-    """``qualify`` is the oracle's; lesson 6 also counts as a gate that averages TPOT would."""
+              qualify: Callable) -> RunSummary:
+    """``qualify`` is the core's; lesson 6 also counts as a gate that averages TPOT would."""
     counts = {c: dict.fromkeys(QUALIFICATIONS, 0) for c in classes}
     for r in run.requests:
         counts.setdefault(r.cls, dict.fromkeys(QUALIFICATIONS, 0))[qualify(r)] += 1
@@ -147,13 +154,25 @@ def summarize(run: Run, classes: tuple[str, ...], window_s: float, seed: int,
                                     for c, n in counts.items()))
 
 
+def truncations(model: ModelSpec, design: Design, workload: WorkloadSpec,
+                seeds: tuple[int, ...]) -> dict[int, str]:
+    """seed -> truncation(run), for the seeds whose run stopped early (the runs are cached)."""
+    out = {}
+    for seed in seeds:
+        why = truncation(run_design(model, design, workload, seed)[1])
+        if why:
+            out[seed] = why
+    return out
+
+
 def summaries(model: ModelSpec, design: Design, workload: WorkloadSpec,
-              seeds: tuple[int, ...]) -> tuple[RunSummary, ...]:
+              seeds: tuple[int, ...], core: Core | None = None) -> tuple[RunSummary, ...]:
+    core = core or reference_core()
     classes = tuple(c.name for c in workload.classes)
     out = []
     for seed in seeds:
-        requests, run = run_design(model, design, workload, seed)
-        out.append(summarize(run, classes, window_of(requests), seed))
+        requests, run = run_design(model, design, workload, seed, core)
+        out.append(summarize(run, classes, window_of(requests), seed, core.qualify))
     return tuple(out)
 
 

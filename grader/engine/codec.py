@@ -7,7 +7,7 @@ Reading can run no code: a dataclass comes back only if its class is registered 
 its fields; anything else is a CodecError, which a reader treats as "compute it again".
 
 Encoded forms: JSON scalars as themselves (floats may be inf or nan); tuples and lists as
-``{"__tuple__": [...]}`` / arrays; str-keyed dicts as ``{"__dict__": {...}}``; numpy
+``{"__tuple__": [...]}`` / arrays; frozensets as ``{"__frozenset__": [...]}``; str-keyed dicts as ``{"__dict__": {...}}``; numpy
 arrays as ``{"__ndarray__": dtype, "data": [...], "shape": [...]}`` (bool, int64 and
 float64 only); a dataclass as ``{"__type__": "module:Name", field: value, ...}``.
 """
@@ -64,6 +64,8 @@ def encode(value: Any) -> Any:
         return {"__tuple__": [encode(v) for v in value]}
     if cls is list:
         return [encode(v) for v in value]
+    if cls is frozenset:
+        return {"__frozenset__": sorted((encode(v) for v in value), key=repr)}
     if isinstance(value, dict):
         if not all(type(k) is str for k in value):
             raise TypeError("only dicts with str keys can be stored")
@@ -110,6 +112,11 @@ def decode(data: Any) -> Any:
         if type(items) is not list:
             raise CodecError("a tuple is stored as a list")
         return tuple(decode(v) for v in items)
+    if "__frozenset__" in data and len(data) == 1:
+        items = data["__frozenset__"]
+        if type(items) is not list:
+            raise CodecError("a frozenset is stored as a list")
+        return frozenset(decode(v) for v in items)
     if "__dict__" in data and len(data) == 1:
         inner = data["__dict__"]
         if type(inner) is not dict:

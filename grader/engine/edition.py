@@ -1,7 +1,7 @@
 """Which edition this is: the full course, or the learner edition built by `grader release`.
 
 The learner edition carries grader/learner_edition.json; there the instructor commands
-(grade, export, feedback, release) do not exist, since what they need was left out.
+(grade, export, feedback, incident, release) do not exist, since what they need was left out.
 """
 from __future__ import annotations
 
@@ -18,8 +18,3 @@ def learner_edition() -> dict | None:
     except FileNotFoundError:
         return None
 
-
-def unavailable(command: str) -> str | None:
-    """Why a command cannot run in this edition, or None."""
-    manifest = learner_edition()
-    return None if manifest is None else manifest.get("unavailable_commands", {}).get(command)

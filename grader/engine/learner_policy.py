@@ -1,9 +1,10 @@
-"""A learner's functions as the worker's policy, called in the sandbox.
+"""A learner's functions as worker decisions, called in the sandbox.
 
-The grader swaps one lesson's functions into the reference policy. Every call crosses
-the process boundary; every answer is validated before the worker sees it. A call that
-fails (raises, times out, returns junk) becomes a PolicyError, which the worker treats
-as an invalid decision with its safe fallback, and the failure is kept for feedback.
+A run about a lesson puts the learner's functions of that lesson beside the course
+baselines (grader.engine.oracle.lesson_policy). Every call crosses the process boundary;
+every answer is validated before the worker sees it. A call that fails (raises, times out,
+returns junk) becomes a PolicyError, which the worker treats as an invalid decision with
+its safe fallback, and the failure is kept for feedback.
 """
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from itertools import product
 
 from grader.engine.checks import call_failure, invalid_answer
 from grader.engine.validate import InvalidValue, coerce, within_domain
-from reference.policy import Policy
 from reference.shapes import (EVENTS, STATES, Admission, ChunkPlan, Transition, Verdict)
 from reference.worker import PolicyError
 
@@ -95,10 +95,8 @@ def _table(sandbox, log: CallLog):
     return on_event
 
 
-def learner_policy(sandbox, base: Policy, functions: tuple[str, ...], log: CallLog) -> Policy:
-    """``base`` with ``functions`` answered by the learner's code in ``sandbox``."""
-    changes, answered = {}, [None]
-    for name in functions:
-        changes[name] = _table(sandbox, log) if name == "on_event" else _remote(sandbox, name, log,
-                                                                                answered)
-    return base.with_(**changes)
+def learner_decisions(sandbox, functions: tuple[str, ...], log: CallLog) -> dict:
+    """Policy fields for ``functions``, answered by the learner's code in ``sandbox``."""
+    answered = [None]
+    return {name: _table(sandbox, log) if name == "on_event" else _remote(sandbox, name, log, answered)
+            for name in functions}

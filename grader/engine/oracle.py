@@ -1,114 +1,112 @@
-"""A lesson's reference solution as an oracle: called when present, replayed when not.
+"""The reference answers, where a reference answer is the point, and their recorded form.
 
-In the course, ``reference_oracle("lesson1").pages_for(17, 16)`` calls the reference
-solution. The learner edition (``grader release``) ships no reference solutions; there
-the same call answers from ``grader/expectations/lesson1.json``, the oracle's answers
-to the public cases, recorded when the release was built. So a lesson module that asks
-its oracle through this object runs unchanged in both editions.
+Three things the grading of a lesson asks of the reference, each through this module:
 
-Keys are a digest of (function, arguments); values are stored as tagged JSON (shapes
-by class name, tuples as lists) and come back as the same frozen values.
+- an **answer**: ``reference_oracle("lesson1").pages_for(17, 16)`` calls the reference
+  solution of lesson 1;
+- a **figure**: ``figures("lesson2-oracle", case.digest, compute)`` is a number a run of
+  the reference's decisions gives (the oracle ledger's good requests on a workload);
+- the **public cases** of a lesson (grader.engine.pipeline), which for lessons 5 and 6
+  are themselves made of the reference's runs.
+
+In the course these are computed (figures and public cases once per process and kept on
+disk by grader.engine.memo). The learner edition (``grader release``) ships no reference
+solution: there every answer, figure and public case comes from ``grader/expectations/``,
+recorded when the release was built (``recording()``), so a lesson module asks the same
+questions in both editions and gets the same values. An instructor may publish the
+solutions of lessons whose deadline has passed (``grader release --publish-solutions``);
+their answers are then computed in the edition too.
+
+Nothing of the reference is imported at module level: the worker, the course machinery
+and the lessons import this module in both editions.
 """
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from importlib import import_module
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
+from grader.engine import codec
 from grader.engine.cases import digest_of
-from grader.engine.sandbox.session import encode_arg
-from reference import shapes
+from grader.engine.errors import InputError
 
-EXPECTATIONS = Path(__file__).resolve().parent.parent / "expectations"
+EXPECTATIONS = Path(__file__).resolve().parents[1] / "expectations"
+T = TypeVar("T")
 
 _recording: dict[str, dict[str, Any]] | None = None
-_as_released = False
+_tables: dict[str, dict[str, Any]] = {}
 
 
-def reference_policies() -> bool:
-    """Whether worker runs with the reference's decisions can happen here: in the course,
-    yes; in the learner edition (no reference solutions), no, and nor while recording
-    the learner edition's expectations (see as_in_the_learner_edition)."""
-    return not _as_released and find_spec("reference.solutions") is not None
+class OracleMissing(InputError):
+    """The learner edition was asked something its recorded expectations do not hold: a
+    person's request this edition cannot answer (one line, exit 2), never a crash."""
+
+    def __init__(self, message: str):
+        super().__init__("learner edition", message)
 
 
-class OracleMissing(RuntimeError):
-    """The learner edition was asked something its recorded expectations do not hold."""
+def present(module: str) -> bool:
+    """Whether a module of the course is in this edition."""
+    try:
+        return find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
-def _key(function: str, args: tuple, kwargs: dict) -> str:
-    return digest_of([function, list(args), sorted(kwargs.items())])
+def solution(lesson: str) -> str:
+    return f"reference.solutions.{lesson}"
 
 
-def _decode(value):
-    if isinstance(value, list):
-        return tuple(_decode(v) for v in value)
-    if isinstance(value, dict):
-        fields = {k: _decode(v) for k, v in value.items() if k != "__type__"}
-        if "__type__" in value:
-            return getattr(shapes, value["__type__"])(**fields)
-        return fields
-    return value
+def has_solution(lesson: str) -> bool:
+    """Whether the reference solution of ``lesson`` is here (the course, or published)."""
+    return present(solution(lesson))
 
 
-class Oracle:
-    def __init__(self, lesson: str):
-        self.lesson = lesson
-        self._module = None
-        self._table: dict[str, Any] | None = None
-
-    def _load(self):
-        if self._module is None and self._table is None:
-            try:
-                self._module = import_module(f"reference.solutions.{self.lesson}")
-            except ModuleNotFoundError as e:
-                if not (e.name or "").startswith("reference.solutions"):
-                    raise
-                path = EXPECTATIONS / f"{self.lesson}.json"
-                try:
-                    self._table = json.loads(path.read_text(encoding="utf-8"))
-                except FileNotFoundError:
-                    raise OracleMissing(f"{self.lesson}: neither the reference solution nor "
-                                        f"{path} is here") from None
-
-    def __getattr__(self, function: str):
-        if function.startswith("_"):
-            raise AttributeError(function)
-        self._load()
-        if self._module is not None:
-            fn = getattr(self._module, function)
-
-            def call(*args, **kwargs):
-                value = fn(*args, **kwargs)
-                if _recording is not None:
-                    _recording.setdefault(self.lesson, {})[_key(function, args, kwargs)] = encode_arg(value)
-                return value
-            setattr(self, function, call)       # found by plain lookup from now on
-            return call
-
-        table = self._table
-
-        def replay(*args, **kwargs):
-            key = _key(function, args, kwargs)
-            if key not in table:
-                raise OracleMissing(
-                    f"{self.lesson}: the learner edition has no expected answer for "
-                    f"{function}{args!r}: only public cases are precomputed")
-            return _decode(table[key])
-        setattr(self, function, replay)
-        return replay
+def reference_solution(lesson: str):
+    """The reference solution's module (instructor-side grading, the reference core)."""
+    if not has_solution(lesson):
+        raise OracleMissing(f"the reference solution of {lesson} is not in this edition")
+    return import_module(f"reference.solutions.{lesson}")
 
 
-def reference_oracle(lesson: str) -> Oracle:
-    return Oracle(lesson)
+_solution = reference_solution
+
+
+# ---- the recorded form ---------------------------------------------------------------------
+def _table(namespace: str) -> dict[str, Any]:
+    if namespace not in _tables:
+        path = EXPECTATIONS / f"{namespace}.json"
+        try:
+            _tables[namespace] = codec.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            _tables[namespace] = {}
+    return _tables[namespace]
+
+
+def _record(namespace: str, key: str, value: Any) -> None:
+    if _recording is not None:
+        _recording.setdefault(namespace, {})[key] = value
+
+
+def recorded(namespace: str, key: str, compute: Callable[[], T], *, available: bool) -> T:
+    """compute() where the reference is ``available``, else the value recorded for key."""
+    if available:
+        value = compute()
+        _record(namespace, key, value)
+        return value
+    table = _table(namespace)
+    if key not in table:
+        raise OracleMissing(f"{namespace}: this edition holds no recorded value for {key}; only "
+                            f"the public cases were recorded when it was built")
+    return table[key]
 
 
 @contextmanager
 def recording() -> Iterator[dict[str, dict[str, Any]]]:
-    """Record every oracle answer given inside the block: {lesson: {key: tagged value}}."""
+    """Record every answer, figure and public case given inside the block:
+    {namespace: {key: value}}, what ``grader release`` writes to grader/expectations/."""
     global _recording
     previous, _recording = _recording, {}
     try:
@@ -117,13 +115,79 @@ def recording() -> Iterator[dict[str, dict[str, Any]]]:
         _recording = previous
 
 
-@contextmanager
-def as_in_the_learner_edition() -> Iterator[None]:
-    """Inside the block, lessons build the cases the learner edition will have (no worker
-    runs), while the oracle still answers from the reference: what release records."""
-    global _as_released
-    previous, _as_released = _as_released, True
-    try:
-        yield
-    finally:
-        _as_released = previous
+def write_expectations(folder: Path, tables: Mapping[str, Mapping[str, Any]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for namespace, table in tables.items():
+        (folder / f"{namespace}.json").write_text(codec.dumps(dict(table)), encoding="utf-8")
+
+
+# ---- answers -------------------------------------------------------------------------------
+class Oracle:
+    """A reference solution's functions, called here or replayed from the record."""
+
+    def __init__(self, lesson: str):
+        self.lesson = lesson
+
+    def __getattr__(self, function: str):
+        if function.startswith("_"):
+            raise AttributeError(function)
+        namespace = f"answers-{self.lesson}"
+
+        def call(*args, **kwargs):
+            key = digest_of([function, list(args), sorted(kwargs.items())])
+            return recorded(namespace, key, lambda: getattr(_solution(self.lesson), function)(*args, **kwargs),
+                            available=has_solution(self.lesson))
+        setattr(self, function, call)          # found by plain lookup from now on
+        return call
+
+
+def reference_oracle(lesson: str) -> Oracle:
+    return Oracle(lesson)
+
+
+# ---- figures -------------------------------------------------------------------------------
+def figures(kind: str, key: str, compute: Callable[[], T], *, needs: tuple[str, ...],
+            persist: bool) -> T:
+    """A figure the reference gives (an oracle run's numbers, the largest chunk that fits):
+    computed where the modules it ``needs`` are here (kept on disk when ``persist``, which
+    a hidden case never is), else read from the record."""
+    from grader.engine.memo import remember
+    return recorded(f"figures-{kind}", key, lambda: remember(kind, key, compute, persist=persist),
+                    available=all(present(m) for m in needs))
+
+
+# ---- the reference as a policy --------------------------------------------------------------
+LESSON_DECISIONS = {
+    "lesson1": ("check_contract",),
+    "lesson2": ("admit",),
+    "lesson3": ("choose_chunk",),
+    "lesson4": ("on_event", "prefix_key", "publishable"),
+}
+
+
+def reference_decisions(lesson: str) -> dict[str, Callable]:
+    """The reference's decisions of one lesson, as policy fields."""
+    module = _solution(lesson)
+    return {name: getattr(module, name) for name in LESSON_DECISIONS[lesson]}
+
+
+def reference_core():
+    """Every decision the reference's (lessons 1 to 4): the correct core a sheet distorts."""
+    from reference.baselines import baseline_policy
+    core = baseline_policy()
+    for lesson in LESSON_DECISIONS:
+        core = core.with_(**reference_decisions(lesson))
+    return core
+
+
+def reference_policy(sheet: Mapping | None = None):
+    """The reference core under a design sheet's knobs (the course's designs)."""
+    from reference.knobs import with_knobs
+    return with_knobs(reference_core(), sheet)
+
+
+def lesson_policy(decisions: Mapping[str, Callable], sheet: Mapping | None = None):
+    """A run about one lesson: its decisions beside the course baselines, under the knobs."""
+    from reference.baselines import baseline_policy
+    from reference.knobs import with_knobs
+    return with_knobs(baseline_policy().with_(**decisions), sheet)

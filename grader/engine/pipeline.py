@@ -18,7 +18,7 @@ from grader.engine.layout import FAMILIES, Course
 from grader.engine.errors import InputError
 from grader.lessons import lesson_module
 from grader.engine.memo import files_digest, remember
-from grader.engine.oracle import reference_policies
+from grader.engine.oracle import has_solution, recorded
 from grader.engine.report import CriterionResult, Report
 from grader.engine.rubric import Criterion, Rubric, load_rubric
 from grader.engine.sandbox.session import UNCONFINED_FLAG, Sandbox
@@ -27,11 +27,16 @@ from grader.engine.submission import Submission, load_submission
 
 def build_cases(lesson: str, course: Course, secret: bytes | None) -> list[Case]:
     module = lesson_module(lesson)
-    # The public cases follow from the course's files (and from the edition: the learner
-    # edition has no worker-run cases), so they are built once and read back after.
+    # The public cases follow from the course's files, so they are built once and read
+    # back after. A lesson whose public cases are made of the reference's runs (lessons 5
+    # and 6: PUBLIC_CASES_NEED names the solutions) has them recorded in the learner edition.
     public = files_digest(course.root / "assignments", course.root / "rubrics")
-    cases = list(remember("public-cases", f"{lesson}|{public}|{reference_policies()}",
-                          lambda: _course_files(course.assignment(lesson), module.public_cases, course)))
+    needs = getattr(module, "PUBLIC_CASES_NEED", ())
+    cases = list(recorded(f"cases-{lesson}", lesson,
+                          lambda: remember("public-cases", f"{lesson}|{public}",
+                                           lambda: _course_files(course.assignment(lesson),
+                                                                 module.public_cases, course)),
+                          available=all(has_solution(n) for n in needs)))
     if secret is not None:
         cases += _course_files(FAMILIES, module.hidden_cases, secret, course)
     return cases
@@ -103,9 +108,12 @@ def run_criteria(rubric: Rubric, cases: list[Case], course: Course, mode: str, p
 
 def grade_submission(lesson: str, submission: Submission, course: Course, *, mode: str,
                      secret: bytes | None = None, rubric: Rubric | None = None,
-                     cases: list[Case] | None = None, unconfined_ok: bool = False) -> Report:
+                     cases: list[Case] | None = None, unconfined_ok: bool = False,
+                     sandbox=None) -> Report:
     """``unconfined_ok``: a grade may run where the sandbox cannot confine the submission
-    (the instructor passed UNCONFINED_FLAG); otherwise it refuses (Unconfined)."""
+    (the instructor passed UNCONFINED_FLAG); otherwise it refuses (Unconfined). ``sandbox``
+    makes the stand-in a submission is called through instead (the learner edition's
+    self-proof grades the course's own code in process)."""
     started = time.perf_counter()
     notes = submission.notes
 
@@ -129,13 +137,13 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
         # says. A grade's hidden cases go to a child of their own (see run_criteria).
         required = mode == "grade" and not unconfined_ok
         name = Path(submission.path).name
+        def opened():
+            return sandbox() if sandbox else Sandbox(submission.source, name, require_confinement=required)
         with contextlib.ExitStack() as stack:
-            public_box = stack.enter_context(Sandbox(submission.source, name,
-                                                     require_confinement=required))
+            public_box = stack.enter_context(opened())
             # Each child has the submission's full budget: the hidden child hears only the
             # hidden cases, the public one the public cases (a measure may ask them twice).
-            hidden_box = public_box if mode != "grade" else stack.enter_context(
-                Sandbox(submission.source, name, require_confinement=required))
+            hidden_box = public_box if mode != "grade" else stack.enter_context(opened())
             module, rubric, cases = prepare()
             results = tuple(run_criteria(rubric, cases, course, mode, public_box, hidden_box))
             isolation = public_box.isolation

@@ -1,24 +1,23 @@
-"""The learner edition: the copy of the course a course can publish (``grader release``).
+"""The learner edition: the copy of the course a course can hand to learners (``grader release``).
 
-Left out: the reference solutions (reference/solutions/), the hidden families
-(grader/families/), the instructor commands and their modules (grade, export, feedback,
-release), and every lesson whose public checks cannot run without the reference,
-with the modules beside it (grader/lessons/) that no released lesson needs.
-Put in: the oracle's answers to each released lesson's public cases
-(grader/expectations/<lesson>.json, see grader.engine.oracle), recorded by grading the reference
-solution, the stub and the course's test submissions in check mode, so ``grader check``
-gives the same report in the release as in the course.
+What learners get: every lesson (or those of ``--lessons``), each checked with
+``grader check`` exactly as the course checks it on the public cases; the worker
+(reference/, less its solutions); the course machinery (experiments, the design sheet,
+scenarios) with the learner's own functions as the correct core; the lessons' files.
 
-Worker runs are the exception: a learner's function runs in the worker beside the
-reference's other decisions (lesson 2's ledger beside lesson 3's chunk rule and lesson 4's
-cancellation), so publishing those runs would publish the other lessons' answers. The
-learner edition has no such cases (grader.engine.oracle.reference_policies); a criterion that
-only runs can show is reported as not checked there, and counts in neither total.
+What they never get: a reference solution (unless the instructor publishes the ones whose
+deadline has passed: ``--publish-solutions``), the hidden families and every instructor
+tool (grader/instructor/), and the code that computes a lesson's answer for its judges
+(grader/lessons/oracles/). In their place, what the checks ask of the reference on the
+public cases (answers, oracle figures, and lessons 5 and 6's public cases, which are made
+of the reference's runs) is recorded into grader/expectations/ by grading the course's
+known submissions (grader.instructor.templates) in check mode.
 
-A lesson is released when nothing importing its grading module needs (followed through
-the release's own modules) is missing from the release. The build then proves itself: no
-function body of a reference solution appears anywhere in the release, and ``grader
-check`` run inside the release gives the reference solution full marks.
+The build proves itself three ways before it returns: no function body of a reference
+solution appears in any file (find_leaks); ``grader check`` inside the release gives the
+reference full marks (_verify); and every shipped callable that could be handed in for a
+graded function, by its name or its parameters, earns at most half of its lesson on hidden
+cases (grader.instructor.equivalence).
 """
 from __future__ import annotations
 
@@ -46,14 +45,13 @@ LEFT_OUT = (                           # never in the learner edition
     # The instructor's tools (batch, gradebook, exports, release) and the hidden families
     # drawn with the secret: learners need none of them.
     Path("grader") / "instructor",
+    # The code that computes a lesson's answer for its judges: recorded instead.
+    Path("grader") / "lessons" / "oracles",
     Path("grader") / "expectations",   # rebuilt for each release
     Path("grader") / MARKER.name,
 )
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".*", "*.db", "*.db-*", "*.secret",
                                  "*.egg-info")
-# Learner commands beyond `check`, as (package, its machinery modules): the command is
-# available while at least one other module of the package made it into the release.
-COMMAND_PACKAGES = {"experiment": ("grader.course.experiments", {"__init__", "common"})}
 
 
 class ReleaseError(InputError):
@@ -66,14 +64,15 @@ class EditionManifest:
     lessons: tuple[str, ...]
     left_out: dict = field(default_factory=dict)            # lesson -> why
     expectations: dict = field(default_factory=dict)        # lesson -> answers recorded
-    unavailable_commands: dict = field(default_factory=dict)  # command -> why
     pruned: tuple[str, ...] = ()                            # modules that could not ship
+    published: tuple[str, ...] = ()                         # lessons whose solutions ship
     files: int = 0
+    proof: tuple[str, ...] = ()                             # what each shipped look-alike earns
 
     def to_dict(self) -> dict:
         return {"edition": "learner", "grader_version": __version__, "lessons": list(self.lessons),
                 "left_out": self.left_out, "expectations": self.expectations,
-                "unavailable_commands": self.unavailable_commands, "pruned": list(self.pruned)}
+                "pruned": list(self.pruned), "published_solutions": list(self.published)}
 
     def render(self) -> str:
         lines = [f"learner edition in {self.out}: {self.files} files; lessons: "
@@ -81,7 +80,9 @@ class EditionManifest:
         lines += [f"  {lesson}: {n} expected answers precomputed"
                   for lesson, n in self.expectations.items()]
         lines += [f"  left out {lesson}: {why}" for lesson, why in self.left_out.items()]
-        lines += [f"  no `grader {cmd}`: {why}" for cmd, why in self.unavailable_commands.items()]
+        if self.published:
+            lines.append(f"  reference solutions published: {', '.join(self.published)}")
+        lines += [f"  self-proof: {line}" for line in self.proof]
         if self.pruned:
             lines.append(f"  modules left out (they import what is not shipped): {', '.join(self.pruned)}")
         return "\n".join(lines)
@@ -167,17 +168,19 @@ def solution_fingerprints(solutions: Path) -> dict[str, str]:
             text = ast.unparse(ast.Module(body=body, type_ignores=[]))
             # A one-line body this short is arithmetic any implementation shares (a ceiling
             # division): the worker's own sizes hold it too, and it gives nothing away.
-            trivial = len(body) == 1 and len(text) < 40
+            trivial = len(body) == 1 and len(text) < 60
             if not trivial and "NotImplementedError" not in text:
                 prints[text] = f"{path.name}:{fn.name}"
     return prints
 
 
-def find_leaks(root: Path, prints: dict[str, str]) -> list[str]:
+def find_leaks(root: Path, prints: dict[str, str], allowed: tuple[Path, ...] = ()) -> list[str]:
     """Where a reference solution's function body appears in the tree: as the body of a
-    function (any formatting or comments) or verbatim in any text file."""
+    function (any formatting or comments) or verbatim in any text file (``allowed``: the
+    solutions published on purpose)."""
     leaks = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    allowed_files = {p.resolve() for p in allowed}
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.resolve() not in allowed_files):
         try:
             text = path.read_text(encoding="utf-8")
         except (UnicodeDecodeError, OSError):
@@ -323,27 +326,40 @@ def _trim_pyproject(out: Path) -> None:
     path.write_text("\n".join(kept) + "\n", encoding="utf-8")
 
 
-def _recorded_submissions(course: Course, lesson: str) -> list[Path]:
-    """What expectations are recorded on: the reference (every judge runs), the stub, and
-    the course's wrong test submissions (the paths a mistake takes)."""
-    paths = [PACKAGE_ROOT / SOLUTIONS / f"{lesson}.py", course.assignment(lesson) / "exercise.py"]
-    paths += sorted((PACKAGE_ROOT / "tests" / "submissions" / lesson).glob("*.py"))
-    return [p for p in paths if p.is_file()]
+def _published(out: Path, lessons: tuple[str, ...]) -> None:
+    """Copy the reference solutions an instructor chose to publish (their deadlines passed)."""
+    if not lessons:
+        return
+    target = out / SOLUTIONS
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(PACKAGE_ROOT / SOLUTIONS / "__init__.py", target / "__init__.py")
+    for lesson in lessons:
+        source = PACKAGE_ROOT / SOLUTIONS / f"{lesson}.py"
+        if source.is_file():
+            shutil.copy2(source, target / source.name)
+        elif (PACKAGE_ROOT / SOLUTIONS / lesson).is_dir():
+            shutil.copytree(PACKAGE_ROOT / SOLUTIONS / lesson, target / lesson, ignore=IGNORED)
+        else:
+            raise InputError("--publish-solutions", f"{lesson} has no reference solution to publish")
 
 
 def record_expectations(course: Course, lesson: str) -> dict[str, dict]:
-    """The oracle's answers to every call the lesson's public checks make of it, as they
-    run in the learner edition: {oracle lesson: {key: answer}} (lesson 2 asks lesson 1's
-    oracle to count pages)."""
-    from grader.engine.errors import InputError as _InputError
-    from grader.engine.oracle import as_in_the_learner_edition, recording
+    """Every answer, figure and public case the lesson's checks ask of the reference, as
+    they grade the course's known submissions (the reference, the stub, every wrong one):
+    {namespace: {key: value}}, what the learner edition answers from."""
+    from grader.engine.oracle import recording
     from grader.engine.pipeline import grade_path
-    with recording() as answers, as_in_the_learner_edition():
-        for path in _recorded_submissions(course, lesson):
+    from grader.instructor.templates import templates
+    from grader.lessons import lesson_module
+    with tempfile.TemporaryDirectory(prefix="grader-release-templates-") as tmp, recording() as answers:
+        for path in templates(PACKAGE_ROOT, lesson, Path(tmp)).values():
             try:
                 grade_path(lesson, path, course, mode="check")
-            except _InputError:
+            except InputError:
                 continue            # a test submission that is unreadable on purpose
+        more = getattr(lesson_module(lesson), "record_more", None)
+        if more is not None:
+            more(course)            # what a learner may hand in beyond the known submissions
     return answers
 
 
@@ -364,16 +380,18 @@ def run_in_release(out: Path, module: str, *args: str, cwd: Path | None = None):
     env["PYTHONPATH"] = str(out)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return subprocess.run([sys.executable, "-c", ISOLATED, module, *args], cwd=cwd or out,
-                          env=env, capture_output=True, text=True, timeout=300)
+                          env=env, capture_output=True, text=True, timeout=600)
 
 
 def _verify(out: Path, lessons: tuple[str, ...]) -> None:
     """Run `grader check` inside the release on each released lesson's reference solution,
     from a folder outside the release: it must get full marks."""
+    from grader.instructor.templates import templates
     with tempfile.TemporaryDirectory(prefix="grader-release-check-") as tmp:
         for lesson in lessons:
-            ref = Path(tmp) / f"{lesson}_reference.py"
-            shutil.copy2(PACKAGE_ROOT / SOLUTIONS / f"{lesson}.py", ref)
+            source = templates(PACKAGE_ROOT, lesson, Path(tmp))["reference"]
+            ref = Path(tmp) / f"{lesson}_reference{source.suffix}"
+            (shutil.copytree if source.is_dir() else shutil.copy2)(source, ref)
             p = run_in_release(out, "grader.cli", "check", lesson, "--submission", str(ref), "--json")
             try:
                 report = json.loads(p.stdout)
@@ -385,91 +403,98 @@ def _verify(out: Path, lessons: tuple[str, ...]) -> None:
                                              f"give the reference full marks: {detail}")
 
 
-def _readme(lessons: tuple[str, ...]) -> str:
+def _prove(out: Path, course: Course, lessons: tuple[str, ...]) -> list[str]:
+    """Every shipped callable that could be handed in for a graded function earns at most
+    half of its lesson on hidden cases (grader.instructor.equivalence)."""
+    from grader.instructor.equivalence import prove
+    shipped = [name for name, _ in _modules(out) if not name.startswith("reference.solutions")]
+    verdicts = prove(out, shipped, course, lessons)
+    failed = [v.line() for v in verdicts if not v.passed]
+    if failed:
+        raise ReleaseError(str(out), "the learner edition holds callables that earn more than half "
+                                     "of a lesson when handed in: " + "; ".join(failed[:3]))
+    return [v.line() for v in verdicts]
+
+
+def _readme(lessons: tuple[str, ...], published: tuple[str, ...]) -> str:
     listed = "\n".join(f"- `{lesson}`: `assignments/{lesson}/`" for lesson in lessons)
+    shown = (f"Your instructor published the reference solutions of {', '.join(published)}: "
+             "they are in `reference/solutions/`.\n" if published else "")
     return textwrap.dedent("""\
         # Serving under pressure: from admission to release (learner edition)
 
         ```sh
-        pip install -e .
-        grader check lesson1                      # grades assignments/lesson1/exercise.py
-        grader check lesson1 --submission my.ipynb --json
+        python3 -m venv .venv && . .venv/bin/activate     # Python 3.11 or newer
+        pip install -e . && grader check lesson1           # grades assignments/lesson1/exercise.py
         ```
 
         Lessons in this edition:
 
         {listed}
 
-        Read the lesson's README, implement the functions of its `exercise.py`, and run
-        `grader check`: the public cases, a table of criteria with points, and one line of
-        feedback per criterion that lost points. Your instructor grades on hidden cases of
-        the same kinds as well, so fitting the public numbers by hand earns nothing.
+        Read a lesson's README, implement the functions of its `exercise.py` (lesson 6: the
+        two files of `assignments/lesson6/submission/`), and run `grader check lessonN`: the
+        public cases, a table of criteria with points, and one line of feedback per
+        criterion that lost points. Your instructor grades on hidden cases of the same
+        kinds as well, so fitting the public numbers by hand earns nothing.
 
-        A criterion marked `n/a` (lesson 2's efficiency) needs worker runs of your function
-        beside the other lessons' reference decisions, which this edition does not ship: it
-        counts in neither total here, and your graded submission is checked on it.
-
+        Also here: the worker itself (`reference/`), the experiments with your own
+        functions plugged in (`grader experiment --help`), and the design sheet
+        (`grader sheet validate`, `grader sheet run`). Runs of one lesson's functions use
+        the course's baselines for the other decisions (`reference/baselines.py`): naive,
+        safe policies, not the answers. The reference's figures for the public cases were
+        recorded when this edition was built (`grader/expectations/`).
+        {shown}
         > The service-cost model is synthetic: a teaching model, not a measurement of any
         > engine or GPU.
-        """).replace("{listed}", listed)
+        """).replace("{listed}", listed).replace("{shown}", shown)
 
 
-def build_learner_edition(course: Course, out: Path, *, verify: bool = True) -> EditionManifest:
+def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...] | None = None,
+                          publish: tuple[str, ...] = (), verify: bool = True) -> EditionManifest:
+    """The learner edition of ``lessons`` (default: every lesson with a rubric) in ``out``,
+    with the reference solutions of ``publish`` (lessons whose deadline passed)."""
+    known = tuple(course.lessons())
+    chosen = tuple(known if lessons is None else lessons)
+    for lesson in (*chosen, *publish):
+        if lesson not in known:
+            raise InputError(lesson, f"no such lesson (known: {', '.join(known)})")
     _prepare(out, course)
     out = out.resolve()
     _copy(out, course)
+    _published(out, tuple(publish))
 
-    released, left_out, expectations, recorded = [], {}, {}, {}
-    candidates = set(course.lessons())
-    candidates |= {p.name for p in (out / "assignments").glob("lesson[0-9]*") if p.is_dir()}
-    candidates |= {p.stem for p in (out / "grader" / "lessons").glob("lesson[0-9]*.py")}
-    for lesson in sorted(candidates):
-        # What importing the lesson's module needs: a lesson may import the machinery of
-        # its worker runs only where it has such cases, which the learner edition has not
-        # (grader.engine.oracle.reference_policies); _verify proves the released check runs.
-        missing = missing_imports(out, f"grader.lessons.{lesson}", anywhere=False)
-        if lesson not in course.lessons():
-            left_out[lesson] = "it has no rubric yet"
-            _drop_lesson(out, lesson)
-            continue
-        if missing:
-            left_out[lesson] = (f"its checks need {', '.join(missing)}, which the learner "
-                                f"edition does not ship")
-            _drop_lesson(out, lesson)
-            continue
+    left_out = {lesson: "not chosen for this edition (grader release --lessons)"
+                for lesson in known if lesson not in chosen}
+    for lesson in left_out:
+        _drop_lesson(out, lesson)
+    recorded, expectations = {}, {}
+    for lesson in chosen:
         answers = record_expectations(course, lesson)
-        for oracle, table in answers.items():
-            recorded.setdefault(oracle, {}).update(table)
+        for namespace, table in answers.items():
+            recorded.setdefault(namespace, {}).update(table)
         expectations[lesson] = sum(len(t) for t in answers.values())
-        released.append(lesson)
-    if recorded:
-        folder = out / "grader" / "expectations"
-        folder.mkdir(exist_ok=True)
-        for oracle, table in recorded.items():
-            (folder / f"{oracle}.json").write_text(json.dumps(table, sort_keys=True), encoding="utf-8")
+    from grader.engine.oracle import write_expectations
+    write_expectations(out / "grader" / "expectations", recorded)
 
     _drop_unneeded_lesson_parts(out)
     pruned = _prune(out)
     _trim_pyproject(out)
-    unavailable = {}
-    for command, (package, machinery) in COMMAND_PACKAGES.items():
-        folder = out.joinpath(*package.split("."))
-        if not any(p.stem not in machinery for p in folder.glob("*.py")):
-            unavailable[command] = ("not in the learner edition: it runs the reference worker "
-                                    "and policies, which are not shipped")
-
-    (out / "README.md").write_text(_readme(tuple(released)), encoding="utf-8")
-    manifest = EditionManifest(out=str(out), lessons=tuple(released), left_out=left_out,
-                               expectations=expectations, unavailable_commands=unavailable,
-                               pruned=tuple(pruned))
+    (out / "README.md").write_text(_readme(chosen, tuple(publish)), encoding="utf-8")
+    manifest = EditionManifest(out=str(out), lessons=chosen, left_out=left_out,
+                               expectations=expectations, pruned=tuple(pruned),
+                               published=tuple(publish))
     (out / "grader" / MARKER.name).write_text(json.dumps(manifest.to_dict(), indent=2, sort_keys=True)
                                               + "\n", encoding="utf-8")
 
-    leaks = find_leaks(out, solution_fingerprints(PACKAGE_ROOT / SOLUTIONS))
+    leaks = find_leaks(out, solution_fingerprints(PACKAGE_ROOT / SOLUTIONS),
+                       allowed=tuple(out / SOLUTIONS / f"{p}.py" for p in publish))
     if leaks:
         raise ReleaseError(str(out), "reference solution text in the learner edition: "
                            + "; ".join(leaks[:5]))
+    proof: list[str] = []
     if verify:
         _verify(out, manifest.lessons)
+        proof = _prove(out, course, manifest.lessons)
     files = sum(1 for p in out.rglob("*") if p.is_file())
-    return EditionManifest(**{**manifest.__dict__, "files": files})
+    return EditionManifest(**{**manifest.__dict__, "files": files, "proof": tuple(proof)})

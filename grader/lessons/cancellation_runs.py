@@ -2,11 +2,11 @@
 
 The table and the probes predict; a run shows. On cancellation-heavy, prefix-sharing,
 multi-scope scenarios (public: assignments/lesson4/public/*.scenario.yaml; hidden:
-grader/families/lesson4.yaml) the reference worker records use-after-free, leaks, double
+grader/instructor/families/lesson4.yaml) the worker records use-after-free, leaks, double
 releases, cross-scope hits and poisoned publishes, and each cancelled request's record
-gives its fence and release time. The oracle is the reference policy on the same scenario
-(its prefix hits). Every other decision of a run is the reference's, so this module needs
-the reference policies.
+gives its fence and release time. Every other decision of a run is the course baseline's
+(reference.baselines). The oracle is the reference's three functions beside the same
+baselines; its prefix hits are a figure, recorded in the learner edition.
 """
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, check
-from grader.engine.learner_policy import CallLog, learner_policy
-from grader.engine.memo import remember
-from reference.policy import reference_policy
+from grader.engine.learner_policy import CallLog, learner_decisions
+from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from reference.records import Run
 
 FUNCTIONS = ("on_event", "prefix_key", "publishable")
@@ -48,15 +47,17 @@ def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
     key = ("run", case.name)
     if key not in ctx.memo:
         s, log = case.inputs, CallLog()
-        policy = learner_policy(ctx.sandbox, reference_policy(s.sheet), FUNCTIONS, log)
+        policy = lesson_policy(learner_decisions(ctx.sandbox, FUNCTIONS, log), s.sheet)
         ctx.memo[key] = LearnerRun(s.run(policy), log)
     return ctx.memo[key]
 
 
 def oracle_hits(case: Case) -> int:
     """The reference's prefix hits on the scenario: the same for every submission."""
-    return remember("lesson4-oracle-hits", case.digest, lambda: prefix_hits(case.inputs.run()),
-                    persist=case.visibility == "public")
+    s = case.inputs
+    return figures("lesson4-oracle-hits", case.digest,
+                   lambda: prefix_hits(s.run(lesson_policy(reference_decisions("lesson4"), s.sheet))),
+                   needs=(solution("lesson4"),), persist=case.visibility == "public")
 
 
 def prefix_hits(run: Run) -> int:

@@ -1,18 +1,21 @@
-"""Lesson 3's oracle: the largest chunk that fits the gap budget, found by search.
+"""Lesson 3's step times, and the expected plan of a probe, asked of the search oracle.
 
-Every chunk criterion asks what the right answer is, and so does the drawing of hidden
-probes (to keep their budgets off a knife edge). The oracle never uses the reference's
-formula: it binary-searches page multiples with the true cost model (step time only grows
-with the chunk), so another correct rule is judged by what it does, not by how it
-computes it.
+What ships with the lesson are the properties a plan is judged by (a chunk's true step
+time, whether it fits the budget); the largest chunk that fits, which is the lesson's
+answer, comes from grader/lessons/oracles/chunk_search.py in the course and from the
+record in the learner edition (grader.engine.oracle.figures).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grader.engine.cases import Case, digest_of
+from grader.engine.codec import persistent
+from grader.engine.oracle import figures
 from reference.shapes import ChunkContext
 
 EDGE = 1e-7               # probes keep the budget this far (relative) from a deciding step time
+SEARCH = "grader.lessons.oracles.chunk_search"
 
 
 def step_s(ctx: ChunkContext, tokens: int) -> float:
@@ -24,6 +27,7 @@ def fits(ctx: ChunkContext, tokens: int) -> bool:
     return step_s(ctx, tokens) <= ctx.gap_budget_s
 
 
+@persistent
 @dataclass(frozen=True)
 class Expected:
     verdict: str          # ok | starved | infeasible
@@ -37,42 +41,15 @@ class Expected:
         return min(ctx.prefill_remaining, (self.largest // ctx.page_tokens + 1) * ctx.page_tokens)
 
 
-def expected(ctx: ChunkContext) -> Expected:
-    """Candidates: page multiples below the remaining prompt, and the remaining prompt itself.
+def expected(case: Case) -> Expected:
+    """The right plan's verdict and largest fitting chunk for a probe case."""
+    ctx = case.inputs
 
-    infeasible: the decode-only step already misses the budget (no chunk can help).
-    starved: not infeasible, and the largest fitting candidate neither finishes the prompt
-    nor reaches min_chunk_tokens (or is 0). A short tail that fits is ok even when it is
-    below min_chunk_tokens: it finishes the prompt, so TTFT does not grow.
-    """
-    decode_only = step_s(ctx, 0)
-    remaining, pt = ctx.prefill_remaining, ctx.page_tokens
-    if not fits(ctx, 0):
-        return Expected("infeasible", 0, decode_only)
-    if fits(ctx, remaining):
-        return Expected("ok", remaining, decode_only)
-    lo, hi = 0, (remaining - 1) // pt        # page counts: lo fits; above hi is the whole rest
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(ctx, mid * pt):
-            lo = mid
-        else:
-            hi = mid - 1
-    largest = lo * pt
-    ok = largest > 0 and largest >= ctx.min_chunk_tokens
-    return Expected("ok" if ok else "starved", largest, decode_only)
-
-
-def knife_edges(ctx: ChunkContext) -> list[float]:
-    """Step times that decide the answer: a budget this close to one is a float coin toss."""
-    e = expected(ctx)
-    times = [e.decode_only_s]
-    if e.verdict != "infeasible":
-        times.append(step_s(ctx, e.largest))
-        nxt = e.next_candidate(ctx)
-        if nxt is not None:
-            times.append(step_s(ctx, nxt))
-    return [t for t in times if abs(t - ctx.gap_budget_s) <= EDGE * ctx.gap_budget_s]
+    def search() -> Expected:
+        from grader.lessons.oracles.chunk_search import search
+        return search(ctx)
+    # Cheap to compute: kept in this process, and recorded for the learner edition.
+    return figures("lesson3-expected", digest_of(ctx), search, needs=(SEARCH,), persist=False)
 
 
 def ms(seconds: float) -> str:

@@ -30,7 +30,7 @@ def within_budget(ctx: CheckContext, params: dict) -> Measure:
         c = case.inputs
         if plan.verdict != "ok" or plan.tokens == 0 or plan.tokens > c.prefill_remaining or fits(c, plan.tokens):
             return ""
-        e = expected(c)
+        e = expected(case)
         best = ("no chunk fits: the decode-only step alone takes " + ms(e.decode_only_s)
                 if e.verdict == "infeasible" else f"the largest chunk that fits is {e.largest} tokens")
         return (f"ok chunk of {plan.tokens} tokens makes the step {ms(step_s(c, plan.tokens))}, over "
@@ -41,10 +41,10 @@ def within_budget(ctx: CheckContext, params: dict) -> Measure:
 @check("lesson3.progress")
 def progress(ctx: CheckContext, params: dict) -> Measure:
     share = float(params.get("share", PROGRESS_SHARE))
-    ok = [a for a in _plans(ctx) if expected(a.case.inputs).verdict == "ok"]
+    ok = [a for a in _plans(ctx) if expected(a.case).verdict == "ok"]
 
     def judge(case: Case, plan: ChunkPlan):
-        c, e = case.inputs, expected(case.inputs)
+        c, e = case.inputs, expected(case)
         need = share * e.largest
         if plan.tokens >= need:
             return ""
@@ -81,7 +81,7 @@ _WHY = {
 @check("lesson3.verdicts")
 def verdicts(ctx: CheckContext, params: dict) -> Measure:
     def judge(case: Case, plan: ChunkPlan) -> str:
-        c, e = case.inputs, expected(case.inputs)
+        c, e = case.inputs, expected(case)
         if plan.verdict == e.verdict:
             return ""
         reason = "starved0" if e.verdict == "starved" and e.largest == 0 else e.verdict

@@ -2,9 +2,10 @@
 
 Probes judge one decision; a run shows what the rule does to a workload: the token gaps
 the decoding requests see, and how soon prompts get their first token. Each scenario runs
-with the learner's choose_chunk beside the reference's other decisions, and with the
-reference policy, whose run is the oracle: so this module needs the reference policies
-and the worker.
+with the learner's choose_chunk beside the course baselines (reference.baselines) for the
+other decisions, and with the reference rule beside the same baselines: that run is the
+oracle, and what the criteria need of it (its steps, mean TTFT, mean chunk) is a figure,
+recorded in the learner edition.
 """
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ import numpy as np
 from grader.engine.cases import Case
 from grader.engine.checks import Answer, CheckContext, Measure, check, grade_answers
 from grader.course.experiments.common import token_gaps, ttfts
-from grader.engine.learner_policy import CallLog, learner_policy
+from grader.engine.codec import persistent
+from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.lessons.chunk_oracle import ms
-from grader.engine.memo import remember
-from reference.policy import reference_policy
+from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from reference.records import Run
 from reference.shapes import ChunkContext, ChunkPlan
 from reference.worker import PolicyError
@@ -27,11 +28,33 @@ GAP_SLACK = 1e-9          # token gaps are differences of summed floats: allow t
 STEP_CAP = 2              # a learner's run stops after this many times the oracle's steps
 
 
+@persistent
+@dataclass(frozen=True)
+class OracleRun:
+    """What the criteria read of the oracle rule's run of a scenario."""
+    steps: int
+    mean_ttft_s: float          # over the requests that got a first token (inf if none did)
+    first_tokens: int           # how many did
+    mean_chunk: float           # mean prefill chunk, in tokens
+
+
+def _summary(run: Run) -> OracleRun:
+    mean, n = mean_ttft(run)
+    return OracleRun(len(run.steps), mean, n, _mean_chunk(run))
+
+
+def oracle_run(case: Case) -> OracleRun:
+    s = case.inputs
+    return figures("lesson3-oracle", case.digest,
+                   lambda: _summary(s.run(lesson_policy(reference_decisions("lesson3"), s.sheet))),
+                   needs=(solution("lesson3"),), persist=case.visibility == "public")
+
+
 @dataclass(frozen=True)
 class RunPair:
     """One scenario run with the learner's rule (None when a call failed) and the oracle rule."""
     learner: Run | None
-    oracle: Run
+    oracle: OracleRun
     budget_s: float
     failure: str           # why the learner's run stopped ("" when it ran to the end)
 
@@ -44,29 +67,28 @@ def _pair(ctx: CheckContext, case: Case) -> RunPair:
     key = ("run", case.name)
     if key not in ctx.memo:
         s = case.inputs
-        base = reference_policy(s.sheet)
         log = CallLog()
-        remote = learner_policy(ctx.sandbox, base, ("choose_chunk",), log).choose_chunk
+        remote = learner_decisions(ctx.sandbox, ("choose_chunk",), log)["choose_chunk"]
 
         def choose_chunk(c: ChunkContext) -> ChunkPlan:
             try:
                 return remote(c)
             except PolicyError:
                 raise _Stopped from None
-        oracle = remember("lesson3-oracle", case.digest, lambda: s.run(base),
-                          persist=case.visibility == "public")
+        oracle = oracle_run(case)
+        policy = lesson_policy({"choose_chunk": choose_chunk}, s.sheet)
         # A rule that needs many times the oracle's steps has already lost on TTFT; stopping
         # it there keeps a one-page-per-step rule from taking minutes.
-        cap = STEP_CAP * len(oracle.steps) + 500
+        cap = STEP_CAP * oracle.steps + 500
         try:
-            learner = s.run(base.with_(choose_chunk=choose_chunk), max_steps=cap)
+            learner = s.run(policy, max_steps=cap)
         except _Stopped:
             first = log.first["choose_chunk"]
             why = first if "not implemented" in first else (
                 f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
-            ctx.memo[key] = RunPair(None, oracle, base.gap_budget_s, why)
+            ctx.memo[key] = RunPair(None, oracle, policy.gap_budget_s, why)
         else:
-            ctx.memo[key] = RunPair(learner, oracle, base.gap_budget_s, "")
+            ctx.memo[key] = RunPair(learner, oracle, policy.gap_budget_s, "")
     return ctx.memo[key]
 
 
@@ -125,17 +147,17 @@ def e2e_ttft(ctx: CheckContext, params: dict) -> Measure:
 
     def judge(case: Case, pair: RunPair) -> str:
         mine, n_mine = mean_ttft(pair.learner)
-        best, n_best = mean_ttft(pair.oracle)
+        best, n_best = pair.oracle.mean_ttft_s, pair.oracle.first_tokens
         if pair.learner.aborted:
             return (f"TTFT far above the oracle rule's: your rule needed more than {STEP_CAP}x its "
-                    f"{len(pair.oracle.steps)} steps, so the run was stopped with {n_best - n_mine} "
+                    f"{pair.oracle.steps} steps, so the run was stopped with {n_best - n_mine} "
                     f"requests still waiting for a first token; your chunks averaged "
-                    f"{_mean_chunk(pair.learner):.0f} tokens, the oracle rule's {_mean_chunk(pair.oracle):.0f}")
+                    f"{_mean_chunk(pair.learner):.0f} tokens, the oracle rule's {pair.oracle.mean_chunk:.0f}")
         if n_mine < n_best:
             return f"{n_best - n_mine} requests never got a first token"
         if mine <= best * (1 + tolerance):
             return ""
         return (f"mean TTFT {mine:.4g} s is {mine / best - 1:.0%} above the oracle rule's {best:.4g} s "
                 f"(allowed {tolerance:.0%}); your chunks averaged {_mean_chunk(pair.learner):.0f} tokens, "
-                f"the oracle rule's {_mean_chunk(pair.oracle):.0f}")
+                f"the oracle rule's {pair.oracle.mean_chunk:.0f}")
     return grade_answers(_scenario_answers(ctx), judge, "scenarios")

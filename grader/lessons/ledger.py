@@ -1,21 +1,18 @@
 """The admission ledger's arithmetic as lesson 2's README defines it, and its words.
 
 These are the lesson's definitions, not a ledger: the judge of every lesson 2 criterion
-needs them, and the README states each one. Pages are counted with lesson 1's arithmetic,
-asked of the lesson 1 oracle, so this module runs unchanged in the learner edition (where
-the oracle answers from its recorded expectations).
+needs them, and the README states each one. Pages are counted with the worker's own
+arithmetic (reference.sizing).
 """
 from __future__ import annotations
 
-from grader.engine.oracle import reference_oracle
 from reference.shapes import AdmissionRequest, LedgerView
-
-sizes = reference_oracle("lesson1")
+from reference.sizing import pages_for
 
 
 def footprint(r: AdmissionRequest) -> int:
     """Pages the request's whole context can occupy: pages_for(prompt + max_new)."""
-    return sizes.pages_for(r.prompt_tokens + r.max_new_tokens, r.page_tokens)
+    return pages_for(r.prompt_tokens + r.max_new_tokens, r.page_tokens)
 
 
 def promise(r: AdmissionRequest) -> int:

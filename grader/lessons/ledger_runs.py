@@ -1,8 +1,9 @@
 """Lesson 2's worker runs: the learner's admit on a scenario, and the oracle ledger's run.
 
-Every other decision of a run (the contract, the chunk rule, cancellation) is the
-reference's, so this module needs the reference policies: the learner edition leaves it
-out, and lesson 2 there grades on its probes alone (see grader.engine.oracle.reference_policies).
+Every other decision of a run (the contract, the chunk rule, cancellation, the prefix
+cache) is the course baseline's (reference.baselines), in both editions; the oracle run is
+the reference ledger beside the same baselines, and what lesson 2 needs of it (its good
+requests, which requests can never fit) is a recorded figure in the learner edition.
 """
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ from dataclasses import dataclass, field
 from grader.engine.codec import persistent
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext
-from grader.engine.learner_policy import CallLog, learner_policy
+from grader.engine.learner_policy import CallLog, learner_decisions
+from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from grader.lessons.ledger import available, inactive, ledger_words, need, promise, request_words
-from grader.engine.memo import remember
-from reference.policy import reference_policy
 from reference.records import Run
 from reference.shapes import AdmissionRequest, LedgerView, RequestRecord
 from reference.sizing import Geometry, pages_for
@@ -72,8 +72,8 @@ def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
     key = ("run", case.name)
     if key not in ctx.memo:
         s, log, book = case.inputs, CallLog(), Book()
-        base = learner_policy(ctx.sandbox, reference_policy(s.sheet), ("admit",), log)
-        run = s.run(base.with_(admit=_recording(base.admit, book)))
+        admit = learner_decisions(ctx.sandbox, ("admit",), log)["admit"]
+        run = s.run(lesson_policy({"admit": _recording(admit, book)}, s.sheet))
         ctx.memo[key] = LearnerRun(run, log, book)
     return ctx.memo[key]
 
@@ -88,12 +88,12 @@ class OracleRun:
 
 def oracle_run(case: Case) -> OracleRun:
     """The reference ledger's run of the scenario, summed up: the same for every submission."""
-    return remember("lesson2-oracle", case.digest, lambda: _oracle_run(case.inputs),
-                    persist=case.visibility == "public")
+    return figures("lesson2-oracle", case.digest, lambda: _oracle_run(case.inputs),
+                   needs=(solution("lesson2"),), persist=case.visibility == "public")
 
 
 def _oracle_run(s) -> OracleRun:
-    policy = reference_policy(s.sheet)
+    policy = lesson_policy(reference_decisions("lesson2"), s.sheet)
     run = s.run(policy)
     pool = Geometry.of(s.model, s.worker).pool_pages
     pt = s.worker.page_tokens

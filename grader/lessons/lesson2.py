@@ -2,16 +2,15 @@
 
 Cases:
 - ``scenario``: a workload on a small worker whose pages are the binding constraint
-  (public: assignments/lesson2/public/*.scenario.yaml; hidden: grader/families/lesson2.yaml).
+  (public: assignments/lesson2/public/*.scenario.yaml; hidden: grader/instructor/families/lesson2.yaml).
   The learner's ``admit`` runs in the sandbox; every other decision is the reference's.
   The oracle is the reference ledger on the same scenario.
 - ``probe``: one ``admit(request, ledger)`` call (public: assignments/lesson2/probes.yaml;
   hidden: drawn from the secret at every boundary: roomy, exact fit, one page short, busy,
   impossible, a footprint of exactly the whole pool).
 
-The learner edition (``grader release``) has no scenario cases: their runs need the
-reference's other decisions (grader/lessons/ledger_runs.py, left out there), so lesson 2
-checks there on its probes, and efficiency, which only runs can show, is not checked.
+Every other decision of a run is the course baseline's (reference.baselines), so the
+runs are the same in the learner edition, where the oracle ledger's figures are recorded.
 
 Every criterion grades a property of the promise, from both kinds of evidence:
 - safety: no broken promise, no over-commit in any run; no probe admitted beyond capacity;
@@ -28,13 +27,12 @@ from __future__ import annotations
 import numpy as np
 
 from grader.engine.cases import Case
-from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, grade_answers, not_checked_here,
+from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, grade_answers, 
                            not_implemented)
 from grader.engine.layout import read_yaml
 from grader.engine.errors import InputError
 from grader.lessons.ledger import (available, footprint, inactive, ledger_words, need, promise,
                                    request_words)
-from grader.engine.oracle import reference_policies
 from grader.engine.secret import derive_seed
 from reference.shapes import DECISIONS, Admission, AdmissionRequest, LedgerView
 
@@ -93,8 +91,6 @@ def _public_probes(course) -> list[Case]:
 
 
 def public_cases(course) -> list[Case]:
-    if not reference_policies():        # the learner edition: probes only (see ledger_runs)
-        return _public_probes(course)
     from grader.course.scenario import public_scenarios
     return public_scenarios(course, LESSON) + _public_probes(course)
 
@@ -271,11 +267,6 @@ def safety(ctx: CheckContext, params: dict) -> Measure:
 # ---- efficiency ---------------------------------------------------------------------------
 @check("lesson2.efficiency")
 def efficiency(ctx: CheckContext, params: dict) -> Measure:
-    if not ctx.family("scenario"):
-        return not_checked_here(
-            "not checked here: it compares worker runs of your ledger with the oracle "
-            "ledger's, and those runs need the reference's other decisions (contract, chunk "
-            "rule, cancellation); your graded submission is checked on every workload")
     stub = _not_implemented(ctx)
     if stub:
         return stub

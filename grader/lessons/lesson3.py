@@ -5,7 +5,7 @@ learner's choose_chunk). Public probes come from assignments/lesson3/public/prob
 public scenarios from the other files there; hidden probes are drawn from the instructor
 secret per family (short and very long prefixes, empty and full decode batches, budgets
 next to the decode-only step or a page boundary, coefficients other than the defaults),
-hidden scenarios from grader/families/lesson3.yaml.
+hidden scenarios from grader/instructor/families/lesson3.yaml.
 
 The oracle (chunk_oracle) finds the largest fitting chunk by binary search over page
 multiples with the true cost model, never by the reference's formula, so another correct
@@ -26,7 +26,7 @@ from grader.engine.layout import read_yaml
 from grader.engine.errors import InputError
 # Importing the judges registers their checks.
 from grader.lessons import chunk_probes, chunk_runs  # noqa: F401
-from grader.lessons.chunk_oracle import EDGE, knife_edges, step_s
+from grader.lessons.chunk_oracle import EDGE, step_s
 from grader.course.scenario import hidden_scenarios, public_scenarios
 from grader.engine.secret import derive_seed
 from reference.shapes import ChunkContext, CostModel
@@ -179,6 +179,7 @@ def _draw(g: np.random.Generator, family: str) -> ChunkContext:
 
 def _clear_of_edges(ctx: ChunkContext) -> ChunkContext:
     """Move the budget off any deciding step time, so float rounding never decides a grade."""
+    from grader.lessons.oracles.chunk_search import knife_edges   # drawing hidden probes: the course
     for _ in range(8):
         close = knife_edges(ctx)
         if not close:

@@ -11,7 +11,7 @@ Three kinds of evidence:
   offered pages as the worker builds them;
 - worker runs: the learner's on_event, prefix_key and publishable in the reference worker
   on cancellation-heavy, prefix-sharing, multi-scope scenarios (public:
-  assignments/lesson4/public/*.scenario.yaml; hidden: grader/families/lesson4.yaml). The
+  assignments/lesson4/public/*.scenario.yaml; hidden: grader/instructor/families/lesson4.yaml). The
   worker records use-after-free, leaks, double releases, cross-scope hits and poisoned
   publishes; records give each cancelled request's fence and release time; the oracle is
   the reference policy on the same scenario (prefix hits).

@@ -15,7 +15,7 @@ Cases:
 
 Public cases come from assignments/lesson5/public/ (records.yaml and the release suite);
 hidden ones are drawn from the instructor secret: edge records with fresh numbers, records
-of hidden suite runs, and the hidden suites of grader/families/lesson5.yaml. A hidden
+of hidden suite runs, and the hidden suites of grader/instructor/families/lesson5.yaml. A hidden
 release case is kept only when the oracle's decision is the one its kind expects, stays the
 same under every correct reading of the rule (sample or population deviation, pooled or
 per-run shares, each threshold 10% either way) and differs from the decision of the mistake
@@ -38,10 +38,12 @@ from grader.engine.errors import InputError
 from grader.lessons import goodput, release_decisions, verdicts  # noqa: F401
 from grader.lessons.release_decisions import ReleaseProbe, mean_gain, settled
 from grader.lessons.verdicts import TOPICS, clear_of_edges, seconds, show_record, topic
-from grader.course.trials import Suite, Trial, hidden_suites, public_suites, run_design
+from grader.course.trials import Suite, Trial, hidden_suites, public_suites, run_design, window_of
 from grader.engine.secret import derive_seed
 from reference.shapes import RequestRecord, Slo
 
+# The public cases are made of the reference's runs and verdicts: recorded in the learner edition.
+PUBLIC_CASES_NEED = ("lesson1", "lesson2", "lesson3", "lesson4", "lesson5")
 REAL_PER_TOPIC = {"deadlines": 24, "gaps": 16, "cancels": 16, "outcomes": 10}
 GOODPUT_SET = 30         # records in a goodput probe cut from a real run
 
@@ -205,7 +207,7 @@ def goodput_cases(records: list[tuple[RequestRecord, Optional[Slo]]], suites: li
             requests, run = run_design(trial.model, trial.candidate, trial.workload, seed)
             idx = sorted(g.choice(len(run.requests), size=min(GOODPUT_SET, len(run.requests)), replace=False))
             recs = tuple(run.requests[int(i)] for i in idx)
-            window = max(r.arrival_s for r in requests)
+            window = window_of(requests)
             add(f"{trial.name} seed {seed}", recs, None, window, f"records of {trial.name}, seed {seed}")
     return cases
 

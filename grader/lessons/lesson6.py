@@ -31,14 +31,18 @@ from typing import Any, Optional
 
 from grader.course.bundle import symptoms
 from grader.engine.cases import Case
-from grader.engine.checks import CheckContext, Measure, check
-from grader.course.incident import (NEXT, PREVIOUS, RELEASE, Incident, demo_incident, incidents_key,
-                             judge_fix, regression, student_incident)
+from grader.engine.checks import CheckContext, Measure, check, not_checked_here
+from grader.engine.oracle import OracleMissing, figures
+from grader.course.incident import (NEEDS, NEXT, PREVIOUS, RELEASE, Incident, demo_incident,
+                                    fix_neighbourhood, incidents_key, judge_fix, regression,
+                                    student_incident)
 from grader.course.sheet import (POLICY_SECTIONS, Problem, get_path, read_yaml, schema_path, schema_problems,
                           short, validate_sheet)
 
 SUBMISSION = "folder"
 FILES = ("diagnosis.yaml", "design_sheet.yaml")
+# The public incidents are made of the reference's runs: recorded in the learner edition.
+PUBLIC_CASES_NEED = ("lesson1", "lesson2", "lesson3", "lesson4", "lesson5")
 SHOWN = 3            # problems a feedback line lists
 
 
@@ -84,6 +88,14 @@ def _problems(name: str, problems) -> str:
 class StudentIncidents:
     """The hidden case: each student's incident is drawn from this key and their id."""
     key: str
+
+
+def record_more(course) -> None:
+    """What the learner edition records beyond grading the known submissions: the verdict
+    of every fix of a public incident that reverts some of its changes and keeps the rest."""
+    for case in public_cases(course):
+        for sheet in fix_neighbourhood(case.inputs):
+            judge_fix(case.inputs, sheet)
 
 
 def public_cases(course) -> list[Case]:
@@ -181,7 +193,8 @@ def causes_found(ctx: CheckContext, params: dict) -> Measure:
     for c in claims:
         if c.at_fault and not c.supported:
             parts.append(f"your claim of {c.change} has no support, so it earns nothing: {c.why}")
-    reports = symptoms(incident)
+    reports = figures("lesson6-symptoms", incident.digest(), lambda: symptoms(incident),
+                      needs=NEEDS, persist=False)
     missed = [reports[i] for i, f in enumerate(faults) if f.id not in found
               and not any(c.change == f.id for c in claims)]
     if missed:
@@ -273,7 +286,13 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
                 return Measure(0.0, f"your diagnosis fixes {cause['change']} with {path}: {short(value)}, but "
                                     f"design_sheet.yaml has {short(have)}: the sheet you ship must carry your fixes")
     incident = _incident(ctx)
-    verdict = judge_fix(incident, sheet)
+    try:
+        verdict = judge_fix(incident, sheet)
+    except OracleMissing:
+        return not_checked_here(
+            "not checked here: this edition replays the fixes made of reverting or keeping each "
+            f"change of {RELEASE}, and your sheet changes other knobs; the replay needs the "
+            "reference worker's decisions, which your instructor's grade has")
     seeds = ", ".join(map(str, incident.replay_seeds)) if not any(
         c.visibility == "hidden" for c in ctx.cases) else f"{len(incident.replay_seeds)} hidden seeds"
     if verdict.passed:

@@ -2,19 +2,19 @@
 
 The largest page-aligned prefill chunk whose step still fits the token-gap budget,
 solved from the cost model's quadratic (the attention term grows with the tokens
-already prefilled). Knobs are the design sheet's ``chunk_rule`` values; the
-non-default ones are the rules the lesson shows failing.
+already prefilled). The design sheet's faulty rules are distortions around it
+(reference/knobs.py), not variants of it.
 """
 import math
 
 from reference.shapes import ChunkContext, ChunkPlan
 
 
-def _largest_fitting(ctx: ChunkContext, slack: float, attention_term: bool) -> int:
-    """Largest c with per_token*c + pair*(c*d + c*(c+1)/2) <= slack (pair=0 without the term)."""
+def _largest_fitting(ctx: ChunkContext, slack: float) -> int:
+    """Largest c with per_token*c + pair*(c*d + c*(c+1)/2) <= slack."""
     cost, d = ctx.cost, ctx.prefill_done
-    a = cost.per_attention_pair / 2 if attention_term else 0.0
-    b = cost.per_token + (cost.per_attention_pair * (d + 0.5) if attention_term else 0.0)
+    a = cost.per_attention_pair / 2
+    b = cost.per_token + cost.per_attention_pair * (d + 0.5)
     if a > 0:
         c = (-b + math.sqrt(b * b + 4 * a * slack)) / (2 * a)
     elif b > 0:
@@ -22,8 +22,6 @@ def _largest_fitting(ctx: ChunkContext, slack: float, attention_term: bool) -> i
     else:
         return ctx.prefill_remaining
     c = min(int(c), ctx.prefill_remaining)
-    if not attention_term:
-        return c
     # The float solution can land one token off; settle it on the true step time.
     base = ctx.cost.step_time(ctx.decode_contexts)
     fits = lambda n: ctx.cost.step_time(ctx.decode_contexts, n, d) - base <= slack
@@ -34,18 +32,13 @@ def _largest_fitting(ctx: ChunkContext, slack: float, attention_term: bool) -> i
     return c
 
 
-def choose_chunk(ctx: ChunkContext, *,
-                 rule: str = "budget",        # or "per_token_only" (faulty), "fixed"
-                 fixed_tokens: int = 512,
-                 ) -> ChunkPlan:
+def choose_chunk(ctx: ChunkContext) -> ChunkPlan:
     remaining, pt = ctx.prefill_remaining, ctx.page_tokens
     decode_only = ctx.cost.step_time(ctx.decode_contexts)
-    if rule == "fixed":
-        return ChunkPlan(min(fixed_tokens, remaining), "ok")
     if decode_only > ctx.gap_budget_s:
         # No chunk helps: the decode batch alone misses the budget.
         return ChunkPlan(0, "infeasible")
-    fit = _largest_fitting(ctx, ctx.gap_budget_s - decode_only, rule == "budget")
+    fit = _largest_fitting(ctx, ctx.gap_budget_s - decode_only)
     if fit >= remaining:
         return ChunkPlan(remaining, "ok")
     fit -= fit % pt  # page-aligned unless it finishes the prompt

@@ -1,16 +1,33 @@
 """Arrival, the FCFS queue, admission and preemption: how a request gets, and loses, its pages.
 
 The contract is asked at arrival; the head of the queue is retried at every step
-completion and whenever pages come back, only while fewer than ``max_running`` run. A
-request that cannot get a page it needs suffers a broken promise: it is preempted and
-recomputes from the head of the queue.
+completion and whenever pages come back, only while fewer than ``max_running`` run.
+
+A running request that needs a page beyond its promise when no unpromised page is free
+suffers a broken promise. The worker then preempts by priority, not by who asked: under
+FCFS the lowest-priority running request is the one admitted last (a re-admission counts
+as an admission), so it goes first, then the next latest, until the page comes free or the
+one asking is itself the latest left. A victim returns its pages and its promise, goes
+back to the head of the queue and, once re-admitted, recomputes: its prompt and the tokens
+it had emitted are prefilled again, in chunks the chunk rule sizes and the cost model
+prices like any prefill (its emitted tokens stay on record). The earliest-admitted running
+request is never preempted for another, so it always progresses: over-admission costs the
+victims (their wait and recompute show in their token gaps), never the run. Preempting the
+one that asked instead lets it take its pages straight back at the next admission, before
+the others get the pages they need, and requests at page boundaries can then preempt one
+another forever.
 """
 from __future__ import annotations
+
+from itertools import chain
+from operator import attrgetter
 
 from reference.shapes import DECISIONS, Admission, AdmissionRequest, LedgerView, Verdict
 from reference.sizing import pages_for
 from reference.worker.decisions import is_count, shown
 from reference.worker.sequence import Sequence
+
+_ADMIT_ORDER = attrgetter("admit_order")   # the priority order: admitted later, preempted first
 
 
 class AdmissionQueue:
@@ -95,11 +112,41 @@ class AdmissionQueue:
         self.prefix_hits += len(hits)
         if live.admitted_s is None:
             live.admitted_s = self.now
+        live.admit_order = self.admissions
+        self.admissions += 1
         self._fire(live, "admit", False)
         return True
 
+    def _grow(self, live: Sequence) -> bool:
+        """One more page for a running request, now; on a broken promise, preempt by priority.
+
+        True when ``live`` got its page, False when it was preempted itself. The broken
+        promise is recorded once, for ``live`` (its promise is the one that broke), naming
+        after it the other requests preempted to make room."""
+        if self._allocate(live):
+            return True
+        detail = self._shortfall(live)
+        others = []
+        while True:
+            victim = max(chain(self.prefilling.values(), self.decoding.values()), key=_ADMIT_ORDER)
+            self._preempt(victim)
+            if victim is live:
+                break
+            others.append(victim)
+            if self._allocate(live):
+                break
+        me, ids = live.req.id, " then ".join(v.req.id for v in others)
+        if not others:
+            detail += f"; {me} was the running request admitted last, so it was preempted itself"
+        elif live.phase == "queued":
+            detail += f"; preempted {ids} (admitted after {me}), still no page: {me} was preempted itself"
+        else:
+            detail += f"; preempted {ids}, admitted last; {me} got its page"
+        self._violate("broken_promise", live, *others, detail=detail)
+        return live.phase != "queued"
+
     def _preempt(self, live: Sequence) -> None:
-        """A broken promise: give back everything and recompute from the queue's head."""
+        """Give back everything and recompute from the queue's head."""
         if live.phase == "decode":
             live.emitted = self._emitted(live)
             self._leave_decode(live)
@@ -114,4 +161,3 @@ class AdmissionQueue:
         self.waiting.appendleft(live)
         self.queued += 1
         self.retry = True
-

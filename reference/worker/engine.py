@@ -75,8 +75,15 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         self.lives = [Sequence(r) for r in requests]
         self.check = check_invariants
         self.trace = trace                       # None, or a list that receives the page events
+        # Two bounds stop a run that cannot finish. The stall bound: every step either decodes
+        # (one token per decoder) or moves the oldest prefill by at least one token, and a
+        # (re)prefill is shorter than prompt + max_new, so a healthy run never goes that many
+        # steps without a token or an ending; one that does is stuck, and says so within
+        # seconds. The step cap, 50 steps per token of work, is the backstop.
+        self.stall_limit = max((r.prompt_tokens + r.max_new_tokens for r in requests), default=0) + 64
         self.max_steps = max_steps if max_steps is not None else 50 * (len(requests) + sum(
             r.max_new_tokens + r.prompt_tokens // self.pt for r in requests)) + 1000
+        self.progress_step = 0                   # the last step a token was emitted or a request ended
         self.now = 0.0
         self.events: list = []
         # FCFS queue. A request stopped while queued is left in place and skipped when it
@@ -91,12 +98,14 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         self.finish_due: dict[int, list] = {}    # step -> decoders whose last token it emits
         self.outstanding = 0                     # sum of promise_left over requests
         self.running = 0
+        self.admissions = 0                      # admissions so far: the next one's admit_order
         self.context_sum = 0                     # summed context of decoders, before the next step
         self.decode_pages = 0
         self.step_end: list[float] = []
         self.inflight = None                     # (index, end_s, chunk live, chunk tokens)
         self.orphans: set[int] = set()           # pages the in-flight step pins but nobody holds
         self.freed_pinned: dict[int, tuple] = {} # page -> (request id, released at) while pinned
+        self.true_keys: dict[tuple, int] = {}   # the ground-truth prefix keys (no prefix_key policy)
         self.origin: dict[int, tuple] = {}       # published page -> (scope, live, block index)
         self.prefix_hits = 0
         self.retry = False
@@ -135,14 +144,25 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
             if self.retry:
                 self.retry = False
                 self._admit_waiting()
-            if self.inflight is None and len(self.step_end) < self.max_steps:
+            if self.inflight is None:
+                self.aborted = self._stopped()
+                if self.aborted:
+                    break
                 self._launch()
             if self.check:
                 self._assert_books()
-            if len(self.step_end) >= self.max_steps:
-                self.aborted = f"stopped after {self.max_steps} steps without finishing the workload"
-                break
         return self._finish_run()
+
+    def _stopped(self) -> str:
+        """Why no further step may launch ("" while the run may go on)."""
+        steps = len(self.step_end)
+        if steps >= self.max_steps:
+            return f"stopped at the step cap, {self.max_steps} steps, without finishing the workload"
+        if steps - self.progress_step > self.stall_limit:
+            return (f"stopped after step {steps}: no token and no request ended for "
+                    f"{steps - self.progress_step} steps (stuck: a healthy run has one within "
+                    f"{self.stall_limit})")
+        return ""
 
     def _in_flight(self, live: Sequence) -> bool:
         """Does the launched, not yet completed step reference this request?"""

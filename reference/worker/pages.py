@@ -8,7 +8,10 @@ from reference.worker.sequence import Sequence
 
 class PageBooks:
     def _allocate(self, live: Sequence) -> bool:
-        """One new page for ``live``, from its reservation or from unpromised capacity."""
+        """One new page for ``live``, from its reservation or from unpromised capacity.
+
+        False when neither has a page: the caller records the broken promise (admission
+        flags it once per request; a running request's is handled by ``_grow``)."""
         pool = self.pool
         within = live.promise_left > 0
         if within or pool.capacity - self.outstanding >= 1:
@@ -16,14 +19,6 @@ class PageBooks:
         else:
             page = None
         if page is None:
-            detail = (f"{live.req.id} needed page {len(live.pages) + 1} with {live.promise_left} reserved pages "
-                      f"left; {pool.capacity} free, {self.outstanding - live.promise_left} promised "
-                      f"to other requests")
-            if live.phase == "queued":
-                # Admission retries the same allocation until it fits: one broken promise.
-                self._flag(live, "broken_promise", detail)
-            else:
-                self._violate("broken_promise", live, detail=detail)
             return False
         if within:
             live.promise_left -= 1
@@ -43,7 +38,11 @@ class PageBooks:
         promise can break: take them in order, checking each, and keep the books once."""
         pool = self.pool
         if need > live.promise_left or need > pool.capacity:
-            return all(self._allocate(live) for _ in range(need))
+            if all(self._allocate(live) for _ in range(need)):
+                return True
+            # Admission retries the same allocation until it fits: one broken promise.
+            self._flag(live, "broken_promise", self._shortfall(live))
+            return False
         take, pages, pinned = pool.take, live.pages, self.freed_pinned
         for _ in range(need):
             page = take()
@@ -56,6 +55,13 @@ class PageBooks:
         self.outstanding -= need
         live.max_pages = max(live.max_pages, len(pages))
         return True
+
+    def _shortfall(self, live: Sequence) -> str:
+        """Why ``live`` got no page: the sentence a broken promise starts with."""
+        pool = self.pool
+        return (f"{live.req.id} needed page {len(live.pages) + 1} with {live.promise_left} reserved "
+                f"pages left; {pool.capacity} free, {self.outstanding - live.promise_left} promised "
+                f"to other requests")
 
     def _use_after_free(self, page: int, taker: Sequence) -> None:
         owner, released_s = self.freed_pinned.pop(page)

@@ -1,5 +1,10 @@
 """The prefix cache: keys chained through the parent, lookups at admission, publishing
 after each prefill chunk, and every hit verified against the page's true scope and tokens.
+
+A policy without ``prefix_key`` (the course baseline) gets the worker's ground truth: a
+block's key is an id interned from (scope, the parent's key, the block's token bytes),
+exact and collision-free, and a policy without ``publishable`` publishes every offered
+page that is a full prompt page whose write has completed.
 """
 from __future__ import annotations
 
@@ -14,12 +19,21 @@ from reference.worker.sequence import Sequence
 
 
 class PrefixCache:
-    def _key(self, live: Sequence, block: int) -> str | None:
-        """The policy's prefix key of a full prompt block, chained through its parent."""
+    def _key(self, live: Sequence, block: int) -> str | int | None:
+        """The prefix key of a full prompt block, chained through its parent."""
         keys = live.keys
         if block < len(keys):
             return keys[block]
         pt, scope = self.pt, live.req.scope
+        if self.policy.prefix_key is None:
+            prompt, truth = live.req.prompt, self.true_keys
+            for b in range(len(keys), block + 1):
+                identity = (scope, keys[-1] if keys else -1, prompt[b * pt:(b + 1) * pt].tobytes())
+                key = truth.get(identity)
+                if key is None:
+                    key = truth[identity] = len(truth)
+                keys.append(key)
+            return keys[block]
         # One conversion for every block still unkeyed up to ``block``, not a slice per block.
         blocks = live.req.prompt[len(keys) * pt:(block + 1) * pt].reshape(-1, pt).tolist()
         for tokens in blocks:
@@ -76,7 +90,10 @@ class PrefixCache:
                                         max(0, min(pt, live.written - start)))
         if not offered:
             return
-        chosen = self._decide("publishable", tuple, tuple(offered.values()))
+        if self.policy.publishable is None:
+            chosen = tuple(i for i, p in offered.items() if p.prompt_tokens == pt and p.written_tokens >= pt)
+        else:
+            chosen = self._decide("publishable", tuple, tuple(offered.values()))
         # At most the pages offered, each one of them.
         if chosen is None or len(chosen) > len(offered) \
                 or not all(type(i) is int and i in offered for i in chosen):
@@ -96,7 +113,6 @@ class PrefixCache:
                 live.published.add(i)
                 if self.trace is not None:
                     self.trace.append(("publish", self.now, live.req.id, page))
-
 
 
 @lru_cache(maxsize=65536)

@@ -12,13 +12,22 @@ from reference.worker.sequence import Sequence
 
 class Recorder:
     def _finish_run(self) -> Run:
+        unfinished = []
         for live in self.lives:
             if live.phase == "decode":
                 self._leave_decode(live)   # an aborted run: the tokens it emitted stay on record
-            if live.phase in ("queued", "prefill", "decode") and not live.outcome:
+            if live.phase in ("new", "queued", "prefill", "decode") and not live.outcome:
                 live.outcome = "failed"
-                live.reason = ("never admitted: waited until the end of the run"
-                               if live.phase == "queued" else self.aborted or "did not finish")
+                if self.aborted:
+                    # Not the request's doing: the run stopped under it (before it even
+                    # arrived, for "new"). It counts as failed, and the run lists it, so no
+                    # summary can pass the truncation off as done.
+                    unfinished.append(live.req.id)
+                    where = "not arrived" if live.phase == "new" else live.phase
+                    live.reason = f"unfinished ({where} when the run stopped): {self.aborted}"
+                else:
+                    live.reason = ("never admitted: waited until the end of the run"
+                                   if live.phase == "queued" else "did not finish")
             if live.pages and live.outcome in ("completed", "cancelled_by_client"):
                 self._violate("leak", live, pages=tuple(live.pages), detail=(
                     f"{live.req.id} ({live.outcome}) still holds {len(live.pages)} pages at the "
@@ -33,7 +42,7 @@ class Recorder:
         series = Series({name: np.asarray(col, np.float64 if name == "time_s" else np.int64)
                          for name, col in zip(SERIES, cols)})
         return Run(records, steps, series, tuple(self.violations), self.pool.total,
-                   self.now, self.aborted)
+                   self.now, self.aborted, tuple(unfinished))
 
     def _record(self, live: Sequence, ends: np.ndarray) -> RequestRecord:
         times: list[float] = []

@@ -12,7 +12,7 @@ class Sequence:
                  "emitted", "join_step", "base_ctx", "segments", "admitted_s", "first_token_s",
                  "finish_s", "cancel_s", "fence_s", "released_s", "outcome", "reason",
                  "preemptions", "max_pages", "released_pages", "stopped", "published", "keys",
-                 "flagged", "last_step", "offer_from", "flagged_pages")
+                 "flagged", "last_step", "offer_from", "flagged_pages", "admit_order")
 
     def __init__(self, req: Request):
         self.req = req
@@ -35,3 +35,4 @@ class Sequence:
         self.last_step = -1          # the last step it took part in, once it left the batch
         self.offer_from = 0          # pages below this are published: no need to offer them
         self.flagged_pages: set[int] = set()   # pages it tried to publish unwritten or partial
+        self.admit_order = -1        # rank of its latest admission: the highest is preempted first

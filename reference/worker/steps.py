@@ -18,11 +18,8 @@ class Steps:
         due = self.page_due.pop(index, None)
         if due:
             for live in due:
-                if live.phase == "decode" and self._page_step(live) == index:
-                    if self._allocate(live):
-                        self._schedule_page(live)
-                    else:
-                        self._preempt(live)
+                if live.phase == "decode" and self._page_step(live) == index and self._grow(live):
+                    self._schedule_page(live)
         chunk_live, chunk, verdict = self._plan_chunk() if self.prefilling else (None, 0, "")
         decoding = len(self.decoding)
         if not decoding and chunk_live is None:
@@ -76,8 +73,7 @@ class Steps:
         if live.done + chunk == live.target:
             # The last chunk emits the first token, whose slot it writes too.
             while len(live.pages) * self.pt < live.target + 1:
-                if not self._allocate(live):
-                    self._preempt(live)
+                if not self._grow(live):
                     return self._plan_chunk()
         return live, chunk, plan.verdict if valid else "invalid"
 
@@ -91,6 +87,8 @@ class Steps:
             self.orphans.clear()
         if self.freed_pinned:
             self.freed_pinned.clear()
+        if self.decoding:
+            self.progress_step = index + 1          # every decoder emitted a token
         self.context_sum += len(self.decoding)
         if chunk_live is not None and chunk_live.released_pages is None:
             chunk_live.done += chunk
@@ -113,6 +111,7 @@ class Steps:
         del self.prefilling[live.req.index]
         live.segments.append(self.now)
         live.emitted += 1
+        self.progress_step = index + 1
         if live.first_token_s is None:
             live.first_token_s = self.now
         if live.emitted >= live.req.output_tokens:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable
 
-from grader.engine.errors import InputError
 from grader.course.experiments.common import Knob, Outcome, parse_settings
+from grader.engine.errors import InputError
 
 __all__ = ["Experiment", "experiment", "find", "names", "run"]
 

@@ -1,23 +1,26 @@
 """What every experiment shares: knobs set with --set, a table (terminal and JSON), a PNG plot,
 and the measures read off a worker run (token gaps, TTFT).
 
-An experiment describes its plot as data (panels of lines, points and reference lines);
-``save_plot`` draws it with matplotlib, imported only here and only when a plot is asked
-for, so nothing else in the grader pays for it.
+An experiment describes its plot as data (grader.course.plots: panels of lines, marks and
+bars); ``save_plot`` draws it with matplotlib, imported only when a plot is asked for. A
+table wider than the terminal's 100 columns is wrapped: the first column, then as many
+of the others as fit, again for the rest.
 """
 from __future__ import annotations
 
 import math
-import os
+import textwrap
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from grader.course.plots import Bars, Line, Mark, Panel, Plot, plot_path, save_plot  # noqa: F401
 from grader.engine.errors import InputError
 from grader.engine.report import COST_MODEL_NOTE
 from reference.records import Run
+
+WIDTH = 100            # a table wider than this is wrapped
 
 # ---- knobs ------------------------------------------------------------------------------------
 KINDS = ("float", "int", "ints", "words")
@@ -81,7 +84,7 @@ def parse_settings(experiment: str, knobs: Sequence[Knob], assignments: Sequence
 @dataclass(frozen=True)
 class Column:
     key: str
-    title: str
+    title: str             # "\n" splits it over two header lines
     fmt: str = ""          # format spec for numbers ("" = str())
 
 
@@ -89,20 +92,38 @@ class Column:
 class Table:
     columns: tuple[Column, ...]
     rows: tuple[Mapping[str, Any], ...]
+    keys: int = 1          # leading columns that name a row: every wrapped block repeats them
 
-    def render(self) -> str:
-        cells = [[c.title for c in self.columns]]
-        for row in self.rows:
-            cells.append([_cell(row.get(c.key), c.fmt) for c in self.columns])
-        widths = [max(len(r[i]) for r in cells) for i in range(len(self.columns))]
-        lines = []
-        for n, r in enumerate(cells):
-            first = r[0].ljust(widths[0])
-            rest = [v.rjust(w) for v, w in zip(r[1:], widths[1:])]
-            lines.append("  " + "  ".join([first, *rest]).rstrip())
-            if n == 0:
-                lines.append("  " + "  ".join("-" * w for w in widths))
-        return "\n".join(lines)
+    def render(self, width: int = WIDTH) -> str:
+        """The table as text, wrapped into blocks no wider than ``width`` when it must be:
+        each block repeats the key columns."""
+        heads = [c.title.split("\n") for c in self.columns]
+        cells = [[_cell(row.get(c.key), c.fmt) for c in self.columns] for row in self.rows]
+        widths = [max([len(t) for t in heads[i]] + [len(r[i]) for r in cells])
+                  for i in range(len(self.columns))]
+        keys = list(range(min(self.keys, len(self.columns))))
+        blocks, block = [], list(keys)
+        for i in range(len(keys), len(self.columns)):
+            if len(block) > len(keys) and 2 + sum(widths[j] + 2 for j in block) + widths[i] > width:
+                blocks.append(block)
+                block = list(keys)
+            block.append(i)
+        blocks.append(block)
+        out = []
+        for block in blocks:
+            depth = max(len(heads[i]) for i in block)
+            top = [[""] * (depth - len(heads[i])) + heads[i] for i in block]
+            lines = [_row([h[k] for h in top], [widths[i] for i in block]) for k in range(depth)]
+            lines.append("  " + "  ".join("-" * widths[i] for i in block))
+            lines += [_row([r[i] for i in block], [widths[i] for i in block]) for r in cells]
+            out.append("\n".join(lines))
+        return "\n\n".join(out)
+
+
+def _row(values: list[str], widths: list[int]) -> str:
+    first = values[0].ljust(widths[0])
+    rest = [v.rjust(w) for v, w in zip(values[1:], widths[1:])]
+    return ("  " + "  ".join([first, *rest])).rstrip()
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -125,100 +146,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-# ---- plots ------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Line:
-    label: str
-    x: tuple[float, ...]
-    y: tuple[float, ...]
-    style: str = "line"    # line (joined markers) | points (markers only)
-    band: tuple[tuple[float, ...], tuple[float, ...]] = ()   # (low, high) per x: a shaded noise band
-
-
-@dataclass(frozen=True)
-class Panel:
-    ylabel: str
-    lines: tuple[Line, ...]
-    hlines: tuple[tuple[float, str], ...] = ()   # (y, label): a budget, a target
-    ylog: bool = False
-
-
-@dataclass(frozen=True)
-class Plot:
-    title: str
-    xlabel: str
-    panels: tuple[Panel, ...]
-    xlog: bool = False
-    xticks: tuple[float, ...] = ()               # shown as plain numbers (chunk sizes)
-
-
-def plot_path(path: str | Path) -> Path:
-    """Where a plot may be written; checked before an experiment runs, not after."""
-    path = Path(path)
-    if path.suffix.lower() != ".png":
-        raise InputError(str(path), "the plot is written as PNG: give a file name ending in .png")
-    if not path.parent.is_dir():
-        raise InputError(str(path), f"no such folder: {path.parent}")
-    if path.is_dir() or (path.exists() and not os.access(path, os.W_OK)) \
-            or not os.access(path.parent, os.W_OK):
-        raise InputError(str(path), "cannot write the plot there (a folder, or no permission)")
-    return path
-
-
-def save_plot(plot: Plot, path: str | Path) -> Path:
-    """Draw ``plot`` into a PNG file; the cost-model note goes at the bottom."""
-    path = plot_path(path)
-    import matplotlib                      # here only: `grader check` never pays for it
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    plain = FuncFormatter(lambda v, _: f"{v:g}")
-    # One colour per label across panels: "rule budget" is the same marker everywhere.
-    labels = list(dict.fromkeys(line.label for panel in plot.panels for line in panel.lines))
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colour = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
-    fig, axes = plt.subplots(len(plot.panels), 1, sharex=True, squeeze=False,
-                             figsize=(7.5, 2.9 * len(plot.panels) + 0.8))
-    for ax, panel in zip(axes[:, 0], plot.panels):
-        for line in panel.lines:
-            if line.style == "points":
-                ax.plot(line.x, line.y, linestyle="none", marker="D", markersize=7, label=line.label,
-                        color=colour[line.label])
-            else:
-                ax.plot(line.x, line.y, marker="o", markersize=4, label=line.label,
-                        color=colour[line.label])
-            if line.band:
-                ax.fill_between(line.x, *line.band, color=colour[line.label], alpha=0.18, linewidth=0)
-        for y, label in panel.hlines:
-            ax.axhline(y, color="crimson", linestyle="--", linewidth=1.2, label=label)
-        ax.set_ylabel(panel.ylabel)
-        if panel.ylog:
-            ax.set_yscale("log")
-            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-            ax.yaxis.set_major_formatter(plain)
-            ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc="best")
-    bottom = axes[-1, 0]
-    if plot.xlog:
-        bottom.set_xscale("log", base=2)
-    if plot.xticks:
-        bottom.set_xticks(plot.xticks)
-        bottom.set_xticklabels([f"{t:g}" for t in plot.xticks])
-    bottom.set_xlabel(plot.xlabel)
-    fig.suptitle(plot.title)
-    fig.text(0.5, 0.01, COST_MODEL_NOTE, ha="center", fontsize=7, style="italic")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    try:
-        fig.savefig(path, dpi=110)
-    except OSError as e:               # the disk filled, or the folder changed meanwhile
-        raise InputError(str(path), f"cannot write the plot: {e.strerror or e}") from None
-    finally:
-        plt.close(fig)
-    return path
-
-
 # ---- an experiment's result -------------------------------------------------------------------
 @dataclass(frozen=True)
 class Outcome:
@@ -231,8 +158,11 @@ class Outcome:
 
     def render(self) -> str:
         changed = ", ".join(f"{k}={_show(v)}" for k, v in self.settings.items())
-        lines = [f"{self.experiment}: {self.title}", f"  settings: {changed}", "", self.table.render(), ""]
-        lines += [f"  note: {n}" for n in self.notes]
+        lines = [f"{self.experiment}: {self.title}",
+                 textwrap.fill(changed, WIDTH, initial_indent="  settings: ", subsequent_indent="    "),
+                 "", self.table.render(), ""]
+        lines += [textwrap.fill(n, WIDTH, initial_indent="  note: ", subsequent_indent="        ",
+                                break_on_hyphens=False) for n in self.notes]
         lines.append(f"  {COST_MODEL_NOTE}")
         return "\n".join(lines)
 

@@ -8,17 +8,19 @@ gives goodput (the mean over the seeds, with its noise band: noise_k standard er
 each class's SLO attainment, the rejected share and the dashboard's mean TPOT, and for a
 candidate the paired goodput difference with its noise band and the release decision of
 the reference decide_release under the rule set by the knobs. The reasons follow as notes.
-The cost model is synthetic.
+The plot draws goodput with each design's own spread over the seeds, the decision at each
+rate right under it, each class's attainment against the 90% line, and the rejected share
+with the rejection guard's limit when a candidate rejects. The cost model is synthetic.
 """
 from __future__ import annotations
 
 import math
 import statistics
 
-from grader.engine.errors import InputError
 from grader.course.experiments import experiment
-from grader.course.experiments.common import Column, Knob, Line, Outcome, Panel, Plot, Table
-from grader.course.trials import KINDS, Design, Trial, public_suites, summaries
+from grader.course.experiments.common import Column, Knob, Line, Mark, Outcome, Panel, Plot, Table
+from grader.course.trials import KINDS, Design, Trial, public_suites, summaries, truncations
+from grader.engine.errors import InputError
 from reference.shapes import ReleaseRule, RunSummary
 from reference.solutions import lesson5 as reference
 from reference.workload import with_overrides
@@ -92,20 +94,29 @@ def goodput(s: dict, course) -> Outcome:
                            decision=decision.decision)
                 notes.append(f"rate {rate:g}, {design.name}: {decision.decision}: {'; '.join(decision.reasons)}")
             rows.append(row)
-    columns = (Column("rate", "rate /s", "g"), Column("design", "design"),
-               Column("goodput", "goodput /s", ".2f"), Column("band", "+-band", ".2f"),
+            notes += [f"rate {rate:g}, {design.name}, seed {seed}: {why}"
+                      for seed, why in truncations(some.model, design, workload, seeds).items()]
+    columns = (Column("rate", "rate\n/s", "g"), Column("design", "design"),
+               Column("goodput", "goodput\n/s", ".2f"), Column("band", "+-\nband", ".2f"),
                *(Column(f"att_{c}", f"{c}", ".1%") for c in classes),
-               Column("rejected", "rejected", ".1%"), Column("tpot_ms", "mean TPOT ms", ".1f"),
-               Column("diff", "paired diff /s", "+.2f"), Column("diff_band", "+-band", ".2f"),
+               Column("rejected", "rejected", ".1%"), Column("tpot_ms", "mean\nTPOT", ".1f"),
+               Column("diff", "paired\ndiff /s", "+.2f"), Column("diff_band", "+-\nband", ".2f"),
                Column("decision", "decision"))
     notes.insert(0, f"{s['requests']} requests per run, paired seeds {', '.join(map(str, seeds))}; "
                     f"+-band: {s['noise_k']:g} standard errors over the seeds (of each design's goodput, "
-                    "and of the paired differences)")
+                    "and of the paired differences); mean TPOT: the dashboard's mean time per output "
+                    "token in ms, not an SLO")
     return Outcome("goodput", "goodput and SLO attainment against the request rate, baseline and candidates",
-                   dict(s), Table(columns, tuple(rows)), _plot(rows, designs, classes), tuple(notes))
+                   dict(s), Table(columns, tuple(rows), keys=2),
+                   _plot(rows, designs, classes, rule, len(seeds), tuple(n for n in notes if "truncated: " in n)),
+                   tuple(notes))
 
 
-def _plot(rows: list[dict], designs: list[Design], classes: tuple[str, ...]) -> Plot:
+TARGET = 0.9     # the attainment a service is sized for: goodput is read where it holds
+
+
+def _plot(rows: list[dict], designs: list[Design], classes: tuple[str, ...], rule: ReleaseRule,
+          seeds: int, warnings: tuple[str, ...]) -> Plot:
     def line(label: str, name: str, key: str, band_key: str, scale: float = 1.0,
              top: float = math.inf) -> Line:
         mine = [r for r in rows if r["design"] == name and r[key] is not None]
@@ -115,11 +126,30 @@ def _plot(rows: list[dict], designs: list[Design], classes: tuple[str, ...]) -> 
         return Line(label, xs, ys, band=(tuple(max(0.0, y - b) for y, b in zip(ys, bands)),
                                          tuple(min(top, y + b) for y, b in zip(ys, bands))))
 
+    base = designs[0].name
     panels = [Panel("goodput (good requests / s)",
                     tuple(line(d.name, d.name, "goodput", "band") for d in designs))]
+    marks = tuple(Mark(float(r["rate"]), r["design"], r["decision"]) for r in rows if r["design"] != base)
+    if marks:
+        # Right under goodput: a candidate whose line is higher may still roll back.
+        panels.append(Panel(f"release decision\nagainst {base}", marks=marks))
     for c in classes:
         panels.append(Panel(f"{c} SLO attainment (%)",
                             tuple(line(d.name, d.name, f"att_{c}", f"att_band_{c}", 100.0, 100.0)
-                                  for d in designs)))
-    return Plot("Goodput and SLO attainment against the request rate (bands: noise over paired seeds)",
-                "request rate (requests / s)", tuple(panels))
+                                  for d in designs),
+                            hlines=((TARGET * 100, f"{TARGET:.0%} attainment"),)))
+    if any(r["rejected"] for r in rows):
+        # The rejection guard: a candidate whose share rises above the baseline's by more than
+        # max_rejection_rise rolls back, whatever its goodput.
+        mine = [r for r in rows if r["design"] == base]
+        limit = Line(f"rollback above: {base} + {rule.max_rejection_rise * 100:g} points",
+                     tuple(float(r["rate"]) for r in mine),
+                     tuple((r["rejected"] + rule.max_rejection_rise) * 100 for r in mine), "dashed")
+        panels.append(Panel("rejected share (%)", tuple(
+            Line(d.name, tuple(float(r["rate"]) for r in rows if r["design"] == d.name),
+                 tuple(r["rejected"] * 100 for r in rows if r["design"] == d.name)) for d in designs)
+            + (limit,)))
+    return Plot("Goodput and SLO attainment against the request rate\n"
+                f"shaded: each design's own spread over its {seeds} seeds (±{rule.noise_k:g} standard "
+                "errors),\nnot the paired noise band the release decisions use",
+                "request rate (requests / s)", tuple(panels), warnings=warnings)

@@ -8,7 +8,10 @@ chunk that fits the token-gap budget; "per_token_only": the slack divided by per
 Measured while the long prompts wait or prefill (from the first one's arrival to the last
 one's first token): every token gap (p50, p99, how many over the budget) and the long
 prompts' TTFT. Big chunks finish prompts sooner and stall the decoders; small ones keep
-the gaps short and let TTFT grow. The cost model is synthetic.
+the gaps short and let TTFT grow. For each row, where in its long prompt the chunk of the
+first step over the budget started ("first miss"), and in the plot each rule's step times
+along the first long prompt: the per-token rule ignores the attention term, so its chunks
+miss, and miss by more the further into the prompt they go. The cost model is synthetic.
 """
 from __future__ import annotations
 
@@ -18,10 +21,21 @@ from dataclasses import replace
 import numpy as np
 
 from grader.course.experiments import experiment
-from grader.course.experiments.common import (Column, Knob, Line, Outcome, Panel, Plot, Table,
-                                       percentile, token_gaps, ttfts)
+from grader.course.experiments.common import (
+    Column,
+    Knob,
+    Line,
+    Outcome,
+    Panel,
+    Plot,
+    Table,
+    percentile,
+    token_gaps,
+    ttfts,
+)
 from grader.course.scenario import course_machines
-from reference.policy import reference_policy
+from grader.course.trials import truncation
+from grader.engine.oracle import lesson_policy, reference_decisions
 from reference.request import Request
 from reference.shapes import CostModel, ModelSpec, Slo, WorkerSpec
 from reference.sizing import Geometry
@@ -122,7 +136,9 @@ def measure(run, start_s: float, budget: float) -> dict:
     chunks = steps.chunk_tokens[mine] if len(steps) else np.zeros(0)
     late = int(np.count_nonzero(gaps > budget * (1 + 1e-9)))
     early = any(r.cls == "decode" and r.finish_s is not None and r.finish_s < end_s for r in run.requests)
+    over = [at for _, at, seconds in chunk_steps(run, long_ids) if seconds > budget * (1 + 1e-9)]
     return {"mean_chunk": float(chunks.mean()) if chunks.size else math.nan,
+            "first_miss": over[0] if over else None,
             "gap_p50_ms": percentile(gaps, 50) * 1000, "gap_p99_ms": percentile(gaps, 99) * 1000,
             "ttft_p50_s": percentile(ttft, 50), "ttft_p99_s": percentile(ttft, 99),
             "late_gaps": late, "gaps": int(gaps.size),
@@ -130,11 +146,24 @@ def measure(run, start_s: float, budget: float) -> dict:
             "complete": end_s < math.inf, "batch_shrank": early}
 
 
+def chunk_steps(run, ids: set[str]) -> list[tuple[str, int, float]]:
+    """(request, where its chunk starts in its prompt, step seconds) of every step that
+    prefilled a chunk of one of ``ids``, in order."""
+    done: dict[str, int] = {}
+    out = []
+    for i, rid in enumerate(run.steps.chunk_request):
+        if rid in ids:
+            at = done.get(rid, 0)
+            out.append((rid, at, float(run.steps.duration_s[i])))
+            done[rid] = at + int(run.steps.chunk_tokens[i])
+    return out
+
+
 COLUMNS = (
-    Column("rule", "chunk or rule"), Column("mean_chunk", "mean chunk", ".0f"),
-    Column("gap_p50_ms", "gap p50 ms", ".1f"), Column("gap_p99_ms", "gap p99 ms", ".1f"),
-    Column("ttft_p50_s", "TTFT p50 s", ".2f"), Column("ttft_p99_s", "TTFT p99 s", ".2f"),
-    Column("late_gaps", "gaps over budget", "d"),
+    Column("rule", "chunk or rule"), Column("mean_chunk", "mean\nchunk", ".0f"),
+    Column("gap_p50_ms", "gap p50\nms", ".1f"), Column("gap_p99_ms", "gap p99\nms", ".1f"),
+    Column("ttft_p50_s", "TTFT\np50 s", ".2f"), Column("ttft_p99_s", "TTFT\np99 s", ".2f"),
+    Column("late_gaps", "gaps over\nbudget", "d"), Column("first_miss", "first miss\nat token", "d"),
 )
 
 
@@ -144,12 +173,15 @@ def prefill_deadline(s: dict, course) -> Outcome:
     reqs, start, notes = workload(s, model, worker)
     variants = [(f"fixed {c}", c, {"rule": "fixed", "fixed_tokens": c}) for c in sorted(set(s["chunks"]))]
     variants += [(name, None, {"rule": name}) for name in s["rules"]]
-    rows = []
+    rows, runs = [], {}
     for label, chunk, rule in variants:
-        run = simulate(model, worker, reference_policy(_sheet(s, **rule)), reqs)
+        run = simulate(model, worker, lesson_policy(reference_decisions("lesson3"), _sheet(s, **rule)), reqs)
+        runs[label] = run
         row = {"rule": label, "chunk": chunk, **measure(run, start, s["budget"])}
-        if not row["complete"]:
-            notes.append(f"{label}: not every long prompt got its first token ({run.aborted or 'run ended'})")
+        if run.aborted:
+            notes.append(f"{label}: {truncation(run)}")
+        elif not row["complete"]:
+            notes.append(f"{label}: not every long prompt got its first token")
         if row["batch_shrank"]:
             notes.append(f"{label}: some decoders finished before the last prompt's first token")
         rows.append(row)
@@ -157,12 +189,13 @@ def prefill_deadline(s: dict, course) -> Outcome:
     notes.insert(0, f"{s['decode_batch']} decoding from t=0 (decode-only step {batch_step * 1000:.1f} ms "
                     f"at their starting context); {s['prompts']} prompts of {s['prompt']} tokens every "
                     f"{s['interval']:g} s from t={start:.2f} s; gaps and TTFT measured from then until "
-                    "the last prompt's first token")
+                    "the last prompt's first token; first miss: where in its long prompt the chunk of the first step "
+                    "over the budget started (a chunk's attention cost grows with the tokens before it)")
     return Outcome("prefill-deadline", "chunk size against the token-gap budget and TTFT", dict(s),
-                   Table(COLUMNS, tuple(rows)), _plot(rows, s), tuple(notes))
+                   Table(COLUMNS, tuple(rows)), _plot(rows, runs, s, start), tuple(notes))
 
 
-def _plot(rows: list[dict], s: dict) -> Plot:
+def _plot(rows: list[dict], runs: dict, s: dict, start: float) -> Plot:
     fixed = [r for r in rows if r["chunk"] is not None]
     rules = [r for r in rows if r["chunk"] is None and math.isfinite(r["mean_chunk"])]
     xs = tuple(float(r["chunk"]) for r in fixed)
@@ -175,5 +208,25 @@ def _plot(rows: list[dict], s: dict) -> Plot:
     ttft = Panel("TTFT of the prompts (s)", (Line("fixed chunk, p50", xs, col(fixed, "ttft_p50_s")),
                                             Line("fixed chunk, p99", xs, col(fixed, "ttft_p99_s")),
                                             *rule_points("ttft_p50_s")), ylog=True)
+    panels = [gap, ttft]
+    if rules:
+        # Each rule's chunks of the first long prompt: where its steps cross the budget.
+        first = min((r for r in runs[rules[0]["rule"]].requests if r.cls == "prompt"), key=lambda r: r.arrival_s)
+        lines, notes = [], []
+        for r in rules:
+            steps = [(at, sec) for rid, at, sec in chunk_steps(runs[r["rule"]], {first.id})]
+            lines.append(Line(f"rule {r['rule']}", tuple(float(a) for a, _ in steps),
+                              tuple(sec * 1000 for _, sec in steps)))
+            worst_at, worst = max(steps, key=lambda x: x[1], default=(0, 0.0))
+            miss = r["first_miss"]
+            notes.append(f"{r['rule']}: " + ("never over the budget" if miss is None else
+                                            f"first over the budget at token {miss:,} of {s['prompt']:,}")
+                         + f"; its longest step {worst * 1000:.1f} ms, at token {worst_at:,}")
+        panels.append(Panel("step time with a chunk of the\nfirst long prompt (ms)", tuple(lines),
+                            hlines=((s["budget"] * 1000, f"budget {s['budget'] * 1000:g} ms"),),
+                            xlabel="where the chunk starts in the prompt (tokens)", notes=tuple(notes),
+                            notes_low=True))
+    warnings = tuple(f"{label}: {truncation(run)}" for label, run in runs.items() if run.aborted)
     return Plot(f"Prefill deadline: {s['prompt']}-token prompts, {s['decode_batch']} decoding",
-                "prefill chunk (tokens; rules at their mean chunk)", (gap, ttft), xlog=True, xticks=xs)
+                "prefill chunk (tokens; rules at their mean chunk)", tuple(panels), xlog=True, xticks=xs,
+                warnings=warnings)

@@ -3,15 +3,22 @@
 The workload is lesson 4's public scenario (assignments/lesson4/public/cancel-prefix):
 three tenants whose system prompts share their text, bursts of arrivals that land inside
 in-flight steps, prompts prefilled in chunks that end inside a page, and a share of
-requests cancelled early; a share of prompts repeat their first block (a paragraph
-quoted twice), so one block appears at two positions. Each row runs the reference worker with the design sheet's
-cancellation values except one: release at cancel or never (instead of at the fence), a
-prefix key without the scope or the parent, publishing partial or unwritten pages; then
-the design values at several cancellation rates. The table counts what the worker
-records (use-after-free, leaks, cross-scope hits, poisoned publishes), the prefix hit
-rate and how long a cancelled request's pages take to come back; the plot shows pages in
-use over time, and pages still held by cancelled requests, against the design's run.
-The cost model is synthetic.
+requests cancelled early; a share of prompts repeat their first block (a paragraph quoted
+twice), so one block appears at two positions. Each row runs the reference worker with
+the design sheet's cancellation values except one: release at cancel or never (instead of
+at the fence), a prefix key without the scope or the parent, publishing partial or
+unwritten pages; then the design values at several cancellation rates. The table counts
+what the worker records (use-after-free, leaks and the pages they hold, cross-scope and
+wrong-position hits, poisoned publishes), then what the rule costs: the prefix hit rate,
+how long a cancelled request's pages take to come back, and for the design and the key
+without scope the TTFT gap a probing tenant measures.
+
+The probe is the side channel a key without scope opens: once the workload is served, a
+tenant of its own sends, for each tenant's system prompt, one request that starts with it
+(a right guess) and one of the same length with other text (a wrong guess), each alone on
+the idle worker. A right guess that hits another tenant's cached pages comes back sooner;
+the TTFT gap between the two tells the prober the other tenant's prompt. The plot shows
+each variant's violations and the probe's TTFTs. The cost model is synthetic.
 """
 from __future__ import annotations
 
@@ -20,13 +27,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from grader.engine.errors import InputError
 from grader.course.experiments import experiment
-from grader.course.experiments.common import Column, Knob, Line, Outcome, Panel, Plot, Table, percentile
+from grader.course.experiments.common import (Bars, Column, Knob, Outcome, Panel, Plot, Table,
+                                              percentile)
 from grader.course.scenario import load_scenario
-from reference.policy import reference_policy
+from grader.course.trials import truncation
+from grader.engine.errors import InputError
+from grader.engine.oracle import lesson_policy, reference_decisions
 from reference.records import Run
 from reference.request import Request
+from reference.shapes import Slo
 from reference.workload import with_overrides
 from reference.worker import simulate
 
@@ -56,7 +66,8 @@ KNOBS = (
     Knob("variants", tuple(VARIANTS), "the one-constraint variants to run", "words",
          choices=tuple(VARIANTS)),
 )
-POINTS = 240          # samples per plotted line
+PROBE_TAIL = 16       # tokens of its own after a probe's guessed (or other) system prompt
+PROBE_SPACING_S = 0.5 # probes arrive one at a time, each on an idle worker
 
 
 def _scenario(s: dict, course, cancel: float):
@@ -101,27 +112,12 @@ def _held(run: Run) -> list[tuple[float, float, int]]:
             for r in run.requests if r.cancel_s is not None and r.admitted_s is not None and r.pages_held]
 
 
-def held_after_cancel(run: Run) -> tuple[tuple, tuple]:
-    """Pages of cancelled requests not yet released, as a step function (x, y)."""
-    changes: dict[float, int] = {}
-    for r in run.requests:
-        if r.cancel_s is not None and r.admitted_s is not None and r.pages_held:
-            changes[r.cancel_s] = changes.get(r.cancel_s, 0) + r.pages_held
-            if r.released_s is not None:          # a leak stays held to the end
-                changes[r.released_s] = changes.get(r.released_s, 0) - r.pages_held
-    xs, ys, level = [0.0], [0.0], 0
-    for t in sorted(changes):
-        xs += [t, t]
-        ys += [level, level + changes[t]]
-        level += changes[t]
-    return tuple(xs + [run.end_s]), tuple(float(y) for y in ys + [level])
-
-
 def measure(run: Run, page_tokens: int) -> dict:
     counts = run.counts()
     lat = reclaim_ms(run)
     return {"cancelled": sum(r.outcome == "cancelled_by_client" for r in run.requests),
             "use_after_free": counts["use_after_free"], "leaks": counts["leak"],
+            "leaked_pages": sum(len(v.pages) for v in run.violations if v.kind == "leak"),
             "double_releases": counts["double_release"],
             "cross_scope": counts["cross_scope_hit"], "wrong_prefix": counts["wrong_prefix_hit"],
             "poisoned": counts["poisoned_publish"],
@@ -131,13 +127,68 @@ def measure(run: Run, page_tokens: int) -> dict:
 
 
 COLUMNS = (
-    Column("variant", "variant"), Column("cancel_pct", "cancel %", "d"),
-    Column("use_after_free", "use-after-free", "d"), Column("leaks", "leaks", "d"),
-    Column("cross_scope", "cross-scope hits", "d"), Column("wrong_prefix", "wrong-position hits", "d"),
-    Column("poisoned", "poisoned", "d"),
-    Column("hit_rate", "hit rate %", ".1f"), Column("reclaim_p50_ms", "reclaim p50 ms", ".2f"),
-    Column("reclaim_max_ms", "reclaim max ms", ".2f"), Column("held_page_s", "held after cancel page*s", ".1f"),
+    # what broke
+    Column("variant", "variant"), Column("cancel_pct", "cancel\n%", "d"),
+    Column("use_after_free", "use-after-\nfree", "d"), Column("leaks", "leaks", "d"),
+    Column("leaked_pages", "leaked\npages", "d"), Column("cross_scope", "cross-scope\nhits", "d"),
+    Column("wrong_prefix", "wrong-pos.\nhits", "d"), Column("poisoned", "poisoned", "d"),
+    # what it costs
+    Column("hit_rate", "hit\nrate %", ".1f"), Column("reclaim_p50_ms", "reclaim\np50 ms", ".2f"),
+    Column("reclaim_max_ms", "reclaim\nmax ms", ".2f"),
+    Column("held_page_s", "held after\ncancel page*s", ".1f"),
+    Column("probe_gap_ms", "probe TTFT\ngap ms", ".2f"),
 )
+# The violations the plot shows, one bar colour each (a leak as the pages it keeps).
+FAILURES = (("use_after_free", "use-after-free"), ("cross_scope", "cross-scope hits"),
+            ("wrong_prefix", "wrong-position hits"), ("poisoned", "poisoned publishes"),
+            ("leaked_pages", "leaked pages"))
+
+
+# ---- the probe -------------------------------------------------------------------------------
+def system_prompts(requests, page_tokens: int) -> list[tuple[str, np.ndarray]]:
+    """(scope, tokens) of each shared system prompt: the common start of two requests of one
+    scope whose first pages are the same (a prober's guess needs nothing more)."""
+    firsts: dict[tuple, list] = {}
+    for r in requests:
+        if r.prompt_tokens > page_tokens:
+            firsts.setdefault((r.scope, r.prompt[:page_tokens].tobytes()), []).append(r.prompt)
+    out = []
+    for (scope, _), prompts in firsts.items():
+        if len(prompts) >= 2:
+            a, b = prompts[0], prompts[1]
+            n = min(len(a), len(b))
+            same = int(np.argmin(a[:n] == b[:n])) if not np.all(a[:n] == b[:n]) else n
+            if same >= page_tokens:
+                out.append((scope, a[:same]))
+    return out
+
+
+def probes(scenario, after_s: float) -> tuple[Request, ...]:
+    """A right and a wrong guess per system prompt, each from a scope of its own, one at a
+    time from ``after_s`` on; the wrong guess has the same length and other tokens."""
+    pt = scenario.worker.page_tokens
+    base = scenario.requests()
+    rng = np.random.Generator(np.random.PCG64(scenario.seed + 1))
+    loose = Slo(ttft_s=1e9, gap_s=1e9)
+    out = []
+    for k, (scope, prompt) in enumerate(system_prompts(base, pt)):
+        tail = rng.integers(0, 32000, PROBE_TAIL, dtype=np.int32)
+        for guess, head in (("right", prompt), ("wrong", rng.integers(0, 32000, len(prompt), dtype=np.int32))):
+            tokens = np.concatenate((head, tail))
+            tokens.flags.writeable = False
+            i = len(base) + len(out)
+            out.append(Request(i, f"probe-{guess}-{scope}-{k}", f"prober-{len(out)}", "probe",
+                               after_s + PROBE_SPACING_S * len(out), tokens, 1, 1, loose))
+    return tuple(out)
+
+
+def probe_ttfts_ms(run: Run) -> dict[str, list[float]]:
+    """The probes' TTFTs (ms) by guess, in probe order."""
+    out = {"right": [], "wrong": []}
+    for r in run.requests:
+        if r.cls == "probe" and r.first_token_s is not None:
+            out[r.id.split("-")[1]].append((r.first_token_s - r.arrival_s) * 1000)
+    return out
 
 
 @experiment("prefix-ownership", title="release, prefix keys and publishing under cancellation",
@@ -145,15 +196,29 @@ COLUMNS = (
 def prefix_ownership(s: dict, course) -> Outcome:
     if s["cancel"] > 1 or max(s["cancel_rates"], default=0) > 100 or s["repeat"] > 100:
         raise InputError("--set", "cancel is a share in 0..1; cancel_rates and repeat are percents in 0..100")
-    rows, runs = [], {}
+    rows, runs, stopped, probed = [], {}, [], {}
     base = _scenario(s, course, s["cancel"])
     pt = base.worker.page_tokens
 
     def add(label: str, scenario, changes: dict, cancel: float) -> None:
-        policy = reference_policy({**scenario.sheet, "cancellation": changes})
+        policy = lesson_policy(reference_decisions("lesson4"), {**scenario.sheet, "cancellation": changes})
         run = simulate(scenario.model, scenario.worker, policy, requests(scenario, s["repeat"]))
         runs[label] = run
-        rows.append({"variant": label, "cancel_pct": round(cancel * 100), **measure(run, pt)})
+        rows.append({"variant": label, "cancel_pct": round(cancel * 100), **measure(run, pt),
+                     "probe_gap_ms": None})
+        if run.aborted:
+            stopped.append(f"{label}: {truncation(run)}")
+
+    def probe(label: str, changes: dict) -> None:
+        """The row's run again with the probes after its end: what a prober measures."""
+        policy = lesson_policy(reference_decisions("lesson4"), {**base.sheet, "cancellation": changes})
+        extra = probes(base, runs[label].end_s + 1.0)
+        run = simulate(base.model, base.worker, policy, requests(base, s["repeat"]) + extra)
+        t = probed[label] = probe_ttfts_ms(run)
+        row = next(r for r in rows if r["variant"] == label)
+        # Rounded to the nanosecond: TTFTs are differences of absolute times, and two equal
+        # ones can differ in the last bits.
+        row["probe_gap_ms"] = round(float(np.mean(t["wrong"]) - np.mean(t["right"])), 6) if t["right"] else None
 
     add(DESIGN, base, {}, s["cancel"])
     for name in s["variants"]:
@@ -162,40 +227,58 @@ def prefix_ownership(s: dict, course) -> Outcome:
     for pct in s["cancel_rates"]:
         if pct / 100 != s["cancel"]:
             add(f"design, {pct}% cancelled", _scenario(s, course, pct / 100), {}, pct / 100)
+    probe(DESIGN, {})
+    if "no_scope" in s["variants"]:
+        probe(*VARIANTS["no_scope"])
+    n = len(probed[DESIGN]["right"])
     notes = (f"{base.workload.requests} requests in 3 tenants sharing system-prompt text, "
              f"{s['rate']:g}/s in bursts, {s['repeat']}% of prompts repeating their first block, chunks "
              f"of {s['chunk']} tokens on {pt}-token pages; each row changes one cancellation value of "
              "the design sheet, or the cancellation rate",
+             "leaks: finished or cancelled requests that never gave their pages back; leaked pages: "
+             "the pages they still held at the end",
              "a key without parent gives a repeated block the key of its first copy: the worker counts "
-             "those hits as wrong-position hits (the column after cross-scope hits)",
+             "those hits as wrong-position hits",
              "hit rate: prefix-cache hits per full prompt block looked up at admission; a key without "
              "scope raises it by sharing pages across tenants (see cross-scope hits)",
              "reclaim: from the client's cancel to the release of its pages; the design waits for the "
              "fence (the in-flight step's end), releasing at cancel does not wait and reuses pages "
              "that step still writes (use-after-free); never releasing leaks them",
              "held after cancel: pages of cancelled requests not yet released, integrated over the "
-             "run (each request counted with the most pages it held)")
+             "run (each request counted with the most pages it held)",
+             f"probe TTFT gap: after the workload, a tenant of its own sends {n} right guesses (a "
+             "request starting with another tenant's system prompt) and as many wrong ones (the same "
+             "length, other text), one at a time on the idle worker; the gap is the wrong guesses' "
+             "mean TTFT minus the right ones'. Where it is above 0 the prober learns the other "
+             "tenant's prompt" + ("" if "no_scope" in s["variants"] else
+                                  "; add the no_scope variant to see it open"), *stopped)
     return Outcome("prefix-ownership", "release, prefix keys and publishing under cancellation",
-                   dict(s), Table(COLUMNS, tuple(rows)), _plot(runs, s), notes)
+                   dict(s), Table(COLUMNS, tuple(rows)), _plot(rows, probed, s, stopped), notes)
 
 
-def _sampled(times: np.ndarray, values: np.ndarray) -> tuple[tuple, tuple]:
-    step = max(1, len(times) // POINTS)
-    return tuple(times[::step].tolist()), tuple(float(v) for v in values[::step])
+def _plot(rows: list[dict], probed: dict, s: dict, stopped: list[str]) -> Plot:
+    def empty(r: dict) -> str:
+        wait = r["reclaim_p50_ms"]
+        if wait is None or not math.isfinite(wait):
+            return "none"
+        return f"none (waits a median {wait:.2f} ms per cancel for the fence)"
 
-
-def _plot(runs: dict[str, Run], s: dict) -> Plot:
-    # The design's line goes last, on top: releasing at cancel frees the same pages a few
-    # milliseconds sooner, so its line lies under the ideal's.
-    shown = [VARIANTS[n][0] for n in ("never", "at_cancel") if n in s["variants"]] + [DESIGN]
-    in_use, held = [], []
-    for label in shown:
-        run = runs[label]
-        t = run.series["time_s"]
-        used = run.total_pages - run.series["free"] - run.series["evictable"]
-        name = f"{label} (ideal)" if label == DESIGN else label
-        in_use.append(Line(name, *_sampled(t, used)))
-        held.append(Line(name, *held_after_cancel(run)))
-    return Plot(f"Prefix ownership: {s['requests']} requests, {s['cancel'] * 100:g}% cancelled",
-                "time (s)", (Panel("pages in use (referenced)", tuple(in_use)),
-                             Panel("pages held by cancelled requests", tuple(held))))
+    failures = Panel("what the worker recorded, per variant (log scale)", bars=Bars(
+        tuple(r["variant"] for r in rows),
+        tuple((name, tuple(float(r[key]) for r in rows)) for key, name in FAILURES),
+        horizontal=True, log=True, pack=True, fmt=".0f", empty=tuple(empty(r) for r in rows)),
+        xlabel="count (pages, for leaked pages)")
+    panels = [failures]
+    labels = list(probed)
+    if labels:
+        mean = lambda xs: float(np.mean(xs)) if xs else 0.0
+        gaps = [f"{label}: gap {mean(probed[label]['wrong']) - mean(probed[label]['right']):.2f} ms"
+                for label in labels]
+        panels.append(Panel("TTFT of a probing tenant's requests (ms)", bars=Bars(
+            tuple(labels),
+            (("guess right: starts with another tenant's system prompt",
+              tuple(mean(probed[label]["right"]) for label in labels)),
+             ("guess wrong: same length, other text", tuple(mean(probed[label]["wrong"]) for label in labels))),
+            fmt=".2f"), notes=("the gap a prober measures (wrong - right):", *gaps)))
+    return Plot(f"Prefix ownership: what each rule breaks ({s['requests']} requests, "
+                f"{s['cancel'] * 100:g}% cancelled)", "", tuple(panels), warnings=tuple(stopped))

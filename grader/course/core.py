@@ -1,0 +1,145 @@
+"""The correct core a design is run on: six decisions and the gate that qualifies requests.
+
+A *design* (a design sheet plus the worker it runs on) says which knobs distort the core
+(reference.knobs); the core says what the undistorted decisions are, and how a run's
+requests are qualified against their SLOs (lesson 5's qualify) and a release decided. In
+the course the core is the reference's. In the learner edition, ``grader sheet run`` and
+the experiments run the learner's *own* functions as the core (each lesson's file in a
+sandbox of its own), with the course baselines for the decisions of a lesson not written
+yet; a learner who has not written lesson 5 gets the runs' facts without qualification.
+Runs of one core are cached under its identity, so two cores never share a run.
+"""
+from __future__ import annotations
+
+import hashlib
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Optional
+
+from reference.policy import Policy
+from reference.shapes import (AdmissionRequest, ChunkContext, CostModel, LedgerView, ModelSpec,
+                              PageInfo, RequestView, Slo, WorkerSpec)
+
+
+@dataclass(frozen=True)
+class Core:
+    identity: str                  # what the decisions are: "reference", or the learner files' digests
+    policy: Policy                 # the six decisions, before any knob
+    qualify: Optional[Callable]    # (RequestRecord, Slo | None) -> one of QUALIFICATIONS; None: not written
+    decide: Optional[Callable]     # (baseline runs, candidate runs, ReleaseRule) -> ReleaseDecision
+    note: str = ""                 # how a report names it, when it is not the reference
+
+
+@lru_cache(maxsize=1)
+def reference() -> Core:
+    """The reference's decisions and qualify. OracleMissing where the solutions are absent."""
+    from grader.engine.oracle import reference_core, reference_solution
+    gate = reference_solution("lesson5")
+    return Core("reference", reference_core(), gate.qualify, gate.decide_release)
+
+
+def default(course, own: bool | None = None) -> tuple[Core, ExitStack]:
+    """The reference where it is here and ``own`` is not asked for, else the learner's own."""
+    from grader.engine.oracle import has_solution
+    if not own and all(has_solution(f"lesson{n}") for n in range(1, 6)):
+        return reference(), ExitStack()
+    stack = ExitStack()
+    return stack.enter_context(own_core(course)), stack
+
+
+# ---- the learner's own functions ------------------------------------------------------------
+_MODEL = ModelSpec("probe", layers=2, kv_heads=1, head_dim=8, dtype_bytes=2, max_context=4096, weight_bytes=0)
+_WORKER = WorkerSpec(device_bytes=1 << 24, reserved_bytes=0, page_tokens=16, max_running=8)
+# One call per function that tells a written function from the stub (it raises
+# NotImplementedError) before any run depends on it.
+PROBES = {
+    "check_contract": (RequestView("probe", "s", 32, 16, Slo(10.0, 1.0)), _MODEL, _WORKER),
+    "admit": (AdmissionRequest("probe", "s", 32, 16, 16, 0, 0), LedgerView(64, 64, 0, 0, 0)),
+    "choose_chunk": (ChunkContext(0.1, CostModel(), (), 0, 64, 16, 16),),
+    "on_event": ("waiting", "admit", False),
+    "prefix_key": ("s", "", (1, 2, 3)),
+    "publishable": ((PageInfo(0, 16, 16, 16, False),),),
+}
+OWN_BUDGET_S = 3600.0
+FILES = {1: "check_contract", 2: "admit", 3: "choose_chunk", 4: "on_event prefix_key publishable",
+         5: "qualify decide_release"}
+
+
+def _written(sandbox, function: str) -> bool:
+    result = sandbox.call(function, *PROBES[function])
+    return not (result.status == "missing" or (result.status == "raised"
+                                               and result.detail.startswith("NotImplementedError")))
+
+
+@contextmanager
+def own_core(course, files: Mapping[str, Path] | None = None) -> Iterator[Core]:
+    """The learner's functions of lessons 1 to 5 (``files``, default each lesson's
+    assignments/lessonN/exercise.py) as the core, for as long as the block runs."""
+    from grader.engine.learner_policy import CallLog, learner_decisions
+    from grader.engine.submission import load_submission
+    from grader.engine.sandbox.session import Sandbox
+    from reference.baselines import baseline_policy
+    policy, notes, digest = baseline_policy(), [], hashlib.sha256()
+    qualify = decide = None
+    with ExitStack() as stack:
+        for n, names in FILES.items():
+            lesson = f"lesson{n}"
+            path = Path((files or {}).get(lesson) or course.assignment(lesson) / "exercise.py")
+            sub = load_submission(path)
+            digest.update(f"{lesson}:{sub.digest}".encode())
+            # The learner's own tool, not a grade: a replay may ask for many thousands of
+            # decisions, so the whole-run budget is an hour (each call keeps its limit).
+            sandbox = stack.enter_context(Sandbox(sub.source, path.name, run_timeout_s=OWN_BUDGET_S))
+            if sandbox.load_error:
+                notes.append(f"{lesson}: {path} did not load ({sandbox.load_error}): the course baseline")
+                continue
+            if n == 5:
+                if _qualifies(sandbox):
+                    qualify, decide = _gate(sandbox)
+                else:
+                    notes.append(f"{lesson}: qualify is not written yet: no goodput or attainment")
+                continue
+            wanted = [name for name in names.split() if _written(sandbox, name)]
+            missing = [name for name in names.split() if name not in wanted]
+            if missing:
+                notes.append(f"{lesson}: {', '.join(missing)} not written yet: the course baseline")
+            decisions = learner_decisions(sandbox, tuple(wanted), CallLog())
+            if "prefix_key" in decisions:
+                # Every request asks again for the keys of the blocks it shares with others.
+                decisions["prefix_key"] = lru_cache(maxsize=1 << 16)(decisions["prefix_key"])
+            policy = policy.with_(**decisions)
+        note = "your own functions" + (f" ({'; '.join(notes)})" if notes else "")
+        yield Core(f"own:{digest.hexdigest()[:16]}:{'|'.join(notes)}", policy, qualify, decide, note)
+
+
+def _qualifies(sandbox) -> bool:
+    """Lesson 5's qualify, asked on one completed record that met its deadlines."""
+    from reference.shapes import RequestRecord
+    record = RequestRecord("probe", "s", "c", Slo(1.0, 1.0), 0.0, "completed", 16, 2, 2, (0.5, 0.75))
+    result = sandbox.call("qualify", record, None)
+    return not (result.status == "missing" or (result.status == "raised"
+                                               and result.detail.startswith("NotImplementedError")))
+
+
+def _gate(sandbox) -> tuple[Callable, Callable]:
+    """The learner's qualify and decide_release, validated as the grader validates them."""
+    from grader.engine.validate import coerce
+    from reference.shapes import QUALIFICATIONS, ReleaseDecision
+    from grader.engine.errors import InputError
+
+    def qualify(record, slo=None):
+        result = sandbox.call("qualify", record, slo)
+        value = result.value if result.status == "ok" else None
+        if value not in QUALIFICATIONS:
+            raise InputError("lesson5 qualify", f"gave no verdict for {record.id} "
+                             f"({result.detail or repr(value)}): the figures need one per request")
+        return value
+
+    def decide(baseline_runs, candidate_runs, rule):
+        result = sandbox.call("decide_release", tuple(baseline_runs), tuple(candidate_runs), rule)
+        if result.status != "ok":
+            raise InputError("lesson5 decide_release", result.detail or result.status)
+        return coerce(result.value, ReleaseDecision)
+    return qualify, decide

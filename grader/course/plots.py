@@ -1,0 +1,296 @@
+"""Plots as data, drawn with matplotlib: what the experiments and ``grader sheet run --plot`` show.
+
+A plot is a title and panels. A panel holds lines against the plot's shared x axis, marks
+on that axis (a word at each x, one row per label: the release decision at each rate), or
+grouped bars over categories of their own (violations per variant). The data is what the
+tests assert; ``save_plot`` draws it, importing matplotlib only then, so nothing else in
+the grader pays for it. Warnings (a truncated run, a variant left out) are drawn in red
+under the title: a picture that hides them would mislead.
+"""
+from __future__ import annotations
+
+import os
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.engine.errors import InputError
+from grader.engine.report import COST_MODEL_NOTE
+
+# What a mark's word means, in colour: the release decisions.
+MARK_COLOURS = {"ship": "forestgreen", "rollback": "crimson", "inconclusive": "dimgray"}
+
+
+@dataclass(frozen=True)
+class Line:
+    label: str
+    x: tuple[float, ...]
+    y: tuple[float, ...]
+    style: str = "line"    # line (joined markers) | points (markers only) | dashed (a threshold)
+    band: tuple[tuple[float, ...], tuple[float, ...]] = ()   # (low, high) per x: a shaded band
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A word at a point of the shared x axis, in the row of its label."""
+    x: float
+    row: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Bars:
+    """Grouped bars: a group per category, a bar per series; each bar labelled with its value."""
+    categories: tuple[str, ...]
+    series: tuple[tuple[str, tuple[float, ...]], ...]   # (label, one value per category)
+    horizontal: bool = False
+    log: bool = False          # a log value axis; a zero draws no bar, only its label "0"
+    fmt: str = "g"             # how the value labels are written
+    pack: bool = False         # draw only the non-zero bars of a group; an all-zero group says so
+    empty: tuple[str, ...] = ()  # what an all-zero group says, per category (default "none")
+    least: float = 1.0         # the value axis reaches at least this (100 for a percentage)
+
+    def drawn(self) -> list[tuple[int, int, float]]:
+        """(category, series, value) of every bar drawn, in drawing order."""
+        return [(c, k, vs[c]) for c in range(len(self.categories))
+                for k, (_, vs) in enumerate(self.series) if vs[c] or not self.pack]
+
+
+@dataclass(frozen=True)
+class Panel:
+    ylabel: str
+    lines: tuple[Line, ...] = ()
+    hlines: tuple[tuple[float, str], ...] = ()   # (y, label): a budget, a target
+    ylog: bool = False
+    bars: Bars | None = None
+    marks: tuple[Mark, ...] = ()
+    xlabel: str = ""                             # a bars panel's own value or category axis
+    notes: tuple[str, ...] = ()                  # lines written in the panel's corner
+    notes_low: bool = False                      # that corner is the lower left, not the upper left
+
+
+@dataclass(frozen=True)
+class Plot:
+    title: str
+    xlabel: str                                  # the axis the line and mark panels share
+    panels: tuple[Panel, ...]
+    xlog: bool = False
+    xticks: tuple[float, ...] = ()               # shown as plain numbers (chunk sizes)
+    warnings: tuple[str, ...] = ()               # in red under the title
+    captions: tuple[str, ...] = ()               # in grey under the warnings: the reasons for a decision
+
+
+def plot_path(path: str | Path) -> Path:
+    """Where a plot may be written; checked before anything runs, not after."""
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise InputError(str(path), "the plot is written as PNG: give a file name ending in .png")
+    if not path.parent.is_dir():
+        raise InputError(str(path), f"no such folder: {path.parent}")
+    if path.is_dir() or (path.exists() and not os.access(path, os.W_OK)) \
+            or not os.access(path.parent, os.W_OK):
+        raise InputError(str(path), "cannot write the plot there (a folder, or no permission)")
+    return path
+
+
+def _height(panel: Panel) -> float:
+    if panel.bars is not None:
+        return 0.3 * len(_slots(panel.bars)) + 1.4 if panel.bars.horizontal else 3.0
+    if panel.marks and not panel.lines:
+        return 0.42 * len({m.row for m in panel.marks}) + 1.0
+    return 2.9
+
+
+def save_plot(plot: Plot, path: str | Path) -> Path:
+    """Draw ``plot`` into a PNG file; the cost-model note goes at the bottom."""
+    path = plot_path(path)
+    import matplotlib                      # here only: `grader check` never pays for it
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    # One colour per label across panels: "rule budget" is the same colour everywhere.
+    labels = list(dict.fromkeys([line.label for p in plot.panels for line in p.lines]
+                                + [s for p in plot.panels if p.bars for s, _ in p.bars.series]))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+    heights = [_height(p) for p in plot.panels]
+    texts = [(line, tint, weight) for items, tint, weight in ((plot.warnings, "crimson", "bold"),
+                                                              (plot.captions, "dimgray", "normal"))
+             for item in items for line in textwrap.wrap(item, 110)]
+    # tight_layout keeps room for the title itself; the texts under it need room of their own.
+    below = 0.26 + 0.19 * (plot.title.count("\n") + 1)      # inches from the top to the first text
+    top = 0.2 * len(texts) + (0.06 if texts else 0.0)
+    height = sum(heights) + top + 0.3 + 0.19 * (plot.title.count("\n") + 1)
+    fig, axes = plt.subplots(len(plot.panels), 1, squeeze=False, figsize=(8.0, height),
+                             gridspec_kw={"height_ratios": heights})
+    # Line and mark panels share the plot's x axis, unless a panel names an axis of its own.
+    shared = [ax for ax, p in zip(axes[:, 0], plot.panels) if p.bars is None and not p.xlabel]
+    for ax in shared[1:]:
+        ax.sharex(shared[0])
+    for ax, panel in zip(axes[:, 0], plot.panels):
+        if panel.bars is not None:
+            _bars(ax, panel, colour)
+        else:
+            _lines(ax, panel, colour, plot)
+            if panel.xlabel:
+                ax.set_xlabel(panel.xlabel)
+        if panel.notes:
+            ax.text(0.01, 0.03 if panel.notes_low else 0.97, "\n".join(panel.notes), transform=ax.transAxes,
+                    va="bottom" if panel.notes_low else "top", ha="left",
+                    fontsize=7.5, bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85,
+                                        "edgecolor": "lightgray"})
+    for ax in shared[:-1]:
+        ax.tick_params(labelbottom=False)
+    if shared:
+        _shared_x(shared[-1], plot)
+    fig.suptitle(plot.title, fontsize=11)
+    for i, (text, tint, weight) in enumerate(texts):
+        fig.text(0.5, 1 - (below + 0.2 * i) / height, text,
+                 ha="center", va="top", fontsize=8, color=tint, weight=weight)
+    fig.text(0.5, 0.008, COST_MODEL_NOTE, ha="center", fontsize=7, style="italic")
+    fig.tight_layout(rect=(0, 0.02, 1, 1 - (top + 0.08) / height))
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as e:               # the disk filled, or the folder changed meanwhile
+        raise InputError(str(path), f"cannot write the plot: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _lines(ax, panel: Panel, colour: dict, plot: Plot) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    for line in panel.lines:
+        if line.style == "points":
+            ax.plot(line.x, line.y, linestyle="none", marker="D", markersize=7, label=line.label,
+                    color=colour[line.label])
+        elif line.style == "dashed":
+            ax.plot(line.x, line.y, linestyle="--", linewidth=1.2, label=line.label, color="crimson")
+        else:
+            ax.plot(line.x, line.y, marker="o", markersize=4, label=line.label, color=colour[line.label])
+        if line.band:
+            ax.fill_between(line.x, *line.band, color=colour[line.label], alpha=0.15, linewidth=0)
+    for y, label in panel.hlines:
+        ax.axhline(y, color="crimson", linestyle="--", linewidth=1.2, label=label)
+    if panel.marks:
+        rows = list(dict.fromkeys(m.row for m in panel.marks))
+        for m in panel.marks:
+            ax.text(m.x, rows.index(m.row), m.text, ha="center", va="center", fontsize=8, weight="bold",
+                    color=MARK_COLOURS.get(m.text, "black"))
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(rows)
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        xs = [m.x for m in panel.marks]
+        pad = (max(xs) - min(xs)) * 0.1 or 0.5
+        ax.set_xlim(min(xs) - pad, max(xs) + pad)
+    ax.set_ylabel(panel.ylabel)
+    if panel.ylog:
+        plain = FuncFormatter(lambda v, _: f"{v:g}")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.grid(True, alpha=0.3)
+    if panel.lines or panel.hlines:
+        ax.legend(fontsize=7.5, loc="best")
+
+
+def _shared_x(ax, plot: Plot) -> None:
+    if plot.xlog:
+        ax.set_xscale("log", base=2)
+    if plot.xticks:
+        ax.set_xticks(plot.xticks)
+        ax.set_xticklabels([f"{t:g}" for t in plot.xticks])
+    ax.set_xlabel(plot.xlabel)
+
+
+def _slots(b: Bars) -> list[tuple[int, int | None, float]]:
+    """(category, series or None for "none", value) per bar position, packed or not."""
+    out = []
+    for c in range(len(b.categories)):
+        mine = [(c, k, v) for cc, k, v in b.drawn() if cc == c]
+        out += mine or [(c, None, 0.0)]
+    return out
+
+
+def _bars(ax, panel: Panel, colour: dict) -> None:
+    b = panel.bars
+    floor = 0.8 if b.log else 0.0
+    values = [v for _, vs in b.series for v in vs]
+    if b.pack or b.horizontal:
+        # One bar per row, its group's rows together; the category label at their middle.
+        slots = _slots(b) if b.pack else [(c, k, vs[c]) for c in range(len(b.categories))
+                                          for k, (_, vs) in enumerate(b.series)]
+        rows, centres, seen = {}, {}, set()
+        for i, (c, k, v) in enumerate(slots):
+            rows.setdefault(c, []).append(i)
+        for c, at in rows.items():
+            centres[c] = sum(at) / len(at)
+        for i, (c, k, v) in enumerate(slots):
+            if k is None:
+                _bar_text(ax, b, i, floor, b.empty[c] if b.empty else "none", "dimgray")
+                continue
+            label = b.series[k][0]
+            kw = {"label": label} if label not in seen else {}
+            seen.add(label)
+            length = (v - floor) if b.log else v
+            if b.horizontal:
+                ax.barh(i, max(length, 0.0), left=floor, height=0.8, color=colour[label], **kw)
+            else:
+                ax.bar(i, max(length, 0.0), bottom=floor, width=0.8, color=colour[label], **kw)
+            _bar_text(ax, b, i, max(v, floor), format(v, b.fmt), "black")
+        ticks = [centres[c] for c in range(len(b.categories))]
+        for c, at in rows.items():          # a faint line between groups
+            if c:
+                (ax.axhline if b.horizontal else ax.axvline)(at[0] - 0.5, color="lightgray", linewidth=0.8)
+        extent = len(slots)
+    else:
+        n = max(1, len(b.series))
+        width = 0.8 / n
+        for k, (label, vs) in enumerate(b.series):
+            at = [c - 0.4 + width * (k + 0.5) for c in range(len(b.categories))]
+            ax.bar(at, [max(v, 0.0) for v in vs], width=width * 0.9, color=colour[label], label=label)
+            for pos, v in zip(at, vs):
+                _bar_text(ax, b, pos, v, format(v, b.fmt), "black")
+        ticks = list(range(len(b.categories)))
+        extent = len(b.categories)
+    top = max(values + [b.least])
+    if b.horizontal:
+        ax.set_yticks(ticks)
+        ax.set_yticklabels(b.categories, fontsize=8)
+        ax.set_ylim(extent - 0.5, -0.5)
+        if b.log:
+            ax.set_xscale("log")
+            ax.set_xlim(floor, top * 6)
+        else:
+            ax.set_xlim(0, top * 1.2)
+        ax.set_xlabel(panel.xlabel or panel.ylabel)
+        ax.set_title(panel.ylabel, fontsize=9, loc="left")
+        ax.grid(True, axis="x", alpha=0.3)
+    else:
+        ax.set_xticks(ticks)
+        ax.set_xticklabels(b.categories, fontsize=8)
+        # Headroom above the bars for the legend and the notes.
+        if b.log:
+            ax.set_yscale("log")
+            ax.set_ylim(floor, top * 60)
+        else:
+            ax.set_ylim(0, top * 1.75)
+            if b.least == 100.0 and top <= 100.0:
+                ax.set_yticks(range(0, 101, 20))     # a percentage: no ticks past 100
+        ax.set_ylabel(panel.ylabel)
+        if panel.xlabel:
+            ax.set_xlabel(panel.xlabel)
+        ax.grid(True, axis="y", alpha=0.3)
+    for y, label in panel.hlines:
+        (ax.axvline if b.horizontal else ax.axhline)(y, color="crimson", linestyle="--", linewidth=1.2,
+                                                      label=label)
+    if len(b.series) > 1 or panel.hlines:
+        ax.legend(fontsize=7.5, loc="lower right" if b.horizontal else "upper right")
+
+
+def _bar_text(ax, b: Bars, at: float, end: float, text: str, colour: str) -> None:
+    if b.horizontal:
+        ax.text(end * (1.06 if b.log else 1.0), at, f" {text}", va="center", fontsize=7, color=colour)
+    else:
+        ax.text(at, end * (1.06 if b.log else 1.0), text, ha="center", va="bottom", fontsize=7, color=colour)

@@ -1,0 +1,61 @@
+"""A learner's own functions as the core the design sheet's knobs distort (grader sheet run
+--own, and always in the learner edition): the reference's files give the reference's runs,
+a stub lesson falls back to the course baseline and says so."""
+
+from conftest import ROOT
+from grader.course import core, replay
+from grader.course.sheet import load_sheet
+from grader.course.trials import run_design
+from grader.engine.layout import find_course
+from reference.workload import with_overrides
+
+COURSE = find_course(str(ROOT))
+SHEET = ROOT / "assignments" / "lesson6" / "public" / "baseline.sheet.yaml"
+
+
+def _bench(requests: int = 60):
+    sheet, problems = load_sheet(SHEET, COURSE)
+    assert not problems
+    bench = replay.bench_for(sheet, SHEET, COURSE, None, "24,25")
+    return sheet, bench, with_overrides(bench.workload, requests=requests)
+
+
+def test_the_reference_files_as_ones_own_give_the_reference_runs_and_figures():
+    sheet, bench, workload = _bench()
+    d = replay.design("sheet", sheet, bench.worker)
+    files = {f"lesson{n}": ROOT / "reference" / "solutions" / f"lesson{n}.py" for n in range(1, 6)}
+    want = replay.replay(bench.model, d, workload, bench.seeds)
+    with core.own_core(COURSE, files) as mine:
+        assert mine.note == "your own functions" and mine.identity != "reference"
+        got = replay.replay(bench.model, d, workload, bench.seeds, core=mine)
+        for seed in bench.seeds:       # one run per core: the caches never mix two cores
+            a = run_design(bench.model, d, workload, seed)[1]
+            b = run_design(bench.model, d, workload, seed, mine)[1]
+            assert a.digest() == b.digest()
+    assert replay.figures(got) == replay.figures(want)
+
+
+def test_stubs_fall_back_to_the_baselines_and_leave_the_runs_unqualified():
+    sheet, bench, workload = _bench(40)
+    d = replay.design("sheet", sheet, bench.worker)
+    with core.own_core(COURSE) as mine:           # the course's own stubs
+        for lesson in ("lesson1", "lesson2", "lesson3", "lesson4"):
+            assert f"{lesson}: " in mine.note and "not written yet" in mine.note
+        assert mine.qualify is None and mine.decide is None
+        got = replay.replay(bench.model, d, workload, bench.seeds, core=mine)
+    f = replay.figures(got)
+    assert f["goodput_rps"] is None and sum(c["requests"] for c in f["outcomes"].values()) == 80
+    text = replay.render_figures("sheet", f)
+    assert "not qualified" in text and "completed" in text
+
+
+def test_one_lesson_written_is_used_and_the_rest_are_baselines(tmp_path):
+    sheet, bench, workload = _bench(40)
+    d = replay.design("sheet", sheet, bench.worker)
+    files = {"lesson3": ROOT / "reference" / "solutions" / "lesson3.py"}
+    with core.own_core(COURSE, files) as mine:
+        assert "lesson3" not in mine.note and "lesson2: admit not written yet" in mine.note
+        from reference.baselines import baseline_admit, baseline_chunk
+        assert mine.policy.choose_chunk is not baseline_chunk     # the sandboxed rule
+        assert mine.policy.admit is baseline_admit
+        replay.replay(bench.model, d, workload, bench.seeds[:1], core=mine)

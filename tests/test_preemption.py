@@ -1,0 +1,169 @@
+"""Preemption under over-admission: who is preempted, what a recompute costs, and how a run
+that cannot finish stops and says so (reference/worker/admission.py, engine.py).
+
+The case is the one that used to livelock: four long-output requests admitted on their
+prompts alone (``reserve: prompt_only``, prefix cache off) into a pool that holds a quarter
+of their final contexts each. When the pool is full, whoever crosses a page boundary first
+breaks its promise.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from grader.engine.oracle import reference_policy
+from reference.solutions.lesson1 import pages_for
+from reference.worker import simulate
+from reference.worker.engine import Worker
+from worker_helpers import machine, nonzero, outcomes, request, run
+
+PROMPT, OUTPUT, PAGES = 250, 3000, 384
+OVER = reference_policy({"admission_ledger": {"reserve": "prompt_only", "prefix_cache": False}})
+CORRECT = reference_policy({"admission_ledger": {"prefix_cache": False}})
+
+
+def four():
+    return tuple(request(i, 0.0, PROMPT, OUTPUT) for i in range(4))
+
+
+def ends(result) -> np.ndarray:
+    return result.steps.launch_s + result.steps.duration_s
+
+
+def test_the_case_over_admits():
+    # Each request's final context is pages_for(3,250) = 204 pages: the correct ledger runs
+    # them one at a time (2 x 204 > 384), the prompt-only one admits all four (4 x 16 pages).
+    assert pages_for(PROMPT + OUTPUT, 16) == 204 and 2 * 204 > PAGES
+    model, worker = machine(PAGES)
+    correct = run(model, worker, CORRECT, four())
+    admitted = sorted(r.admitted_s for r in correct.requests)
+    finished = sorted(r.finish_s for r in correct.requests)
+    assert all(a >= f for a, f in zip(admitted[1:], finished))      # one at a time
+    assert nonzero(correct) == {}
+
+
+def test_over_admission_preempts_the_latest_admitted_and_every_request_completes():
+    model, worker = machine(PAGES)
+    result = run(model, worker, OVER, four())              # the books audited after every event
+    assert not result.aborted and outcomes(result) == {"completed": 4}
+    r0, r1, r2, r3 = result.requests
+    assert all(r.tokens_out == OUTPUT for r in result.requests)
+    # All four decode in lockstep, r0 one token ahead of r1, r1 of r2, r2 of r3 (their
+    # prompts were prefilled one per step), so r0 is the first to cross a page boundary
+    # once the pool is full: at 96 pages each (4 x 96 = 384), it needs its 97th. Each time,
+    # the request admitted last among those still running is preempted for it.
+    broken = [v for v in result.violations if v.kind == "broken_promise"]
+    assert nonzero(result) == {"broken_promise": 3}
+    assert [v.requests for v in broken] == [("r0", "r3"), ("r0", "r2"), ("r0", "r1")]
+    assert broken[0].detail.startswith("r0 needed page 97 with 0 reserved pages left; 0 free")
+    assert [r.preemptions for r in result.requests] == [0, 1, 1, 1]
+    # r0 was never in anyone's way: a token at the end of every step until its last.
+    assert r0.token_times == tuple(ends(result)[:OUTPUT].tolist())
+    # The victims wait for r0's pages, then come back in their admission order (the queue's
+    # order survives preemption), each emitting its next token only after r0 finished.
+    resumed = []
+    for victim, v in zip((r3, r2, r1), broken):
+        times = np.asarray(victim.token_times)
+        after = times[times > v.time_s]
+        assert after[0] > r0.finish_s
+        resumed.append(after[0])
+    assert resumed[2] < resumed[1] < resumed[0]             # r1, then r2, then r3
+
+
+def test_what_over_admission_costs_on_this_case():
+    """Tokens per simulated second against the correct ledger, and the victims' stalls.
+
+    The prompt-only ledger does not lose throughput here: four decoders share each step
+    for most of the run, where the correct ledger runs one, and a decode step of four
+    costs little more than a step of one. What it costs is the victims' latency: each
+    stalls from its preemption until r0's pages come back, far beyond any gap SLO."""
+    model, worker = machine(PAGES)
+    over, correct = (simulate(model, worker, p, four()) for p in (OVER, CORRECT))
+    rate = {name: sum(r.tokens_out for r in res.requests) / res.end_s
+            for name, res in (("over", over), ("correct", correct))}
+    assert sum(r.tokens_out for r in over.requests) == sum(r.tokens_out for r in correct.requests)
+    assert rate["over"] > 2 * rate["correct"]
+    # The correct ledger's largest gap is one decode step; the victims' are whole seconds.
+    step = max(max(np.diff(r.token_times)) for r in correct.requests)
+    assert step <= correct.steps.duration_s.max()
+    gaps = {r.id: max(np.diff(r.token_times)) for r in over.requests}
+    assert gaps["r0"] <= over.steps.duration_s.max()
+    assert min(gaps["r1"], gaps["r2"], gaps["r3"]) > 100 * step
+
+
+def test_a_recompute_is_a_prefill_of_prompt_and_emitted_tokens_priced_like_any():
+    """On a long context the victim's recompute takes several chunks of the chunk rule,
+    each a step the cost model prices with the decoders that share it."""
+    model, worker = machine(3072)
+    reqs = tuple(request(i, 0.0, 1000, 12000) for i in range(4))
+    result = simulate(model, worker, OVER, reqs)
+    assert outcomes(result) == {"completed": 4}
+    (v,) = [v for v in result.violations if v.kind == "broken_promise"]
+    asker, victim = v.requests
+    rec = result.by_id()[victim]
+    emitted = sum(1 for t in rec.token_times if t <= v.time_s)
+    steps, cost = result.steps, worker.cost
+    mine = [i for i in range(len(steps)) if steps.chunk_request[i] == victim
+            and steps.launch_s[i] > v.time_s]
+    assert int(steps.chunk_tokens[mine].sum()) == 1000 + emitted   # the whole context, again
+    assert len(mine) > 1 and {steps.chunk_verdict[i] for i in mine} == {"ok"}
+    assert all(steps.duration_s[i] <= OVER.gap_budget_s for i in mine)
+    # Rebuilt from the records: a token k (k >= 2) of another request at a step's end was
+    # a decode in it, reading prompt + k - 1 tokens; the chunk pays for the tokens it
+    # prefilled before in this recompute (its attention term).
+    at = {e: i for i, e in enumerate(ends(result).tolist())}
+    contexts = {i: [] for i in mine}
+    for r in result.requests:
+        if r.id != victim:
+            for k, t in enumerate(r.token_times[1:], start=2):
+                if at[t] in contexts:
+                    contexts[at[t]].append(1000 + k - 1)
+    done = 0
+    for i in mine:
+        chunk = int(steps.chunk_tokens[i])
+        assert steps.batch[i] == len(contexts[i])
+        assert steps.duration_s[i] == cost.step_time(tuple(contexts[i]), chunk, done)
+        done += chunk
+
+
+class AskerIsVictim(Worker):
+    """The rule the worker had before: the request that asked for the page is preempted."""
+
+    def _grow(self, live):
+        if self._allocate(live):
+            return True
+        self._violate("broken_promise", live, detail=self._shortfall(live))
+        self._preempt(live)
+        return False
+
+
+def test_preempting_the_asker_livelocks_and_the_run_stops_within_its_stall_bound():
+    model, worker = machine(PAGES)
+    worker_ = AskerIsVictim(model, worker, OVER, four(), None, False)
+    limit = worker_.stall_limit
+    assert limit == PROMPT + OUTPUT + 64
+    result = worker_.run()
+    # Each asker takes its pages straight back when re-admitted, before the others get
+    # theirs: requests sit at page boundaries, preempting one another, and no token comes.
+    assert result.unfinished == ("r0", "r1", "r2", "r3")
+    assert outcomes(result) == {"failed": 4}
+    last_token = max(max(r.token_times) for r in result.requests)
+    stopped_at = len(result.steps)
+    assert result.aborted.startswith(f"stopped after step {stopped_at}: no token and no request ended")
+    # It stops one step past the bound, counted from the step of the last token.
+    assert stopped_at == int(np.searchsorted(ends(result), last_token)) + 1 + limit + 1
+    assert all(r.tokens_out < OUTPUT and r.reason.startswith("unfinished (") for r in result.requests)
+    assert sum(r.preemptions for r in result.requests) > 1000
+
+
+def test_the_stall_bound_never_stops_a_run_that_progresses_one_token_a_step():
+    """The longest a healthy run goes without a token: one request prefilled a token per
+    step with nothing decoding. It must finish, however close it comes to the bound."""
+    model, worker = machine(200)
+    one_token = reference_policy({"chunk_rule": {"rule": "fixed", "fixed_tokens": 1},
+                                  "admission_ledger": {"prefix_cache": False}})
+    reqs = (request(0, 0.0, 2000, 1),)
+    result = simulate(model, worker, one_token, reqs)
+    assert not result.aborted and outcomes(result) == {"completed": 1}
+    assert len(result.steps) == 2000                        # 1,999 steps without a token
+    w = Worker(model, worker, one_token, reqs, None, False)
+    assert len(result.steps) - 1 <= w.stall_limit < len(result.steps) + 100
