@@ -203,6 +203,10 @@ WRONG = {
     "own_slo_only": "completed",
     "goodput_completed": "goodput",
 }
+# What else a wrong solution may lose under some secrets and not others. A cancelled record
+# whose largest gap misses while its mean gap does not lands in the gaps topic (its verdict
+# hinges on the gap reading), and excluding every cancel gets it wrong there too.
+MAY_ALSO = {"cancel_excluded": {"largest-gap"}}
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
@@ -210,7 +214,7 @@ def test_wrong_solution_loses_exactly_where_it_is_wrong(name, reference_grade, t
     report = grade("lesson5", wrong_file(name, tmp_path), "grade", secret)
     got, top = scores(report), full(report)
     lost = {k for k in got if got[k] < top[k]}
-    assert lost == {WRONG[name]}, f"{name} lost {lost}"
+    assert WRONG[name] in lost <= {WRONG[name]} | MAY_ALSO.get(name, set()), f"{name} lost {lost}"
     feedback = next(c.feedback for c in report.criteria if c.id == WRONG[name])
     assert "expected" in feedback, feedback
 
