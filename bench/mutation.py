@@ -595,6 +595,10 @@ def write_report(source: Source, modules) -> str:
     if stale:
         lines += ["## Equivalent entries that match no mutant (stale: check and remove)", ""]
         lines += [f"- `{k}`" for k in sorted(stale)] + [""]
+    if source.root == ROOT and UNRUN.is_file():
+        # The coverage figure and the lines no test runs belong beside the mutants they explain.
+        lines += ["## Coverage (`python bench/mutation.py coverage`)", "", "```",
+                  *UNRUN.read_text().splitlines(), "```", ""]
     source.report.write_text("\n".join(lines))
     return "\n".join(lines[:len(modules) + 9])
 
