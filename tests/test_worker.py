@@ -317,10 +317,10 @@ def test_leak_when_pages_are_never_released():
     assert nonzero(run(model, worker, None, requests)) == {}
 
 
-def _shared_prefix_cancelled(policy):
-    """r0 publishes a 4-page prefix; r1 shares it, and is cancelled mid-step while r0 runs."""
+def _shared_prefix_cancelled(policy, prefix_pages: int = 4):
+    """r0 publishes a prefix of 4 pages; r1 shares it, and is cancelled mid-step while r0 runs."""
     model, worker = machine(60, cost=CostModel(step_fixed=0.05))
-    prefix = np.arange(1, 65)
+    prefix = np.arange(1, 16 * prefix_pages + 1)
     requests = (request(0, 0.0, prefix, 100),
                 request(1, 0.3, np.concatenate([prefix, np.arange(500, 516)]), 100,
                         cancel_at_s=1.01))
@@ -339,6 +339,17 @@ def test_double_release_and_release_of_referenced_shared_prefix_pages():
     assert referenced.pages == (0, 1, 2, 3)     # r0 still references them
     i, end = step_at(result, 1.01)
     assert double.time_s == end                 # the second release is at the fence
+    assert referenced.detail == ("the second release of r1 would drop pages [0, 1, 2, 3] that "
+                                 "other requests reference")
+
+
+def test_release_of_referenced_names_the_first_eight_pages():
+    """A shared prefix of 10 pages: the violation carries all 10, its sentence the first 8."""
+    result = _shared_prefix_cancelled(reference_policy().with_(on_event=double_release_on_event), 10)
+    (referenced,) = of_kind(result, "release_of_referenced")
+    assert referenced.pages == tuple(range(10))
+    assert referenced.detail == ("the second release of r1 would drop pages [0, 1, 2, 3, 4, 5, 6, "
+                                 "7] that other requests reference")
 
 
 def test_cross_scope_hit_without_the_scope_in_the_key():
@@ -830,3 +841,39 @@ def test_preemption_after_a_broken_promise_keeps_the_run_going():
     # r0, never preempted, emitted a token at the end of each of the first 100 steps.
     ends = result.steps.launch_s + result.steps.duration_s
     assert r0.token_times == tuple(ends[:100].tolist())
+
+# ---- promises at the edge: whose page a request beyond its promise may take -------------------
+def _reserving(pages: dict[str, int]):
+    """The baseline with no prefix cache and an admission that promises each request the
+    pages given here, whatever the ledger says (an over-commit is the worker's to flag)."""
+    return reference_policy().with_(prefix_cache=False,
+                                    admit=lambda r, ledger: Admission("admit", pages[r.id], "test"))
+
+
+def test_a_request_beyond_its_promise_never_takes_a_page_promised_to_another():
+    """By hand: 6 pages; r0 is promised 1 page, r1 (admitted after it) 4. r0 takes its prompt
+    page and, beyond its promise, its first token's page from the unpromised capacity; r1
+    takes 2 of its 4. When r0 needs page 3, the 2 free pages are exactly the 2 still
+    promised to r1: none is r0's to take, so its promise breaks and r1, admitted last, is
+    preempted for it."""
+    model, worker = machine(6)
+    requests = (request(0, 0.0, 16, 40), request(1, 0.0, 16, 40))
+    result = run(model, worker, _reserving({"r0": 1, "r1": 4}), requests)
+    first = result.violations[0]
+    assert (first.kind, first.requests) == ("broken_promise", ("r0", "r1"))
+    assert first.detail == ("r0 needed page 3 with 0 reserved pages left; 2 free, 2 promised to "
+                            "other requests; preempted r1, admitted last; r0 got its page")
+
+
+def test_a_broken_promise_counts_only_the_other_requests_promises():
+    """By hand: 6 pages, each request promised 4 (8 promised: the admission over-commits).
+    Both take their prompt page and then alternate; when the pool is empty, r0 still has
+    1 page of its promise and r1 1 of its: the pages promised to others are r1's 1, not the
+    2 outstanding in all."""
+    model, worker = machine(6)
+    requests = (request(0, 0.0, 16, 40), request(1, 0.0, 16, 40))
+    result = run(model, worker, _reserving({"r0": 4, "r1": 4}), requests)
+    broken = [v for v in result.violations if v.kind == "broken_promise"]
+    assert broken[0].requests == ("r0", "r1")
+    assert broken[0].detail.startswith("r0 needed page 4 with 1 reserved pages left; 0 free, "
+                                       "1 promised to other requests; ")
