@@ -70,6 +70,30 @@ def test_credit_without_a_range_is_all_or_nothing_at_its_target():
     flat = Credit("linear", 0.5, 0.5)
     assert (flat.share(0.49), flat.share(0.5), flat.share(0.9)) == (0.0, 1.0, 1.0)
     assert Credit("linear", 0.5, 1.0).share(0.25) == 0.0 and Credit("linear").share(0.5) == 0.5
+    # A floor above the target, built directly, is all or nothing at the target as well.
+    inverted = Credit("linear", 0.9, 0.5)
+    assert (inverted.share(0.4), inverted.share(0.7), inverted.share(0.95)) == (0.0, 1.0, 1.0)
+
+
+def test_a_rubric_and_its_criteria_are_frozen(tmp_path):
+    import dataclasses
+    rubric = load_rubric(_rubric(tmp_path, GOOD))
+    for obj, name in ((rubric, "version"), (rubric.criteria[0], "points"), (rubric.criteria[0].credit, "target")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, name, 0)
+
+
+@pytest.mark.parametrize("length", [200, 201])
+def test_a_schema_message_is_cut_after_200_characters(tmp_path, length):
+    """The schema's own sentence for a bad visibility, made exactly ``length`` long."""
+    tail = " is not one of ['public', 'hidden', 'both']"
+    value = "x" * (length - 2 - len(tail))
+    message = f"'{value}'{tail}"
+    assert len(message) == length
+    with pytest.raises(InputError) as e:
+        load_rubric(_rubric(tmp_path, GOOD.replace("visibility: both", f"visibility: {value}")))
+    shown = message if length <= 200 else message[:197] + "..."
+    assert str(e.value).endswith(f"lesson1.yaml: criteria/0/visibility: {shown}")
 
 
 @pytest.mark.parametrize("visibility,check,grade", [("public", True, True), ("both", True, True),
