@@ -877,3 +877,15 @@ def test_a_broken_promise_counts_only_the_other_requests_promises():
     assert broken[0].requests == ("r0", "r1")
     assert broken[0].detail.startswith("r0 needed page 4 with 1 reserved pages left; 0 free, "
                                        "1 promised to other requests; ")
+
+
+def test_a_request_cancelled_before_it_arrives_is_cancelled_on_arrival():
+    """Its cancel event came first (at 0.2 s, or at the arrival time itself: ties put cancels
+    before arrivals), when the worker did not know it yet: it is cancelled as it arrives."""
+    model, worker = machine(40)
+    requests = (request(0, 0.5, 16, 40, cancel_at_s=0.2), request(1, 0.5, 16, 40, cancel_at_s=0.5),
+                request(2, 0.5, 16, 40))
+    early, tie, kept = run(model, worker, None, requests).requests
+    for r in (early, tie):
+        assert (r.outcome, r.tokens_out, r.cancel_s) == ("cancelled_by_client", 0, 0.5)
+    assert kept.outcome == "completed" and kept.tokens_out == 40
