@@ -889,3 +889,18 @@ def test_a_request_cancelled_before_it_arrives_is_cancelled_on_arrival():
     for r in (early, tie):
         assert (r.outcome, r.tokens_out, r.cancel_s) == ("cancelled_by_client", 0, 0.5)
     assert kept.outcome == "completed" and kept.tokens_out == 40
+
+
+def test_a_request_cancelled_in_the_queue_does_not_hold_up_the_one_behind_it():
+    """Two run at a time; r0 and r1 end in the same step (r0 was prefilled a step earlier
+    and has one token more). Behind them wait r2, r3 (cancelled while it waits, so it stays
+    in the queue until a retry reaches it) and r4. The retry at their end admits r2, skips
+    r3 and admits r4 as well: the two free places are filled at once."""
+    model, worker = machine(40, max_running=2)
+    requests = (request(0, 0.0, 16, 21), request(1, 0.0, 16, 20), request(2, 0.01, 16, 20),
+                request(3, 0.01, 16, 20, cancel_at_s=0.02), request(4, 0.01, 16, 20))
+    r0, r1, r2, r3, r4 = run(model, worker, None, requests).requests
+    assert r0.finish_s == r1.finish_s
+    assert r3.outcome == "cancelled_by_client" and r3.admitted_s is None
+    assert r2.admitted_s == r4.admitted_s == r0.finish_s
+    assert r2.outcome == r4.outcome == "completed"
