@@ -904,3 +904,16 @@ def test_a_request_cancelled_in_the_queue_does_not_hold_up_the_one_behind_it():
     assert r3.outcome == "cancelled_by_client" and r3.admitted_s is None
     assert r2.admitted_s == r4.admitted_s == r0.finish_s
     assert r2.outcome == r4.outcome == "completed"
+
+
+@pytest.mark.parametrize("answer,says", [
+    (Admission("maybe", 1), "admit returned "),       # a decision that is none of the three
+    (None, "admit gave no usable decision for r0"),   # no decision at all
+])
+def test_an_unusable_admission_says_what_was_returned(answer, says):
+    model, worker = machine(40)
+    result = run(model, worker, _reserving({}).with_(admit=lambda r, ledger: answer),
+                 (request(0, 0.0, 16, 4),))
+    (invalid,) = [v for v in result.violations if v.kind == "invalid_decision"]
+    assert invalid.detail.startswith(says) and ("maybe" in invalid.detail) == (answer is not None)
+    assert result.requests[0].outcome == "rejected"
