@@ -1,6 +1,6 @@
 """How fast `grader check` answers, against the bare interpreter, side by side.
 
-The target (../shared/spec/grader.md, speed targets): `grader check lessonN` on the
+The target: `grader check lessonN` on the
 reference solution within 3x of the bare interpreter and import time, about a second
 or less. The baseline is measured in the same run: `python -c "import numpy, yaml,
 jsonschema"` after `import grader` (an interpreter that loads what the grader's stack

@@ -6,7 +6,7 @@ minutes, and the test suite must keep a wide margin under CI's time limit).
 The same checks as tests/test_batch.py's class of every kind, on a class of 200 generated
 by tests/classroom.py (the reference, alternative correct, wrong, raising and looping
 submissions): killed once with SIGKILL mid-run and resumed, every student graded exactly
-once with their template's scores, exported to csv, gradescope and nbgrader with
+once with their template's scores, exported to csv and nbgrader with
 nbgrader's totals equal to the grader's. Prints how long each step took.
 """
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Worker benchmark: how fast the reference worker simulates, and how its cost grows.
 
     python bench/worker.py [--quick] [--profile] [--json] [--vidur PYTHON] [--repeat N]
+                           [--baseline TREE]
 
 The headline shape (the issue's): fixed 1,024 prompt + 256 output tokens (max_new =
 output), one scope, one class, Poisson arrivals at 4 requests/s, on gqa-8b-bf16 and the
@@ -13,7 +14,11 @@ is the comparable shape). Only simulate() is timed; generating the workload is t
 apart. The headline ratio compares the 10k case with Vidur's time for the same shape:
 measured side by side with --vidur PYTHON (a Python with vidur installed, running
 bench/vidur_baseline.py in a subprocess), and always against the issue's recorded
-number. See bench/README.md for the columns and the measured numbers.
+number. Each case runs in its own process, so its peak RSS is its own (the workload's
+prompt tokens included); --baseline TREE runs every case a second time, alternately, on
+the worker of another checkout (a git worktree of an older commit), for before and after
+in one run. The targets section says which targets the run meets and misses. See
+bench/README.md for the columns and the measured numbers.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ import json
 import os
 import platform
 import pstats
+import resource
 import subprocess
 import sys
 import time
@@ -47,6 +53,8 @@ HEADLINE = 10_000
 # recorded once, not re-run here (Vidur's profiling data cannot be fetched: bench/README.md).
 VIDUR_RECORDED_S = 33.0
 TARGET_RATIO = 10.0
+TARGET_FLAT = 1.15        # CPU per request at the largest size against the smallest, at most
+TARGET_RSS_MB = 1024.0    # peak RSS at 100k requests, at most
 VIDUR_SCRIPT = Path(__file__).resolve().parent / "vidur_baseline.py"
 
 
@@ -86,10 +94,22 @@ class Case:
     completed: int
     violations: int
     aborted: str
+    workload_mb: float = 0.0   # RSS once the workload is generated (interpreter, imports, prompts)
+    peak_mb: float = 0.0       # the case's process's peak RSS
+    tree: str = ""             # "" for this checkout, else --baseline's
 
     @property
     def per_request_s(self) -> float:
         return self.simulate_s / self.requests
+
+    @property
+    def per_request_cpu(self) -> float:
+        return self.cpu_s / self.requests
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def run_case(model, worker, requests: int, prefix_cache: bool, repeat: int) -> Case:
@@ -97,6 +117,7 @@ def run_case(model, worker, requests: int, prefix_cache: bool, repeat: int) -> C
     t0 = time.perf_counter()
     reqs = generate(spec)
     gen_s = time.perf_counter() - t0
+    workload_mb = _rss_mb()
     policy = reference_policy(sheet(prefix_cache))
     best, best_cpu = float("inf"), 0.0
     for _ in range(repeat):
@@ -114,10 +135,29 @@ def run_case(model, worker, requests: int, prefix_cache: bool, repeat: int) -> C
                 tokens=int(np.sum(run.steps.chunk_tokens))
                 + sum(r.tokens_out for r in run.requests),
                 steps=len(run.steps), events=len(reqs) + completed + cancels,
-                completed=completed, violations=len(run.violations), aborted=run.aborted)
+                completed=completed, violations=len(run.violations), aborted=run.aborted,
+                workload_mb=workload_mb,
+                peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     del run, reqs
     gc.collect()
     return case
+
+
+def run_case_apart(requests: int, prefix_cache: bool, repeat: int, tree: str = "") -> Case:
+    """run_case in a fresh interpreter: its peak RSS is this case's alone. With ``tree``, the
+    worker (and everything it imports) comes from that checkout instead of this one."""
+    env = dict(os.environ)
+    if tree:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(Path(tree).resolve()),
+                                                          env.get("PYTHONPATH"))))
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--one", str(requests),
+           "on" if prefix_cache else "off", "--repeat", str(repeat)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False,
+                          cwd=tree or None)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"bench/worker.py: the {requests:,}-request case failed: {tail}")
+    return Case(**dict(json.loads(proc.stdout.strip().splitlines()[-1]), tree=tree))
 
 
 def run_vidur(python: str, requests: int) -> dict:
@@ -135,26 +175,82 @@ def _rate(n: float, s: float) -> str:
     return f"{n / s:,.0f}" if s > 0 else "-"
 
 
-def print_table(cases: list[Case]) -> None:
+def print_table(cases: list[Case], title: str = "") -> None:
+    if title:
+        print(title)
     smallest = min(c.requests for c in cases)
-    base = {c.prefix_cache: c.per_request_s for c in cases if c.requests == smallest}
+    base = {c.prefix_cache: c for c in cases if c.requests == smallest}
     head = (f"{'requests':>8} {'cache':>5} {'sim tokens':>12} {'steps':>10} {'events':>8} "
             f"{'gen s':>6} {'sim s':>8} {'cpu s':>7} {'tokens/s':>11} {'steps/s':>9} "
-            f"{'events/s':>9} "
-            f"{'per-req vs 1k':>13}")
+            f"{'events/s':>9} {'per-req vs 1k':>13} {'cpu/req vs 1k':>13} "
+            f"{'workload MB':>11} {'peak MB':>8}")
     print(head)
     print("-" * len(head))
     for c in cases:
+        b = base[c.prefix_cache]
         print(f"{c.requests:>8,} {'on' if c.prefix_cache else 'off':>5} {c.tokens:>12,} "
               f"{c.steps:>10,} {c.events:>8,} {c.generate_s:>6.2f} {c.simulate_s:>8.2f} "
               f"{c.cpu_s:>7.2f} "
               f"{_rate(c.tokens, c.simulate_s):>11} {_rate(c.steps, c.simulate_s):>9} "
               f"{_rate(c.events, c.simulate_s):>9} "
-              f"{c.per_request_s / base[c.prefix_cache]:>12.2f}x")
+              f"{c.per_request_s / b.per_request_s:>12.2f}x "
+              f"{c.per_request_cpu / b.per_request_cpu:>12.2f}x "
+              f"{c.workload_mb:>11,.0f} {c.peak_mb:>8,.0f}")
     bad = [c for c in cases if c.completed != c.requests or c.violations or c.aborted]
     for c in bad:
         print(f"WARNING: {c.requests} requests, cache {'on' if c.prefix_cache else 'off'}: "
               f"{c.completed} completed, {c.violations} violations {c.aborted}".rstrip())
+
+
+def print_before_after(cases: list[Case], before: list[Case], tree: str) -> None:
+    """The same cases on --baseline's worker and this one, run alternately."""
+    print(f"\nBefore ({tree}) and after (this checkout), run alternately in this run")
+    head = (f"{'requests':>8} {'cache':>5} {'cpu s before':>12} {'cpu s after':>11} "
+            f"{'speed-up':>8} {'peak MB before':>14} {'peak MB after':>13}")
+    print(head)
+    print("-" * len(head))
+    old = {(c.requests, c.prefix_cache): c for c in before}
+    for c in cases:
+        b = old[c.requests, c.prefix_cache]
+        print(f"{c.requests:>8,} {'on' if c.prefix_cache else 'off':>5} {b.cpu_s:>12.2f} "
+              f"{c.cpu_s:>11.2f} {b.cpu_s / c.cpu_s:>7.2f}x {b.peak_mb:>14,.0f} "
+              f"{c.peak_mb:>13,.0f}")
+
+
+def print_targets(cases: list[Case], vidur: list[dict]) -> None:
+    """Which of issue 18's worker targets this run meets. Flatness and the Vidur ratio are
+    judged by CPU seconds: on a shared machine wall time counts other processes too."""
+    print("\nTargets (CPU seconds; the machine may be shared)")
+    sizes = sorted({c.requests for c in cases})
+    by = {(c.requests, c.prefix_cache): c for c in cases}
+
+    def line(ok: bool, text: str) -> None:
+        print(f"  {'meets ' if ok else 'misses'}  {text}")
+
+    for cache in (True, False):
+        small, large = by[sizes[0], cache], by[sizes[-1], cache]
+        growth = large.per_request_cpu / small.per_request_cpu
+        line(growth <= TARGET_FLAT, f"cost per request flat, cache {'on ' if cache else 'off'}: "
+             f"{growth:.2f}x from {sizes[0]:,} to {sizes[-1]:,} requests (at most {TARGET_FLAT}x)")
+    if sizes[-1] >= SIZES[-1]:
+        for cache in (True, False):
+            c = by[SIZES[-1], cache]
+            line(c.peak_mb <= TARGET_RSS_MB, f"peak RSS at {SIZES[-1]:,} requests, cache "
+                 f"{'on ' if cache else 'off'}: {c.peak_mb:,.0f} MB (under {TARGET_RSS_MB:,.0f} "
+                 f"MB; the workload alone {c.workload_mb:,.0f} MB)")
+    else:
+        print(f"  (peak RSS at {SIZES[-1]:,} requests: not measured by --quick)")
+    on = by.get((HEADLINE, True))
+    measured = [v for v in vidur if v.get("requests") == HEADLINE and "error" not in v]
+    if on is not None and measured:
+        ratio = measured[0]["cpu_s"] / on.cpu_s
+        line(ratio >= TARGET_RATIO, f"cache on, {HEADLINE:,} requests: {ratio:.1f}x Vidur's "
+             f"stand-in run side by side (at least {TARGET_RATIO:.0f}x)")
+    elif on is not None:
+        ratio = VIDUR_RECORDED_S / on.cpu_s
+        line(ratio >= TARGET_RATIO, f"cache on, {HEADLINE:,} requests: {ratio:.1f}x the "
+             f"recorded {VIDUR_RECORDED_S:.0f} s (at least {TARGET_RATIO:.0f}x; --vidur for side "
+             f"by side)")
 
 
 def print_vidur(vidur: list[dict], cases: list[Case]) -> None:
@@ -230,19 +326,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--vidur", metavar="PYTHON",
                    help="a Python with vidur installed: run bench/vidur_baseline.py side by side")
     p.add_argument("--repeat", type=int, default=1, help="time each case N times, keep the best")
+    p.add_argument("--baseline", metavar="TREE",
+                   help="another checkout (e.g. a git worktree of main): run every case on its "
+                        "worker too, alternately, and print before and after")
+    p.add_argument("--one", nargs=2, metavar=("REQUESTS", "CACHE"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.one:   # one case, in this process (run_case_apart's child): its Case as JSON
+        model, worker = machines()
+        case = run_case(model, worker, int(a.one[0]), a.one[1] == "on", max(1, a.repeat))
+        print(json.dumps(asdict(case)))
+        return 0
     model, worker = machines()
     if a.profile:
         profile(model, worker)
         return 0
     sizes = SIZES[:2] if a.quick else SIZES
-    cases = []
+    cases, before = [], []
     for n in sizes:
         for cache in (True, False):
-            cases.append(run_case(model, worker, n, cache, max(1, a.repeat)))
-            if not a.json:
-                print(f"  ... {n:,} requests, cache {'on' if cache else 'off'}: "
-                      f"{cases[-1].simulate_s:.2f} s", file=sys.stderr, flush=True)
+            for tree, out in ((a.baseline, before), ("", cases)) if a.baseline else (("", cases),):
+                out.append(run_case_apart(n, cache, max(1, a.repeat), tree))
+                if not a.json:
+                    print(f"  ... {n:,} requests, cache {'on' if cache else 'off'}"
+                          f"{' (baseline)' if tree else ''}: {out[-1].simulate_s:.2f} s, "
+                          f"{out[-1].cpu_s:.2f} CPU s", file=sys.stderr, flush=True)
     vidur = [run_vidur(a.vidur, n) for n in sizes] if a.vidur else []
     if a.json:
         print(json.dumps({
@@ -252,15 +359,21 @@ def main(argv: list[str] | None = None) -> int:
             "cases": [dict(asdict(c), tokens_per_s=c.tokens / c.simulate_s,
                            steps_per_s=c.steps / c.simulate_s, events_per_s=c.events / c.simulate_s)
                       for c in cases],
+            "baseline": [asdict(c) for c in before],
             "vidur": vidur,
         }, indent=1))
         return 0
     print(f"Reference worker, {date.today().isoformat()}, Python {platform.python_version()}, "
-          f"{_cpus()} CPUs; sim s = simulate() alone, best of {max(1, a.repeat)}\n")
+          f"{_cpus()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; sim s = "
+          f"simulate() alone, best of {max(1, a.repeat)}\n")
     print_table(cases)
+    if before:
+        print_table(before, f"\nBaseline: {a.baseline}")
+        print_before_after(cases, before, a.baseline)
     if vidur:
         print_vidur(vidur, cases)
     print_headline(cases, vidur)
+    print_targets(cases, vidur)
     return 0
 
 

@@ -26,7 +26,9 @@ EXAMPLES = """examples:
   grader check lesson1 --submission my.ipynb --json
   grader grade lesson1 alice.py bob.py --secret-file course.secret --json
   grader grade lesson1 submissions/ --secret-file course.secret --jobs 4   a whole class, into the gradebook
-  grader export --format csv --out grades.csv      (also gradescope, nbgrader); grader feedback --out fb/
+  grader export --format csv --out grades.csv      (also nbgrader); grader feedback --out fb/
+  grader report lesson1 --out report/              the class at a glance: report/index.html
+  grader gradescope lesson1 --secret-file course.secret --out lesson1-autograder.zip
   grader release --out learner-edition/            the copy learners get: no solutions, no secrets
   grader experiment prefill-deadline --set budget=0.05 --plot deadline.png
   grader sheet validate design_sheet.yaml; grader sheet run design_sheet.yaml --baseline R42.yaml
@@ -35,7 +37,7 @@ EXAMPLES = """examples:
 
 INPUT_ERRORS = (InputError, SecretError, SpecError, UnitError, WorkloadError)
 INSTRUCTOR_EXAMPLES = ("grader grade", "grader export", "grader release", "grader feedback",
-                       "grader incident")
+                       "grader incident", "grader gradescope", "grader report")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,16 +64,38 @@ def _parser() -> argparse.ArgumentParser:
         _instructor_commands(sub)
     _sheet_commands(sub)
 
-    e = sub.add_parser("experiment", help="run a course experiment on the reference worker (seconds)",
-                       epilog="example: grader experiment prefill-deadline --set prompt=16384 "
-                              "--plot deadline.png",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    e = sub.add_parser("experiment", help="run a course experiment on the worker (seconds)",
+                       epilog="examples:\n  grader experiment prefill-deadline --set prompt=16384 "
+                              "--plot deadline.png\n  grader experiment goodput "
+                              "--submission assignments/lesson5/exercise.py",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    e.add_argument("-h", "--help", action=_ExperimentHelp, nargs=0,
+                   help="show this help, with every experiment and its settings, and exit")
     e.add_argument("name", help="the experiment, e.g. prefill-deadline")
+    e.add_argument("--submission", help="the exercise file whose functions it plugs in (default: "
+                   + ("assignments/LESSON/exercise.py of the experiment's lesson" if learner else
+                      "the reference's; the learner edition: assignments/LESSON/exercise.py") + ")")
     e.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="change one constraint (repeatable); unknown keys list the known ones")
     e.add_argument("--plot", metavar="FILE.png", help="also draw the result into a PNG file")
     e.add_argument("--json", action="store_true", help="print the table as JSON")
     return p
+
+
+class _ExperimentHelp(argparse.Action):
+    """`grader experiment --help` lists the experiments and their settings. They are found
+    only when asked for (importing them runs the reference worker's imports), so every
+    other command, and its help, stays quick."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            from grader.course.experiments import describe
+            listing = describe()
+        except ImportError:          # an edition built without them
+            listing = "experiments: " + (unavailable("experiment") or "none in this edition")
+        parser.epilog = f"{listing}\n\n{parser.epilog}"
+        parser.print_help()
+        parser.exit()
 
 
 def _instructor_commands(sub) -> None:
@@ -107,15 +131,16 @@ def _instructor_commands(sub) -> None:
         parser.add_argument("--lesson", dest="only_lesson", metavar="LESSON",
                             help="only this lesson (default: every lesson in the gradebook)")
 
-    e = sub.add_parser("export", help="export the gradebook: csv, gradescope or nbgrader (instructors)",
+    e = sub.add_parser("export", help="export the gradebook: csv or nbgrader (instructors)",
                        epilog="examples:\n  grader export --format csv --out grades.csv\n"
-                              "  grader export --format gradescope --out gradescope/\n"
-                              "  grader export --format nbgrader --out nbgrader-course/gradebook.db",
+                              "  grader export --format nbgrader --out nbgrader-course/gradebook.db\n\n"
+                              "Gradescope grades in its own container: build its autograder with "
+                              "`grader gradescope LESSON`.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     gradebook_options(e)
-    e.add_argument("--format", required=True, choices=("csv", "gradescope", "nbgrader"))
+    e.add_argument("--format", required=True, choices=("csv", "nbgrader"))
     e.add_argument("--out", metavar="PATH",
-                   help="csv: a file (default: stdout); gradescope: a folder (default gradescope/); "
+                   help="csv: a file (default: stdout); "
                         "nbgrader: its gradebook file or URL (default nbgrader/gradebook.db)")
 
     f = sub.add_parser("feedback", help="write one feedback file per student (instructors)",
@@ -126,6 +151,16 @@ def _instructor_commands(sub) -> None:
     f.add_argument("--public-only", action="store_true",
                    help="for pages sent before grades are published: every criterion's feedback as "
                         "measured on the public cases alone, which names no hidden input (points stay)")
+
+    rp = sub.add_parser("report", help="a class's results as an HTML page with plots (instructors)",
+                        epilog="example: grader report lesson1 --out report/   (then open report/index.html)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rp.add_argument("lesson")
+    rp.add_argument("--gradebook", metavar="URL",
+                    help="SQLAlchemy URL or SQLite file (default: gradebook.db in the course)")
+    rp.add_argument("--out", metavar="DIR", default="report",
+                    help="the folder for index.html and its PNGs (default: report/)")
+    rp.add_argument("--json", action="store_true", help="print the report's numbers as JSON")
 
     i = sub.add_parser("incident", help="write a student's lesson 6 incident bundle (instructors)",
                        epilog="examples:\n  grader incident --student alice --secret-file course.secret "
@@ -138,6 +173,18 @@ def _instructor_commands(sub) -> None:
     i.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder (or an earlier bundle)")
     i.add_argument("--answer", metavar="DIR", help="also write the reference diagnosis and fixed sheet "
                    "there (never hand it out)")
+
+    z = sub.add_parser("gradescope", help="build a lesson's Gradescope autograder zip (instructors)",
+                       epilog="example: grader gradescope lesson1 --secret-file course.secret "
+                              "--out lesson1-autograder.zip\n\nThe zip holds the secret and the "
+                              "reference solutions: only instructors may have it.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    z.add_argument("lesson")
+    z.add_argument("--secret-file", required=True, help="the instructor secret (it travels in the zip)")
+    z.add_argument("--out", metavar="FILE.zip", help="the zip to write (default: LESSON-autograder.zip)")
+    z.add_argument("--student-key", choices=("email", "sid", "id"), default="email",
+                   help="lesson 6: the field of Gradescope's submission metadata that names a "
+                        "student, as you named them with `grader incident --student` (default: email)")
 
     r = sub.add_parser("release", help="build the learner edition (instructors)",
                        epilog="examples:\n  grader release --out learner-edition/\n"
@@ -187,7 +234,7 @@ def _experiment(args, course) -> int:
     from grader.course import experiments
     from grader.course.experiments.common import plot_path, save_plot
     path = plot_path(args.plot) if args.plot else None
-    outcome = experiments.run(args.name, args.settings, course)
+    outcome = experiments.run(args.name, args.settings, course, args.submission)
     plot = str(save_plot(outcome.plot, path)) if path and outcome.plot else None
     if args.json:
         print(json.dumps({**outcome.to_dict(), "plot": plot}, sort_keys=True))
@@ -291,6 +338,22 @@ def _feedback(args, course) -> int:
     return 0
 
 
+def _gradescope(args, course) -> int:
+    from grader.instructor.gradescope.build import build_autograder
+    out = Path(args.out or f"{args.lesson}-autograder.zip")
+    print(build_autograder(course, args.lesson, args.secret_file, out,
+                           student_key=args.student_key).render())
+    return 0
+
+
+def _report(args, course) -> int:
+    from grader.instructor.class_report import write_report
+    with _gradebook(args, course) as book:
+        written = write_report(book, args.lesson, Path(args.out))
+    print(json.dumps(written.numbers.to_dict(), sort_keys=True) if args.json else written.render())
+    return 0
+
+
 def _release(args, course) -> int:
     from grader.instructor.release import build_learner_edition
 
@@ -345,7 +408,8 @@ def _incident(args, course) -> int:
 
 
 INSTRUCTOR_COMMANDS = {"grade": _grade, "export": _export, "feedback": _feedback,
-                       "release": _release, "incident": _incident}
+                       "release": _release, "incident": _incident, "gradescope": _gradescope,
+                       "report": _report}
 
 
 if __name__ == "__main__":

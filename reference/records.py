@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, is_dataclass
 
 import numpy as np
@@ -70,9 +71,58 @@ class Series:
         return self.columns[name]
 
 
+class Records(Sequence):
+    """A run's request records, in workload order, held compactly.
+
+    A record's token times are a few step ranges of the step end times (decoding is
+    contiguous), so they are kept as ranges over one shared array and each RequestRecord,
+    with its tuple of times, is built when it is read: at 100k requests of 256 tokens the
+    tuples would take about 800 MB. It reads like a tuple of records and compares equal to
+    one with the same records.
+    """
+    __slots__ = ("_rows", "_ends")
+
+    def __init__(self, rows: tuple, ends: np.ndarray):
+        # rows: (RequestRecord's fields with token_times None, segments), where a segment
+        # is one token's time or a (first, end) range of steps whose ends are its times.
+        self._rows, self._ends = rows, ends
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(self._record(row) for row in self._rows[index])
+        return self._record(self._rows[index])
+
+    def __iter__(self):
+        return map(self._record, self._rows)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (Records, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None   # like the tuple of records it stands for, but built per read: no hash
+
+    def __repr__(self) -> str:
+        return f"Records({len(self)} requests)"
+
+    def _record(self, row) -> RequestRecord:
+        fields_, segments = row
+        times: list[float] = []
+        ends = self._ends
+        for seg in segments:
+            if isinstance(seg, tuple):
+                times.extend(ends[seg[0]:seg[1]].tolist())
+            else:
+                times.append(seg)
+        return RequestRecord(*fields_[:9], tuple(times), *fields_[10:])
+
+
 @dataclass(frozen=True)
 class Run:
-    requests: tuple[RequestRecord, ...]
+    requests: Sequence[RequestRecord]     # a tuple, or Records (the worker's, compact)
     steps: StepLog
     series: Series
     violations: tuple[Violation, ...]

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from reference.shapes import CostModel, ModelSpec, WorkerSpec
 from reference.units import UnitError, parse_bytes
+from reference.yaml_words import kind
 
 
 class SpecError(ValueError):
@@ -17,7 +18,7 @@ class SpecError(ValueError):
 
 def _mapping(m: Any, where: str) -> Mapping:
     if not isinstance(m, Mapping):
-        raise SpecError(f"{where}: expected a mapping, got {type(m).__name__}")
+        raise SpecError(f"{where}: expected a mapping, got {kind(m)}")
     return m
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
+from reference.yaml_words import got
+
 __all__ = ["UnitError", "parse_bytes", "format_bytes", "BINARY_UNITS"]
 
 BINARY_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
@@ -28,7 +30,7 @@ def parse_bytes(value: object, where: str) -> int:
     """Bytes from an int or a string with a binary unit; ``where`` names the value in errors."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise UnitError(f"{where}: expected bytes as an integer or a string like '80GiB', "
-                        f"got {type(value).__name__} {value!r}")
+                        f"got {got(value)}")
     if isinstance(value, int):
         if value < 0:
             raise UnitError(f"{where}: must be >= 0 bytes, got {value}")

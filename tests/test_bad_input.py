@@ -47,6 +47,20 @@ def edit(path, old, new):
     path.write_text(text.replace(old, new, 1))
 
 
+# ---------------------------------------------------------------------------- probe files
+
+@pytest.mark.parametrize("lesson, file, old, new, says", [
+    ("lesson2", "probes.yaml", "    ledger: {total_pages: 640", "    ledgr: {total_pages: 640", "missing key 'ledger'"),
+    ("lesson1", "public.yaml", "prompt_tokens: 512,", "prompt_tokens: ,", "expected a number; got nothing"),
+    ("lesson1", "public.yaml", "prompt_tokens: 512,", "prompt_tokens: lots,", "expected an integer; got 'lots'"),
+])
+def test_a_broken_probe_file_speaks_yaml(course, capsys, lesson, file, old, new, says):
+    edit(course / "assignments" / lesson / file, old, new)
+    err = refused(capsys, "--course", course, "check", lesson, "--submission", REF)
+    assert file in err and says in err
+    assert not any(word in err for word in ("NoneType", "KeyError", "TypeError", "ValueError", "int()"))
+
+
 # ---------------------------------------------------------------------------- rubrics
 
 def test_malformed_rubric_yaml_names_the_file_and_line(course, capsys):
@@ -57,19 +71,21 @@ def test_malformed_rubric_yaml_names_the_file_and_line(course, capsys):
 
 
 @pytest.mark.parametrize("old,new,field", [
-    ("    points: 2\n", "    points: -2\n", "criteria/0/points"),
-    ("    visibility: both\n", "    visibility: sometimes\n", "criteria/0/visibility"),
+    ("    points: 2\n", "    points: -2\n", "criteria[0].points"),
+    ("    visibility: both\n", "    visibility: sometimes\n", "criteria[0].visibility"),
     ("    credit: {rule: linear, floor: 0.5, target: 1.0}\n",
-     "    credit: {rule: linear, floor: 0.9, target: 0.5}\n", "criteria/0/credit"),
-    ("    check: lesson1.kv_bytes\n", "    check: lesson1.no_such_check\n", "criteria/0/check"),
-    ("  - id: pool-pages", "  - id: kv-bytes", "criteria/1/id"),
+     "    credit: {rule: linear, floor: 0.9, target: 0.5}\n", "criteria[0].credit"),
+    ("    check: lesson1.kv_bytes\n", "    check: lesson1.no_such_check\n", "criteria[0].check"),
+    ("  - id: pool-pages", "  - id: kv-bytes", "criteria[1].id"),
     ("version: 1\n", "version: one\n", "version"),
 ])
 def test_rubric_that_breaks_the_schema_names_the_field(course, capsys, old, new, field):
     rubric = course / "rubrics" / "lesson1.yaml"
     edit(rubric, old, new)
     err = refused(capsys, "--course", course, "check", "lesson1", "--submission", REF)
-    assert f"{rubric}: {field}" in err
+    text = rubric.read_text()
+    line = text[:text.rindex(new)].count("\n") + 1 + new.startswith("\n")      # the edited line
+    assert f"{rubric}: line {line}: {field}" in err
 
 
 def test_non_finite_numbers_and_deep_nesting_in_a_rubric(course, capsys):
@@ -77,7 +93,7 @@ def test_non_finite_numbers_and_deep_nesting_in_a_rubric(course, capsys):
     original = rubric.read_text()
     edit(rubric, "    points: 2\n", "    points: .nan\n")      # JSON Schema bounds let NaN pass
     err = refused(capsys, "--course", course, "check", "lesson1", "--submission", REF)
-    assert f"{rubric}: criteria/0/points: must be a finite number" in err
+    assert "criteria[0].points: must be a finite number" in err
     deep = "[" * 2000 + "]" * 2000
     rubric.write_text(original.replace("version: 1\n", f"version: 1\nextra: {deep}\n"))
     err = refused(capsys, "--course", course, "check", "lesson1", "--submission", REF)
@@ -100,7 +116,9 @@ def test_workload_with_impossible_parameters_names_the_field(course, capsys, old
     edit(workload, old, new)
     err = refused(capsys, "--course", course, "check", "lesson2",
                   "--submission", ROOT / "reference" / "solutions" / "lesson2.py")
-    assert f"{workload}: {field}" in err
+    text = workload.read_text()
+    line = text[:text.index(new)].count("\n") + 1                # the edited line
+    assert f"{workload}:{line}: {field}" in err
 
 
 @pytest.mark.parametrize("lesson,public_file", [
@@ -115,6 +133,28 @@ def test_a_broken_public_file_of_any_lesson_is_one_line_naming_it(course, capsys
     path.unlink()
     assert f"{path}: no such file" in refused(capsys, "--course", course, "check", lesson, "--submission",
                                               ROOT / "reference" / "solutions" / f"{lesson}.py")
+
+
+@pytest.mark.parametrize("file, old, new, says", [
+    ("demo.incident.yaml", "seed: 6\n", "", "line 5: seed: missing key (required)"),
+    ("demo.incident.yaml", "evidence_seed: 24", "evidence_seed: soon", "line 9: evidence_seed: expected an integer; got a string 'soon'"),
+    ("demo.incident.yaml", "faults: [stall_hidden, inactive_free]", "faults:", "line 7: faults: expected a list; got nothing"),
+    ("baseline.sheet.yaml", "  rule: budget\n", "  rule: fast\n", "line 26: chunk_rule.rule: expected one of"),
+])
+def test_a_broken_lesson6_incident_file_speaks_yaml(course, capsys, tmp_path, file, old, new, says):
+    path = course / "assignments" / "lesson6" / "public" / file
+    edit(path, old, new)
+    err = refused(capsys, "--course", course, "incident", "--demo", "--out", tmp_path / "demo")
+    assert f"{path}: " in err and says in err, err
+    assert "NoneType" not in err and "KeyError" not in err
+
+
+@pytest.mark.parametrize("args", [["incident", "--demo", "--out"], ["release", "--out"]])
+def test_an_unwritable_out_folder_is_one_line_naming_it(tmp_path, capsys, args):
+    blocker = tmp_path / "a-file"          # a file where a folder should be: unwritable even for root
+    blocker.write_text("")
+    target = blocker / "out"
+    assert refused(capsys, *args, target).startswith(f"grader: {target}: cannot write")
 
 
 def test_deeply_nested_workload(course, capsys):

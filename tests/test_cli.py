@@ -66,3 +66,19 @@ def test_version_and_help():
     assert code == 0 and out.startswith("grader ")
     code, out, _ = run("--help")
     assert code == 0 and "examples:" in out and "grader check lesson1" in out
+
+
+def test_experiment_help_lists_every_experiment_and_setting_with_its_default():
+    from grader.course import experiments
+    code, out, _ = run("experiment", "--help")
+    assert code == 0
+    flat = " ".join(out.split())                      # wrapped lines read as one text
+    for name in experiments.names():
+        exp = experiments.find(name)
+        assert f"{name} ({exp.lesson}): {exp.title}" in flat
+        for knob in exp.knobs:
+            default = ",".join(map(str, knob.default)) if isinstance(knob.default, tuple) else f"{knob.default:g}" \
+                if isinstance(knob.default, float) else str(knob.default)
+            assert f"{knob.name} (default {default}): {' '.join(knob.help.split())}" in flat, knob.name
+    assert "budget (default 0.1): token-gap budget of the chunk rule (s); at least 1e-06" in flat
+    assert "rules (default budget,per_token_only):" in flat and "one or more of budget, per_token_only" in flat

@@ -27,8 +27,8 @@ criteria:
 
 @pytest.mark.parametrize("text,needle", [
     ("lesson: [unclosed", "line 1"),
-    (GOOD.replace("points: 1", "points: -1"), "criteria/0/points"),
-    (GOOD.replace("visibility: both", "visibility: secret"), "criteria/0/visibility"),
+    (GOOD.replace("points: 1", "points: -1"), "criteria[0].points"),
+    (GOOD.replace("visibility: both", "visibility: secret"), "criteria[0].visibility"),
     (GOOD.replace("version: 1\n", ""), "version"),
     (GOOD.replace("{rule: all_or_nothing}", "{rule: linear, floor: 0.9, target: 0.5}"), "floor must be below"),
     # No range between floor and target: linear credit would divide by zero, or be all or nothing.

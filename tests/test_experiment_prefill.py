@@ -134,7 +134,7 @@ def test_input_errors_exit_2_with_one_line(args, needle):
 def test_registry_finds_the_experiment_modules():
     assert "prefill-deadline" in experiments.names()
     with pytest.raises(ValueError):
-        experiments.experiment("prefill-deadline", title="again", knobs=())(lambda s, c: None)
+        experiments.experiment("prefill-deadline", title="again", knobs=(), lesson="lesson3")(lambda s, c, d: None)
 
 
 def test_parse_settings_keeps_defaults_and_parses_lists():

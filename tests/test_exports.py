@@ -1,5 +1,5 @@
-"""Exports: CSV that survives a round trip, Gradescope's results.json, nbgrader's gradebook
-(checked with nbgrader itself), and one feedback file per student."""
+"""Exports: CSV that survives a round trip, nbgrader's gradebook (checked with nbgrader
+itself), and one feedback file per student. (Gradescope: tests/test_gradescope.py.)"""
 import csv
 import json
 import subprocess
@@ -12,7 +12,6 @@ from grader.engine.errors import InputError
 from grader.instructor.exports import safe_name
 from grader.instructor.exports.csv import table
 from grader.instructor.exports.feedback import write_feedback
-from grader.instructor.exports.gradescope import results_json
 from grader.instructor.exports.nbgrader import export_nbgrader
 from grader.instructor.gradebook import LessonInfo, open_gradebook
 from test_gradebook import fake_report
@@ -83,32 +82,12 @@ def test_csv_to_stdout_and_one_lesson(url):
     assert p.returncode == 2 and "no results for this lesson" in p.stderr
 
 
-def test_gradescope_results_json(url, stored, tmp_path):
-    p = cli("export", "--gradebook", url, "--format", "gradescope", "--out", str(tmp_path / "gs"))
-    assert p.returncode == 0, p.stderr
-    files = sorted((tmp_path / "gs").rglob("results.json"))
-    assert len(files) == len(stored)
-    assert all(tmp_path / "gs" in f.parents and ".." not in f.parts for f in files)
-    for f in files:
-        data = json.loads(f.read_text())
-        assert set(data) >= {"score", "tests", "output", "visibility"}
-        for t in data["tests"]:
-            assert set(t) >= {"score", "max_score", "name", "output", "visibility"}
-        assert sum(t["score"] for t in data["tests"]) == pytest.approx(data["score"])
-    ninth = json.loads((tmp_path / "gs" / "lesson9" / "O'Brien, Pat" / "results.json").read_text())
-    assert [t["visibility"] for t in ninth["tests"]] == ["visible", "after_published"]
-    missing = json.loads((tmp_path / "gs" / "lesson1" / "no show" / "results.json").read_text())
-    assert missing["score"] == 0 and "no submission" in missing["output"]
-
-
-def test_gradescope_failed_criterion_carries_its_feedback(stored, url):
-    r = stored[("Ana \"Nan\" Lima", "lesson1")]
-    with open_gradebook(url) as book:
-        info = book.lesson("lesson1")
-    data = results_json(r, info)
-    failing = [t for t in data["tests"] if t["status"] == "failed"]
-    assert {t["name"].split(":")[0] for t in failing} == {"contract-ok", "contract-reason"}
-    assert all("wrong; first, request" in t["output"] for t in failing)   # which request, why
+def test_gradescope_is_not_an_export(url):
+    # Gradescope cannot import results files; its autograder grades in its container.
+    p = cli("export", "--gradebook", url, "--format", "gradescope")
+    assert p.returncode == 2 and "invalid choice: 'gradescope'" in p.stderr
+    p = cli("export", "--help")
+    assert "grader gradescope LESSON" in p.stdout
 
 
 def test_nbgrader_gradebook_and_nbgrader_export_show_the_same_totals(url, stored, tmp_path):
@@ -148,6 +127,24 @@ def test_nbgrader_missing_is_an_input_error(tmp_path, url, monkeypatch):
     monkeypatch.setitem(sys.modules, "nbgrader", None)
     with open_gradebook(url) as book, pytest.raises(InputError, match="pip install"):
         export_nbgrader(book, str(tmp_path / "x.db"))
+
+
+@pytest.mark.parametrize("args, out", [
+    (["export", "--format", "csv"], "grades.csv"),
+    (["export", "--format", "nbgrader"], "nb/gradebook.db"),
+    (["feedback"], "feedback"),
+    (["report", "lesson1"], "report"),
+])
+def test_an_unwritable_out_is_one_line_naming_it(url, tmp_path, capsys, args, out):
+    from grader.cli import main
+    blocker = tmp_path / "a-file"          # a file where a folder should be: unwritable even for root
+    blocker.write_text("")
+    target = blocker / out
+    code = main([*args, "--gradebook", url, "--out", str(target)])
+    printed, err = capsys.readouterr()
+    assert code == 2 and printed == "", (code, printed, err)
+    assert err.startswith(f"grader: {target}: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
 
 
 @pytest.mark.parametrize("fmt", ["md", "html"])

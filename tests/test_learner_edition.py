@@ -95,11 +95,13 @@ def test_manifest_every_lesson_and_what_ships(release):
     # reference was recorded.
     for module in ("reference/worker/engine.py", "reference/baselines.py", "reference/knobs.py",
                    "grader/course/scenario.py", "grader/course/sheet.py", "grader/lessons/ledger_runs.py",
-                   "grader/lessons/cancellation_runs.py", "grader/course/experiments/prefill_deadline.py"):
+                   "grader/lessons/cancellation_runs.py", "grader/course/experiments/prefill_deadline.py",
+                   "grader/course/experiments/prefix_ownership.py", "grader/course/experiments/goodput.py"):
         assert (out / module).is_file(), module
     for lesson in LESSONS:
         assert (out / "rubrics" / f"{lesson}.yaml").is_file()
     assert (out / "grader" / "expectations" / "cases-lesson5.json").is_file()
+    assert data["experiments"] == ["goodput", "prefill-deadline", "prefix-ownership"]
     # What ships, imports: no module of the release needs something left out.
     for path in (out / "grader").rglob("*.py"):
         rel = path.relative_to(out).with_suffix("")
@@ -247,3 +249,72 @@ def test_the_release_installs_what_it_imports_and_nothing_else(release):
     imported = {m for m in _third_party_imports(out)
                 if m not in sys.stdlib_module_names and m not in ("grader", "reference")}
     assert declared == imported and "sqlalchemy" not in declared
+
+
+# ---- the experiments, with the learner's own functions plugged in ------------------------------
+# Small settings (each call of a learner's function crosses to its sandbox); the edition
+# recorded the reference's rows at the defaults only.
+EXPERIMENTS = {"prefill-deadline": ("lesson3", "rule", ["prompts=2", "chunks=512"]),
+               "prefix-ownership": ("lesson4", "variant", ["requests=60", "variants=no_scope", "cancel_rates=0"]),
+               "goodput": ("lesson5", "design", ["rates=2", "seeds=2", "requests=30"])}
+
+
+def course_experiment(name, settings=()):
+    from grader.course import experiments
+    return json.loads(json.dumps(experiments.run(name, list(settings), find_course(str(ROOT))).to_dict()))
+
+
+def edition_experiment(out, name, settings=(), course=None):
+    args = ["--course", str(course)] if course else []
+    sets = [a for s in settings for a in ("--set", s)]
+    p = in_release(out, *args, "experiment", name, *sets, "--json")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_an_experiment_in_the_edition_with_the_reference_as_ones_own(release, tmp_path, name):
+    """The learner's files are the reference solutions (goodput runs on all five lessons):
+    the rows are the course's reference rows; the reference's own were not recorded at
+    these settings, and the edition says so."""
+    out, _ = release
+    lesson, key, settings = EXPERIMENTS[name]
+    course = tmp_path / "course"
+    for sub in ("assignments", "rubrics"):
+        shutil.copytree(out / sub, course / sub)
+    for n in range(1, 6):
+        shutil.copy(SOLUTIONS / f"lesson{n}.py", course / "assignments" / f"lesson{n}" / "exercise.py")
+    got = edition_experiment(out, name, settings, course)
+    assert got["rows"] == course_experiment(name, settings)["rows"]
+    assert any("not available for these settings" in n for n in got["notes"])
+    assert any(f"from {course / 'assignments' / lesson / 'exercise.py'}" in n for n in got["notes"])
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_an_experiment_in_the_edition_with_the_stub(release, tmp_path, name):
+    """The edition's own stubs: the learner's rows say not implemented, the reference's rows
+    beside them are the course's at the defaults (recorded when the edition was built)."""
+    out, _ = release
+    _, key, _ = EXPERIMENTS[name]
+    got = edition_experiment(out, name)
+    want = [r for r in course_experiment(name)["rows"] if not r[key].startswith("fixed ")]
+    missing = [r for r in got["rows"] if r.get("missing")]
+    assert missing and all(r[key].endswith(": not implemented") for r in missing)
+    ref = [{**r, key: r[key].removeprefix("reference: ")} for r in got["rows"] if r.get("reference")]
+    assert [{k: v for k, v in r.items() if k != "reference"} for r in ref] == want
+    assert any("recorded when this edition was built" in n for n in got["notes"])
+    p = in_release(out, "experiment", name, "--plot", str(tmp_path / "stub.png"))
+    assert p.returncode == 0 and "not implemented" in p.stdout, p.stderr[-2000:]
+    assert (tmp_path / "stub.png").stat().st_size > 1000
+
+
+def test_experiment_help_in_the_edition_lists_every_experiment_and_setting(release):
+    from grader.course import experiments
+    out, _ = release
+    p = in_release(out, "experiment", "--help")
+    assert p.returncode == 0, p.stderr
+    text = " ".join(p.stdout.split())
+    for name in experiments.names():
+        assert f"{name} ({experiments.find(name).lesson})" in text
+        assert all(f"{k.name} (default " in text for k in experiments.find(name).knobs)
+    assert "assignments/LESSON/exercise.py of the experiment's lesson" in text

@@ -112,13 +112,13 @@ def test_feedback_says_what_is_wrong_and_where():
     assert "rolls back to R42, the release that regressed" in fb("rollback_to_regressed")["rollback-rule"]
     assert "average time per token" in fb("stale_gate")["rollback-rule"]
     sheet = fb("invalid_sheet")["fix-replayed"]
-    for part in ("admission_ledger.outstanding: missing (required)",
-                 "chunk_rule.rule: expected one of budget, per_token_only, fixed; got 'budgett'",
-                 "request_contract.worker.max_running: expected integer"):
+    for part in ("admission_ledger.outstanding: missing key (required)",
+                 "chunk_rule.rule: expected one of budget, per_token_only, fixed; got a string 'budgett'",
+                 "request_contract.worker.max_running: expected an integer"):
         assert part in sheet
     diagnosis = fb("invalid_diagnosis")["causes-found"]
     assert "causes[0].mechanism: expected one of inactive_hits_as_free" in diagnosis
-    assert "causes[0].evidence: expected array; got str 'E7'" in diagnosis
+    assert "causes[0].evidence: expected a list; got a string 'E7'" in diagnosis
 
 
 # ---- hostile folders --------------------------------------------------------------------------
@@ -141,7 +141,7 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n
     ("x: " + "y" * (300 * 1024), "the limit is"),
     ("[" * 4000, "nested too deeply"),
     ("", "diagnosis.yaml is empty"),
-    ("- just\n- a list\n", "expected object"),
+    ("- just\n- a list\n", "expected a mapping; got a list"),
     ("incident: demo\ncauses:\n  - {change: C1, change: C3}\n", "repeated"),
     (False, "there is no diagnosis.yaml"),
 ], ids=["alias-bomb", "binary", "too-large", "too-deep", "empty", "a-list", "repeated-key", "missing"])
@@ -169,7 +169,7 @@ def test_non_finite_numbers_and_a_wrong_sheet_shape_are_feedback(tmp_path):
     report = grade("lesson6", folder(tmp_path, sheet=text))
     assert "chunk_rule.gap_budget_s: expected a finite number" in report.criteria[3].feedback
     report = grade("lesson6", folder(tmp_path, sheet="chunk_rule: {rule: budget}\n", name="partial"))
-    assert "missing (required)" in report.criteria[3].feedback
+    assert "line 1: chunk_rule.gap_budget_s: missing key (required)" in report.criteria[3].feedback
 
 
 def test_a_folder_is_required_and_a_code_lesson_refuses_one(tmp_path):

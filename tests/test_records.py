@@ -1,15 +1,100 @@
-"""reference.records: a run's evidence, its violation counts and the digest that proves two
-runs identical: any change to any part of a run must change the digest."""
+"""A run's evidence held compactly: records built on read, steps spilled into columns.
+
+The expected values come from the run's own definitions (docs/worker.md): a decoding
+request emits one token per step, at the step's end (its launch plus its duration), so
+every token after the first is one of the step log's end times; the series is sampled at
+every step launch.
+"""
+from __future__ import annotations
+
 import dataclasses
 import hashlib
 import json
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from reference.records import SERIES, VIOLATION_KINDS, Run, Series, StepLog, Violation
-from worker_helpers import machine, request, run
+sys.path.insert(0, str(Path(__file__).parent))
+from worker_helpers import machine, request, run  # noqa: E402
 
+from grader.engine import codec  # noqa: E402
+from reference.records import SERIES, VIOLATION_KINDS, Records, Run, Series, StepLog, Violation  # noqa: E402
+from reference.shapes import RequestRecord  # noqa: E402
+
+
+def _workload(n: int = 40, prompt: int = 200, output: int = 30):
+    return [request(i, 0.01 * i, prompt, output) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def small_run():
+    model, worker = machine(4096)
+    return run(model, worker, None, _workload())
+
+
+def test_records_read_like_a_tuple_of_request_records(small_run):
+    recs = small_run.requests
+    assert isinstance(recs, Records) and len(recs) == 40
+    as_tuple = tuple(recs)
+    assert all(type(r) is RequestRecord for r in as_tuple)
+    assert [r.id for r in as_tuple] == [f"r{i}" for i in range(40)]
+    assert recs[0] == as_tuple[0] and recs[-1] == as_tuple[-1]
+    assert recs[3:7] == as_tuple[3:7] and type(recs[3:7]) is tuple
+    assert recs == as_tuple and as_tuple == recs and list(recs) == list(as_tuple)
+    assert recs != as_tuple[:-1]
+    assert recs.index(as_tuple[5]) == 5 and as_tuple[5] in recs
+    with pytest.raises(IndexError):
+        recs[40]
+    with pytest.raises(TypeError):
+        hash(recs)
+
+
+def test_token_times_are_the_ends_of_the_steps_the_request_decoded_in(small_run):
+    steps = small_run.steps
+    ends = steps.launch_s + steps.duration_s
+    end_set = set(ends.tolist())
+    for r in small_run.requests:
+        assert r.outcome == "completed"
+        assert r.tokens_out == len(r.token_times) == 30
+        assert r.token_times[0] == r.first_token_s and r.token_times[-1] == r.finish_s
+        assert all(a < b for a, b in zip(r.token_times, r.token_times[1:]))
+        assert all(t in end_set for t in r.token_times[1:])
+    # Every decode token is somebody's: the step log's decoders add up to the tokens after
+    # each request's first (which its last prefill chunk emits).
+    assert int(steps.batch.sum()) == sum(r.tokens_out - 1 for r in small_run.requests)
+
+
+def test_the_codec_stores_records_as_their_tuple(small_run):
+    back = codec.loads(codec.dumps(small_run))
+    assert type(back.requests) is tuple and back.requests == small_run.requests
+    assert back.digest() == small_run.digest()
+
+
+def test_steps_spilled_into_columns_match_steps_kept_as_rows(monkeypatch):
+    model, worker = machine(64, max_running=8)
+    requests = _workload(60, prompt=300, output=50)
+    import reference.worker.steps as steps_module
+    monkeypatch.setattr(steps_module, "SPILL_ROWS", 10 ** 9)    # one spill, at the end
+    whole = run(model, worker, None, requests)
+    monkeypatch.setattr(steps_module, "SPILL_ROWS", 7)          # a spill every 7 steps
+    spilled = run(model, worker, None, requests)
+    assert len(whole.steps) > 7 * 20
+    assert spilled.digest() == whole.digest()
+    for run_ in (whole, spilled):
+        steps, series = run_.steps, run_.series
+        assert len(series["time_s"]) == len(steps) == len(series["free"])
+        assert np.array_equal(series["time_s"], steps.launch_s)
+        assert steps.batch.dtype == np.int64 and steps.launch_s.dtype == np.float64
+        # No prefix cache hits and no preemption on this pool: every prompt token is
+        # prefilled once, in chunks.
+        assert int(steps.chunk_tokens.sum()) == sum(r.prompt_tokens for r in run_.requests)
+        assert sum(1 for c in steps.chunk_request if c) == int((steps.chunk_tokens > 0).sum())
+
+
+# ---- a run's evidence, its violation counts and the digest that proves two runs identical:
+# any change to any part of a run must change the digest.
 
 @pytest.fixture(scope="module")
 def result():
@@ -29,7 +114,7 @@ def test_counts_name_every_kind_and_count_each_violation():
 
 
 def test_by_id_and_len(result):
-    assert set(result.by_id()) == {"r0", "r1"} and result.by_id()["r1"] is result.requests[1]
+    assert set(result.by_id()) == {"r0", "r1"} and result.by_id()["r1"] == result.requests[1]   # records are built on read
     assert len(result.steps) == result.steps.launch_s.shape[0] > 0
 
 

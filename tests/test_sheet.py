@@ -76,6 +76,29 @@ def test_the_sheets_knobs_are_the_reference_policys():
 
 
 # ---- problems name their place and what was expected ------------------------------------
+def test_problems_speak_yaml_and_give_the_line(tmp_path):
+    lines = TEMPLATE.read_text().splitlines()
+    ledger = next(i for i, l in enumerate(lines) if l.startswith("admission_ledger:"))
+    del lines[next(i for i, l in enumerate(lines) if i > ledger and l.strip().startswith("outstanding:"))]
+    rule = next(i for i, l in enumerate(lines) if l.strip().startswith("rule: budget"))
+    lines[rule] = lines[rule].replace("rule: budget", "rule: budgett", 1)
+    # The mapping a missing key belongs in starts at its first key.
+    first_key = next(i for i, l in enumerate(lines) if i > ledger and l.strip() and not l.lstrip().startswith("#"))
+    path = tmp_path / "sheet.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    _, problems = load_sheet(path, COURSE)
+    shown = {str(p) for p in problems}
+    assert shown == {f"line {rule + 1}: chunk_rule.rule: expected one of budget, per_token_only, fixed; "
+                     f"got a string 'budgett'",
+                     f"line {first_key + 1}: admission_ledger.outstanding: missing key (required)"}
+    path.write_text("request_contract:\nchunk_rule: []\n")
+    shown = {str(p) for p in load_sheet(path, COURSE)[1]}
+    assert "line 1: request_contract: expected a mapping; got nothing" in shown
+    assert "line 2: chunk_rule: expected a mapping; got a list" in shown
+    assert not any("NoneType" in s or "object" in s or "array" in s for s in shown)
+
+
+
 def test_every_problem_names_its_path_and_what_was_expected():
     data = sheet()
     data["chunk_rule"]["rule"] = "budgett"
@@ -88,9 +111,9 @@ def test_every_problem_names_its_path_and_what_was_expected():
     assert set(by_path) == {"chunk_rule.rule", "admission_ledger.outstanding",
                             "request_contract.worker.max_running", "cancellation.colour",
                             "release_criteria.qualification.token_deadline"}
-    assert by_path["chunk_rule.rule"] == "expected one of budget, per_token_only, fixed; got 'budgett'"
-    assert by_path["admission_ledger.outstanding"] == "missing (required)"
-    assert by_path["request_contract.worker.max_running"].startswith("expected integer; got str")
+    assert by_path["chunk_rule.rule"] == "expected one of budget, per_token_only, fixed; got a string 'budgett'"
+    assert by_path["admission_ledger.outstanding"] == "missing key (required)"
+    assert by_path["request_contract.worker.max_running"].startswith("expected an integer; got a string")
     assert by_path["cancellation.colour"].startswith("unknown key 'colour' (known here: ")
 
 
@@ -227,4 +250,4 @@ def test_run_command_refuses_an_invalid_sheet(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("chunk_rule: {rule: budget}\n")
     assert main(["sheet", "run", str(bad)]) == 2
-    assert "chunk_rule.gap_budget_s: missing (required)" in capsys.readouterr().out
+    assert "line 1: chunk_rule.gap_budget_s: missing key (required)" in capsys.readouterr().out

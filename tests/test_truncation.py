@@ -22,6 +22,7 @@ from grader.course import experiments, trials
 from grader.course.bundle import write_bundle
 from grader.course.incident import demo_incident, judge_fix, reference_sheet
 from grader.course.trials import truncation, window_of
+from grader.engine import memo
 from grader.engine.layout import find_course
 from grader.engine.oracle import reference_policy
 from reference.solutions import lesson5 as oracle
@@ -35,9 +36,12 @@ CAP = 60
 
 @pytest.fixture
 def capped(monkeypatch):
-    """Every run of the course machinery stops after CAP steps (with a fresh run cache)."""
+    """Every run of the course machinery stops after CAP steps, with fresh run and figure
+    caches (a figure kept from an uncapped run would hide the cap) and no figure on disk."""
     monkeypatch.setattr(trials, "simulate", partial(simulate, max_steps=CAP))
     monkeypatch.setattr(trials, "_RUNS", OrderedDict())
+    monkeypatch.setattr(memo, "_memory", {})
+    monkeypatch.setenv("GRADER_CACHE", "off")
 
 
 # ---- the run ------------------------------------------------------------------------------------

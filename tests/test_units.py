@@ -44,9 +44,9 @@ def test_parse_bytes_accepts(value, expected):
     ("", "not a byte quantity"),
     ("GiB", "not a byte quantity"),
     ("1e9", "not a byte quantity"),
-    (True, "got bool"),
-    (1.5, "got float"),
-    (None, "got NoneType"),
+    (True, "got a boolean True"),
+    (1.5, "got a number 1.5"),
+    (None, "got nothing"),
 ])
 def test_parse_bytes_rejects(value, fragment):
     with pytest.raises(UnitError) as info:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from grader.engine.secret import SecretError, derive_seed, instance_digest, load_secret
 from reference.shapes import Slo
-from reference.workload import (VOCAB, WorkloadError, WorkloadSpec, generate, load_workload,
+from reference.workload import (SCHEMA_PATH, VOCAB, WorkloadError, WorkloadSpec, generate, load_workload,
                                 parse_workload, to_mapping, with_overrides)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +64,20 @@ def test_public_workloads_load_and_generate(path):
     requests = generate(spec)
     assert len(requests) == spec.requests
     assert spec.source == str(path)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SCHEMA_PATH.parent.glob("*.schema.json")))
+def test_course_schemas_are_valid_draft_2020_12(name):
+    # The workload reader no longer checks its schema at run time; this is where a broken
+    # schema file shows.
+    import json
+
+    import jsonschema
+    schema = json.loads((SCHEMA_PATH.parent / name).read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    broken = dict(schema, type="no-such-type")
+    with pytest.raises(jsonschema.SchemaError):
+        jsonschema.Draft202012Validator.check_schema(broken)
 
 
 def test_spec_round_trips_through_mapping():

@@ -243,11 +243,14 @@ def write_bundle(incident: Incident, out: Path) -> list[Path]:
                                               f"own release criteria.\n"),
     }
     written = []
-    for name, text in files.items():
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
+    try:
+        for name, text in files.items():
+            path = out / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    except OSError as e:
+        raise InputError(str(out), f"cannot write the incident bundle: {e.strerror or e}") from None
     return written
 
 
@@ -255,11 +258,14 @@ def write_answer(incident: Incident, out: Path) -> Path:
     """The reference diagnosis and fixed sheet of an incident (an instructor's answer key)."""
     from grader.course.incident import reference_diagnosis, reference_sheet
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "diagnosis.yaml").write_text(_yaml(reference_diagnosis(incident),
-                                              f"# The reference diagnosis of incident {incident.id}.\n"),
-                                        encoding="utf-8")
-    (out / "design_sheet.yaml").write_text(_yaml(reference_sheet(incident),
-                                                 f"# Release {NEXT}: {RELEASE} with its faults reverted.\n"),
-                                           encoding="utf-8")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "diagnosis.yaml").write_text(_yaml(reference_diagnosis(incident),
+                                                  f"# The reference diagnosis of incident {incident.id}.\n"),
+                                            encoding="utf-8")
+        (out / "design_sheet.yaml").write_text(_yaml(reference_sheet(incident),
+                                                     f"# Release {NEXT}: {RELEASE} with its faults reverted.\n"),
+                                               encoding="utf-8")
+    except OSError as e:
+        raise InputError(str(out), f"cannot write the reference answer: {e.strerror or e}") from None
     return out

@@ -73,43 +73,70 @@ def _written(sandbox, function: str) -> bool:
                                                and result.detail.startswith("NotImplementedError")))
 
 
+@dataclass(frozen=True)
+class Written:
+    """One lesson's file, opened in a sandbox: what it decides, and what it does not yet."""
+    lesson: str
+    path: Path
+    digest: str                    # the submission's digest: part of a core's identity
+    decisions: dict                # policy fields of its written functions (lessons 1 to 4)
+    gate: Optional[tuple]          # (qualify, decide) of lesson 5 when qualify is written
+    missing: tuple[str, ...]       # its functions that are not written (or did not load)
+    note: str                      # what falls back and why; "" when everything is written
+    log: object = None             # the CallLog of its sandboxed decisions
+    error: str = ""                # why the file did not load ("" when it did)
+
+
+def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
+    """The learner's functions of ``lesson`` in ``path``, each call in a sandbox that lives
+    as long as ``stack``; the stub's functions (they raise NotImplementedError) are missing."""
+    from grader.engine.learner_policy import CallLog, learner_decisions
+    from grader.engine.submission import load_submission
+    from grader.engine.sandbox.session import Sandbox
+    n = int(lesson.removeprefix("lesson"))
+    names = tuple(FILES[n].split())
+    sub = load_submission(path)
+    # The learner's own tool, not a grade: a replay may ask for many thousands of
+    # decisions, so the whole-run budget is an hour (each call keeps its limit).
+    sandbox = stack.enter_context(Sandbox(sub.source, path.name, run_timeout_s=OWN_BUDGET_S))
+    if sandbox.load_error:
+        return Written(lesson, path, sub.digest, {}, None, names,
+                       f"{lesson}: {path} did not load ({sandbox.load_error}): the course baseline",
+                       error=sandbox.load_error)
+    if n == 5:
+        if _qualifies(sandbox):
+            return Written(lesson, path, sub.digest, {}, _gate(sandbox), (), "")
+        return Written(lesson, path, sub.digest, {}, None, names,
+                       f"{lesson}: qualify is not written yet: no goodput or attainment")
+    wanted = tuple(name for name in names if _written(sandbox, name))
+    missing = tuple(name for name in names if name not in wanted)
+    log = CallLog()
+    decisions = learner_decisions(sandbox, wanted, log)
+    if "prefix_key" in decisions:
+        # Every request asks again for the keys of the blocks it shares with others.
+        decisions["prefix_key"] = lru_cache(maxsize=1 << 16)(decisions["prefix_key"])
+    note = f"{lesson}: {', '.join(missing)} not written yet: the course baseline" if missing else ""
+    return Written(lesson, path, sub.digest, decisions, None, missing, note, log)
+
+
 @contextmanager
 def own_core(course, files: Mapping[str, Path] | None = None) -> Iterator[Core]:
     """The learner's functions of lessons 1 to 5 (``files``, default each lesson's
     assignments/lessonN/exercise.py) as the core, for as long as the block runs."""
-    from grader.engine.learner_policy import CallLog, learner_decisions
-    from grader.engine.submission import load_submission
-    from grader.engine.sandbox.session import Sandbox
     from reference.baselines import baseline_policy
     policy, notes, digest = baseline_policy(), [], hashlib.sha256()
     qualify = decide = None
     with ExitStack() as stack:
-        for n, names in FILES.items():
+        for n in FILES:
             lesson = f"lesson{n}"
             path = Path((files or {}).get(lesson) or course.assignment(lesson) / "exercise.py")
-            sub = load_submission(path)
-            digest.update(f"{lesson}:{sub.digest}".encode())
-            # The learner's own tool, not a grade: a replay may ask for many thousands of
-            # decisions, so the whole-run budget is an hour (each call keeps its limit).
-            sandbox = stack.enter_context(Sandbox(sub.source, path.name, run_timeout_s=OWN_BUDGET_S))
-            if sandbox.load_error:
-                notes.append(f"{lesson}: {path} did not load ({sandbox.load_error}): the course baseline")
-                continue
-            if n == 5:
-                if _qualifies(sandbox):
-                    qualify, decide = _gate(sandbox)
-                else:
-                    notes.append(f"{lesson}: qualify is not written yet: no goodput or attainment")
-                continue
-            wanted = [name for name in names.split() if _written(sandbox, name)]
-            missing = [name for name in names.split() if name not in wanted]
-            if missing:
-                notes.append(f"{lesson}: {', '.join(missing)} not written yet: the course baseline")
-            decisions = learner_decisions(sandbox, tuple(wanted), CallLog())
-            if "prefix_key" in decisions:
-                # Every request asks again for the keys of the blocks it shares with others.
-                decisions["prefix_key"] = lru_cache(maxsize=1 << 16)(decisions["prefix_key"])
-            policy = policy.with_(**decisions)
+            mine = open_lesson(stack, lesson, path)
+            digest.update(f"{lesson}:{mine.digest}".encode())
+            if mine.note:
+                notes.append(mine.note)
+            if mine.gate:
+                qualify, decide = mine.gate
+            policy = policy.with_(**mine.decisions)
         note = "your own functions" + (f" ({'; '.join(notes)})" if notes else "")
         yield Core(f"own:{digest.hexdigest()[:16]}:{'|'.join(notes)}", policy, qualify, decide, note)
 

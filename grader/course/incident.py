@@ -30,20 +30,21 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import yaml
 
 from grader.engine.cases import digest_of
 from grader.engine.codec import persistent
 from grader.engine.errors import InputError
+from grader.engine.layout import read_yaml
 from grader.engine.oracle import figures, solution
 from grader.course.evidence import Item, Tables, index, observe
 from grader.course.replay import (Replay, class_drops, design, new_violations, replay,
                            rollback_conditions)
 from grader.course.scenario import Scenario, load_scenario
 from grader.engine.secret import derive_seed
-from grader.course.sheet import get_path, policy_sheet, validate_sheet
+from grader.course.sheet import get_path, load_sheet, policy_sheet
 from grader.course.trials import rule_from, run_design, truncation
 from grader.course.core import reference as reference_core
+from reference import yaml_words
 from reference.shapes import ReleaseDecision, ReleaseRule
 
 PREVIOUS, RELEASE, NEXT = "R41", "R42", "R43"
@@ -237,12 +238,31 @@ def _base(root: str) -> tuple[Scenario, dict, dict]:
     folder = course.assignment("lesson6") / "public"
     scenario = load_scenario(folder / "incident.scenario.yaml", course)
     path = folder / "baseline.sheet.yaml"
-    sheet = yaml.safe_load(path.read_text(encoding="utf-8"))
-    problems = validate_sheet(sheet, course)
+    sheet, problems = load_sheet(path, course)         # each problem with its line
     if problems:
         raise InputError(str(path), f"release {PREVIOUS}'s sheet does not validate: {problems[0]}")
-    demo = yaml.safe_load((folder / "demo.incident.yaml").read_text(encoding="utf-8"))
-    return scenario, sheet, demo
+    return scenario, sheet, _demo(folder / "demo.incident.yaml")
+
+
+DEMO_KEYS = {"id": str, "seed": int, "faults": list, "harmless": list, "evidence_seed": int,
+             "report_seeds": list, "replay_seeds": list}
+
+
+def _demo(path: Path) -> dict:
+    """The demo incident's file, every key present and of its kind, or one line naming the
+    file, the line and the key, in YAML's words."""
+    data = read_yaml(path)
+    text = path.read_text(encoding="utf-8")
+    if not isinstance(data, dict):
+        raise InputError(str(path), f"expected a mapping of {', '.join(DEMO_KEYS)}; got {yaml_words.got(data)}")
+    for key, kind in DEMO_KEYS.items():
+        value = data.get(key)
+        if key not in data:
+            raise InputError(str(path), f"line {yaml_words.line_of(text, [])}: {key}: missing key (required)")
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise InputError(str(path), f"line {yaml_words.line_of(text, [key])}: {key}: expected "
+                                        f"{yaml_words.kind(kind())}; got {yaml_words.got(value)}")
+    return data
 
 
 def build(course, *, id: str, seed: int, faults, harmless, evidence_seed: int,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -29,6 +29,7 @@ import yaml
 
 from grader.engine.files import Unreadable, read_regular
 from grader.engine.layout import YAML_VALUE_ERRORS, short_text
+from reference import yaml_words
 from reference.sizing import Geometry
 from reference.units import UnitError, parse_bytes
 
@@ -51,9 +52,10 @@ SHEET_SCHEMA = "design_sheet.schema.json"
 class Problem:
     path: str          # where in the file, e.g. chunk_rule.rule or causes[1].evidence
     message: str       # what is wrong and what was expected
+    line: int | None = None   # the line it is on (a missing key: the mapping it belongs in)
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+        return (f"line {self.line}: " if self.line else "") + f"{self.path}: {self.message}"
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -121,8 +123,8 @@ def _depth(data: Any) -> int:
     return deepest
 
 
-def read_file(path: Path, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
-    """read_yaml of a file; a missing, linked or unreadable file is a problem, not an error."""
+def read_bytes(path: Path, limit: int = MAX_BYTES) -> tuple[bytes | None, list[Problem]]:
+    """A file's bytes, up to limit + 1; a missing, linked or unreadable file is a problem."""
     if path.is_symlink():
         return None, [Problem("(file)", f"{path.name} is a symbolic link; submit the file itself")]
     try:
@@ -131,7 +133,13 @@ def read_file(path: Path, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
         return None, [Problem("(file)", f"there is no {path.name}")]
     except Unreadable as e:
         return None, [Problem("(file)", f"{path.name} {e}")]
-    return read_yaml(raw, limit)
+    return raw, []
+
+
+def read_file(path: Path, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
+    """read_yaml of a file; a missing, linked or unreadable file is a problem, not an error."""
+    raw, problems = read_bytes(path, limit)
+    return (None, problems) if problems else read_yaml(raw, limit)
 
 
 # ---- the schemas ---------------------------------------------------------------------------------
@@ -145,39 +153,12 @@ def schema_path(course, name: str = SHEET_SCHEMA) -> Path:
 
 
 def dotted(parts) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
+    return yaml_words.dotted(parts)
 
 
 def short(value: Any, n: int = 60) -> str:
     """A value's repr, cut to n characters (a hostile value must not flood a feedback line)."""
-    text = repr(value)
-    return text if len(text) <= n else text[:n - 3] + "..."
-
-
-def _explain(error) -> tuple[str, str]:
-    """(path, message) of one schema error, in the words of a person fixing the file."""
-    path, v, arg, inst = list(error.absolute_path), error.validator, error.validator_value, error.instance
-    if v == "required":
-        missing = [k for k in arg if isinstance(inst, dict) and k not in inst]
-        return dotted(path + missing[:1]), "missing (required)"
-    if v == "additionalProperties" and isinstance(inst, dict):
-        known = sorted(error.schema.get("properties", {}))
-        extra = [k for k in inst if k not in known]
-        return (dotted(path + extra[:1]),
-                f"unknown key{' ' + short(extra[0]) if extra else ''}" + (f" (known here: {', '.join(known)})" if known else ""))
-    if v == "enum":
-        return dotted(path), f"expected one of {', '.join(map(str, arg))}; got {short(inst)}"
-    if v == "const":
-        return dotted(path), f"expected {arg!r}; got {short(inst)}"
-    if v == "type":
-        kinds = arg if isinstance(arg, list) else [arg]
-        return dotted(path), f"expected {' or '.join(kinds)}; got {type(inst).__name__} {short(inst)}"
-    if v == "pattern":
-        return dotted(path), f"{short(inst)} does not have the expected form ({arg})"
-    return dotted(path), error.message if len(error.message) <= 200 else error.message[:197] + "..."
+    return yaml_words.short(value, n)
 
 
 def schema_problems(data: Any, schema: Path) -> list[Problem]:
@@ -185,11 +166,22 @@ def schema_problems(data: Any, schema: Path) -> list[Problem]:
                     key=lambda e: ([str(p) for p in e.absolute_path], e.validator))
     out, seen = [], set()
     for e in errors:
-        path, message = _explain(e)
+        parts, message = yaml_words.explain(e)
+        path = dotted(parts)
         if (path, message) not in seen:
             seen.add((path, message))
             out.append(Problem(path, message))
     return out
+
+
+def with_lines(raw: bytes, problems) -> list[Problem]:
+    """The problems with the line each is on in the file's text (``raw``), where known."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return list(problems)
+    return [p if p.line is not None or p.path == "(file)" else
+            replace(p, line=yaml_words.line_of(text, yaml_words.undotted(p.path))) for p in problems]
 
 
 # ---- what no schema says -------------------------------------------------------------------------
@@ -284,10 +276,13 @@ def validate_sheet(sheet: Any, course) -> list[Problem]:
 
 
 def load_sheet(path: Path, course) -> tuple[Any, list[Problem]]:
-    data, problems = read_file(Path(path))
+    raw, problems = read_bytes(Path(path))
     if problems:
         return None, problems
-    problems = validate_sheet(data, course)
+    data, problems = read_yaml(raw)
+    if problems:
+        return None, problems
+    problems = with_lines(raw, validate_sheet(data, course))
     return (None if problems else data), problems
 
 

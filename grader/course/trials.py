@@ -155,11 +155,11 @@ def summarize(run: Run, classes: tuple[str, ...], window_s: float, seed: int,
 
 
 def truncations(model: ModelSpec, design: Design, workload: WorkloadSpec,
-                seeds: tuple[int, ...]) -> dict[int, str]:
+                seeds: tuple[int, ...], core: Core | None = None) -> dict[int, str]:
     """seed -> truncation(run), for the seeds whose run stopped early (the runs are cached)."""
     out = {}
     for seed in seeds:
-        why = truncation(run_design(model, design, workload, seed)[1])
+        why = truncation(run_design(model, design, workload, seed, core)[1])
         if why:
             out[seed] = why
     return out

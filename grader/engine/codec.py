@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from reference import shapes
+from reference.records import Records
 
 _REGISTRY: dict[str, type] = {}
 _DTYPES = {"bool": np.bool_, "int64": np.int64, "float64": np.float64}
@@ -60,7 +61,7 @@ def encode(value: Any) -> Any:
     cls = type(value)
     if value is None or cls in (bool, int, float, str):
         return value
-    if cls is tuple:
+    if cls is tuple or cls is Records:   # a run's compact records are stored as their tuple
         return {"__tuple__": [encode(v) for v in value]}
     if cls is list:
         return [encode(v) for v in value]

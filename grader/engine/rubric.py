@@ -10,6 +10,7 @@ import jsonschema
 
 from grader.engine.layout import read_yaml
 from grader.engine.errors import InputError
+from reference import yaml_words
 
 
 @dataclass(frozen=True)
@@ -55,45 +56,49 @@ def _schema(rubrics_dir: Path) -> dict:
     return json.loads((rubrics_dir / "rubric.schema.json").read_text())
 
 
-def _non_finite(node, path=""):
-    """The path of the first NaN or infinity in the data, or None."""
+def _non_finite(node, path=()):
+    """The path (keys and indexes) of the first NaN or infinity in the data, or None."""
     if isinstance(node, float) and not math.isfinite(node):
-        return path or "(top level)"
+        return list(path)
     if isinstance(node, dict):
         children = node.items()
     else:
         children = enumerate(node) if isinstance(node, list) else ()
     for key, value in children:
-        found = _non_finite(value, f"{path}/{key}" if path else str(key))
+        found = _non_finite(value, (*path, key))
         if found is not None:
             return found
     return None
 
 
 def load_rubric(path: Path, known_checks=None) -> Rubric:
-    """Load and validate; any problem is an InputError naming the file and the path inside it."""
+    """Load and validate; any problem is an InputError naming the file, the line and the
+    place inside it."""
     where = str(path)
     data = read_yaml(path)
+
+    def bad(parts, message) -> InputError:
+        line = yaml_words.line_of(Path(path).read_text(encoding="utf-8"), parts)
+        return InputError(where, f"{f'line {line}: ' if line else ''}{yaml_words.dotted(parts)}: {message}")
+
     error = jsonschema.exceptions.best_match(
         jsonschema.Draft202012Validator(_schema(path.parent)).iter_errors(data))
     if error is not None:
-        inside = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        message = error.message if len(error.message) <= 200 else error.message[:197] + "..."
-        raise InputError(where, f"{inside}: {message}")
-    bad = _non_finite(data)
-    if bad is not None:       # JSON Schema bounds let NaN through: every comparison is false
-        raise InputError(where, f"{bad}: must be a finite number")
+        raise bad(*yaml_words.explain(error))
+    nan = _non_finite(data)
+    if nan is not None:       # JSON Schema bounds let NaN through: every comparison is false
+        raise bad(nan, "must be a finite number")
     criteria = []
     seen = set()
     for i, c in enumerate(data["criteria"]):
         if c["id"] in seen:
-            raise InputError(where, f"criteria/{i}/id: duplicate criterion id {c['id']!r}")
+            raise bad(["criteria", i, "id"], f"duplicate criterion id {c['id']!r}")
         seen.add(c["id"])
         if known_checks is not None and c["check"] not in known_checks:
-            raise InputError(where, f"criteria/{i}/check: unknown check {c['check']!r}")
+            raise bad(["criteria", i, "check"], f"unknown check {c['check']!r}")
         credit = Credit(**c["credit"])
         if credit.rule == "linear" and credit.floor >= credit.target:
-            raise InputError(where, f"criteria/{i}/credit: floor must be below target")
+            raise bad(["criteria", i, "credit"], "floor must be below target")
         criteria.append(Criterion(id=c["id"], title=c["title"], points=float(c["points"]),
                                   check=c["check"], visibility=c["visibility"], credit=credit,
                                   params=dict(c.get("params") or {})))

@@ -64,6 +64,7 @@ class EditionManifest:
     lessons: tuple[str, ...]
     left_out: dict = field(default_factory=dict)            # lesson -> why
     expectations: dict = field(default_factory=dict)        # lesson -> answers recorded
+    experiments: tuple[str, ...] = ()                       # whose reference rows were recorded
     pruned: tuple[str, ...] = ()                            # modules that could not ship
     published: tuple[str, ...] = ()                         # lessons whose solutions ship
     files: int = 0
@@ -72,6 +73,7 @@ class EditionManifest:
     def to_dict(self) -> dict:
         return {"edition": "learner", "grader_version": __version__, "lessons": list(self.lessons),
                 "left_out": self.left_out, "expectations": self.expectations,
+                "experiments": list(self.experiments),
                 "pruned": list(self.pruned), "published_solutions": list(self.published)}
 
     def render(self) -> str:
@@ -79,6 +81,9 @@ class EditionManifest:
                  f"{', '.join(self.lessons) or 'none'}"]
         lines += [f"  {lesson}: {n} expected answers precomputed"
                   for lesson, n in self.expectations.items()]
+        if self.experiments:
+            lines.append(f"  experiments with the reference's rows recorded at their defaults: "
+                         f"{', '.join(self.experiments)}")
         lines += [f"  left out {lesson}: {why}" for lesson, why in self.left_out.items()]
         if self.published:
             lines.append(f"  reference solutions published: {', '.join(self.published)}")
@@ -363,6 +368,16 @@ def record_expectations(course: Course, lesson: str) -> dict[str, dict]:
     return answers
 
 
+def record_experiments(course: Course, lessons: tuple[str, ...]) -> dict[str, dict]:
+    """The reference's rows of every experiment about one of ``lessons``, at its default
+    settings: what the edition shows beside a learner's own (grader.course.experiments.plugged)."""
+    from grader.course import experiments
+    from grader.engine.oracle import recording
+    with recording() as answers:
+        experiments.record(course, lessons)
+    return answers
+
+
 # Runs a command in the release as a fresh install would: the course's own editable
 # install (a meta-path finder that maps `reference` to the course) must not answer imports
 # the release does not hold, or the check would pass on the course's solutions.
@@ -461,7 +476,10 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
             raise InputError(lesson, f"no such lesson (known: {', '.join(known)})")
     _prepare(out, course)
     out = out.resolve()
-    _copy(out, course)
+    try:
+        _copy(out, course)
+    except OSError as e:
+        raise InputError(str(out), f"cannot write the learner edition: {e.strerror or e}") from None
     _published(out, tuple(publish))
 
     left_out = {lesson: "not chosen for this edition (grader release --lessons)"
@@ -474,6 +492,9 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
         for namespace, table in answers.items():
             recorded.setdefault(namespace, {}).update(table)
         expectations[lesson] = sum(len(t) for t in answers.values())
+    experiments = record_experiments(course, chosen)
+    for namespace, table in experiments.items():
+        recorded.setdefault(namespace, {}).update(table)
     from grader.engine.oracle import write_expectations
     write_expectations(out / "grader" / "expectations", recorded)
 
@@ -483,6 +504,8 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
     (out / "README.md").write_text(_readme(chosen, tuple(publish)), encoding="utf-8")
     manifest = EditionManifest(out=str(out), lessons=chosen, left_out=left_out,
                                expectations=expectations, pruned=tuple(pruned),
+                               experiments=tuple(sorted(n.removeprefix("figures-experiment-")
+                                                        for n in experiments)),
                                published=tuple(publish))
     (out / "grader" / MARKER.name).write_text(json.dumps(manifest.to_dict(), indent=2, sort_keys=True)
                                               + "\n", encoding="utf-8")

@@ -13,6 +13,7 @@ import numpy as np
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, ask, check, grade_answers
 from grader.engine.layout import read_yaml
+from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 from grader.engine.oracle import reference_oracle
 from grader.engine.secret import derive_seed
@@ -34,7 +35,7 @@ def public_cases(course) -> list[Case]:
         workers = {w["name"]: worker_from(w, f"{path}: workers.{w.get('name', i)}")
                    for i, w in enumerate(data.get("workers", []))}
     except (SpecError, KeyError, TypeError) as e:
-        raise InputError(str(path), f"cannot read the public probes: {e}") from None
+        raise InputError(str(path), f"cannot read the public probes: {reading_problem(e)}") from None
     cases = [Case("models", f"model {name}", "public", m, f"model {name}")
              for name, m in models.items()]
     cases += [Case("shapes", f"{mn} on {wn}", "public", (m, w), f"model {mn} on worker {wn}")
@@ -49,7 +50,7 @@ def public_cases(course) -> list[Case]:
                               slo=Slo(float(r["ttft_s"]), float(r["gap_s"])))
             inputs = (req, models[r["model"]], workers[r["worker"]])
         except (KeyError, TypeError, ValueError) as e:
-            raise InputError(where, f"bad contract probe ({e})") from None
+            raise InputError(where, f"bad contract probe: {reading_problem(e)}") from None
         cases.append(Case("contract", f"request {req.id}", "public", inputs,
                           f"request {req.id} ({r.get('note', '')})".replace(" ()", "")))
     return cases

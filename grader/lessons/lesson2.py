@@ -30,6 +30,7 @@ from grader.engine.cases import Case
 from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, grade_answers, 
                            not_implemented)
 from grader.engine.layout import read_yaml
+from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 from grader.lessons.ledger import (available, footprint, inactive, ledger_words, need, promise,
                                    request_words)
@@ -80,7 +81,7 @@ def _public_probes(course) -> list[Case]:
                                  **{k: int(p["request"][k]) for k in _PROBE_FIELDS["request"]})
             v = LedgerView(**{k: int(p["ledger"][k]) for k in _PROBE_FIELDS["ledger"]})
         except (KeyError, TypeError, ValueError) as e:
-            raise InputError(where, f"bad probe ({e!r})") from None
+            raise InputError(where, f"bad probe: {reading_problem(e)}") from None
         why = _consistent(r, v)
         if why:
             raise InputError(where, why)

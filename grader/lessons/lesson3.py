@@ -23,6 +23,7 @@ import numpy as np
 
 from grader.engine.cases import Case
 from grader.engine.layout import read_yaml
+from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 # Importing the judges registers their checks.
 from grader.lessons import chunk_probes, chunk_runs  # noqa: F401
@@ -60,7 +61,7 @@ def probe_from(p: Mapping, defaults: Mapping, where: str) -> ChunkContext:
     except SpecError as e:
         raise InputError(where, str(e)) from None
     except (KeyError, TypeError, ValueError) as e:
-        raise InputError(where, f"bad chunk probe ({e})") from None
+        raise InputError(where, f"bad chunk probe: {reading_problem(e)}") from None
     if min(ctx.prefill_remaining, ctx.page_tokens) < 1 or min(ctx.prefill_done, ctx.min_chunk_tokens) < 0:
         raise InputError(where, "needs remaining >= 1, done >= 0, page_tokens >= 1, "
                                 "min_chunk_tokens >= 0")

@@ -28,6 +28,7 @@ import numpy as np
 
 from grader.engine.cases import Case
 from grader.engine.layout import read_yaml
+from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 # Importing the judges registers their checks (the cases below use two of them).
 from grader.lessons import cancellation_runs, prefix_keys, publishing, transition_table  # noqa: F401
@@ -118,7 +119,7 @@ def public_probes(course) -> list[Case]:
             pt, prompt, written = int(p["page_tokens"]), int(p["prompt_tokens"]), int(p["written_tokens"])
             first, published = int(p.get("first", 0)), frozenset(int(x) for x in p.get("published", ()))
         except (KeyError, TypeError, ValueError) as e:
-            raise InputError(at, f"bad probe ({e!r})") from None
+            raise InputError(at, f"bad probe: {reading_problem(e)}") from None
         if not (pt >= 1 and 1 <= prompt and 0 <= written <= prompt and 0 <= first < pages_for(prompt, pt)):
             raise InputError(at, "need page_tokens >= 1, 0 <= written <= prompt, first < the prompt's pages")
         cases.append(_publish_case(offered_pages(pt, prompt, written, first, published),

@@ -33,6 +33,7 @@ import numpy as np
 
 from grader.engine.cases import Case
 from grader.engine.layout import read_yaml
+from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 # Importing the judges registers their checks.
 from grader.lessons import goodput, release_decisions, verdicts  # noqa: F401
@@ -90,7 +91,7 @@ def public_records(course) -> list[Case]:
                                   r.get("cancel_s"), cls=str(r.get("cls", "probe")))
             passed = _slo_of(r["passed_slo"], where) if "passed_slo" in r else None
         except (KeyError, TypeError, ValueError) as e:
-            raise InputError(where, f"bad record probe ({e})") from None
+            raise InputError(where, f"bad record probe: {reading_problem(e)}") from None
         cases.append(record_case(record, passed, f"record {record.id}", "public", "public"))
     return cases
 

@@ -37,7 +37,7 @@ from grader.course.incident import (NEEDS, NEXT, PREVIOUS, RELEASE, Incident, de
                                     fix_neighbourhood, incidents_key, judge_fix, regression,
                                     student_incident)
 from grader.course.sheet import (POLICY_SECTIONS, Problem, get_path, read_yaml, schema_path, schema_problems,
-                          short, validate_sheet)
+                          short, validate_sheet, with_lines)
 
 SUBMISSION = "folder"
 FILES = ("diagnosis.yaml", "design_sheet.yaml")
@@ -65,7 +65,7 @@ def _read(files: dict, name: str, validate) -> tuple[Any, tuple[Problem, ...]]:
     if not problems and data is None:
         problems = [Problem("(file)", f"{name} is empty")]
     if not problems:
-        problems = validate(data)
+        problems = with_lines(files[name], validate(data))
     return (None, tuple(problems)) if problems else (data, ())
 
 

@@ -38,14 +38,14 @@ def on_event(state: str, event: str, step_in_flight: bool) -> Transition:
 
 
 def prefix_key(scope: str, parent_key: str, block_tokens: tuple) -> str:
-    # Every field is length-prefixed, so no scope text can imitate a boundary.
-    h = hashlib.blake2b(digest_size=16)
-    for part in (scope, parent_key):
-        data = part.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-    h.update(array("q", block_tokens).tobytes())  # fixed-width: no separator to forge
-    return h.hexdigest()
+    # Every field is length-prefixed, so no scope text can imitate a boundary; the tokens
+    # are fixed-width, so no separator can be forged. One hash call: the worker asks once
+    # per prompt page.
+    s = scope.encode("utf-8", "surrogatepass")
+    p = parent_key.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(b"".join((len(s).to_bytes(8, "little"), s, len(p).to_bytes(8, "little"),
+                                     p, array("q", block_tokens).tobytes())),
+                           digest_size=16).hexdigest()
 
 
 def publishable(pages: tuple[PageInfo, ...]) -> tuple:

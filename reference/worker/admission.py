@@ -157,7 +157,7 @@ class AdmissionQueue:
         self._return_promise(live)
         self.running -= 1
         live.preemptions += 1
-        live.published = set()
+        live.published, live.tokens = set(), None
         self.waiting.appendleft(live)
         self.queued += 1
         self.retry = True

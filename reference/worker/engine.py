@@ -1,6 +1,6 @@
 """The course's one worker: a discrete-event simulation of a paged-KV serving worker.
 
-Read top to bottom: ``simulate`` pops events (step completion, client cancel, arrival), and
+Read top to bottom: ``simulate`` takes events (step completion, client cancel, arrival), and
 each handler does what the worker's semantics (docs/worker.md) say of that event. One step
 is in flight at a time; admissions (and their prompt-page allocations) happen while it runs,
 which is what makes early reclamation dangerous. Policies decide; the worker keeps the books
@@ -21,7 +21,7 @@ books (the attributes set in ``Worker.__init__``):
 from __future__ import annotations
 
 import gc
-import heapq
+from array import array
 from collections import deque
 
 from reference.policy import Policy
@@ -34,7 +34,7 @@ from reference.worker.decisions import Decisions
 from reference.worker.lifecycle import Lifecycle
 from reference.worker.pages import PageBooks
 from reference.worker.prefix_cache import PrefixCache
-from reference.worker.recorder import Recorder
+from reference.worker.recorder import Recorder, StepColumns
 from reference.worker.sequence import Sequence
 from reference.worker.steps import Steps
 
@@ -101,7 +101,7 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         self.admissions = 0                      # admissions so far: the next one's admit_order
         self.context_sum = 0                     # summed context of decoders, before the next step
         self.decode_pages = 0
-        self.step_end: list[float] = []
+        self.step_end = array("d")              # step -> its end time, 8 bytes a step
         self.inflight = None                     # (index, end_s, chunk live, chunk tokens)
         self.orphans: set[int] = set()           # pages the in-flight step pins but nobody holds
         self.freed_pinned: dict[int, tuple] = {} # page -> (request id, released at) while pinned
@@ -110,8 +110,8 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         self.prefix_hits = 0
         self.retry = False
         self.violations: list[Violation] = []
-        self.step_rows: list[tuple] = []
-        self.series_rows: list[tuple] = []
+        self.step_rows: list[tuple] = []         # the latest steps' rows, until they spill
+        self.step_columns = StepColumns()        # every earlier row, held as columns
         self.table = self._read_table()
         # Transitions a sane machine ignores are skipped per request, keeping steps O(changes).
         self.quiet_launch = self._noop("running", "step_launched", True)
@@ -119,24 +119,27 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         self.aborted = ""
 
     def run(self) -> Run:
-        # Client events (arrivals, cancels) are known up front: one heapify. The one step in
-        # flight stays out of the heap: it completes first when its end is due (at equal
-        # times completions come first, as _COMPLETE < _CANCEL < _ARRIVAL did).
+        # Client events (arrivals, cancels) are known up front: one sort, then a walk (a heap
+        # of them all would cost O(log requests) an event, so cost per request would grow with
+        # the workload). The one step in flight stays out of the list: it completes first
+        # when its end is due (at equal times completions come first, as
+        # _COMPLETE < _CANCEL < _ARRIVAL did).
         events, lives = self.events, self.lives
         for live in lives:
             r = live.req
             events.append((r.arrival_s, _ARRIVAL, r.index))
             if r.cancel_at_s is not None:
                 events.append((r.cancel_at_s, _CANCEL, r.index))
-        heapq.heapify(events)
-        pop = heapq.heappop
-        while events or self.inflight is not None:
-            if self.inflight is not None and (not events or self.inflight[1] <= events[0][0]):
+        events.sort()
+        pos, total = 0, len(events)
+        while pos < total or self.inflight is not None:
+            if self.inflight is not None and (pos == total or self.inflight[1] <= events[pos][0]):
                 self.now = self.inflight[1]
                 self._complete()
                 self.retry = True
             else:
-                self.now, kind, index = pop(events)
+                self.now, kind, index = events[pos]
+                pos += 1
                 if kind == _CANCEL:
                     self._cancel(lives[index])
                 else:

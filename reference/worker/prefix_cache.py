@@ -34,10 +34,16 @@ class PrefixCache:
                     key = truth[identity] = len(truth)
                 keys.append(key)
             return keys[block]
-        # One conversion for every block still unkeyed up to ``block``, not a slice per block.
-        blocks = live.req.prompt[len(keys) * pt:(block + 1) * pt].reshape(-1, pt).tolist()
-        for tokens in blocks:
-            key = self._decide("prefix_key", str, scope, keys[-1] if keys else "", tuple(tokens))
+        tokens, base = live.tokens, 0
+        if tokens is None:
+            # One conversion for every block still unkeyed up to ``block``, not one per block.
+            base = len(keys) * pt
+            tokens = live.req.prompt[base:(block + 1) * pt].tolist()
+        decide = self._decide
+        for b in range(len(keys), block + 1):
+            at = b * pt - base
+            key = decide("prefix_key", str, scope, keys[-1] if keys else "",
+                         tuple(tokens[at:at + pt]))
             if key is None or not key or len(key) > 512:
                 self._flag(live, "invalid_decision", f"prefix_key gave no usable key: {shown(key)}")
                 return None
@@ -49,9 +55,11 @@ class PrefixCache:
         if not self.policy.prefix_cache:
             return []
         hits: list[int] = []
+        keys, lookup = live.keys, self.pool.lookup
+        # A waiting head walks its chain again at every retry: known keys are read directly.
         for block in range((live.req.prompt_tokens - 1) // self.pt):
-            key = self._key(live, block)
-            page = self.pool.lookup(key) if key is not None else None
+            key = keys[block] if block < len(keys) else self._key(live, block)
+            page = lookup(key) if key is not None else None
             if page is None:
                 break
             hits.append(page)
@@ -68,7 +76,7 @@ class PrefixCache:
                 f"{owner.req.id} under scope {scope!r}"))
             return
         end = (block + 1) * self.pt
-        if owner_block != block or not np.array_equal(owner.req.prompt[:end], live.req.prompt[:end]):
+        if owner_block != block or not _same_tokens(owner.req.prompt[:end], live.req.prompt[:end]):
             self._violate("wrong_prefix_hit", live, owner, pages=(page,), detail=(
                 f"{live.req.id} block {block} hit page {page}, which holds block {owner_block} "
                 f"of {owner.req.id}: other tokens"))
@@ -79,6 +87,10 @@ class PrefixCache:
         if not self.policy.prefix_cache or live.released_pages is not None:
             return
         pt, prompt = self.pt, live.req.prompt_tokens
+        if live.tokens is None and self.policy.prefix_key is not None:
+            # Its prompt as ints while it is being written, for its keys: one conversion, not
+            # one per page (dropped when it is preempted or released).
+            live.tokens = live.req.prompt.tolist()
         offered = {}
         end = min(len(live.pages), pages_for(prompt, pt), live.written // pt + 1)
         while live.offer_from < end and live.offer_from in live.published:
@@ -102,6 +114,8 @@ class PrefixCache:
         for i in sorted(set(chosen)):
             info, page = offered[i], live.pages[i]
             if info.prompt_tokens < pt or info.written_tokens < pt:
+                if not live.flagged_pages:
+                    live.flagged_pages = set()
                 live.flagged_pages.add(i)   # refused once, counted once, not offered again
                 self._violate("poisoned_publish", live, pages=(page,), detail=(
                     f"{live.req.id} published page {page} (block {i}) with {info.written_tokens} "
@@ -113,6 +127,14 @@ class PrefixCache:
                 live.published.add(i)
                 if self.trace is not None:
                     self.trace.append(("publish", self.now, live.req.id, page))
+
+
+def _same_tokens(a: np.ndarray, b: np.ndarray) -> bool:
+    # Token arrays of one dtype compare as bytes (a memcmp, not np.array_equal's machinery,
+    # once per hit page at every admission).
+    if a.dtype == b.dtype:
+        return a.tobytes() == b.tobytes()
+    return bool(np.array_equal(a, b))
 
 
 @lru_cache(maxsize=65536)

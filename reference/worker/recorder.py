@@ -5,9 +5,45 @@ from __future__ import annotations
 
 import numpy as np
 
-from reference.records import SERIES, Run, Series, StepLog, Violation
-from reference.shapes import RequestRecord
+from array import array
+
+from reference.records import SERIES, Records, Run, Series, StepLog, Violation
 from reference.worker.sequence import Sequence
+
+# Rows kept as tuples before they move into columns: a row tuple costs about 200 bytes, a
+# column entry 8, so a run's steps (millions at 100k requests) stay compact.
+SPILL_ROWS = 4096
+# The typecodes of a step row (steps.py: StepLog's columns, then the series' after time_s);
+# "s" holds strings in a list.
+_ROW = "ddqqssqqqqqqq"
+
+
+def _column(values: array, dtype) -> np.ndarray:
+    """An array.array as a numpy column, without a copy."""
+    return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
+
+
+class StepColumns:
+    """The step log and the series as columns, filled from rows in batches."""
+
+    def __init__(self):
+        self.cols = [[] if code == "s" else array(code) for code in _ROW]
+
+    def spill(self, rows: list) -> None:
+        if rows:
+            for col, values in zip(self.cols, zip(*rows)):
+                col.extend(values)
+            rows.clear()
+
+    def columns(self) -> list:
+        out = []
+        for i, code in enumerate(_ROW):
+            if code == "s":
+                out.append(tuple(self.cols[i]))
+                self.cols[i] = []     # one list and its tuple alive at a time, not every one
+            else:
+                out.append(_column(self.cols[i], np.float64 if code == "d" else np.int64))
+        return out
 
 
 class Recorder:
@@ -32,35 +68,27 @@ class Recorder:
                 self._violate("leak", live, pages=tuple(live.pages), detail=(
                     f"{live.req.id} ({live.outcome}) still holds {len(live.pages)} pages at the "
                     f"end of the run, e.g. {live.pages[:4]}"))
-        ends = np.asarray(self.step_end, dtype=np.float64)
-        records = tuple(self._record(live, ends) for live in self.lives)
-        rows = list(zip(*self.step_rows)) or [()] * 7
-        steps = StepLog(np.asarray(rows[0], np.float64), np.asarray(rows[1], np.float64),
-                        np.asarray(rows[2], np.int64), np.asarray(rows[3], np.int64),
-                        tuple(rows[4]), tuple(rows[5]), np.asarray(rows[6], np.int64))
-        cols = list(zip(*self.series_rows)) or [()] * len(SERIES)
-        series = Series({name: np.asarray(col, np.float64 if name == "time_s" else np.int64)
-                         for name, col in zip(SERIES, cols)})
+        ends = _column(self.step_end, np.float64)
+        records = Records(tuple(self._row(live) for live in self.lives), ends)
+        self.step_columns.spill(self.step_rows)
+        cols = self.step_columns.columns()
+        # The series' time is the step's launch: one column serves both.
+        steps = StepLog(*cols[:7])
+        series = Series(dict(zip(SERIES, cols[:1] + cols[7:])))
         return Run(records, steps, series, tuple(self.violations), self.pool.total,
                    self.now, self.aborted, tuple(unfinished))
 
-    def _record(self, live: Sequence, ends: np.ndarray) -> RequestRecord:
-        times: list[float] = []
-        for seg in live.segments:
-            if isinstance(seg, tuple):
-                times.extend(ends[seg[0]:seg[1]].tolist())
-            else:
-                times.append(seg)
+    def _row(self, live: Sequence) -> tuple:
+        """A request's record without its token times (Records builds them on access)."""
         r = live.req
-        return RequestRecord(id=r.id, scope=r.scope, cls=r.cls, slo=r.slo, arrival_s=r.arrival_s,
-                             outcome=live.outcome, prompt_tokens=r.prompt_tokens,
-                             max_new_tokens=r.max_new_tokens, tokens_out=len(times),
-                             token_times=tuple(times), admitted_s=live.admitted_s,
-                             first_token_s=live.first_token_s,
-                             finish_s=live.finish_s if live.outcome == "completed" else None,
-                             cancel_s=live.cancel_s, fence_s=live.fence_s,
-                             released_s=live.released_s, preemptions=live.preemptions,
-                             pages_held=live.max_pages, reason=live.reason)
+        segments, steps = tuple(live.segments), range(len(self.step_end))
+        tokens_out = sum(len(steps[seg[0]:seg[1]]) if isinstance(seg, tuple) else 1
+                         for seg in segments)
+        return ((r.id, r.scope, r.cls, r.slo, r.arrival_s, live.outcome, r.prompt_tokens,
+                 r.max_new_tokens, tokens_out, None, live.admitted_s, live.first_token_s,
+                 live.finish_s if live.outcome == "completed" else None, live.cancel_s,
+                 live.fence_s, live.released_s, live.preemptions, live.max_pages, live.reason),
+                segments)
 
     def _violate(self, kind: str, *lives: Sequence, pages: tuple = (), step: int | None = None,
                  detail: str = "") -> None:
@@ -70,6 +98,8 @@ class Recorder:
     def _flag(self, live: Sequence, kind: str, detail: str) -> None:
         """A violation counted once per request (a retry repeats it, it is not a new one)."""
         if kind not in live.flagged:
+            if not live.flagged:
+                live.flagged = set()
             live.flagged.add(kind)
             self._violate(kind, live, detail=detail)
 

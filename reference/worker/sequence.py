@@ -3,7 +3,11 @@ state machine's (state), its pages and promise, its token bookkeeping and its ti
 """
 from __future__ import annotations
 
+from array import array
+
 from reference.request import Request
+
+NONE = frozenset()
 
 
 class Sequence:
@@ -12,7 +16,7 @@ class Sequence:
                  "emitted", "join_step", "base_ctx", "segments", "admitted_s", "first_token_s",
                  "finish_s", "cancel_s", "fence_s", "released_s", "outcome", "reason",
                  "preemptions", "max_pages", "released_pages", "stopped", "published", "keys",
-                 "flagged", "last_step", "offer_from", "flagged_pages", "admit_order")
+                 "flagged", "last_step", "offer_from", "flagged_pages", "admit_order", "tokens")
 
     def __init__(self, req: Request):
         self.req = req
@@ -27,12 +31,15 @@ class Sequence:
         self.cancel_s = self.fence_s = self.released_s = None
         self.outcome = self.reason = ""
         self.preemptions = self.max_pages = 0
-        self.released_pages: tuple[int, ...] | None = None
+        self.released_pages: array | None = None   # its pages when released (compact)
         self.stopped = False
         self.published: set[int] = set()
         self.keys: list[str] = []    # prefix keys of the prompt's full blocks, as computed
-        self.flagged: set[str] = set()
+        # Violations flagged once per request, and pages refused for publishing: almost
+        # always none, so they share one empty set until the first (200 bytes a request).
+        self.flagged: set[str] | frozenset = NONE
         self.last_step = -1          # the last step it took part in, once it left the batch
         self.offer_from = 0          # pages below this are published: no need to offer them
-        self.flagged_pages: set[int] = set()   # pages it tried to publish unwritten or partial
+        self.flagged_pages: set[int] | frozenset = NONE   # pages published unwritten or partial
         self.admit_order = -1        # rank of its latest admission: the highest is preempted first
+        self.tokens: list[int] | None = None   # the prompt as ints while it publishes (prefix_cache)

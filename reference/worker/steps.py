@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from reference.shapes import CHUNK_VERDICTS, ChunkContext, ChunkPlan
 from reference.worker.decisions import is_count, shown
+from reference.worker.recorder import SPILL_ROWS
 from reference.worker.sequence import Sequence
 
 
@@ -25,15 +26,19 @@ class Steps:
         if not decoding and chunk_live is None:
             return
         now, pool = self.now, self.pool
+        # One row per step: the step log's columns, then the series' (its time is the launch).
         if chunk_live is None:
             duration = self.cost.step_time_of(decoding, self.context_sum)
-            self.step_rows.append((now, duration, decoding, 0, "", "", self.decode_pages))
+            row = (now, duration, decoding, 0, "", "", self.decode_pages)
         else:
             duration = self.cost.step_time_of(decoding, self.context_sum, chunk, chunk_live.done)
-            self.step_rows.append((now, duration, decoding, chunk, chunk_live.req.id, verdict,
-                                   self.decode_pages + len(chunk_live.pages)))
-        self.series_rows.append((now, len(pool.free), len(pool.evictable), self.outstanding,
-                                 self.running, self.queued, self.prefix_hits))
+            row = (now, duration, decoding, chunk, chunk_live.req.id, verdict,
+                   self.decode_pages + len(chunk_live.pages))
+        rows = self.step_rows
+        rows.append(row + (len(pool.free), len(pool.evictable), self.outstanding, self.running,
+                           self.queued, self.prefix_hits))
+        if len(rows) >= SPILL_ROWS:
+            self.step_columns.spill(rows)
         end = now + duration
         self.inflight = (index, end, chunk_live, chunk)
         if self.trace is not None:

@@ -1,16 +1,20 @@
-"""The course's experiments: run the reference worker across one constraint, print a table, plot it.
+"""The course's experiments: run the worker across one constraint, print a table, plot it.
 
 An experiment is a module in this package that registers a function with
-``@experiment(name, title=..., knobs=...)``. The function gets the settings (every knob,
-with the user's ``--set key=value`` applied) and the course, and returns an
+``@experiment(name, title=..., knobs=..., lesson=...)``. The function gets the settings
+(every knob, with the user's ``--set key=value`` applied), the course and the experiment's
+``Sides`` (grader.course.experiments.plugged: the lesson's functions it plugs in, the
+reference's or a learner's, and the reference's rows beside a learner's), and returns an
 ``Outcome`` (grader.course.experiments.common): a table and, optionally, a plot. Modules are
 found by listing the package, so adding an experiment is adding one file.
 
     grader experiment prefill-deadline --set budget=0.05 --plot deadline.png
+    grader experiment prefill-deadline --submission assignments/lesson3/exercise.py
 """
 from __future__ import annotations
 
 import pkgutil
+import textwrap
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Callable
@@ -18,7 +22,7 @@ from typing import Callable
 from grader.course.experiments.common import Knob, Outcome, parse_settings
 from grader.engine.errors import InputError
 
-__all__ = ["Experiment", "experiment", "find", "names", "run"]
+__all__ = ["Experiment", "describe", "experiment", "find", "names", "record", "run"]
 
 
 @dataclass(frozen=True)
@@ -26,18 +30,19 @@ class Experiment:
     name: str
     title: str
     knobs: tuple[Knob, ...]
-    run: Callable            # (settings: dict, course) -> Outcome
+    run: Callable            # (settings: dict, course, sides: Sides) -> Outcome
+    lesson: str              # the lesson whose functions it plugs in
 
 
 REGISTRY: dict[str, Experiment] = {}
-_SHARED = {"common"}          # modules of the package that are machinery, not experiments
+_SHARED = {"common", "plugged"}          # modules of the package that are machinery, not experiments
 
 
-def experiment(name: str, *, title: str, knobs: tuple[Knob, ...]):
+def experiment(name: str, *, title: str, knobs: tuple[Knob, ...], lesson: str):
     def register(fn):
         if name in REGISTRY:
             raise ValueError(f"experiment {name!r} registered twice")
-        REGISTRY[name] = Experiment(name, title, tuple(knobs), fn)
+        REGISTRY[name] = Experiment(name, title, tuple(knobs), fn, lesson)
         return fn
     return register
 
@@ -60,7 +65,37 @@ def find(name: str) -> Experiment:
     return REGISTRY[name]
 
 
-def run(name: str, assignments: list[str], course) -> Outcome:
-    """Run experiment ``name`` with ``--set`` assignments (["key=value", ...])."""
+def describe() -> str:
+    """Every experiment and its knobs (``--set KEY=VALUE``): meaning, default, bounds."""
+    _load_all()
+    lines = ["experiments and their settings (--set KEY=VALUE):"]
+    for name in sorted(REGISTRY):
+        exp = REGISTRY[name]
+        lines += ["", f"  {name} ({exp.lesson}): {exp.title}"]
+        for k in exp.knobs:
+            lines += textwrap.wrap(f"{k.name} (default {k.shown_default()}): {k.help}{k.bounds()}",
+                                   width=96, initial_indent="    ", subsequent_indent="        ")
+    return "\n".join(lines)
+
+
+def run(name: str, assignments: list[str], course, submission: str | None = None) -> Outcome:
+    """Run experiment ``name`` with ``--set`` assignments (["key=value", ...]) on the
+    functions of ``submission`` (default: the reference in the course, the learner's
+    exercise file in the learner edition)."""
+    from grader.course.experiments.plugged import Sides, plugged
     exp = find(name)
-    return exp.run(parse_settings(exp.name, exp.knobs, assignments), course)
+    settings = parse_settings(exp.name, exp.knobs, assignments)
+    with plugged(course, exp.lesson, submission) as chosen:
+        return exp.run(settings, course, Sides(exp.name, settings, course, chosen))
+
+
+def record(course, lessons: tuple[str, ...]) -> list[str]:
+    """Run every experiment about one of ``lessons`` at its defaults on the reference: inside
+    grader.engine.oracle.recording(), what the learner edition shows beside a learner's rows."""
+    done = []
+    for name in names():
+        if REGISTRY[name].lesson in lessons:
+            run(name, [], course)
+            done.append(name)
+    return done
+

@@ -58,6 +58,18 @@ class Knob:
                 raise InputError(where, f"{self.name}: {v!r} is not one of {', '.join(self.choices)}")
         return tuple(values) if self.kind in ("ints", "words") else values[0]
 
+    def shown_default(self) -> str:
+        """The default as --set takes it: 0.1, 8192, 64,128,256, budget,fixed."""
+        return _show(self.default)
+
+    def bounds(self) -> str:
+        """What a value must be, beyond its kind: '' when anything of the kind goes."""
+        if self.choices:
+            return f"; one or more of {', '.join(self.choices)}"
+        if self.minimum is not None:
+            return f"; {'each ' if self.kind == 'ints' else ''}at least {self.minimum:g}"
+        return ""
+
     def _expects(self) -> str:
         return {"float": "a number", "int": "an integer", "ints": "integers separated by commas",
                 "words": f"names separated by commas ({', '.join(self.choices)})"}[self.kind]

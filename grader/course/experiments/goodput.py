@@ -3,14 +3,16 @@
 Lesson 5's fixed workload (assignments/lesson5/public/release.yaml) runs at each request
 rate under the release suite's baseline design and each chosen candidate design (the
 suite's candidates: gain, noise, rejections, class, stalls), on the same ``seeds`` paired
-seeds. Each run is qualified with the reference qualify; per rate and design the table
-gives goodput (the mean over the seeds, with its noise band: noise_k standard errors),
-each class's SLO attainment, the rejected share and the dashboard's mean TPOT, and for a
-candidate the paired goodput difference with its noise band and the release decision of
-the reference decide_release under the rule set by the knobs. The reasons follow as notes.
-The plot draws goodput with each design's own spread over the seeds, the decision at each
-rate right under it, each class's attainment against the 90% line, and the rejected share
-with the rejection guard's limit when a candidate rejects. The cost model is synthetic.
+seeds. Each run is qualified with the plugged-in core's qualify (the reference's, or the
+learner's: grader.course.experiments.plugged); per rate and design the table gives goodput
+(the mean over the seeds, with its noise band: noise_k standard errors), each class's SLO
+attainment, the rejected share and the dashboard's mean TPOT, and for a candidate the
+paired goodput difference with its noise band and the release decision of the core's
+decide_release under the rule set by the knobs. The reasons follow as notes. Beside a
+learner's rows, the reference's ("reference: baseline", ...). The plot draws goodput with
+each design's own spread over the seeds, the decision at each rate right under it, each
+class's attainment against the 90% line, and the rejected share with the rejection
+guard's limit when a candidate rejects. The cost model is synthetic.
 """
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ import statistics
 
 from grader.course.experiments import experiment
 from grader.course.experiments.common import Column, Knob, Line, Mark, Outcome, Panel, Plot, Table
+from grader.course.experiments.plugged import REFERENCE_PREFIX as REFERENCE
+from grader.course.experiments.plugged import Side, Sides
+from grader.course.slo import attainment, rejected_share, run_goodput
 from grader.course.trials import KINDS, Design, Trial, public_suites, summaries, truncations
 from grader.engine.errors import InputError
 from reference.shapes import ReleaseRule, RunSummary
-from reference.solutions import lesson5 as reference
 from reference.workload import with_overrides
 
 _RULE = ReleaseRule()
@@ -43,19 +47,19 @@ KNOBS = (
 )
 
 
-def _band(values: list[float], k: float) -> float:
-    """k standard errors of the mean over the seeds (0 with one seed)."""
-    return k * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+def _band(values: list[float], k: float, alone: float = 0.0) -> float:
+    """k standard errors of the mean over the seeds (``alone`` with one seed: no spread known)."""
+    return k * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else alone
 
 
 def _side(runs: tuple[RunSummary, ...], classes: tuple[str, ...], k: float) -> dict:
-    goodputs = [reference.run_goodput(r) for r in runs]
+    goodputs = [run_goodput(r) for r in runs]
     row = {"goodput": statistics.fmean(goodputs), "band": _band(goodputs, k),
-           "rejected": reference.rejected_share(runs),
+           "rejected": rejected_share(runs),
            "tpot_ms": statistics.fmean(r.mean_tpot_s for r in runs) * 1000}
     for name in classes:
-        row[f"att_{name}"] = reference.attainment(runs, name)
-        per_run = [reference.attainment((r,), name) for r in runs]
+        row[f"att_{name}"] = attainment(runs, name)
+        per_run = [attainment((r,), name) for r in runs]
         row[f"att_band_{name}"] = _band([a for a in per_run if a is not None], k)
     return row
 
@@ -68,34 +72,56 @@ def _rates(s: dict) -> list[float]:
     return [round(s["rate_from"] + i * step, 6) for i in range(n)]
 
 
-@experiment("goodput", title="goodput and SLO attainment against the request rate, baseline and candidates",
-            knobs=KNOBS)
-def goodput(s: dict, course) -> Outcome:
+def _rule(s: dict) -> ReleaseRule:
+    return ReleaseRule(min_gain=s["min_gain"], noise_k=s["noise_k"], max_class_drop=s["max_class_drop"],
+                       max_rejection_rise=s["max_rejection_rise"])
+
+
+def _setup(s: dict, course) -> tuple[Trial, list[Design], tuple[int, ...]]:
     suite = public_suites(course)[0]
     trials = {t.kind: t for t in suite.trials}
     some: Trial = suite.trials[0]
-    rule = ReleaseRule(min_gain=s["min_gain"], noise_k=s["noise_k"], max_class_drop=s["max_class_drop"],
-                       max_rejection_rise=s["max_rejection_rise"])
+    designs = [some.baseline] + [trials[k].candidate for k in dict.fromkeys(s["candidates"])]
+    return some, designs, tuple(some.workload.seed + i for i in range(s["seeds"]))
+
+
+# ---- the runs: every design at every rate on one core ------------------------------------------
+def _measure(s: dict, course):
+    """core -> its Side: a row per (rate, design), qualified and decided by the core's gate."""
+    def side(core) -> Side:
+        some, designs, seeds = _setup(s, course)
+        rule, classes = _rule(s), tuple(c.name for c in some.workload.classes)
+        rows, notes = [], []
+        for rate in _rates(s):
+            workload = with_overrides(some.workload, **{"arrival.rate": rate, "requests": s["requests"]})
+            base = summaries(some.model, some.baseline, workload, seeds, core)
+            for design in designs:
+                runs = base if design is some.baseline else summaries(some.model, design, workload, seeds, core)
+                row = {"rate": rate, "design": design.name, **_side(runs, classes, s["noise_k"])}
+                if design is not some.baseline:
+                    mine = {r.seed: r for r in runs}
+                    diffs = [run_goodput(mine[b.seed]) - run_goodput(b) for b in base if b.seed in mine]
+                    decision = core.decide(base, runs, rule)
+                    row.update(diff=statistics.fmean(diffs), diff_band=_band(diffs, rule.noise_k, math.inf),
+                               decision=decision.decision)
+                    notes.append(f"rate {rate:g}, {design.name}: {decision.decision}: "
+                                 f"{'; '.join(decision.reasons)}")
+                rows.append(row)
+                notes += [f"rate {rate:g}, {design.name}, seed {seed}: {why}"
+                          for seed, why in truncations(some.model, design, workload, seeds, core).items()]
+        return {"rows": rows, "extras": {}, "notes": notes}
+    return side
+
+
+@experiment("goodput", title="goodput and SLO attainment against the request rate, baseline and candidates",
+            knobs=KNOBS, lesson="lesson5")
+def goodput_sweep(s: dict, course, sides: Sides) -> Outcome:
+    _rates(s)                       # a bad range is refused before any run
+    some, designs, seeds = _setup(s, course)
     classes = tuple(c.name for c in some.workload.classes)
-    designs: list[Design] = [some.baseline] + [trials[k].candidate for k in dict.fromkeys(s["candidates"])]
-    seeds = tuple(some.workload.seed + i for i in range(s["seeds"]))
-    rows, notes = [], []
-    for rate in _rates(s):
-        workload = with_overrides(some.workload, **{"arrival.rate": rate, "requests": s["requests"]})
-        base = summaries(some.model, some.baseline, workload, seeds)
-        for design in designs:
-            runs = base if design is some.baseline else summaries(some.model, design, workload, seeds)
-            row = {"rate": rate, "design": design.name, **_side(runs, classes, s["noise_k"])}
-            if design is not some.baseline:
-                diffs = [reference.run_goodput(c) - reference.run_goodput(b)
-                         for b, c in reference.paired(base, runs)]
-                decision = reference.decide_release(base, runs, rule)
-                row.update(diff=statistics.fmean(diffs), diff_band=reference.noise_band(diffs, rule.noise_k),
-                           decision=decision.decision)
-                notes.append(f"rate {rate:g}, {design.name}: {decision.decision}: {'; '.join(decision.reasons)}")
-            rows.append(row)
-            notes += [f"rate {rate:g}, {design.name}, seed {seed}: {why}"
-                      for seed, why in truncations(some.model, design, workload, seeds).items()]
+    labels = tuple(d.name for d in designs)
+    both = sides.both(_measure(s, course), "design", labels)
+    rows, notes = both.rows, list(both.notes)
     columns = (Column("rate", "rate\n/s", "g"), Column("design", "design"),
                Column("goodput", "goodput\n/s", ".2f"), Column("band", "+-\nband", ".2f"),
                *(Column(f"att_{c}", f"{c}", ".1%") for c in classes),
@@ -106,17 +132,22 @@ def goodput(s: dict, course) -> Outcome:
                     f"+-band: {s['noise_k']:g} standard errors over the seeds (of each design's goodput, "
                     "and of the paired differences); mean TPOT: the dashboard's mean time per output "
                     "token in ms, not an SLO")
+    notes += both.sources
+    groups = ([list(labels)] if both.mine else []) + ([[REFERENCE + n for n in labels]] if both.reference else [])
     return Outcome("goodput", "goodput and SLO attainment against the request rate, baseline and candidates",
                    dict(s), Table(columns, tuple(rows), keys=2),
-                   _plot(rows, designs, classes, rule, len(seeds), tuple(n for n in notes if "truncated: " in n)),
+                   _plot([r for r in rows if not r.get("missing")], groups, classes,
+                         _rule(s), len(seeds), tuple(n for n in notes if "truncated: " in n)),
                    tuple(notes))
 
 
 TARGET = 0.9     # the attainment a service is sized for: goodput is read where it holds
 
 
-def _plot(rows: list[dict], designs: list[Design], classes: tuple[str, ...], rule: ReleaseRule,
+def _plot(rows: list[dict], groups: list[list[str]], classes: tuple[str, ...], rule: ReleaseRule,
           seeds: int, warnings: tuple[str, ...]) -> Plot:
+    """``groups``: the design names of each side (its baseline first), the plugged-in core's
+    and the reference's beside it."""
     def line(label: str, name: str, key: str, band_key: str, scale: float = 1.0,
              top: float = math.inf) -> Line:
         mine = [r for r in rows if r["design"] == name and r[key] is not None]
@@ -126,17 +157,17 @@ def _plot(rows: list[dict], designs: list[Design], classes: tuple[str, ...], rul
         return Line(label, xs, ys, band=(tuple(max(0.0, y - b) for y, b in zip(ys, bands)),
                                          tuple(min(top, y + b) for y, b in zip(ys, bands))))
 
-    base = designs[0].name
-    panels = [Panel("goodput (good requests / s)",
-                    tuple(line(d.name, d.name, "goodput", "band") for d in designs))]
-    marks = tuple(Mark(float(r["rate"]), r["design"], r["decision"]) for r in rows if r["design"] != base)
+    names = [n for g in groups for n in g]
+    bases = {g[0] for g in groups}
+    base = groups[0][0] if groups else "baseline"
+    panels = [Panel("goodput (good requests / s)", tuple(line(n, n, "goodput", "band") for n in names))]
+    marks = tuple(Mark(float(r["rate"]), r["design"], r["decision"]) for r in rows if r["design"] not in bases)
     if marks:
         # Right under goodput: a candidate whose line is higher may still roll back.
         panels.append(Panel(f"release decision\nagainst {base}", marks=marks))
     for c in classes:
         panels.append(Panel(f"{c} SLO attainment (%)",
-                            tuple(line(d.name, d.name, f"att_{c}", f"att_band_{c}", 100.0, 100.0)
-                                  for d in designs),
+                            tuple(line(n, n, f"att_{c}", f"att_band_{c}", 100.0, 100.0) for n in names),
                             hlines=((TARGET * 100, f"{TARGET:.0%} attainment"),)))
     if any(r["rejected"] for r in rows):
         # The rejection guard: a candidate whose share rises above the baseline's by more than
@@ -146,8 +177,8 @@ def _plot(rows: list[dict], designs: list[Design], classes: tuple[str, ...], rul
                      tuple(float(r["rate"]) for r in mine),
                      tuple((r["rejected"] + rule.max_rejection_rise) * 100 for r in mine), "dashed")
         panels.append(Panel("rejected share (%)", tuple(
-            Line(d.name, tuple(float(r["rate"]) for r in rows if r["design"] == d.name),
-                 tuple(r["rejected"] * 100 for r in rows if r["design"] == d.name)) for d in designs)
+            Line(n, tuple(float(r["rate"]) for r in rows if r["design"] == n),
+                 tuple(r["rejected"] * 100 for r in rows if r["design"] == n)) for n in names)
             + (limit,)))
     return Plot("Goodput and SLO attainment against the request rate\n"
                 f"shaded: each design's own spread over its {seeds} seeds (±{rule.noise_k:g} standard "

@@ -12,6 +12,11 @@ the gaps short and let TTFT grow. For each row, where in its long prompt the chu
 first step over the budget started ("first miss"), and in the plot each rule's step times
 along the first long prompt: the per-token rule ignores the attention term, so its chunks
 miss, and miss by more the further into the prompt they go. The cost model is synthetic.
+
+The rules' rows are the plugged-in ``choose_chunk`` (the reference's, or the learner's file:
+grader.course.experiments.plugged) as it is and under a cost model without the attention
+term; the fixed chunks are the knob that replaces any rule. Beside a learner's rules, the
+reference's, named "reference: budget" and so on.
 """
 from __future__ import annotations
 
@@ -34,8 +39,10 @@ from grader.course.experiments.common import (
     ttfts,
 )
 from grader.course.scenario import course_machines
+from grader.course.experiments.plugged import Side, Sides
 from grader.course.trials import truncation
-from grader.engine.oracle import lesson_policy, reference_decisions
+from reference.baselines import baseline_policy
+from reference.knobs import with_knobs
 from reference.request import Request
 from reference.shapes import CostModel, ModelSpec, Slo, WorkerSpec
 from reference.sizing import Geometry
@@ -167,16 +174,16 @@ COLUMNS = (
 )
 
 
-@experiment("prefill-deadline", title="chunk size against the token-gap budget and TTFT", knobs=KNOBS)
-def prefill_deadline(s: dict, course) -> Outcome:
+# ---- the runs: one row per chunk rule ----------------------------------------------------
+def _rows(policy, variants, s: dict, course) -> Side:
+    """A row per (label, chunk, rule knob) of ``variants`` on ``policy`` under that knob, with
+    each row's steps along the first long prompt (for the plot) and what stopped a run."""
     model, worker = _machine(s, course)
-    reqs, start, notes = workload(s, model, worker)
-    variants = [(f"fixed {c}", c, {"rule": "fixed", "fixed_tokens": c}) for c in sorted(set(s["chunks"]))]
-    variants += [(name, None, {"rule": name}) for name in s["rules"]]
-    rows, runs = [], {}
+    reqs, start, _ = workload(s, model, worker)
+    first = next(r.id for r in reqs if r.cls == "prompt")
+    rows, along, notes = [], {}, []
     for label, chunk, rule in variants:
-        run = simulate(model, worker, lesson_policy(reference_decisions("lesson3"), _sheet(s, **rule)), reqs)
-        runs[label] = run
+        run = simulate(model, worker, with_knobs(policy, _sheet(s, **rule)), reqs)
         row = {"rule": label, "chunk": chunk, **measure(run, start, s["budget"])}
         if run.aborted:
             notes.append(f"{label}: {truncation(run)}")
@@ -185,19 +192,47 @@ def prefill_deadline(s: dict, course) -> Outcome:
         if row["batch_shrank"]:
             notes.append(f"{label}: some decoders finished before the last prompt's first token")
         rows.append(row)
+        along[label] = [(at, sec * 1000) for _, at, sec in chunk_steps(run, {first})]
+    return {"rows": rows, "extras": {"along": along}, "notes": notes}
+
+
+def _fixed(s: dict, course, core) -> Side:
+    # The fixed-chunk knob replaces whatever rule it distorts: these rows hold for any core.
+    policy = core.policy if core is not None else baseline_policy()
+    return _rows(policy, [(f"fixed {c}", c, {"rule": "fixed", "fixed_tokens": c})
+                          for c in sorted(set(s["chunks"]))], s, course)
+
+
+def _rules(s: dict, course):
+    """core -> its Side: the core as it is ("budget") and under the per-token-only knob."""
+    return lambda core: _rows(core.policy, [(name, None, {"rule": name}) for name in s["rules"]], s, course)
+
+
+@experiment("prefill-deadline", title="chunk size against the token-gap budget and TTFT", knobs=KNOBS,
+            lesson="lesson3")
+def prefill_deadline(s: dict, course, sides: Sides) -> Outcome:
+    model, worker = _machine(s, course)
+    _, start, notes = workload(s, model, worker)
+    fixed = _fixed(s, course, sides.plugged.core)
+    rules = sides.both(_rules(s, course), "rule", tuple(s["rules"]))
+    rows = fixed["rows"] + (rules.rows if s["rules"] else [])
+    along = {**fixed["extras"]["along"], **rules.extras.get("along", {})}
+    notes += fixed["notes"] + rules.notes
     batch_step = worker.cost.step_time((s["decode_context"],) * s["decode_batch"])
     notes.insert(0, f"{s['decode_batch']} decoding from t=0 (decode-only step {batch_step * 1000:.1f} ms "
                     f"at their starting context); {s['prompts']} prompts of {s['prompt']} tokens every "
                     f"{s['interval']:g} s from t={start:.2f} s; gaps and TTFT measured from then until "
                     "the last prompt's first token; first miss: where in its long prompt the chunk of the first step "
                     "over the budget started (a chunk's attention cost grows with the tokens before it)")
+    notes += rules.sources if s["rules"] else []
     return Outcome("prefill-deadline", "chunk size against the token-gap budget and TTFT", dict(s),
-                   Table(COLUMNS, tuple(rows)), _plot(rows, runs, s, start), tuple(notes))
+                   Table(COLUMNS, tuple(rows)), _plot(rows, along, s, notes), tuple(notes))
 
 
-def _plot(rows: list[dict], runs: dict, s: dict, start: float) -> Plot:
-    fixed = [r for r in rows if r["chunk"] is not None]
-    rules = [r for r in rows if r["chunk"] is None and math.isfinite(r["mean_chunk"])]
+def _plot(rows: list[dict], along: dict, s: dict, notes: list[str]) -> Plot:
+    fixed = [r for r in rows if r.get("chunk") is not None]
+    rules = [r for r in rows if r.get("chunk") is None and not r.get("missing")
+             and r["mean_chunk"] is not None and math.isfinite(r["mean_chunk"])]
     xs = tuple(float(r["chunk"]) for r in fixed)
     col = lambda rs, key: tuple(float(r[key]) for r in rs)
     rule_points = lambda key: tuple(Line(f"rule {r['rule']}", (r["mean_chunk"],), (float(r[key]),), "points")
@@ -211,22 +246,20 @@ def _plot(rows: list[dict], runs: dict, s: dict, start: float) -> Plot:
     panels = [gap, ttft]
     if rules:
         # Each rule's chunks of the first long prompt: where its steps cross the budget.
-        first = min((r for r in runs[rules[0]["rule"]].requests if r.cls == "prompt"), key=lambda r: r.arrival_s)
-        lines, notes = [], []
+        lines, texts = [], []
         for r in rules:
-            steps = [(at, sec) for rid, at, sec in chunk_steps(runs[r["rule"]], {first.id})]
-            lines.append(Line(f"rule {r['rule']}", tuple(float(a) for a, _ in steps),
-                              tuple(sec * 1000 for _, sec in steps)))
+            steps = [(float(at), float(ms)) for at, ms in along[r["rule"]]]
+            lines.append(Line(f"rule {r['rule']}", tuple(a for a, _ in steps), tuple(ms for _, ms in steps)))
             worst_at, worst = max(steps, key=lambda x: x[1], default=(0, 0.0))
             miss = r["first_miss"]
-            notes.append(f"{r['rule']}: " + ("never over the budget" if miss is None else
+            texts.append(f"{r['rule']}: " + ("never over the budget" if miss is None else
                                             f"first over the budget at token {miss:,} of {s['prompt']:,}")
-                         + f"; its longest step {worst * 1000:.1f} ms, at token {worst_at:,}")
+                         + f"; its longest step {worst:.1f} ms, at token {int(worst_at):,}")
         panels.append(Panel("step time with a chunk of the\nfirst long prompt (ms)", tuple(lines),
                             hlines=((s["budget"] * 1000, f"budget {s['budget'] * 1000:g} ms"),),
-                            xlabel="where the chunk starts in the prompt (tokens)", notes=tuple(notes),
+                            xlabel="where the chunk starts in the prompt (tokens)", notes=tuple(texts),
                             notes_low=True))
-    warnings = tuple(f"{label}: {truncation(run)}" for label, run in runs.items() if run.aborted)
+    warnings = tuple(n for n in notes if "truncated: " in n)
     return Plot(f"Prefill deadline: {s['prompt']}-token prompts, {s['decode_batch']} decoding",
                 "prefill chunk (tokens; rules at their mean chunk)", tuple(panels), xlog=True, xticks=xs,
                 warnings=warnings)

@@ -30,10 +30,11 @@ import numpy as np
 from grader.course.experiments import experiment
 from grader.course.experiments.common import (Bars, Column, Knob, Outcome, Panel, Plot, Table,
                                               percentile)
+from grader.course.experiments.plugged import Side, Sides
 from grader.course.scenario import load_scenario
 from grader.course.trials import truncation
 from grader.engine.errors import InputError
-from grader.engine.oracle import lesson_policy, reference_decisions
+from reference.knobs import with_knobs
 from reference.records import Run
 from reference.request import Request
 from reference.shapes import Slo
@@ -191,46 +192,64 @@ def probe_ttfts_ms(run: Run) -> dict[str, list[float]]:
     return out
 
 
+# ---- the runs: the plugged-in core, and one knob at a time around it --------------------------
+def _labels(s: dict) -> tuple[str, ...]:
+    return (DESIGN, *(VARIANTS[n][0] for n in s["variants"]),
+            *(f"design, {pct}% cancelled" for pct in s["cancel_rates"] if pct / 100 != s["cancel"]))
+
+
+def _measure(s: dict, course):
+    """core -> its Side: a row per variant (the core, each knob around it, each cancellation
+    rate), and the probe's TTFTs of the design and the key without scope."""
+    def side(core) -> Side:
+        rows, ends, stopped, probed = [], {}, [], {}
+        base = _scenario(s, course, s["cancel"])
+        pt = base.worker.page_tokens
+
+        def add(label: str, scenario, changes: dict, cancel: float) -> None:
+            policy = with_knobs(core.policy, {**scenario.sheet, "cancellation": changes})
+            run = simulate(scenario.model, scenario.worker, policy, requests(scenario, s["repeat"]))
+            ends[label] = run.end_s
+            rows.append({"variant": label, "cancel_pct": round(cancel * 100), **measure(run, pt),
+                         "probe_gap_ms": None})
+            if run.aborted:
+                stopped.append(f"{label}: {truncation(run)}")
+
+        def probe(label: str, changes: dict) -> None:
+            """The row's run again with the probes after its end: what a prober measures."""
+            policy = with_knobs(core.policy, {**base.sheet, "cancellation": changes})
+            extra = probes(base, ends[label] + 1.0)
+            run = simulate(base.model, base.worker, policy, requests(base, s["repeat"]) + extra)
+            t = probed[label] = probe_ttfts_ms(run)
+            row = next(r for r in rows if r["variant"] == label)
+            # Rounded to the nanosecond: TTFTs are differences of absolute times, and two equal
+            # ones can differ in the last bits.
+            row["probe_gap_ms"] = round(float(np.mean(t["wrong"]) - np.mean(t["right"])), 6) if t["right"] else None
+
+        add(DESIGN, base, {}, s["cancel"])
+        for name in s["variants"]:
+            label, changes = VARIANTS[name]
+            add(label, base, changes, s["cancel"])
+        for pct in s["cancel_rates"]:
+            if pct / 100 != s["cancel"]:
+                add(f"design, {pct}% cancelled", _scenario(s, course, pct / 100), {}, pct / 100)
+        probe(DESIGN, {})
+        if "no_scope" in s["variants"]:
+            probe(*VARIANTS["no_scope"])
+        return {"rows": rows, "extras": {"probed": probed}, "notes": stopped}
+    return side
+
+
 @experiment("prefix-ownership", title="release, prefix keys and publishing under cancellation",
-            knobs=KNOBS)
-def prefix_ownership(s: dict, course) -> Outcome:
+            knobs=KNOBS, lesson="lesson4")
+def prefix_ownership(s: dict, course, sides: Sides) -> Outcome:
     if s["cancel"] > 1 or max(s["cancel_rates"], default=0) > 100 or s["repeat"] > 100:
         raise InputError("--set", "cancel is a share in 0..1; cancel_rates and repeat are percents in 0..100")
-    rows, runs, stopped, probed = [], {}, [], {}
     base = _scenario(s, course, s["cancel"])
     pt = base.worker.page_tokens
-
-    def add(label: str, scenario, changes: dict, cancel: float) -> None:
-        policy = lesson_policy(reference_decisions("lesson4"), {**scenario.sheet, "cancellation": changes})
-        run = simulate(scenario.model, scenario.worker, policy, requests(scenario, s["repeat"]))
-        runs[label] = run
-        rows.append({"variant": label, "cancel_pct": round(cancel * 100), **measure(run, pt),
-                     "probe_gap_ms": None})
-        if run.aborted:
-            stopped.append(f"{label}: {truncation(run)}")
-
-    def probe(label: str, changes: dict) -> None:
-        """The row's run again with the probes after its end: what a prober measures."""
-        policy = lesson_policy(reference_decisions("lesson4"), {**base.sheet, "cancellation": changes})
-        extra = probes(base, runs[label].end_s + 1.0)
-        run = simulate(base.model, base.worker, policy, requests(base, s["repeat"]) + extra)
-        t = probed[label] = probe_ttfts_ms(run)
-        row = next(r for r in rows if r["variant"] == label)
-        # Rounded to the nanosecond: TTFTs are differences of absolute times, and two equal
-        # ones can differ in the last bits.
-        row["probe_gap_ms"] = round(float(np.mean(t["wrong"]) - np.mean(t["right"])), 6) if t["right"] else None
-
-    add(DESIGN, base, {}, s["cancel"])
-    for name in s["variants"]:
-        label, changes = VARIANTS[name]
-        add(label, base, changes, s["cancel"])
-    for pct in s["cancel_rates"]:
-        if pct / 100 != s["cancel"]:
-            add(f"design, {pct}% cancelled", _scenario(s, course, pct / 100), {}, pct / 100)
-    probe(DESIGN, {})
-    if "no_scope" in s["variants"]:
-        probe(*VARIANTS["no_scope"])
-    n = len(probed[DESIGN]["right"])
+    both = sides.both(_measure(s, course), "variant", _labels(s))
+    rows, probed, stopped = both.rows, both.extras.get("probed", {}), both.notes
+    n = len(next(iter(probed.values()))["right"]) if probed else 0
     notes = (f"{base.workload.requests} requests in 3 tenants sharing system-prompt text, "
              f"{s['rate']:g}/s in bursts, {s['repeat']}% of prompts repeating their first block, chunks "
              f"of {s['chunk']} tokens on {pt}-token pages; each row changes one cancellation value of "
@@ -251,7 +270,8 @@ def prefix_ownership(s: dict, course) -> Outcome:
              "length, other text), one at a time on the idle worker; the gap is the wrong guesses' "
              "mean TTFT minus the right ones'. Where it is above 0 the prober learns the other "
              "tenant's prompt" + ("" if "no_scope" in s["variants"] else
-                                  "; add the no_scope variant to see it open"), *stopped)
+                                  "; add the no_scope variant to see it open"),
+             *both.sources, *stopped)
     return Outcome("prefix-ownership", "release, prefix keys and publishing under cancellation",
                    dict(s), Table(COLUMNS, tuple(rows)), _plot(rows, probed, s, stopped), notes)
 
@@ -263,6 +283,7 @@ def _plot(rows: list[dict], probed: dict, s: dict, stopped: list[str]) -> Plot:
             return "none"
         return f"none (waits a median {wait:.2f} ms per cancel for the fence)"
 
+    rows = [r for r in rows if not r.get("missing")]
     failures = Panel("what the worker recorded, per variant (log scale)", bars=Bars(
         tuple(r["variant"] for r in rows),
         tuple((name, tuple(float(r[key]) for r in rows)) for key, name in FAILURES),

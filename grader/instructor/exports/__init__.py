@@ -1,14 +1,16 @@
-"""Exports of the gradebook: CSV, Gradescope results.json, nbgrader's gradebook, feedback files.
+"""Exports of the gradebook: CSV, nbgrader's gradebook, feedback files.
 
 Each exporter reads the gradebook through its API (grader.instructor.gradebook) and writes one format;
-``export`` picks one by name.
+``export`` picks one by name. Gradescope is not an export: it cannot import results files,
+it grades in its own container, with the autograder `grader gradescope` builds
+(grader.instructor.gradescope).
 """
 from __future__ import annotations
 
 import hashlib
 import re
 
-FORMATS = ("csv", "gradescope", "nbgrader")
+FORMATS = ("csv", "nbgrader")
 
 _UNSAFE = re.compile(r"[\\/\x00-\x1f:*?\"<>|]")
 
@@ -27,9 +29,6 @@ def export(book, fmt: str, *, lesson: str | None = None, out: str | None = None)
     if fmt == "csv":
         from grader.instructor.exports.csv import export_csv
         return export_csv(book, out, lesson=lesson)
-    if fmt == "gradescope":
-        from grader.instructor.exports.gradescope import export_gradescope
-        return export_gradescope(book, out or "gradescope", lesson=lesson)
     if fmt == "nbgrader":
         from grader.instructor.exports.nbgrader import export_nbgrader
         # Not gradebook.db: that is the grader's own gradebook, which must never be mixed

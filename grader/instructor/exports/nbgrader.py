@@ -21,7 +21,10 @@ def _url(out: str) -> str:
     if "://" in out:
         return out
     path = Path(out).resolve()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(out, f"cannot write the nbgrader gradebook: {e.strerror or e}") from None
     return f"sqlite:///{path}"
 
 

@@ -1,0 +1,78 @@
+"""The class report's two figures, drawn with matplotlib into PNG files.
+
+- scores.png: how many students got each score (ten equal bins below full marks, then
+  full marks), the mean and median marked.
+- criteria.png: per criterion, the share of graded students who passed it and the mean
+  score as a share of its points, side by side, in the rubric's order.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+INK, PASS, MEAN, FULL = "#30343f", "#3b7d5a", "#5a7bb5", "#2f6a4b"
+DPI = 110
+
+
+def _pyplot():
+    import matplotlib                    # here only: nothing else in the grader pays for it
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.rcParams.update({"font.size": 10, "axes.edgecolor": "#9aa0a6", "axes.labelcolor": INK,
+                         "xtick.color": INK, "ytick.color": INK, "axes.spines.top": False,
+                         "axes.spines.right": False})
+    return plt
+
+
+def scores_png(numbers, path: Path) -> Path:
+    plt = _pyplot()
+    bins = numbers.distribution["bins"]
+    fig, ax = plt.subplots(figsize=(8.0, 3.6))
+    counts = [b["count"] for b in bins]
+    colours = [PASS] * (len(bins) - 1) + [FULL]
+    bars = ax.bar(range(len(bins)), counts, color=colours, width=0.8)
+    for bar, n in zip(bars, counts):
+        if n:
+            ax.annotate(str(n), (bar.get_x() + bar.get_width() / 2, n), ha="center", va="bottom",
+                        fontsize=9, color=INK, xytext=(0, 2), textcoords="offset points")
+    ax.set_xticks(range(len(bins)))
+    ax.set_xticklabels([b["label"].replace(" (full)", "\nfull") for b in bins], fontsize=8)
+    ax.set_xlabel(f"score out of {numbers.max_score:g}")
+    ax.set_ylabel("students")
+    ax.set_ylim(0, max(counts + [1]) * 1.18)
+    ax.yaxis.get_major_locator().set_params(integer=True)
+    d = numbers.distribution
+    if numbers.scores:
+        ax.set_title(f"{numbers.graded} graded: mean {d['mean']:g}, median {d['median']:g}, "
+                     f"{numbers.full_marks} at full marks", fontsize=10, color=INK)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def criteria_png(numbers, path: Path) -> Path:
+    plt = _pyplot()
+    crits = list(numbers.criteria)
+    fig, ax = plt.subplots(figsize=(8.0, 0.55 * len(crits) + 1.3))
+    rows = range(len(crits))
+    passed = [100 * c.pass_rate for c in crits]
+    means = [100 * c.mean_score / c.max_score if c.max_score else 0.0 for c in crits]
+    h = 0.38
+    ax.barh([r - h / 2 for r in rows], passed, height=h, color=PASS, label="passed (% of students)")
+    ax.barh([r + h / 2 for r in rows], means, height=h, color=MEAN, label="mean score (% of points)")
+    for r, p, m in zip(rows, passed, means):
+        ax.annotate(f"{p:.0f}%", (p, r - h / 2), va="center", fontsize=8, xytext=(3, 0),
+                    textcoords="offset points", color=INK)
+        ax.annotate(f"{m:.0f}%", (m, r + h / 2), va="center", fontsize=8, xytext=(3, 0),
+                    textcoords="offset points", color=INK)
+    ax.set_yticks(list(rows))
+    ax.set_yticklabels([c.id for c in crits])
+    ax.invert_yaxis()                   # the rubric's first criterion on top
+    ax.set_xlim(0, 112)
+    ax.set_xticks([0, 25, 50, 75, 100])
+    ax.set_xlabel("% of graded students passing / % of the criterion's points, on average")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path

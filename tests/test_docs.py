@@ -1,0 +1,132 @@
+"""The documentation names only what exists: every relative link of README.md, docs/*.md,
+each lesson's README and bench/README.md (and its #anchor) resolves, and every repository path they name, in `code` or in a code
+block, is in the repository. A path with a placeholder (lessonN, <student>, *) must match
+something; a file the learner edition's build writes (its manifest, its recorded
+expectations) counts as existing; a bare `name.md` must be some file of the repository."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from grader.engine.edition import MARKER
+from grader.engine.oracle import EXPECTATIONS
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "assignments").glob("*/README.md")), ROOT / "bench" / "README.md"]
+TOP_FILES = {"README.md", "pyproject.toml"}
+# Written by `grader release` into the learner edition, not kept in the repository.
+BUILT = {MARKER.relative_to(ROOT).as_posix(), EXPECTATIONS.relative_to(ROOT).as_posix()}
+
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+_CODE = re.compile(r"`([^`\n]+)`")
+_TOKEN = re.compile(r"[^\s`'\"=,;()\[\]{}|]+")
+
+
+def top_level(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir() if p.is_dir() and not p.name.endswith(".egg-info")
+            and p.name != "__pycache__" and (not p.name.startswith(".") or p.name == ".ci")}
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, markup and punctuation dropped
+    (underscores and hyphens stay), spaces to -."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
+    return re.sub(r"\s", "-", re.sub(r"[^\w\- ]", "", text))
+
+
+def anchors(doc: Path) -> set[str]:
+    text = _FENCE.sub("", doc.read_text(encoding="utf-8"))
+    return {slug(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*#*$", text, re.M)}
+
+
+def _exists(root: Path, path: str) -> bool:
+    path = path.rstrip("/")
+    if any(path == b or path.startswith(b + "/") for b in BUILT):
+        return True
+    pattern = re.sub(r"<[^>]*>|\{[^}]*\}", "*", path)
+    pattern = re.sub(r"lesson[NX]\b", "lesson*", pattern)
+    if pattern != path or "*" in path:
+        return any(root.glob(pattern))
+    return (root / path).exists()
+
+
+def dead_references(doc: Path, root: Path = ROOT) -> list[str]:
+    """What ``doc`` names that is not there, each as 'kind: what'."""
+    text = doc.read_text(encoding="utf-8")
+    dead = []
+    for target in _LINK.findall(_FENCE.sub("", text)):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):            # http:, https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        where = (doc.parent / path).resolve() if path else doc
+        if not where.exists():
+            dead.append(f"link: {target}")
+        elif anchor and where.suffix == ".md" and anchor not in anchors(where):
+            dead.append(f"anchor: {target}")
+    spans = _CODE.findall(_FENCE.sub("", text)) + [b.group(0) for b in _FENCE.finditer(text)]
+    tops = top_level(root)
+    names = {p.name for p in root.rglob("*.md")}
+    for span in spans:
+        for token in _TOKEN.findall(span):
+            token = token.rstrip(".:")
+            if token.startswith("./"):
+                token = token[2:]
+            first = token.split("/")[0]
+            if (first in tops and "/" in token) or token in TOP_FILES:
+                if not _exists(root, token):
+                    dead.append(f"path: {token}")
+            elif token.endswith(".md") and "/" not in token and token == span.strip() and token not in names:
+                dead.append(f"file: {token}")
+    return sorted(f"{d} (line {text[:text.find(d.split(': ', 1)[1])].count(chr(10)) + 1})" for d in set(dead))
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_path_and_link_the_docs_name_exists(doc):
+    assert dead_references(doc) == [], f"{doc.relative_to(ROOT)} names what is not there"
+
+
+def test_the_docs_are_there():
+    names = {p.relative_to(ROOT).as_posix() for p in DOCS}
+    assert {"README.md", "docs/learners.md", "docs/instructors.md", "docs/architecture.md",
+            "assignments/lesson1/README.md", "assignments/lesson6/README.md"} <= names
+
+
+def test_the_check_finds_what_is_missing(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "grader").mkdir()
+    (tmp_path / "grader" / "cli.py").write_text("")
+    (tmp_path / "docs" / "other.md").write_text("# Other page\n## Its part\n## The `page_tokens` knob\n")
+    doc = tmp_path / "docs" / "page.md"
+    doc.write_text("A [link](other.md#its-part), a [dead one](gone.md), [a lost part](other.md#nope),\n"
+                   "[a knob](other.md#the-page_tokens-knob), [no knob](other.md#the-pagetokens-knob),\n"
+                   "[the web](https://example.org) and [here](#a-title).\n\n# A title\n\n"
+                   "`grader/cli.py` is there, `grader/gone.py: main` is not; see `worker.md`.\n\n"
+                   "```sh\ngrader check --submission grader/missing/x.py --out report/\n```\n")
+    assert dead_references(doc, tmp_path) == ["anchor: other.md#nope (line 1)",
+                                              "anchor: other.md#the-pagetokens-knob (line 2)",
+                                              "file: worker.md (line 7)", "link: gone.md (line 1)",
+                                              "path: grader/gone.py (line 7)",
+                                              "path: grader/missing/x.py (line 10)"]
+
+
+def test_the_readme_opens_with_the_two_commands_and_ci_runs_the_second():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("# ") and lines[2] == "```sh" and lines[5] == "```", lines[:6]
+    run, suite = lines[3], lines[4]
+    for command in (run, suite):
+        assert re.match(r"python3\.11 -m venv (\S+) && \. \1/bin/activate && pip install -e ", command), command
+    assert run.endswith("pip install -e . && grader check lesson1 --submission reference/solutions/lesson1.py")
+    tail = "pip install -e '.[test]' && python -m pytest"
+    assert suite.endswith(" && " + tail)
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").rstrip().splitlines()
+    assert ci[-1] == tail, ci[-1]
+
+
+def test_the_readme_maps_every_page_of_docs():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    mapped = set(re.findall(r"^- \[[^\]]*\]\((docs/[^)#]+\.md)\): ", text, re.M))
+    assert mapped == {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")}

@@ -1,0 +1,432 @@
+"""The Gradescope autograder: the zip `grader gradescope` builds, unpacked into a folder laid
+out as Gradescope's /autograder, and its run_autograder run there as Gradescope runs it, on
+the reference, the stub, a crashing and a looping submission, a missing file, hostile
+uploads and lesson 6's per-student incidents. Every results.json is validated against
+Gradescope's documented results format (grader/instructor/gradescope/results.schema.json)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conftest import ROOT, SECRET, SUBMISSIONS, grade, run_grader
+from grader.course.bundle import write_answer
+from grader.course.incident import incidents_key, student_incident
+from grader.engine.layout import find_course
+
+SCHEMA = json.loads((ROOT / "grader" / "instructor" / "gradescope" / "results.schema.json").read_text())
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+REFERENCE = ROOT / "reference" / "solutions" / "lesson1.py"
+STUB = ROOT / "assignments" / "lesson1" / "exercise.py"
+COURSE = find_course(str(ROOT))
+
+
+def schema_errors(results: dict) -> list[str]:
+    return [e.message for e in VALIDATOR.iter_errors(results)]
+
+
+@pytest.fixture(scope="module")
+def secret_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("secret") / "course.secret"
+    path.write_bytes(SECRET + b"\n")
+    return path
+
+
+def build(lesson: str, secret_file: Path, out: Path, *extra: str) -> Path:
+    code, stdout, err = run_grader("gradescope", lesson, "--secret-file", str(secret_file),
+                                   "--out", str(out), *extra)
+    assert code == 0, err
+    assert "secret" in stdout and str(out) in stdout
+    return out
+
+
+@pytest.fixture(scope="module")
+def lesson1_zip(tmp_path_factory, secret_file):
+    return build("lesson1", secret_file, tmp_path_factory.mktemp("zip") / "lesson1-autograder.zip")
+
+
+@pytest.fixture(scope="module")
+def lesson6_zip(tmp_path_factory, secret_file):
+    return build("lesson6", secret_file, tmp_path_factory.mktemp("zip6") / "lesson6.zip")
+
+
+def unpack(zip_path: Path, root: Path) -> Path:
+    """Gradescope's layout: the zip's contents in source/ (modes kept, as unzip keeps
+    them), run_autograder copied to the root, empty submission/ and results/."""
+    source = root / "source"
+    with zipfile.ZipFile(zip_path) as z:
+        z.extractall(source)
+        for info in z.infolist():
+            os.chmod(source / info.filename, (info.external_attr >> 16) & 0o7777)
+    shutil.copy2(source / "run_autograder", root / "run_autograder")
+    (root / "submission").mkdir()
+    (root / "results").mkdir()
+    return root
+
+
+def submit(root: Path, files: dict[str, bytes], users=({"email": "alice@example.edu", "id": 1},)):
+    for name, data in files.items():
+        (root / "submission" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "submission" / name).write_bytes(data)
+    if users is not None:
+        (root / "submission_metadata.json").write_text(json.dumps(
+            {"id": 1, "created_at": "2025-01-01T00:00:00Z", "users": list(users),
+             "assignment": {"title": "lesson", "id": 1}, "previous_submissions": []}))
+
+
+def run_autograder(root: Path, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    """run_autograder as Gradescope runs it (its working directory the root), the root moved
+    by AUTOGRADER_ROOT and the interpreter by GRADER_PYTHON; (process, results.json)."""
+    p = subprocess.run([str(root / "run_autograder"), *args], cwd=root, capture_output=True,
+                       text=True, timeout=600,
+                       env={**os.environ, "AUTOGRADER_ROOT": str(root),
+                            "GRADER_PYTHON": sys.executable, **(env or {})})
+    results = root / "results" / "results.json"
+    return p, (json.loads(results.read_text()) if results.exists() else {})
+
+
+def graded(zip_path: Path, tmp_path: Path, files: dict[str, bytes], **kw):
+    root = unpack(zip_path, tmp_path / "autograder")
+    submit(root, files, **kw)
+    p, results = run_autograder(root)
+    assert not schema_errors(results), (schema_errors(results), p.stdout, p.stderr)
+    return p, results
+
+
+def by_id(results: dict) -> dict[str, dict]:
+    return {t["name"].split(":")[0]: t for t in results["tests"]}
+
+
+# ---- the schema is Gradescope's documented format -------------------------------------------------
+DOCUMENTED_EXAMPLE = {       # the example of Gradescope's autograder specification, as data
+    "score": 44.0, "execution_time": 136, "output": "Text relevant to the entire submission",
+    "visibility": "after_due_date", "stdout_visibility": "visible", "extra_data": {},
+    "tests": [{"score": 2.0, "max_score": 2.0, "name": "Your name here", "number": "1.1",
+               "output": "Giant multiline string", "tags": ["tag1", "tag2", "tag3"],
+               "visibility": "visible", "extra_data": {}}],
+    "leaderboard": [{"name": "Accuracy", "value": 0.926}, {"name": "Time", "value": 15.1, "order": "asc"},
+                    {"name": "Stars", "value": "*****"}],
+}
+
+
+@pytest.mark.parametrize("change", [
+    {"visibility": "after_publish"},                        # not one of the four settings
+    {"score": "44"},                                        # a number, not a string
+    {"tests": [{"name": "t", "score": 1, "visibility": "secret"}]},
+    {"tests": [{"name": "t", "score": 1, "status": "ok"}]},
+    {"tests": [{"name": "t", "score": 1, "number": 1}]},    # the number is a string: "1.1"
+    {"scores": 1.0},                                        # a typo Gradescope would ignore
+])
+def test_the_schema_takes_the_documented_example_and_refuses_departures(change):
+    assert schema_errors(DOCUMENTED_EXAMPLE) == []
+    assert schema_errors({**DOCUMENTED_EXAMPLE, **change})
+    no_total = {k: v for k, v in DOCUMENTED_EXAMPLE.items() if k != "score"}
+    assert schema_errors(no_total) == []                    # each test has a score
+    assert schema_errors({**no_total, "tests": [{"name": "t", "max_score": 1}]})   # then none has
+
+
+# ---- the zip ------------------------------------------------------------------------------------------
+def test_the_zip_has_gradescopes_layout_and_pins_what_it_installs(lesson1_zip, secret_file, tmp_path):
+    with zipfile.ZipFile(lesson1_zip) as z:
+        names = set(z.namelist())
+        modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in z.infolist()}
+        read = z.read
+        assert {"setup.sh", "run_autograder", "requirements.txt", "autograder.json", "secret"} <= names
+        assert all("/" not in n for n in ("setup.sh", "run_autograder"))     # at the zip's root
+        assert modes["setup.sh"] & 0o100 and modes["run_autograder"] & 0o100
+        assert read("secret") == secret_file.read_bytes().strip()
+        config = json.loads(read("autograder.json"))
+        assert config["lesson"] == "lesson1" and config["student_key"] == "email"
+        for folder in ("grader/instructor/families", "reference/solutions", "rubrics", "assignments/lesson1"):
+            assert any(n.startswith(f"course/{folder}/") for n in names), folder
+        assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+        pins = read("requirements.txt").decode().split()
+        setup = read("setup.sh").decode()
+    # Every dependency pinned to the version these tests run with, the closure complete.
+    assert pins and all(p.count("==") == 1 for p in pins)
+    for pin in pins:
+        name, version = pin.split("==")
+        assert metadata.version(name) == version, pin
+    pinned = {p.split("==")[0] for p in pins}
+    assert {"numpy", "pyyaml", "jsonschema", "referencing", "sqlalchemy"} <= pinned
+    assert "-r" in setup and "requirements.txt" in setup and "bubblewrap" in setup
+    assert "--self-test" in setup
+    for script in ("setup.sh", "run_autograder"):
+        assert subprocess.run(["bash", "-n", str(ROOT / "grader" / "instructor" / "gradescope" / script)]).returncode == 0
+    # The zip is a secret: only its owner may read it; the same inputs give the same bytes.
+    assert stat.S_IMODE(lesson1_zip.stat().st_mode) == 0o600
+    again = build("lesson1", secret_file, tmp_path / "again.zip")
+    assert again.read_bytes() == lesson1_zip.read_bytes()
+
+
+def test_building_refuses_bad_input_in_one_line(tmp_path, secret_file):
+    empty = tmp_path / "empty.secret"
+    empty.write_text("\n")
+    zip_path = str(tmp_path / "x.zip")
+    for args, says in [(("lesson9", "--secret-file", str(secret_file), "--out", zip_path), "no such lesson"),
+                       (("lesson1", "--secret-file", str(empty), "--out", zip_path), "empty"),
+                       (("lesson1", "--secret-file", str(secret_file), "--out", str(tmp_path)), "is a folder"),
+                       (("lesson1", "--secret-file", str(secret_file), "--out", str(empty / "x.zip")),
+                        f"{empty} is a file, not a folder")]:
+        code, out, err = run_grader("gradescope", *args)
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x.zip").exists()
+
+
+# ---- grading, as Gradescope runs it -----------------------------------------------------------------
+CRASH_AT_IMPORT = b"import ctypes\nctypes.string_at(0)   # SIGSEGV while the file loads\n"
+
+
+@pytest.mark.parametrize("kind", ["reference", "stub", "crash", "loop"])
+def test_run_autograder_grades_public_and_hidden_cases(lesson1_zip, tmp_path, kind):
+    source = {"reference": REFERENCE.read_bytes(), "stub": STUB.read_bytes(), "crash": CRASH_AT_IMPORT,
+              "loop": (SUBMISSIONS / "lesson1" / "loops.py").read_bytes()}[kind]
+    p, results = graded(lesson1_zip, tmp_path, {f"{kind}_attempt.py": source})
+    assert p.returncode == 0, p.stdout + p.stderr
+    tests = by_id(results)
+    # The same grade as `grader grade` with the same secret, criterion by criterion.
+    local = tmp_path / f"{kind}_attempt.py"
+    local.write_bytes(source)
+    report = grade("lesson1", local, "grade", SECRET)
+    assert list(tests) == [c.id for c in report.criteria]
+    for c in report.criteria:
+        t = tests[c.id]
+        # Shown at once: the feedback measured on public cases alone (no hidden input in it).
+        assert (t["score"], t["max_score"], t["status"], t["output"], t["visibility"]) == \
+            (c.score, c.max_score, "passed" if c.passed else "failed", c.public_feedback, "visible")
+        assert not any(case["digest"] in t["output"] for case in report.cases if case["visibility"] == "hidden")
+    assert results["score"] == report.score == sum(t["score"] for t in results["tests"])
+    hidden = sum(1 for c in report.cases if c["visibility"] == "hidden")
+    assert hidden > 0 and f"{hidden} hidden" in results["output"]
+    assert results["extra_data"]["submission_digest"] == report.submission_digest
+    assert results["extra_data"]["isolation"] == report.isolation
+    assert f"Isolation: {report.isolation}" in results["output"]
+    assert f"Graded: {kind}_attempt.py (sha256 {report.submission_digest[:16]})" in results["output"]
+    full = sum(t["max_score"] for t in results["tests"])
+    if kind == "reference":
+        assert results["score"] == full == 10
+    elif kind == "stub":
+        assert results["score"] == 0 and all("not implemented" in t["output"] for t in results["tests"])
+    elif kind == "crash":
+        assert results["score"] == 0 and all("did not load" in t["output"] and "SIGSEGV" in t["output"]
+                                             for t in results["tests"])
+    else:
+        assert tests["pages-for"]["score"] == 0 and "did not return in time" in tests["pages-for"]["output"]
+        assert tests["kv-bytes"]["status"] == "passed"
+
+
+def test_whatever_the_file_is_called_the_one_that_defines_the_functions_is_graded(lesson1_zip, tmp_path):
+    notebook = {"cells": [{"cell_type": "markdown", "source": ["# my work"]},
+                          {"cell_type": "code", "source": REFERENCE.read_text().splitlines(True)}],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    p, results = graded(lesson1_zip, tmp_path, {
+        "hw/My Lesson 1 (final).ipynb": json.dumps(notebook).encode(),
+        "hw/helpers.py": b"def tidy(x):\n    return x\n",
+        "README.txt": b"hello"})
+    assert p.returncode == 0 and results["score"] == 10
+    assert "Graded: hw/My Lesson 1 (final).ipynb" in results["output"]
+    assert "not graded: hw/helpers.py" in results["output"]
+
+
+@pytest.mark.parametrize("files, says", [
+    ({"README.txt": b"I forgot", "notes.pdf": b"%PDF"}, "no .py or .ipynb file to grade"),
+    ({}, "your upload is empty"),
+    ({"a.py": b"x = 1\n", "b.py": b"y = 2\n"}, "cannot tell which file to grade"),
+    ({"solution.py": b""}, "the submission is empty"),
+])
+def test_a_missing_or_unusable_file_is_a_clear_zero_on_every_criterion(lesson1_zip, tmp_path, files, says):
+    p, results = graded(lesson1_zip, tmp_path, files)
+    assert p.returncode == 0, p.stdout
+    assert results["score"] == 0 and says in results["output"]
+    assert [t["name"].split(":")[0] for t in results["tests"]] == \
+        ["kv-bytes", "pool-pages", "pages-for", "worst-case", "contract-ok", "contract-reason"]
+    assert all(t["score"] == 0 and t["output"].startswith("not graded:") and says in t["output"]
+               for t in results["tests"])
+    assert sum(t["max_score"] for t in results["tests"]) == 10
+
+
+def test_hidden_only_criteria_are_shown_after_grades_are_published(lesson1_zip, tmp_path):
+    root = unpack(lesson1_zip, tmp_path / "autograder")
+    rubric = root / "source" / "course" / "rubrics" / "lesson1.yaml"
+    text = rubric.read_text()
+    start = text.index("id: pages-for")
+    at = text.index("visibility: both", start)
+    rubric.write_text(text[:at] + "visibility: hidden" + text[at + len("visibility: both"):])
+    submit(root, {"attempt.py": (SUBMISSIONS / "lesson1" / "loops.py").read_bytes()})
+    p, results = run_autograder(root)
+    assert not schema_errors(results) and p.returncode == 0, p.stdout
+    visibility = {cid: t["visibility"] for cid, t in by_id(results).items()}
+    assert visibility.pop("pages-for") == "after_published"
+    assert set(visibility.values()) == {"visible"}
+    # Graded on the hidden cases only: of the cases `grade` counts, those `check` does not.
+    out = by_id(results)["pages-for"]["output"]
+    loops = SUBMISSIONS / "lesson1" / "loops.py"
+    counted = {mode: next(c.feedback for c in grade("lesson1", loops, mode, SECRET).criteria
+                          if c.id == "pages-for") for mode in ("grade", "check")}
+    total, public = (int(re.match(r"(\d+) of \1 ", counted[m]).group(1)) for m in ("grade", "check"))
+    assert "did not return in time" in out and out.startswith(f"{total - public} of {total - public} "), out
+    # After publication the full feedback is shown; a visible test shows its public part only.
+    assert by_id(results)["worst-case"]["output"].endswith("(public cases; the hidden cases' feedback is "
+                                                            "published later)")
+
+
+def test_only_public_feedback_is_shown_at_once():
+    # A report whose "both" criterion carries no public feedback (made before it existed):
+    # its full feedback names a hidden case, so it waits for publishing.
+    from grader.engine.report import CriterionResult, Report
+    from grader.instructor.gradescope.results import from_report
+    told = "1 of 9 wrong; first, hidden case 3f2a: returned 7"
+    crit = [CriterionResult("a", "A", 0.0, 2.0, False, told, "both"),
+            CriterionResult("b", "B", 0.0, 2.0, False, told, "both", public_feedback="0 of 4 wrong (public cases)"),
+            CriterionResult("c", "C", 2.0, 2.0, True, "", "public")]
+    report = Report("lesson1", "T", "grade", "x.py", "0" * 64, 1, tuple(crit), (), "bwrap", "0", 0.1)
+    tests = {t["name"][0]: t for t in from_report(report, graded="x.py", build={"course_digest": "d" * 64})["tests"]}
+    assert (tests["a"]["visibility"], tests["a"]["output"]) == ("after_published", told)
+    assert (tests["b"]["visibility"], tests["b"]["output"]) == ("visible", "0 of 4 wrong (public cases)")
+    assert (tests["c"]["visibility"], tests["c"]["output"]) == ("visible", "")
+
+
+def test_the_grader_that_runs_is_the_zips_own_copy(lesson1_zip, tmp_path):
+    root = unpack(lesson1_zip, tmp_path / "autograder")
+    init = root / "source" / "course" / "grader" / "__init__.py"
+    init.write_text(init.read_text().replace('__version__ = "', '__version__ = "9.9.9+zip-'))
+    submit(root, {"attempt.py": REFERENCE.read_bytes()})
+    p, results = run_autograder(root)
+    assert results["extra_data"]["grader_version"].startswith("9.9.9+zip-"), p.stdout
+
+
+def attack(root: Path) -> bytes:
+    """A submission that tries to forge results.json and to read the secret, the results and
+    the metadata, and to tell in its feedback whatever it read."""
+    forged = json.dumps({"score": 1000.0, "output": "forged"})
+    return (f"import pathlib\n"
+            f"ROOT = pathlib.Path({str(root)!r})\n"
+            f"def steal():\n"
+            f"    for name in ('source/secret', 'results/results.json', 'submission_metadata.json'):\n"
+            f"        try:\n"
+            f"            return (ROOT / name).read_text()\n"
+            f"        except OSError:\n"
+            f"            pass\n"
+            f"    return 'nothing'\n"
+            f"try:\n"
+            f"    (ROOT / 'results' / 'results.json').write_text({forged!r})\n"
+            f"except OSError:\n"
+            f"    pass\n"
+            f"def kv_bytes_per_token(model):\n"
+            f"    raise RuntimeError('stolen: ' + steal())\n"
+            f"pages_for = pool_pages = worst_case_pages = check_contract = kv_bytes_per_token\n").encode()
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "process"])
+def test_a_submission_cannot_read_the_secret_or_forge_results(lesson1_zip, tmp_path, mode):
+    root = unpack(lesson1_zip, tmp_path / "autograder")
+    submit(root, {"attack.py": attack(root)})
+    p, results = run_autograder(root, env={"GRADER_SANDBOX": mode})
+    assert not schema_errors(results) and p.returncode == 0, p.stdout
+    assert results["score"] == 0 and "forged" not in json.dumps(results)
+    assert SECRET.decode() not in json.dumps(results)
+    assert "stolen: nothing" in by_id(results)["kv-bytes"]["output"]
+    assert results["extra_data"]["isolation"].startswith(mode)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700        # root's alone, whatever the sandbox
+
+
+def test_an_image_that_cannot_confine_a_submission_grades_none(lesson1_zip, tmp_path):
+    # An image without bubblewrap or Landlock: the zip's child.py made to find no Landlock,
+    # as on such a kernel, and bubblewrap not used. No learner code may run there.
+    root = unpack(lesson1_zip, tmp_path / "autograder")
+    child = root / "source" / "course" / "grader" / "engine" / "sandbox" / "child.py"
+    text = child.read_text()
+    assert "def install_landlock(libc, workdir):" in text
+    child.write_text(text.replace("def install_landlock(libc, workdir):",
+                                  "def install_landlock(libc, workdir):\n    return ''\n\n\n"
+                                  "def _unused(libc, workdir):", 1))
+    witness = tmp_path / "learner-code-ran"
+    submit(root, {"attack.py": f"open({str(witness)!r}, 'w').close()\n".encode() + attack(root)})
+    p, results = run_autograder(root, env={"GRADER_SANDBOX": "process"})
+    assert p.returncode == 1 and not schema_errors(results), p.stdout
+    assert "cannot confine a submission" in results["output"] and "not a grade" in results["output"]
+    assert "tests" not in results and not witness.exists()
+    p, _ = run_autograder(root, "--self-test", env={"GRADER_SANDBOX": "process"})
+    assert p.returncode == 1 and "self-test: FAILED" in p.stdout and "cannot confine" in p.stdout
+
+
+def test_the_self_test_setup_runs_passes_on_the_reference_and_fails_on_a_broken_image(lesson1_zip, tmp_path):
+    root = unpack(lesson1_zip, tmp_path / "autograder")
+    p, _ = run_autograder(root, "--self-test")
+    assert p.returncode == 0 and "self-test: the reference scores 10 / 10: ok" in p.stdout, p.stdout + p.stderr
+    # An image whose sandbox child cannot start cannot grade: its build fails.
+    (root / "source" / "course" / "grader" / "engine" / "sandbox" / "child.py").write_text("raise SystemExit(3)\n")
+    p, _ = run_autograder(root, "--self-test")
+    assert p.returncode == 1 and "FAILED" in p.stdout, p.stdout + p.stderr
+
+
+def test_when_the_autograder_itself_cannot_grade_it_says_so_without_a_grade(lesson1_zip, tmp_path):
+    root = unpack(lesson1_zip, tmp_path / "autograder")
+    (root / "source" / "secret").write_text("  \n")
+    submit(root, {"attempt.py": REFERENCE.read_bytes()})
+    p, results = run_autograder(root)
+    assert p.returncode == 1 and not schema_errors(results)
+    assert "could not grade" in results["output"] and "not a grade" in results["output"]
+    assert "secret file is empty" in p.stdout
+    # Python never starting still leaves a well-formed results.json.
+    (root / "results" / "results.json").unlink()
+    p, results = run_autograder(root, env={"GRADER_PYTHON": str(tmp_path / "no-such-python")})
+    assert p.returncode != 0 and not schema_errors(results) and "stopped before" in results["output"]
+
+
+# ---- lesson 6: each student's own incident -------------------------------------------------------------
+def answer_of(student: str, tmp_path: Path) -> dict[str, bytes]:
+    folder = write_answer(student_incident(COURSE, incidents_key(SECRET), student), tmp_path / student)
+    return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_lesson6_grades_the_submitters_own_incident(lesson6_zip, tmp_path):
+    alice = answer_of("alice@example.edu", tmp_path)
+    renamed = {"work/My Diagnosis.yml": alice["diagnosis.yaml"], "work/sheet-v2.yaml": alice["design_sheet.yaml"]}
+    p, results = graded(lesson6_zip, tmp_path / "a", renamed)
+    assert p.returncode == 0 and results["score"] == sum(t["max_score"] for t in results["tests"]) == 10, \
+        p.stdout
+    assert "graded work/My Diagnosis.yml as diagnosis.yaml" in results["output"]
+    # Judged on the student's own incident: no feedback before publication, the full one then.
+    assert {t["visibility"] for t in results["tests"]} == {"after_published"}
+    assert all("published later" not in t["output"] for t in results["tests"])
+    # Alice's answer handed in by Bob is graded on Bob's incident: it does not fit.
+    p, bob = graded(lesson6_zip, tmp_path / "b", alice, users=({"email": "bob@example.edu", "id": 2},))
+    assert p.returncode == 0 and bob["score"] < results["score"]
+    expected = grade("lesson6", write_answer(student_incident(COURSE, incidents_key(SECRET), "alice@example.edu"),
+                                             tmp_path / "check" / "alice@example.edu"), "grade", SECRET)
+    assert results["score"] == expected.score
+
+
+def test_lesson6_student_key_names_students_by_another_field(secret_file, tmp_path):
+    z = build("lesson6", secret_file, tmp_path / "by-id.zip", "--student-key", "id")
+    p, results = graded(z, tmp_path, answer_of("4711", tmp_path),
+                        users=({"email": "carol@example.edu", "id": 4711},))
+    assert p.returncode == 0 and results["score"] == 10, p.stdout
+
+
+@pytest.mark.parametrize("case", ["group", "no metadata", "one file"])
+def test_lesson6_without_one_student_or_both_files_is_clear(lesson6_zip, tmp_path, case):
+    alice = answer_of("alice@example.edu", tmp_path)
+    if case == "group":
+        p, results = graded(lesson6_zip, tmp_path, alice, users=({"email": "a@x.edu"}, {"email": "b@x.edu"}))
+        assert p.returncode == 0 and results["score"] == 0 and "individual" in results["output"]
+        assert "a@x.edu" in results["output"] and len(results["tests"]) == 5
+    elif case == "no metadata":
+        p, results = graded(lesson6_zip, tmp_path, alice, users=None)
+        assert p.returncode == 1 and "could not grade" in results["output"], p.stdout
+        assert "submission_metadata.json" in p.stdout
+    else:
+        p, results = graded(lesson6_zip, tmp_path, {"answer.yaml": alice["diagnosis.yaml"]})
+        assert p.returncode == 0 and 0 <= results["score"] < 10
+        assert "there is no design_sheet.yaml" in json.dumps(results)

@@ -1,0 +1,53 @@
+"""The batch's progress bar: one redrawn line on a terminal, a plain line every few seconds
+in a log, nothing when turned off; time is a fake clock, never slept."""
+import io
+
+from grader.instructor.progress import Progress
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_in_a_log_a_plain_line_every_few_seconds():
+    clock, log = Clock(), io.StringIO()
+    bar = Progress(10, "grading lesson1", stream=log, log_every_s=5.0, clock=clock)
+    for t in (1, 2, 3):
+        clock.now = 100 + t
+        bar.advance()
+    assert log.getvalue() == ""                       # not yet 5 s: nothing
+    clock.now = 106.0
+    bar.advance()
+    lines = log.getvalue().splitlines()
+    assert lines == ["grading lesson1 [###########.................] 4/10  40/min  elapsed 0:06  left 0:09"]
+    bar.finish()
+    assert "\r" not in log.getvalue() and log.getvalue().count("\n") == 2
+    assert log.getvalue().splitlines()[-1].startswith("grading lesson1 [") and " 4/10 " in log.getvalue()
+
+
+def test_on_a_terminal_one_line_redrawn():
+    clock, tty = Clock(), Terminal()
+    bar = Progress(3, "grading lesson2", stream=tty, clock=clock)
+    for _ in range(3):
+        clock.now += 30
+        bar.advance()
+    bar.finish()
+    text = tty.getvalue()
+    assert text.count("\r") == 4 and text.count("\n") == 1
+    assert text.endswith("3/3  2/min  elapsed 1:30  left 0:00\n")
+
+
+def test_turned_off_or_nothing_to_do_writes_nothing():
+    for bar in (Progress(5, "x", stream=io.StringIO(), enabled=False), Progress(0, "x", stream=io.StringIO())):
+        bar.advance()
+        bar.finish()
+        assert bar.stream.getvalue() == ""
