@@ -9,11 +9,13 @@ is the template's. Students come in nbgrader's layout
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -113,19 +115,42 @@ def by_student(url) -> dict:
 
 
 def kill_and_resume(folder, url, secret_file, kills, seed, jobs="2", lesson="lesson1"):
-    """Start the batch, SIGKILL it at seeded random moments, then let a last run finish."""
-    rng = random.Random(seed)
+    """Start the batch and SIGKILL it once it has written a seeded number of results (a
+    point of progress, not of time: the same on a fast machine and a loaded one), again
+    and again, then let a last run finish: it must keep what the killed runs recorded."""
+    from grader.instructor.batch import discover
+    students = len(discover(folder, lesson))
+    # At least three students left at each point: a kill lands while the batch is grading.
+    points = sorted(random.Random(seed).sample(range(1, students - 3), kills))
     args = ["grade", lesson, str(folder), "--secret-file", str(secret_file), "--gradebook",
             url, "--jobs", jobs, "--quiet", "--json"]
-    for _ in range(kills):
+    for point in points:
         proc = subprocess.Popen([sys.executable, "-m", "grader.cli", *args], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.5, 4.0))
+        deadline = time.monotonic() + 600          # a hang guard only
+        while graded_rows(url) < point:
+            assert proc.poll() is None, f"the run ended with {graded_rows(url)} results, before {point}"
+            assert time.monotonic() < deadline, f"fewer than {point} results after 600 s"
+            time.sleep(0.05)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
     p = run_cli(*args)
     assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout)
+    summary = json.loads(p.stdout)
+    assert summary["skipped"] >= points[-1], summary      # what was recorded before the kill is kept
+    return summary
+
+
+def graded_rows(url: str) -> int:
+    """Results the gradebook (SQLite) holds now, read without taking part in its writes."""
+    path = url.removeprefix("sqlite:///")
+    if not os.path.exists(path):
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
+            return conn.execute("SELECT count(*) FROM results WHERE status = 'graded'").fetchone()[0]
+    except sqlite3.OperationalError:       # its tables are not created yet
+        return 0
 
 
 def assert_whole(url, n_criteria):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import Phase, settings
 
 from grader.engine.layout import find_course
 from grader.engine.pipeline import grade_path
@@ -21,9 +23,38 @@ from mutants import write_mutant  # noqa: F401  (the tests' name for it: tests/m
 os.environ["GRADER_CACHE"] = tempfile.mkdtemp(prefix="grader-test-cache-")
 atexit.register(shutil.rmtree, os.environ["GRADER_CACHE"], True)
 
+# No wall-clock deadline per example: the suite runs on a loaded machine. The mutation runs
+# (bench/mutation.py) draw the same examples every time, so a mutant is killed or not, never
+# by luck, and do not shrink a failure (only whether there is one counts); the ordinary runs
+# draw new ones each time.
+settings.register_profile("suite", deadline=None)
+settings.register_profile("mutation", deadline=None, derandomize=True, database=None,
+                          phases=(Phase.explicit, Phase.reuse, Phase.generate))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "suite"))
+
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
 SECRET = b"test-secret-for-hidden-cases"
+# Hidden cases are drawn from the instructor secret, so whatever a test expects of them must
+# hold for every secret, not for the one a test happens to use. Such tests take the `secret`
+# fixture: two fixed secrets and one drawn at random per run, whose value is in the test's id
+# (test_x[random-0123abcd...]) and in the run's header; GRADER_TEST_SECRET=<hex> draws it again.
+RANDOM_SECRET = bytes.fromhex(os.environ.get("GRADER_TEST_SECRET") or secrets.token_hex(8))
+SECRETS = {"fixed": SECRET, "other": b"another secret", f"random-{RANDOM_SECRET.hex()}": RANDOM_SECRET}
+
+
+def other_than(secret: bytes) -> bytes:
+    """A secret that is not ``secret``: what another course would use."""
+    return secret + b"'"
+
+
+@pytest.fixture(scope="module", params=list(SECRETS.values()), ids=list(SECRETS))
+def secret(request) -> bytes:
+    return request.param
+
+
+def pytest_report_header(config):
+    return f"hidden cases under the secrets {', '.join(SECRETS)} (GRADER_TEST_SECRET={RANDOM_SECRET.hex()})"
 
 
 def grade(lesson: str, path, mode: str = "check", secret: bytes | None = None):

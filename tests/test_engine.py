@@ -31,6 +31,9 @@ criteria:
     (GOOD.replace("visibility: both", "visibility: secret"), "criteria[0].visibility"),
     (GOOD.replace("version: 1\n", ""), "version"),
     (GOOD.replace("{rule: all_or_nothing}", "{rule: linear, floor: 0.9, target: 0.5}"), "floor must be below"),
+    # No range between floor and target: linear credit would divide by zero, or be all or nothing.
+    (GOOD.replace("{rule: all_or_nothing}", "{rule: linear, floor: 0.5, target: 0.5}"),
+     "criteria[0].credit: floor must be below target"),
     (GOOD + "  - {id: a, title: B, points: 1, check: lesson1.kv_bytes, visibility: both, credit: {rule: all_or_nothing}}\n",
      "duplicate criterion id"),
     (GOOD.replace("lesson1.kv_bytes", "lesson1.nope"), "unknown check"),
@@ -60,6 +63,69 @@ def test_every_shipped_rubric_loads():
 ])
 def test_credit_rules(rule, measure, share):
     assert rule.share(measure) == pytest.approx(share)
+
+
+def test_credit_without_a_range_is_all_or_nothing_at_its_target():
+    # The loader refuses such a rubric; built directly, it must not divide by zero.
+    flat = Credit("linear", 0.5, 0.5)
+    assert (flat.share(0.49), flat.share(0.5), flat.share(0.9)) == (0.0, 1.0, 1.0)
+    assert Credit("linear", 0.5, 1.0).share(0.25) == 0.0 and Credit("linear").share(0.5) == 0.5
+    # A floor above the target, built directly, is all or nothing at the target as well.
+    inverted = Credit("linear", 0.9, 0.5)
+    assert (inverted.share(0.4), inverted.share(0.7), inverted.share(0.95)) == (0.0, 1.0, 1.0)
+
+
+def test_a_rubric_and_its_criteria_are_frozen(tmp_path):
+    import dataclasses
+    rubric = load_rubric(_rubric(tmp_path, GOOD))
+    for obj, name in ((rubric, "version"), (rubric.criteria[0], "points"), (rubric.criteria[0].credit, "target")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, name, 0)
+
+
+@pytest.mark.parametrize("visibility,check,grade", [("public", True, True), ("both", True, True),
+                                                    ("hidden", False, True)])
+def test_a_criterion_runs_in_check_unless_hidden_and_always_in_grade(visibility, check, grade):
+    c = load_rubric(_rubric_at(visibility)).criteria[0]
+    assert (c.runs_in("check"), c.runs_in("grade")) == (check, grade)
+
+
+def _rubric_at(visibility):
+    import tempfile
+    from pathlib import Path
+    folder = Path(tempfile.mkdtemp())
+    return _rubric(folder, GOOD.replace("visibility: both", f"visibility: {visibility}"))
+
+
+def test_a_rubric_loads_into_its_criteria(tmp_path):
+    text = GOOD.replace("credit: {rule: all_or_nothing}}",
+                        "credit: {rule: linear, floor: 0.25, target: 0.75}, params: {k: 3}}")
+    rubric = load_rubric(_rubric(tmp_path, text + "  - {id: b, title: B, points: 2, check: lesson9.y, "
+                                                 "visibility: hidden, credit: {rule: all_or_nothing}}\n"))
+    a, b = rubric.criteria
+    assert (rubric.lesson, rubric.title, rubric.version) == ("lesson1", "T", 1)
+    assert (a.id, a.title, a.points, a.check, a.params) == ("a", "A", 1.0, "lesson1.kv_bytes", {"k": 3})
+    assert type(a.points) is float and a.credit == Credit("linear", 0.25, 0.75)
+    assert (b.visibility, b.params, b.credit) == ("hidden", {}, Credit("all_or_nothing"))
+    assert rubric.path == str(tmp_path / "lesson1.yaml")      # no check registry: any check name
+
+
+@pytest.mark.parametrize("value,where", [
+    ("{a: [1, 2, .nan]}", "criteria[0].params.a[2]"), ("{b: {c: -.inf}}", "criteria[0].params.b.c"),
+    ("{d: .inf}", "criteria[0].params.d"),
+])
+def test_a_non_finite_number_anywhere_is_named_by_its_path(tmp_path, value, where):
+    text = GOOD.replace("credit: {rule: all_or_nothing}}", f"credit: {{rule: all_or_nothing}}, params: {value}}}")
+    with pytest.raises(InputError) as e:
+        load_rubric(_rubric(tmp_path, text))
+    assert str(e.value) == f"{tmp_path / 'lesson1.yaml'}: line 5: {where}: must be a finite number"
+
+
+def test_a_long_schema_message_is_cut_to_one_short_line(tmp_path):
+    with pytest.raises(InputError) as e:
+        load_rubric(_rubric(tmp_path, GOOD.replace("lesson: lesson1", "lesson: " + "x" * 400)))
+    message = str(e.value).split(": lesson: ", 1)[1]
+    assert len(message) <= 200 and "..." in message and message.startswith("'xxx") and "\n" not in message
 
 
 def _nb(cells):

@@ -1,16 +1,17 @@
 """Lesson 1 graded end to end: each mistake loses exactly the criteria that name it."""
 import pytest
 
-from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores, write_mutant
+from conftest import ROOT, SUBMISSIONS, full, grade, other_than, scores, write_mutant
 
 L1 = SUBMISSIONS / "lesson1"
 REFERENCE = ROOT / "reference" / "solutions" / "lesson1.py"
 ALL = {"kv-bytes", "pool-pages", "pages-for", "worst-case", "contract-ok", "contract-reason"}
 
 
+# Every expectation of a grade holds under each of conftest's secrets (the `secret` fixture).
 @pytest.fixture(scope="module")
-def reference_grade():
-    return grade("lesson1", REFERENCE, "grade", SECRET)
+def reference_grade(secret):
+    return grade("lesson1", REFERENCE, "grade", secret)
 
 
 def test_reference_full_marks_public_and_hidden(reference_grade):
@@ -21,8 +22,8 @@ def test_reference_full_marks_public_and_hidden(reference_grade):
     assert all(c["visibility"] == "public" for c in public.cases)
 
 
-def test_different_correct_solution_keeps_full_marks():
-    report = grade("lesson1", L1 / "alt_correct.py", "grade", SECRET)
+def test_different_correct_solution_keeps_full_marks(secret):
+    report = grade("lesson1", L1 / "alt_correct.py", "grade", secret)
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
 
 
@@ -62,8 +63,8 @@ def _wrong_file(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
-def test_wrong_solution_loses_where_it_is_wrong(name, tmp_path):
-    report = grade("lesson1", _wrong_file(name, tmp_path), "grade", SECRET)
+def test_wrong_solution_loses_where_it_is_wrong(name, tmp_path, secret):
+    report = grade("lesson1", _wrong_file(name, tmp_path), "grade", secret)
     got, top = scores(report), full(report)
     lost = {k for k in got if got[k] < top[k]}
     must = WRONG[name]
@@ -85,13 +86,13 @@ def test_the_public_probes_alone_catch_each_boundary_mistake(name, tmp_path):
     assert "contract-ok" in lost and lost <= {"contract-ok", "contract-reason"}, (name, lost)
 
 
-def test_constant_verdicts_earn_nothing_on_the_verdicts(tmp_path):
+def test_constant_verdicts_earn_nothing_on_the_verdicts(tmp_path, secret):
     """Each side of the verdict weighs the same, so one verdict everywhere is right on one side."""
     for verdict in ("Verdict(True)", "Verdict(False, 'over_pool')", "Verdict(False, 'gap_unreachable')"):
         path = write_mutant(REFERENCE, [("    reasons = contract_reasons(request, model, worker)\n"
                                          "    return Verdict(ok=not reasons, reason=reasons[0] if reasons else \"\")",
                                          f"    return {verdict}")], tmp_path, "constant")
-        got = scores(grade("lesson1", path, "grade", SECRET))
+        got = scores(grade("lesson1", path, "grade", secret))
         assert got["contract-ok"] == got["contract-reason"] == 0, (verdict, got)
 
 
@@ -114,9 +115,9 @@ def test_a_hang_costs_only_its_criterion():
     assert got["kv-bytes"] == 2 and got["pool-pages"] == 2 and got["worst-case"] == 1
 
 
-def test_hidden_cases_depend_on_the_secret_and_only_on_it(reference_grade):
-    again = grade("lesson1", REFERENCE, "grade", SECRET)
-    other = grade("lesson1", REFERENCE, "grade", b"another secret")
+def test_hidden_cases_depend_on_the_secret_and_only_on_it(reference_grade, secret):
+    again = grade("lesson1", REFERENCE, "grade", secret)
+    other = grade("lesson1", REFERENCE, "grade", other_than(secret))
     strip = lambda r: {**r.to_dict(), "duration_s": 0}
     assert strip(again) == strip(reference_grade)
     # Small probes (pages_for(0, 16)) can recur; every model and request is new.

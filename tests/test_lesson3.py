@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from conftest import ROOT, SECRETS, SUBMISSIONS, full, grade, other_than, scores
 from grader.engine.layout import find_course
 from grader.lessons import chunk_oracle, lesson3
 from grader.lessons.oracles import chunk_search
@@ -56,10 +56,11 @@ def test_edge_cases_of_the_verdicts():
     assert chunk_search.search(over).verdict == "infeasible"
 
 
-@pytest.mark.parametrize("secret", [SECRET, b"one", b"two", b"three"])
-def test_hidden_probes_are_never_on_a_knife_edge_and_the_reference_agrees(secret):
+@pytest.mark.parametrize("probe_secret", [*SECRETS.values(), b"one", b"two", b"three"],
+                         ids=[*SECRETS, "one", "two", "three"])
+def test_hidden_probes_are_never_on_a_knife_edge_and_the_reference_agrees(probe_secret):
     from reference.solutions.lesson3 import choose_chunk
-    cases = lesson3.hidden_probes(secret)
+    cases = lesson3.hidden_probes(probe_secret)
     assert len(cases) == sum(lesson3.PROBE_FAMILIES.values())
     verdicts = set()
     for case in cases:
@@ -85,9 +86,10 @@ def test_public_probes_are_clear_of_edges_and_match_the_readme():
 
 
 # ---- grading --------------------------------------------------------------------------------
+# Every expectation of a grade holds under each of conftest's secrets (the `secret` fixture).
 @pytest.fixture(scope="module")
-def reference_grade():
-    return grade("lesson3", REFERENCE, "grade", SECRET)
+def reference_grade(secret):
+    return grade("lesson3", REFERENCE, "grade", secret)
 
 
 def test_reference_full_marks_public_and_hidden(reference_grade):
@@ -100,8 +102,8 @@ def test_reference_full_marks_public_and_hidden(reference_grade):
 
 
 @pytest.mark.parametrize("name", ["alt_search", "alt_margin"])
-def test_a_different_correct_rule_keeps_full_marks(name):
-    report = grade("lesson3", L3 / f"{name}.py", "grade", SECRET)
+def test_a_different_correct_rule_keeps_full_marks(name, secret):
+    report = grade("lesson3", L3 / f"{name}.py", "grade", secret)
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
 
 
@@ -138,11 +140,7 @@ def test_every_mutant_is_a_wrong_rule_with_its_expectations():
     assert set(mutations("lesson3")) <= set(WRONG)
 
 
-@pytest.mark.parametrize("name", sorted(WRONG))
-def test_wrong_rule_loses_where_it_is_wrong(name, tmp_path):
-    """fixed_large and fixed_tiny are files of their own; the others, mutants of alt_search.py."""
-    mode = "check" if name in PUBLIC_ONLY else "grade"
-    report = grade("lesson3", wrong_file("lesson3", name, tmp_path), mode, SECRET)
+def _loses_where_it_is_wrong(name, report):
     got, top = scores(report), full(report)
     lost = {k for k in got if got[k] < top[k]}
     must, may = WRONG[name]
@@ -151,6 +149,17 @@ def test_wrong_rule_loses_where_it_is_wrong(name, tmp_path):
     for c in report.criteria:
         if c.id in must:
             assert SAYS.get(name, NEEDLES[c.id]) in c.feedback, (c.id, c.feedback)
+
+
+@pytest.mark.parametrize("name", sorted(set(WRONG) - PUBLIC_ONLY))
+def test_wrong_rule_loses_where_it_is_wrong(name, tmp_path, secret):
+    """fixed_large and fixed_tiny are files of their own; the others, mutants of alt_search.py."""
+    _loses_where_it_is_wrong(name, grade("lesson3", wrong_file("lesson3", name, tmp_path), "grade", secret))
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC_ONLY))
+def test_wrong_rule_loses_where_it_is_wrong_on_public_cases(name, tmp_path):
+    _loses_where_it_is_wrong(name, grade("lesson3", wrong_file("lesson3", name, tmp_path), "check"))
 
 
 def test_e2e_feedback_names_the_slow_step(tmp_path):
@@ -165,13 +174,13 @@ def test_broken_return_type_gets_zero_with_clear_feedback():
     assert all("expected ChunkPlan" in c.feedback for c in report.criteria)
 
 
-def test_hidden_cases_depend_on_the_secret_and_only_on_it(reference_grade):
-    again = grade("lesson3", REFERENCE, "grade", SECRET)
+def test_hidden_cases_depend_on_the_secret_and_only_on_it(reference_grade, secret):
+    again = grade("lesson3", REFERENCE, "grade", secret)
     strip = lambda r: {**r.to_dict(), "duration_s": 0}
     assert strip(again) == strip(reference_grade)
-    other = lesson3.hidden_cases(b"another secret", COURSE)
+    other = lesson3.hidden_cases(other_than(secret), COURSE)
     digests = lambda cases: {c.digest for c in cases}
-    mine = [c for c in lesson3.hidden_cases(SECRET, COURSE)]
+    mine = [c for c in lesson3.hidden_cases(secret, COURSE)]
     assert digests(other).isdisjoint(digests(mine))
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import mutants
-from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from conftest import ROOT, SUBMISSIONS, full, grade, other_than, scores
 from grader.engine.layout import find_course
 from grader.lessons import lesson4
 from grader.lessons.cancellation_runs import early_releases
@@ -42,9 +42,10 @@ def _table(on_event):
 
 
 # ---- whole submissions through the pipeline ---------------------------------------------
+# Every expectation of the hidden cases holds under each of conftest's secrets (`secret`).
 @pytest.fixture(scope="module")
-def reference_grade():
-    return grade("lesson4", REFERENCE, "grade", SECRET)
+def reference_grade(secret):
+    return grade("lesson4", REFERENCE, "grade", secret)
 
 
 def test_reference_full_marks_public_and_hidden(reference_grade):
@@ -57,8 +58,8 @@ def test_reference_full_marks_public_and_hidden(reference_grade):
 
 
 @pytest.mark.parametrize("name", ["alt_correct", "plain_correct"])
-def test_different_correct_solution_keeps_full_marks(name):
-    report = grade("lesson4", L4 / f"{name}.py", "grade", SECRET)
+def test_different_correct_solution_keeps_full_marks(name, secret):
+    report = grade("lesson4", L4 / f"{name}.py", "grade", secret)
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
 
 
@@ -113,14 +114,24 @@ def test_wrong_solution_loses_where_it_is_wrong(name, tmp_path):
             assert c.feedback and "not implemented" not in c.feedback, c
 
 
+# What a mistake may also cost on some hidden scenarios, drawn by some secrets and not others.
+HIDDEN_MAY_ALSO = {
+    # A page offered before its write and chosen is refused and never offered again, so its
+    # prefix is lost to the requests after it: where a drawn scenario reuses that prefix
+    # enough, the prefix hits fall below the target too.
+    "publish_unwritten": {"run-hit-rate"},
+}
+
+
 @pytest.mark.parametrize("name", ["release_at_cancel", "key_without_scope", "publish_unwritten"])
-def test_hidden_cases_alone_catch_the_mistake(name, tmp_path):
+def test_hidden_cases_alone_catch_the_mistake(name, tmp_path, secret):
     """Graded on hidden cases only (the table needs none): the same criteria are lost."""
     course = find_course(str(ROOT))
-    hidden = lesson4.hidden_cases(SECRET, course)
+    hidden = lesson4.hidden_cases(secret, course)
     report = grade_submission("lesson4", load_submission(wrong_file(name, tmp_path)), course, mode="grade",
                               cases=hidden)
-    assert WRONG[name] <= _lost(report) <= WRONG[name] | ALSO.get(name, set())
+    must, may = WRONG[name], ALSO.get(name, set()) | HIDDEN_MAY_ALSO.get(name, set())
+    assert must <= _lost(report) <= must | may, _lost(report)
     assert all(c["visibility"] == "hidden" for c in report.cases)
 
 
@@ -176,7 +187,6 @@ def test_notifying_twice_and_a_live_terminal_state_are_caught():
 
 
 # ---- probes, in process --------------------------------------------------------------------
-@pytest.mark.parametrize("secret", [SECRET, b"another secret", b"x"])
 def test_hidden_probes_catch_joined_keys_and_spare_the_reference(secret, tmp_path):
     pairs = [c.inputs for c in lesson4.hidden_probes(secret) if c.family == "key"]
     assert {p.kind for p in pairs} == {"scope", "parent", "block"}
@@ -187,9 +197,9 @@ def test_hidden_probes_catch_joined_keys_and_spare_the_reference(secret, tmp_pat
         assert any(key(*p.a) == key(*p.b) for p in pairs if p.kind == kind), (name, secret)
 
 
-def test_publish_probes_agree_with_the_reference():
+def test_publish_probes_agree_with_the_reference(secret):
     course = find_course(str(ROOT))
-    cases = [c for c in lesson4.public_cases(course) + lesson4.hidden_probes(SECRET)
+    cases = [c for c in lesson4.public_cases(course) + lesson4.hidden_probes(secret)
              if c.family == "publish"]
     assert len(cases) > 40
     for c in cases:
@@ -197,16 +207,16 @@ def test_publish_probes_agree_with_the_reference():
         assert set(ref.publishable(c.inputs)) == want, c.label
 
 
-def test_hidden_cases_are_drawn_from_the_secret():
+def test_hidden_cases_are_drawn_from_the_secret(secret):
     course = find_course(str(ROOT))
     digests = lambda s: [c.digest for c in lesson4.hidden_cases(s, course)]
-    assert digests(SECRET) == digests(SECRET)
-    assert digests(SECRET) != digests(b"another secret")
+    assert digests(secret) == digests(secret)
+    assert digests(secret) != digests(other_than(secret))
 
 
 # ---- what the runs show, for the reference and its faulty knobs ---------------------------------
-def test_reference_reclaims_exactly_at_the_fence_and_at_cancel_does_not():
-    case = hidden_scenarios(find_course(str(ROOT)), "lesson4", SECRET)[0]
+def test_reference_reclaims_exactly_at_the_fence_and_at_cancel_does_not(secret):
+    case = hidden_scenarios(find_course(str(ROOT)), "lesson4", secret)[0]
     s = case.inputs
     good = s.run(lesson_policy(reference_decisions("lesson4"), s.sheet))
     cancelled = [r for r in good.requests if r.cancel_s is not None and r.released_s is not None]

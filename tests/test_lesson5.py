@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import mutants
-from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from conftest import ROOT, SUBMISSIONS, full, grade, other_than, scores
 from grader.course import experiments
 from grader.engine.layout import find_course
 from grader.engine.errors import InputError
@@ -139,9 +139,9 @@ def test_public_records_reach_every_topic_clear_of_edges(public_cases):
     assert real and all(verdicts.clear_of_edges(r) for r in real)
 
 
-def test_hidden_cases_depend_on_the_secret():
-    one = build_cases("lesson5", COURSE, SECRET)
-    again = build_cases("lesson5", COURSE, SECRET)
+def test_hidden_cases_depend_on_the_secret(secret):
+    one = build_cases("lesson5", COURSE, secret)
+    again = build_cases("lesson5", COURSE, secret)
     hidden = lambda cases: [c.digest for c in cases if c.visibility == "hidden"]
     assert hidden(one) == hidden(again)
     for kind in KINDS:
@@ -156,7 +156,7 @@ def test_hidden_cases_depend_on_the_secret():
         g = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson5", "records")))
         trials = [digest_of(t.identity()) for s in hidden_suites(COURSE, secret) for t in s.trials]
         return set(trials), {digest_of(r) for r, _ in lesson5.edge_records(g, "h")}
-    (t1, e1), (t2, e2) = drawn(SECRET), drawn(b"another secret")
+    (t1, e1), (t2, e2) = drawn(secret), drawn(other_than(secret))
     assert t1.isdisjoint(t2) and e1.isdisjoint(e2)
 
 
@@ -183,7 +183,6 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             "unpaired_band": "paired", "attainment_without_rejected": "class-rejected"}
 
 
-@pytest.mark.parametrize("secret", [SECRET, b"another secret", b"x"])
 def test_rule_probes_decide_as_built_and_each_catches_its_mistake(secret, tmp_path):
     """Under any secret: every hidden rule probe is decided as its kind says, under every
     correct reading; alt_correct agrees; each of the five wrong rules misses every probe of
@@ -208,7 +207,7 @@ def test_rule_probes_decide_as_built_and_each_catches_its_mistake(secret, tmp_pa
                     (name, c.name)
 
 
-def test_constant_decisions_and_verdicts_earn_nothing(tmp_path):
+def test_constant_decisions_and_verdicts_earn_nothing(tmp_path, secret):
     """A decision criterion is judged on both sides and a verdict criterion weighs each
     verdict alike: always "rollback" (3 of 14 before) and always "inconclusive" (2 of 14)
     earn nothing, nor does one verdict for every record."""
@@ -217,7 +216,7 @@ def test_constant_decisions_and_verdicts_earn_nothing(tmp_path):
         path = tmp_path / f"always_{decision}.py"
         path.write_text(source + f"\n\ndef decide_release(baseline_runs, candidate_runs, rule):\n"
                                  f"    return ReleaseDecision({decision!r})\n")
-        got = scores(grade("lesson5", path, "grade", SECRET))
+        got = scores(grade("lesson5", path, "grade", secret))
         release = {k: v for k, v in got.items() if k in RELEASE}
         assert not any(release.values()), (decision, release)
     for verdict in ("good", "slow_tokens", "late_first_token", "excluded", "rejected", "failed"):
@@ -229,9 +228,10 @@ def test_constant_decisions_and_verdicts_earn_nothing(tmp_path):
 
 
 # ---- grading ----------------------------------------------------------------------------------------
+# Every expectation of a grade holds under each of conftest's secrets (the `secret` fixture).
 @pytest.fixture(scope="module")
-def reference_grade():
-    return grade("lesson5", REFERENCE, "grade", SECRET)
+def reference_grade(secret):
+    return grade("lesson5", REFERENCE, "grade", secret)
 
 
 def test_reference_full_marks_public_and_hidden(reference_grade):
@@ -242,8 +242,8 @@ def test_reference_full_marks_public_and_hidden(reference_grade):
     assert {c.id for c in public.criteria} == ALL
 
 
-def test_different_correct_solution_keeps_full_marks(reference_grade):
-    report = grade("lesson5", L5 / "alt_correct.py", "grade", SECRET)
+def test_different_correct_solution_keeps_full_marks(reference_grade, secret):
+    report = grade("lesson5", L5 / "alt_correct.py", "grade", secret)
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
 
 
@@ -271,17 +271,20 @@ WRONG = {
     "unpaired_band": "paired-seeds",
     "attainment_without_rejected": "class-guard",
 }
-# Mistakes that also cost what they break beyond their own criterion: an unpaired band is
-# as wide as the seeds' spread, which swamps the real suite's gain and a fall alike.
-ALSO = {"unpaired_band": {"ship-real-gain", "goodput-fall"}}
+# What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
+# which swamps the real suite's gain and a fall alike; and, under some secrets and not
+# others, a cancelled record whose largest gap misses while its mean gap does not lands in
+# the gaps topic (its verdict hinges on the gap reading), and excluding every cancel gets it
+# wrong there too.
+MAY_ALSO = {"unpaired_band": {"ship-real-gain", "goodput-fall"}, "cancel_excluded": {"largest-gap"}}
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
-def test_wrong_solution_loses_exactly_where_it_is_wrong(name, reference_grade, tmp_path):
-    report = grade("lesson5", wrong_file(name, tmp_path), "grade", SECRET)
+def test_wrong_solution_loses_exactly_where_it_is_wrong(name, reference_grade, tmp_path, secret):
+    report = grade("lesson5", wrong_file(name, tmp_path), "grade", secret)
     got, top = scores(report), full(report)
     lost = {k for k in got if got[k] < top[k]}
-    assert WRONG[name] in lost and lost <= {WRONG[name]} | ALSO.get(name, set()), f"{name} lost {lost}"
+    assert WRONG[name] in lost and lost <= {WRONG[name]} | MAY_ALSO.get(name, set()), f"{name} lost {lost}"
     feedback = next(c.feedback for c in report.criteria if c.id == WRONG[name])
     assert "expected" in feedback, feedback
 

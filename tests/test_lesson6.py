@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, scores
+from conftest import ROOT, SECRET, SUBMISSIONS, full, grade, other_than, scores
 from grader.instructor.batch import run_batch
 from grader.course.bundle import symptoms, write_answer, write_bundle
 from grader.engine.cases import Case
@@ -361,11 +361,13 @@ def test_evidence_support_is_read_from_the_data(demo):
     assert sorted(i.id for i in demo.evidence()) == sorted(f"E{n}" for n in range(1, 20))
 
 
-def test_a_student_incident_is_theirs_and_the_same_every_time(tmp_path):
-    key = incidents_key(SECRET)
+# A student's incident is drawn from the secret: what these tests expect of it holds under
+# each of conftest's secrets (the `secret` fixture).
+def test_a_student_incident_is_theirs_and_the_same_every_time(tmp_path, secret):
+    key = incidents_key(secret)
     alice, again, bob = (student_incident(COURSE, key, s) for s in ("alice", "alice", "bob"))
     assert alice.identity() == again.identity() and alice.id != bob.id
-    assert student_incident(COURSE, incidents_key(b"another secret"), "alice").id != alice.id
+    assert student_incident(COURSE, incidents_key(other_than(secret)), "alice").id != alice.id
     assert 2 <= len(alice.faults) <= 3 and len(alice.changes) > len(alice.faults)
     write_bundle(alice, tmp_path / "bundle")
     text = "".join(p.read_text() for p in (tmp_path / "bundle").rglob("*") if p.is_file())
@@ -373,14 +375,14 @@ def test_a_student_incident_is_theirs_and_the_same_every_time(tmp_path):
     assert all(f.fault not in text for f in alice.faults), "the bundle does not name the faults"
 
 
-def test_grading_a_student_uses_their_own_incident(tmp_path):
-    alice = student_incident(COURSE, incidents_key(SECRET), "alice")
+def test_grading_a_student_uses_their_own_incident(tmp_path, secret):
+    alice = student_incident(COURSE, incidents_key(secret), "alice")
     answer = write_answer(alice, tmp_path / "alice")
-    report = grade_path("lesson6", answer, COURSE, mode="grade", secret=SECRET)
+    report = grade_path("lesson6", answer, COURSE, mode="grade", secret=secret)
     assert scores(report) == ALL, [c.feedback for c in report.criteria]
     assert {c["visibility"] for c in report.cases} == {"public", "hidden"}
     # Alice's answer handed in by bob is graded on bob's incident.
-    bob = grade_path("lesson6", answer, COURSE, mode="grade", secret=SECRET, student="bob")
+    bob = grade_path("lesson6", answer, COURSE, mode="grade", secret=secret, student="bob")
     assert bob.score < report.score
     assert "you are graded on incident" in " ".join(c.feedback for c in bob.criteria)
 
@@ -472,14 +474,14 @@ def test_incident_command(tmp_path, capsys):
     assert (tmp_path / "full" / "keep.txt").is_file()
 
 
-def test_a_class_of_folders_grades_each_on_their_own_incident(tmp_path):
-    key = incidents_key(SECRET)
+def test_a_class_of_folders_grades_each_on_their_own_incident(tmp_path, secret):
+    key = incidents_key(secret)
     root = tmp_path / "class" / "submitted"
     erin = write_answer(student_incident(COURSE, key, "erin"), root / "erin" / "lesson6")
     shutil.copytree(erin, root / "frank" / "lesson6")                          # frank copies erin
     (root / "gina" / "lesson6").mkdir(parents=True)                            # gina handed in nothing
     with open_gradebook(str(tmp_path / "gb.db")) as book:
-        summary = run_batch("lesson6", tmp_path / "class", COURSE, SECRET, book, jobs=1, progress=False)
+        summary = run_batch("lesson6", tmp_path / "class", COURSE, secret, book, jobs=1, progress=False)
         results = {r.student: r for r in book.results()}
     assert summary.graded == 2 and [s for s, _ in summary.failed] == ["gina"]
     assert results["erin"].score == 10 and results["frank"].score < 10

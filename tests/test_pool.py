@@ -147,3 +147,40 @@ def test_conserved_detects_broken_books():
     cached.unref(p)
     cached.refcount[p] = 1                         # referenced yet evictable
     assert not cached.conserved()
+
+
+def test_conserved_audits_each_place_even_when_the_counts_balance():
+    """A page on the free stack or in the evictable set while referenced breaks the books
+    even if a lost page elsewhere makes the three counts add up to the total."""
+    free_but_held = PagePool(2)
+    a, b = free_but_held.take(), free_but_held.take()
+    free_but_held.free.append(a)           # referenced and free at once ...
+    free_but_held.refcount[b] = 0          # ... while b is nowhere: 1 + 1 + 0 == 2
+    assert sum(c > 0 for c in free_but_held.refcount) + len(free_but_held.free) == 2
+    assert not free_but_held.conserved()
+
+    cached_but_held = PagePool(2)
+    a, b = cached_but_held.take(), cached_but_held.take()
+    cached_but_held.publish(a, "ka")
+    cached_but_held.evictable[a] = None    # referenced and evictable at once ...
+    cached_but_held.refcount[b] = 0        # ... while b is nowhere: 1 + 0 + 1 == 2
+    assert not cached_but_held.conserved()
+
+    below_zero = PagePool(2)
+    a, b = below_zero.take(), below_zero.take()
+    below_zero.refcount[a] = -1            # released once too often, and nowhere ...
+    below_zero.unref(b)
+    below_zero.evictable[b] = None         # ... while b is counted twice: 0 + 1 + 1 == 2
+    assert not below_zero.conserved()
+
+
+def test_conserved_counts_each_page_once():
+    """A page in two places at once (the free stack twice, or free and cached) is one page
+    too many; and an empty pool is conserved."""
+    assert PagePool(0).conserved() and PagePool(0).capacity == 0
+    twice_free = PagePool(3)
+    twice_free.free.append(twice_free.free[-1])
+    assert not twice_free.conserved()
+    free_and_cached = PagePool(3)
+    free_and_cached.evictable[free_and_cached.free[-1]] = None
+    assert not free_and_cached.conserved()

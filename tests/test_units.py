@@ -18,6 +18,11 @@ GiB = 1 << 30
     ("1.5GiB", 3 * GiB // 2),
     ("0.5KiB", 512),
     ("16MiB", 16 << 20),
+    ("-0", 0),                 # a negative zero is zero, not a negative size
+    ("-0.0GiB", 0),
+    ("+1KiB", 1024),
+    (".5KiB", 512),
+    ("1.KiB", 1024),
 ])
 def test_parse_bytes_accepts(value, expected):
     assert parse_bytes(value, "x") == expected
@@ -33,6 +38,8 @@ def test_parse_bytes_accepts(value, expected):
     ("1.5B", "not a whole number of bytes"),
     (-1, "must be >= 0"),
     ("-1GiB", "must be >= 0"),
+    ("-1", "must be >= 0"),
+    ("- 2 B", "must be >= 0"),
     ("80 furlongs", "unknown unit"),
     ("", "not a byte quantity"),
     ("GiB", "not a byte quantity"),

@@ -77,6 +77,10 @@ def test_tuples():
     assert message([1, "2"], tuple[int, ...]) == "returned value[1]: expected int, got str '2'"
     assert message("abc", tuple[int, ...]) == "returned str 'abc', expected tuple"
     assert coerce([1, "a"], tuple[int, str]) == (1, "a")
+    # A fixed-length tuple takes exactly its length: more or fewer items are wrong answers.
+    assert message([1, "a", 3], tuple[int, str]) == "returned value: expected 2 items, got 3"
+    assert message([1], tuple[int, str]) == "returned value: expected 2 items, got 1"
+    assert message([], tuple[int]) == "returned value: expected 1 items, got 0"
     got = coerce({"__type__": "Transition", "next_state": "done", "actions": ["release_pages"]}, Transition)
     assert got == Transition("done", ("release_pages",)) and type(got.actions) is tuple
     assert message({"__type__": "Transition", "next_state": "done", "actions": ["a", 5]}, Transition) \

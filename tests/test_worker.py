@@ -115,6 +115,50 @@ def test_invariant_check_catches_a_drifting_promise(monkeypatch):
         run(model, worker, None, requests)
 
 
+def test_invariant_check_catches_a_refcount_that_is_not_its_holders(monkeypatch):
+    def ref_twice(self, page):
+        if self.refcount[page] == 0:
+            del self.evictable[page]
+        self.refcount[page] += 2
+
+    monkeypatch.setattr(PagePool, "ref", ref_twice)
+    model, worker, requests = scenario("prefix-multiscope")
+    with pytest.raises(AssertionError, match="refcount != holders"):
+        run(model, worker, None, requests)
+
+
+def test_invariant_check_catches_a_page_referenced_by_nobody(monkeypatch):
+    from reference.worker.engine import Worker
+    original = Worker._drop_pages
+
+    def forget_the_last_page(self, live):
+        if live.pages and not getattr(self, "forgot", False):
+            self.forgot = True
+            live.pages = live.pages[:-1]        # its reference is never dropped
+        original(self, live)
+
+    monkeypatch.setattr(Worker, "_drop_pages", forget_the_last_page)
+    model, worker, requests = scenario("max-running-1")
+    with pytest.raises(AssertionError, match="unowned page"):
+        run(model, worker, None, requests)
+
+
+def test_invariant_check_catches_a_drifting_queue_count(monkeypatch):
+    from reference.worker.engine import Worker
+    original = Worker._arrive
+
+    def count_one_too_many(self, live):
+        original(self, live)
+        if live.phase == "queued" and not getattr(self, "bumped", False):
+            self.bumped = True
+            self.queued += 1
+
+    monkeypatch.setattr(Worker, "_arrive", count_one_too_many)
+    model, worker, requests = scenario("max-running-1")
+    with pytest.raises(AssertionError, match="queue count drifted"):
+        run(model, worker, None, requests)
+
+
 # ============================================================================ 2. determinism
 
 DIGEST_SCRIPT = """
@@ -273,10 +317,10 @@ def test_leak_when_pages_are_never_released():
     assert nonzero(run(model, worker, None, requests)) == {}
 
 
-def _shared_prefix_cancelled(policy):
-    """r0 publishes a 4-page prefix; r1 shares it, and is cancelled mid-step while r0 runs."""
+def _shared_prefix_cancelled(policy, prefix_pages: int = 4):
+    """r0 publishes a prefix of 4 pages; r1 shares it, and is cancelled mid-step while r0 runs."""
     model, worker = machine(60, cost=CostModel(step_fixed=0.05))
-    prefix = np.arange(1, 65)
+    prefix = np.arange(1, 16 * prefix_pages + 1)
     requests = (request(0, 0.0, prefix, 100),
                 request(1, 0.3, np.concatenate([prefix, np.arange(500, 516)]), 100,
                         cancel_at_s=1.01))
@@ -295,6 +339,17 @@ def test_double_release_and_release_of_referenced_shared_prefix_pages():
     assert referenced.pages == (0, 1, 2, 3)     # r0 still references them
     i, end = step_at(result, 1.01)
     assert double.time_s == end                 # the second release is at the fence
+    assert referenced.detail == ("the second release of r1 would drop pages [0, 1, 2, 3] that "
+                                 "other requests reference")
+
+
+def test_release_of_referenced_names_the_first_eight_pages():
+    """A shared prefix of 10 pages: the violation carries all 10, its sentence the first 8."""
+    result = _shared_prefix_cancelled(reference_policy().with_(on_event=double_release_on_event), 10)
+    (referenced,) = of_kind(result, "release_of_referenced")
+    assert referenced.pages == tuple(range(10))
+    assert referenced.detail == ("the second release of r1 would drop pages [0, 1, 2, 3, 4, 5, 6, "
+                                 "7] that other requests reference")
 
 
 def test_cross_scope_hit_without_the_scope_in_the_key():
@@ -786,3 +841,79 @@ def test_preemption_after_a_broken_promise_keeps_the_run_going():
     # r0, never preempted, emitted a token at the end of each of the first 100 steps.
     ends = result.steps.launch_s + result.steps.duration_s
     assert r0.token_times == tuple(ends[:100].tolist())
+
+# ---- promises at the edge: whose page a request beyond its promise may take -------------------
+def _reserving(pages: dict[str, int]):
+    """The baseline with no prefix cache and an admission that promises each request the
+    pages given here, whatever the ledger says (an over-commit is the worker's to flag)."""
+    return reference_policy().with_(prefix_cache=False,
+                                    admit=lambda r, ledger: Admission("admit", pages[r.id], "test"))
+
+
+def test_a_request_beyond_its_promise_never_takes_a_page_promised_to_another():
+    """By hand: 6 pages; r0 is promised 1 page, r1 (admitted after it) 4. r0 takes its prompt
+    page and, beyond its promise, its first token's page from the unpromised capacity; r1
+    takes 2 of its 4. When r0 needs page 3, the 2 free pages are exactly the 2 still
+    promised to r1: none is r0's to take, so its promise breaks and r1, admitted last, is
+    preempted for it."""
+    model, worker = machine(6)
+    requests = (request(0, 0.0, 16, 40), request(1, 0.0, 16, 40))
+    result = run(model, worker, _reserving({"r0": 1, "r1": 4}), requests)
+    first = result.violations[0]
+    assert (first.kind, first.requests) == ("broken_promise", ("r0", "r1"))
+    assert first.detail == ("r0 needed page 3 with 0 reserved pages left; 2 free, 2 promised to "
+                            "other requests; preempted r1, admitted last; r0 got its page")
+
+
+def test_a_broken_promise_counts_only_the_other_requests_promises():
+    """By hand: 6 pages, each request promised 4 (8 promised: the admission over-commits).
+    Both take their prompt page and then alternate; when the pool is empty, r0 still has
+    1 page of its promise and r1 1 of its: the pages promised to others are r1's 1, not the
+    2 outstanding in all."""
+    model, worker = machine(6)
+    requests = (request(0, 0.0, 16, 40), request(1, 0.0, 16, 40))
+    result = run(model, worker, _reserving({"r0": 4, "r1": 4}), requests)
+    broken = [v for v in result.violations if v.kind == "broken_promise"]
+    assert broken[0].requests == ("r0", "r1")
+    assert broken[0].detail.startswith("r0 needed page 4 with 1 reserved pages left; 0 free, "
+                                       "1 promised to other requests; ")
+
+
+def test_a_request_cancelled_before_it_arrives_is_cancelled_on_arrival():
+    """Its cancel event came first (at 0.2 s, or at the arrival time itself: ties put cancels
+    before arrivals), when the worker did not know it yet: it is cancelled as it arrives."""
+    model, worker = machine(40)
+    requests = (request(0, 0.5, 16, 40, cancel_at_s=0.2), request(1, 0.5, 16, 40, cancel_at_s=0.5),
+                request(2, 0.5, 16, 40))
+    early, tie, kept = run(model, worker, None, requests).requests
+    for r in (early, tie):
+        assert (r.outcome, r.tokens_out, r.cancel_s) == ("cancelled_by_client", 0, 0.5)
+    assert kept.outcome == "completed" and kept.tokens_out == 40
+
+
+def test_a_request_cancelled_in_the_queue_does_not_hold_up_the_one_behind_it():
+    """Two run at a time; r0 and r1 end in the same step (r0 was prefilled a step earlier
+    and has one token more). Behind them wait r2, r3 (cancelled while it waits, so it stays
+    in the queue until a retry reaches it) and r4. The retry at their end admits r2, skips
+    r3 and admits r4 as well: the two free places are filled at once."""
+    model, worker = machine(40, max_running=2)
+    requests = (request(0, 0.0, 16, 21), request(1, 0.0, 16, 20), request(2, 0.01, 16, 20),
+                request(3, 0.01, 16, 20, cancel_at_s=0.02), request(4, 0.01, 16, 20))
+    r0, r1, r2, r3, r4 = run(model, worker, None, requests).requests
+    assert r0.finish_s == r1.finish_s
+    assert r3.outcome == "cancelled_by_client" and r3.admitted_s is None
+    assert r2.admitted_s == r4.admitted_s == r0.finish_s
+    assert r2.outcome == r4.outcome == "completed"
+
+
+@pytest.mark.parametrize("answer,says", [
+    (Admission("maybe", 1), "admit returned "),       # a decision that is none of the three
+    (None, "admit gave no usable decision for r0"),   # no decision at all
+])
+def test_an_unusable_admission_says_what_was_returned(answer, says):
+    model, worker = machine(40)
+    result = run(model, worker, _reserving({}).with_(admit=lambda r, ledger: answer),
+                 (request(0, 0.0, 16, 4),))
+    (invalid,) = [v for v in result.violations if v.kind == "invalid_decision"]
+    assert invalid.detail.startswith(says) and ("maybe" in invalid.detail) == (answer is not None)
+    assert result.requests[0].outcome == "rejected"

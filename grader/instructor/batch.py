@@ -118,7 +118,10 @@ def _prepared(course_root: str, lesson: str, secret: bytes, expected_cases: str)
     from grader.engine.rubric import load_rubric
 
     course = Course(Path(course_root))
-    key = (course_root, lesson, hashlib.sha256(secret).hexdigest(), expected_cases)
+    # The rubric's bytes are in the key: a process that outlives a run (a Dask worker, or
+    # one grading twice) must grade a changed rubric with the new one, not its cached copy.
+    rubric_digest = hashlib.sha256(course.rubric_path(lesson).read_bytes()).hexdigest()
+    key = (course_root, lesson, hashlib.sha256(secret).hexdigest(), expected_cases, rubric_digest)
     with _PREPARED_LOCK:
         if key not in _PREPARED:
             lesson_module(lesson)
@@ -284,6 +287,14 @@ def distribution(scores, max_score: float, bins: int = 10) -> dict:
             "bins": [{"label": lab, "count": c} for lab, c in zip(labels, counts)]}
 
 
+def pending(entry: Entry, submission: Submission, done: set, rubric_version: int,
+            cases: str) -> bool:
+    """Resuming: does this submission still need grading? Only a graded result of the same
+    file (digest), under the same rubric version and the same cases (so the same secret)
+    counts as done; a changed file, rubric or secret is graded again."""
+    return (entry.student, submission.digest, rubric_version, cases) not in done
+
+
 def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gradebook, *,
               jobs: int | None = None, force: bool = False, scheduler: str | None = None,
               progress: bool = True, stream=None, unconfined_ok: bool = False) -> BatchSummary:
@@ -323,10 +334,10 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
             failed.append((e.student, str(err)))
             book.record_error(e.student, info, e.path, err.message)
             continue
-        if (e.student, sub.digest, rubric.version, expected_cases) in done:
-            skipped += 1
-        else:
+        if pending(e, sub, done, rubric.version, expected_cases):
             todo.append(Job(e.student, sub))
+        else:
+            skipped += 1
 
     n = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
     args = (str(course.root), lesson, secret, expected_cases, unconfined_ok)

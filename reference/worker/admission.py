@@ -88,6 +88,8 @@ class AdmissionQueue:
             return False
         for p in hits:
             pool.ref(p)
+        if self.trace is not None:
+            self.trace.extend(("ref", self.now, r.id, p) for p in hits)
         live.pages = list(hits)
         live.published = set(range(len(hits)))
         live.promise_left = adm.reserve_pages

@@ -42,26 +42,39 @@ _COMPLETE, _CANCEL, _ARRIVAL = 0, 1, 2     # tie order at equal times: free page
 
 
 def simulate(model: ModelSpec, worker: WorkerSpec, policy: Policy, requests, *,
-             max_steps: int | None = None, check_invariants: bool = False) -> Run:
-    """Run a workload to the end and return its evidence. Deterministic: no hidden state."""
+             max_steps: int | None = None, check_invariants: bool = False,
+             trace: list | None = None) -> Run:
+    """Run a workload to the end and return its evidence. Deterministic: no hidden state.
+
+    ``trace``, a list, receives what the worker did to its pages, in order, for a
+    bookkeeper outside the worker to check (tests/page_oracle.py):
+        ("take", t, request id, page)      a page for new content (evicting a cached one if need be)
+        ("ref", t, request id, page)       a prefix-cache hit referenced at admission
+        ("unref", t, request id, page)     a reference dropped
+        ("publish", t, request id, page)   a page entered into the prefix cache
+        ("launch", t, step, request ids)   a step starts with these requests in it
+        ("complete", t, step)              that step ends
+    """
     # A run allocates millions of short-lived objects and makes no reference cycles; the
     # cyclic collector's full passes over the growing heap cost about a third of it.
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return Worker(model, worker, policy, tuple(requests), max_steps, check_invariants).run()
+        return Worker(model, worker, policy, tuple(requests), max_steps, check_invariants,
+                      trace).run()
     finally:
         if enabled:
             gc.enable()
 
 
 class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder, Decisions):
-    def __init__(self, model, worker, policy, requests, max_steps, check_invariants):
+    def __init__(self, model, worker, policy, requests, max_steps, check_invariants, trace=None):
         self.model, self.spec, self.policy, self.cost = model, worker, policy, worker.cost
         self.pt = worker.page_tokens
         self.pool = PagePool(Geometry.of(model, worker).pool_pages)
         self.lives = [Sequence(r) for r in requests]
         self.check = check_invariants
+        self.trace = trace                       # None, or a list that receives the page events
         # Two bounds stop a run that cannot finish. The stall bound: every step either decodes
         # (one token per decoder) or moves the oldest prefill by at least one token, and a
         # (re)prefill is shorter than prompt + max_new, so a healthy run never goes that many

@@ -25,6 +25,8 @@ class PageBooks:
         if within:
             live.promise_left -= 1
             self.outstanding -= 1
+        if self.trace is not None:
+            self.trace.append(("take", self.now, live.req.id, page))
         if page in self.freed_pinned:
             self._use_after_free(page, live)
         live.pages.append(page)
@@ -49,6 +51,8 @@ class PageBooks:
             if pinned and page in pinned:
                 self._use_after_free(page, live)
             pages.append(page)
+        if self.trace is not None:
+            self.trace.extend(("take", self.now, live.req.id, p) for p in pages[len(pages) - need:])
         live.promise_left -= need
         self.outstanding -= need
         live.max_pages = max(live.max_pages, len(pages))
@@ -74,6 +78,8 @@ class PageBooks:
     def _drop_pages(self, live: Sequence) -> None:
         """Unreference every page of ``live``; note pages freed under the in-flight step."""
         pinned = self._in_flight(live)
+        if self.trace is not None:
+            self.trace.extend(("unref", self.now, live.req.id, p) for p in reversed(live.pages))
         for p in reversed(live.pages):   # tail first: a released prefix is evicted from its end
             if self.pool.unref(p) and (pinned or p in self.orphans):
                 self.freed_pinned[p] = (live, self.now)

@@ -125,6 +125,8 @@ class PrefixCache:
             if key is not None and self.pool.publish(page, key):
                 self.origin[page] = (live.req.scope, live, i)
                 live.published.add(i)
+                if self.trace is not None:
+                    self.trace.append(("publish", self.now, live.req.id, page))
 
 
 def _same_tokens(a: np.ndarray, b: np.ndarray) -> bool:

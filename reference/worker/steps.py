@@ -41,6 +41,10 @@ class Steps:
             self.step_columns.spill(rows)
         end = now + duration
         self.inflight = (index, end, chunk_live, chunk)
+        if self.trace is not None:
+            ids = tuple(l.req.id for l in self.decoding.values())
+            self.trace.append(("launch", now, index, ids if chunk_live is None else
+                               ids + (chunk_live.req.id,)))
         if chunk_live is not None:
             chunk_live.last_step = index
             self._fire(chunk_live, "step_launched", True)
@@ -82,6 +86,8 @@ class Steps:
         index, end, chunk_live, chunk = self.inflight
         self.step_end.append(end)
         self.inflight = None
+        if self.trace is not None:
+            self.trace.append(("complete", self.now, index))
         if self.orphans:
             self.orphans.clear()
         if self.freed_pinned:

@@ -44,9 +44,11 @@ COURSE = find_course(str(ROOT))
 ATTACKS = Path(__file__).resolve().parent / "attacks"
 HONEST = ROOT / "reference" / "solutions" / "lesson1.py"
 STUB = ROOT / "assignments" / "lesson1" / "exercise.py"
-# Small budgets cut every attack short; the honest reference needs a fraction of them.
+# Small budgets cut every attack short. The honest submissions keep the grader's default
+# budgets, so their grade never depends on how fast a loaded machine runs them.
 QUICK = replace(session.DEFAULT_LIMITS, call_timeout_s=0.3, run_timeout_s=1.0,
                 load_timeout_s=2.0, memory_bytes=256 << 20)
+ATTACK_FILE = "a-attack.py"
 PLACEHOLDER = "TARGETS = {}  # the test writes the real paths here"
 STABLE = ("score", "max_score", "criteria", "cases", "isolation", "rubric_version", "mode")
 
@@ -135,7 +137,7 @@ class World:
         targets = self.targets(tmp, gradebook)
         source = (ATTACKS / f"{name}.py").read_text()
         assert PLACEHOLDER in source or "TARGETS" not in source
-        (folder / "a-attack.py").write_text(source.replace(PLACEHOLDER, f"TARGETS = {targets!r}"))
+        (folder / ATTACK_FILE).write_text(source.replace(PLACEHOLDER, f"TARGETS = {targets!r}"))
         (folder / "b-honest.py").write_text(HONEST.read_text())
         os.environ["GRADER_SANDBOX"] = mode
         memo_before = memo_files()
@@ -214,6 +216,12 @@ def world(tmp_path_factory):
         w = World(tmp_path_factory.mktemp("world"))
         mp.setenv("GRADER_CANARY_TOKEN", w.canary_env)
         mp.setattr(session, "DEFAULT_LIMITS", QUICK)
+        honest_limits, start = session.Limits(), session.Sandbox.__init__
+
+        def limits_by_file(self, source, filename, **kw):
+            session.DEFAULT_LIMITS = QUICK if filename == ATTACK_FILE else honest_limits
+            start(self, source, filename, **kw)
+        mp.setattr(session.Sandbox, "__init__", limits_by_file)
         w.stub, w.honest = {}, {}
         for mode in ("bwrap", "process"):
             mp.setenv("GRADER_SANDBOX", mode)

@@ -1,0 +1,730 @@
+"""Mutation testing and coverage of the course's ground truth (docs/testing.md).
+
+    python bench/mutation.py run [MODULE ...] [--fresh] [--survivors]   # mutants, module by module
+    python bench/mutation.py run --rev REV                               # ... of an older commit
+    python bench/mutation.py report                                      # bench/mutation-report.md again
+    python bench/mutation.py named [NAME ...]                            # the planted bugs of mutation.toml
+    python bench/mutation.py coverage [PYTEST ARGS ...]                  # the suite under coverage.py
+
+`run` mutates each module of bench/mutation.toml with cosmic-ray (its operators and its
+session database), one mutant at a time, in a scratch copy of the repository (the working
+tree never holds a mutant, even when the run is killed), and runs the module's own test
+files against it, stopping at the first failure. Each mutant's tests run in a child forked
+from a process that has imported pytest and the third-party libraries but nothing of the
+project, so a mutant costs its tests and not a fresh interpreter's imports (about 2 s of
+CPU each, thousands of times over); the project is imported afresh, mutated, in each child.
+And a mutant runs first the tests that run its line: the module's tests are run once
+unmutated under coverage.py with a context per test, so a mutant of a line no test runs
+survives without running anything, one of a line run only at import runs them all, and a
+mutant that survives the tests of its line is run against all of them before it counts.
+Sessions are kept in .mutation/ and resumed; --fresh starts a module over, --survivors
+runs its survivors again (after new tests were written); --rev measures a commit's code and
+tests instead of the working tree (the score before a change). A surviving mutant must be killed
+by a test or listed in bench/mutation-equivalent.txt with the reason it cannot be; the
+report (bench/mutation-report.md) counts killed, survived and equivalent per module and
+shows each unexplained survivor's diff. Everything runs under `nice -n 19`: the machine is
+shared.
+
+`coverage` runs the test suite under coverage.py, subprocesses and forked workers included,
+measuring reference/ and grader/, and writes the lines no test runs to
+bench/coverage-unrun.txt (the sandbox child's own code runs where coverage cannot follow:
+see docs/testing.md).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIG = ROOT / "bench" / "mutation.toml"
+EQUIVALENT = ROOT / "bench" / "mutation-equivalent.txt"
+REPORT = ROOT / "bench" / "mutation-report.md"
+UNRUN = ROOT / "bench" / "coverage-unrun.txt"
+STATE = ROOT / ".mutation"
+NICE = ["nice", "-n", "19"]
+NOT_RUN = "no test of this module runs this line"
+# Deterministic hypothesis runs: a mutant is killed or not, never by luck (tests/conftest.py).
+TEST_ENV = {"HYPOTHESIS_PROFILE": "mutation", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+# ---------------------------------------------------------------------------- configuration
+
+@dataclass(frozen=True)
+class Module:
+    path: str
+    tests: tuple[str, ...]
+    only: tuple[str, ...] = ()
+
+    @property
+    def slug(self) -> str:
+        return self.path.replace("/", ".").removesuffix(".py")
+
+
+def load_config(root: Path = ROOT, missing_tests_ok: bool = False) -> tuple[dict, list[Module], list[dict]]:
+    """The tool's settings, the modules and the named mutants. A test file that does not
+    exist is an error (a typo would silently weaken a module's tests), unless asked to
+    measure an older tree that lacks some (``--missing-tests-ok``)."""
+    data = tomllib.loads(CONFIG.read_text())
+    modules = []
+    for m in data["module"]:
+        if not (root / m["path"]).is_file():
+            sys.exit(f"{CONFIG.name}: no such module {m['path']}")
+        tests = tuple(t for t in m["tests"] if (root / t.split("::")[0]).is_file())
+        missing = set(m["tests"]) - set(tests)
+        if missing and not missing_tests_ok:
+            sys.exit(f"{CONFIG.name}: {m['path']}: no such test file {', '.join(sorted(missing))}")
+        modules.append(Module(m["path"], tests, tuple(m.get("only", ()))))
+    return data["tool"], modules, data.get("named", [])
+
+
+def test_command(tests) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+
+
+# ---------------------------------------------------------------------------- a mutant's identity
+
+def definitions(source: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, qualified name) of every function and class, innermost last."""
+    found = []
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                start = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                found.append((start, child.end_lineno, name))
+                walk(child, name + ".")
+            else:
+                walk(child, prefix)
+    walk(ast.parse(source), "")
+    return found
+
+
+def signature_annotations(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) positions of the annotations of function signatures, in a module whose
+    annotations are never evaluated (``from __future__ import annotations``): a mutant
+    there (``str | Path`` -> ``str - Path``) changes nothing that runs."""
+    tree = ast.parse(source)
+    if not any(isinstance(n, ast.ImportFrom) and n.module == "__future__"
+               and any(a.name == "annotations" for a in n.names) for n in tree.body):
+        return []
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            every = args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]
+            notes = [a.annotation for a in every if a is not None and a.annotation is not None]
+            notes += [node.returns] if node.returns is not None else []
+            spans += [((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)) for n in notes]
+    return spans
+
+
+def enclosing(defs, line: int) -> str:
+    inside = [d for d in defs if d[0] <= line <= d[1]]
+    return max(inside, key=lambda d: d[0])[2] if inside else "(module)"
+
+
+def in_region(qualname: str, only) -> bool:
+    return not only or any(qualname == o or qualname.startswith(o + ".") for o in only)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """What names a mutant across runs: module, function, operator, the line's text, and
+    which of the operator's mutants on that line it is (#2, #3 ...)."""
+    module: str
+    function: str
+    operator: str
+    line_text: str
+
+    def key(self) -> str:
+        return f"{self.module} | {self.function} | {self.operator} | {self.line_text}"
+
+
+def identify(root: Path, module: Module, items) -> dict[str, Mutant]:
+    """job id -> Mutant for a session's work items (one mutation each)."""
+    source = (root / module.path).read_text()
+    lines, defs = source.splitlines(), definitions(source)
+    ordered = sorted(items, key=lambda it: (it.mutations[0].start_pos, it.mutations[0].operator_name,
+                                           it.mutations[0].occurrence))
+    seen: Counter = Counter()
+    out = {}
+    for item in ordered:
+        m = item.mutations[0]
+        line = m.start_pos[0]
+        op = m.operator_name.removeprefix("core/")
+        base = (enclosing(defs, line), op, lines[line - 1].strip())
+        seen[base] += 1
+        if seen[base] > 1:
+            op = f"{op}#{seen[base]}"
+        out[item.job_id] = Mutant(module.path, base[0], op, base[2])
+    return out
+
+
+def read_equivalent() -> dict[str, str]:
+    """key -> why, from bench/mutation-equivalent.txt (module | function | operator | line | why)."""
+    found = {}
+    if not EQUIVALENT.is_file():
+        return found
+    for n, raw in enumerate(EQUIVALENT.read_text().splitlines(), 1):
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        parts = [p.strip() for p in raw.split(" | ")]
+        if len(parts) != 5 or not parts[4]:
+            sys.exit(f"{EQUIVALENT.name} line {n}: expected 'module | function | operator | "
+                     f"line | why', got {raw!r}")
+        found[" | ".join(parts[:4])] = parts[4]
+    return found
+
+
+# ---------------------------------------------------------------------------- what is measured
+
+@dataclass(frozen=True)
+class Source:
+    """The code and tests measured: the working tree, or a commit exported once."""
+    root: Path          # where its files are read
+    state: Path         # where its sessions are kept
+    label: str
+
+    @property
+    def report(self) -> Path:
+        return REPORT if self.root == ROOT else self.state / "mutation-report.md"
+
+
+def source_of(rev: str | None) -> Source:
+    if rev is None:
+        return Source(ROOT, STATE, "the working tree")
+    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.strip()
+    state = STATE / f"rev-{sha}"
+    export = state / "export"
+    if not export.is_dir():
+        export.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", sha], cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(export)], input=archive.stdout, check=True)
+    return Source(export, state, f"commit {sha}")
+
+
+# ---------------------------------------------------------------------------- running cosmic-ray
+
+def scratch_copy(source: Source, dest: Path) -> None:
+    """The source's files in ``dest``: for the working tree, those tracked and new (not ignored)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    if source.root != ROOT:
+        shutil.copytree(source.root, dest)
+        return
+    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+PRELOAD = ("numpy", "yaml", "jsonschema", "sqlalchemy", "hypothesis", "pytest")
+
+
+def preload() -> None:
+    """Import what every test run needs and the project does not define, once, before any
+    child is forked. The project itself is never imported here: each child imports it
+    from the scratch tree, with its mutant."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")    # no BLAS threads across fork()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    for name in PRELOAD:
+        __import__(name)
+    assert not any(m == "grader" or m.startswith(("grader.", "reference")) for m in sys.modules)
+
+
+def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tuple[str, str]:
+    """("survived" | "killed" | "timeout", output) of the tests run in a forked child. With
+    ``contexts_of=(module files, json path)``, the run is measured by coverage.py and the
+    tests that ran each line of those files are written to the json file."""
+    scratch = Path(tempfile.mkdtemp(prefix="mutant-"))
+    log = scratch / "output.txt"
+    pid = os.fork()
+    if pid == 0:                                      # the child: never returns
+        code = 70
+        try:
+            os.setsid()                               # one group: a hang is killed whole
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.chdir(tree)
+            sys.path.insert(0, str(tree))
+            os.environ.update(TEST_ENV, TMPDIR=str(scratch))
+            tempfile.tempdir = str(scratch)           # every temporary file of the run goes here
+            import pytest
+            cov, plugins = None, []
+            if contexts_of is not None:
+                import coverage
+                cov = coverage.Coverage(data_file=None, include=[str(f) for f in contexts_of[0]],
+                                        config_file=False)
+                cov.start()
+
+                took = {}
+
+                class PerTest:     # each test's setup, call and teardown under its node id
+                    @pytest.hookimpl(hookwrapper=True)
+                    def pytest_runtest_protocol(self, item, nextitem):
+                        cov.switch_context(item.nodeid)
+                        t0 = time.perf_counter()
+                        yield
+                        took[item.nodeid] = time.perf_counter() - t0
+                        cov.switch_context("")
+                plugins.append(PerTest())
+            code = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider",
+                                    "--basetemp", str(scratch / "pytest"), *tests], plugins=plugins))
+            if cov is not None:
+                cov.stop()
+                data = cov.get_data()
+                contexts_of[1].write_text(json.dumps({"took": took, "lines": {
+                    os.path.relpath(f, tree): {k: sorted(v) for k, v in
+                                               data.contexts_by_lineno(str(f)).items()}
+                    for f in contexts_of[0]}}))
+        except BaseException:                         # noqa: BLE001 - report, never return
+            import traceback
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    outcome = None
+    while outcome is None:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            outcome = "survived" if os.waitstatus_to_exitcode(status) == 0 else "killed"
+        elif time.monotonic() > deadline:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.waitpid(pid, 0)
+            outcome = "timeout"
+        else:
+            time.sleep(0.05)
+    output = log.read_text(errors="replace")[-4000:] if log.is_file() else ""
+    shutil.rmtree(scratch, ignore_errors=True)
+    return outcome, output
+
+
+def tree_digest(tree: Path) -> str:
+    """What a baseline depends on: the code and the tests of the scratch tree."""
+    h = hashlib.sha256()
+    for path in sorted(p for top in ("reference", "grader", "tests") for p in (tree / top).rglob("*")
+                       if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(path.relative_to(tree)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def baseline(source: Source, tree: Path, module: Module,
+             modules: list[Module]) -> tuple[float, dict[int, set[str]], dict[str, float]]:
+    """The module's tests, unmutated, under coverage.py: (seconds, line -> the tests that
+    ran it, "" for lines run while importing, test -> its seconds). One run serves every
+    module tested by the same files (the worker's modules), as long as nothing changed."""
+    key = hashlib.sha256(repr(("v2", module.tests)).encode()).hexdigest()[:12]
+    cache = source.state / "baselines" / f"{tree_digest(tree)[:24]}-{key}.json"
+    if not cache.is_file():
+        shared = [m.path for m in modules if m.tests == module.tests]
+        found = tree.parent / "lines.json"
+        found.unlink(missing_ok=True)
+        t0 = time.monotonic()
+        outcome, output = run_tests_forked(tree, module.tests, 3600,
+                                           contexts_of=([tree / p for p in shared], found))
+        if outcome != "survived" or not found.is_file():
+            sys.exit(f"{module.path}: its tests fail without any mutant; fix them first:\n{output[-3000:]}")
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"seconds": time.monotonic() - t0, **json.loads(found.read_text())}))
+    data = json.loads(cache.read_text())
+    lines = {int(k): set(v) for k, v in data["lines"].get(module.path, {}).items()}
+    return data["seconds"], lines, data["took"]
+
+
+def tests_of(module: Module, contexts: set[str], took: dict[str, float]) -> list[str]:
+    """The tests (node ids) that ran a line, the quickest first (the first to fail ends the
+    run); all the module's tests for a line run while importing (a default value, a class
+    body), which every test depends on."""
+    if "" in contexts or not contexts:
+        return list(module.tests)
+    return sorted(contexts, key=lambda t: (took.get(t, 0.0), t))
+
+
+def exec_session(session: Path, tree: Path, module: Module, timeout: float,
+                 lines: dict[int, set[str]], took: dict[str, float]) -> None:
+    """Run every pending mutant of the session (cosmic-ray's mutation, our runner), each
+    against the tests that run its line."""
+    import cosmic_ray.plugins
+    from cosmic_ray.mutating import MutationVisitor, _make_diff
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        pending = list(db.pending_work_items)
+        for n, item in enumerate(pending, 1):
+            (m,) = item.mutations
+            path = tree / m.module_path
+            original = path.read_text()
+            operator = cosmic_ray.plugins.get_operator(m.operator_name)(**(m.operator_args or {}))
+            mutated = MutationVisitor.mutate_code(original, operator, m.occurrence)
+            if mutated is None:
+                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.NO_TEST))
+                continue
+            diff = "\n".join(_make_diff(original, mutated, m.module_path))
+            covering = set().union(*(lines.get(n, set()) for n in range(m.start_pos[0], m.end_pos[0] + 1)))
+            if not covering:
+                db.set_result(item.job_id, WorkResult(
+                    output=NOT_RUN, diff=diff, test_outcome=TestOutcome.SURVIVED,
+                    worker_outcome=WorkerOutcome.NORMAL))
+                continue
+            path.write_text(mutated)
+            try:
+                chosen = tests_of(module, covering, took)
+                outcome, output = run_tests_forked(tree, chosen, timeout)
+                if outcome == "survived" and chosen != list(module.tests):
+                    # The tests that ran its line missed it: all of them must miss it too
+                    # (a shared fixture runs for the first test that needs it only).
+                    outcome, output = run_tests_forked(tree, module.tests, timeout)
+            finally:
+                path.write_text(original)
+            db.set_result(item.job_id, WorkResult(
+                output="timeout" if outcome == "timeout" else output,
+                diff=diff,
+                test_outcome=TestOutcome.SURVIVED if outcome == "survived" else TestOutcome.KILLED,
+                worker_outcome=WorkerOutcome.NORMAL))
+            if n % 25 == 0 or n == len(pending):
+                print(f"  {module.path}: {n}/{len(pending)}", flush=True)
+
+
+def write_session_config(path: Path, module: Module, timeout: float) -> None:
+    cmd = " ".join(test_command(module.tests))
+    path.write_text(
+        "[cosmic-ray]\n"
+        f'module-path = "{module.path}"\n'
+        f"timeout = {timeout:.0f}\n"
+        "excluded-modules = []\n"
+        f"test-command = '{cmd}'\n\n"
+        "[cosmic-ray.distributor]\n"
+        'name = "local"\n')
+
+
+def skip(db, job_id: str, why: str) -> None:
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+    db.set_result(job_id, WorkResult(output=why, worker_outcome=WorkerOutcome.SKIPPED))
+
+
+def prepare(db, source: Source, module: Module, tool: dict, equivalent: dict) -> None:
+    """Skip what this practice does not mutate (operators, outside `only`) and what is
+    recorded as equivalent, before any mutant runs."""
+    from cosmic_ray.work_item import TestOutcome
+    excluded = re.compile("|".join(f"(?:{e})" for e in tool.get("exclude-operators", ())) or "(?!)")
+    items = list(db.work_items)
+    done = {item.job_id: result for item, result in db.completed_work_items}
+    names = identify(source.root, module, items)
+    notes = signature_annotations((source.root / module.path).read_text())
+    for item in items:
+        mutant, m = names[item.job_id], item.mutations[0]
+        if excluded.match(m.operator_name):
+            why = "filtered: operator"
+        elif any(a <= tuple(m.start_pos) and tuple(m.end_pos) <= b for a, b in notes):
+            why = "filtered: an annotation, never evaluated"
+        elif not in_region(mutant.function, module.only):
+            why = "filtered: outside the mutated region"
+        elif mutant.key() in equivalent:
+            why = "equivalent: " + equivalent[mutant.key()]
+        else:
+            continue
+        # Filters apply to finished mutants too (a rule added later counts for them); an
+        # equivalence, only to mutants not killed (a killed one was not equivalent).
+        result = done.get(item.job_id)
+        if result is None or (result.output or "") != why and not (
+                why.startswith("equivalent") and result.test_outcome == TestOutcome.KILLED):
+            skip(db, item.job_id, why)
+
+
+def run_module(source: Source, module: Module, modules: list[Module], tool: dict, *, fresh: bool,
+               survivors: bool) -> None:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome
+
+    if not module.tests:
+        print(f"{module.path}: no test file to run: left out")
+        return
+    state = source.state / module.slug
+    tree, session, config = state / "tree", state / "session.sqlite", state / "config.toml"
+    if fresh and state.exists():
+        shutil.rmtree(state)
+    state.mkdir(parents=True, exist_ok=True)
+    scratch_copy(source, tree)          # the current code and tests, every time
+    write_session_config(config, module, tool.get("timeout-min-s", 60))   # what cosmic-ray init reads
+    stamp = hashlib.sha256((source.root / module.path).read_bytes()).hexdigest()
+    stamp_file = state / "source.sha256"
+    if session.exists() and (not stamp_file.is_file() or stamp_file.read_text() != stamp):
+        print(f"{module.path}: the module changed since its session began: starting over")
+        session.unlink()
+    if not session.exists():
+        subprocess.run([sys.executable, "-m", "cosmic_ray.cli", "init", str(config), str(session)],
+                       cwd=tree, check=True)
+        stamp_file.write_text(stamp)
+    equivalent = read_equivalent()
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        if survivors:
+            # Forget the survivors' results (and what is now recorded as equivalent), so exec
+            # runs them again against the current tests.
+            again = [item for item, result in db.completed_work_items
+                     if result.test_outcome == TestOutcome.SURVIVED
+                     or (result.output or "").startswith("equivalent: ")]
+            _forget(session, [item.job_id for item in again])
+        prepare(db, source, module, tool, equivalent)
+        pending = db.num_work_items - db.num_results
+    if not pending:
+        print(f"{module.path}: no mutant to run", flush=True)
+        return
+    seconds, lines, took = baseline(source, tree, module, modules)
+    timeout = max(tool.get("timeout-min-s", 60), tool.get("timeout-factor", 4) * seconds)
+    print(f"{module.path}: {pending} mutants to run (tests: {seconds:.1f} s unmutated, timeout "
+          f"{timeout:.0f} s)", flush=True)
+    exec_session(session, tree, module, timeout, lines, took)
+
+
+def _forget(session: Path, job_ids) -> None:
+    import sqlite3
+    with sqlite3.connect(session) as conn:
+        conn.executemany("DELETE FROM work_results WHERE job_id = ?", [(j,) for j in job_ids])
+
+
+# ---------------------------------------------------------------------------- the report
+
+def tally(source: Source, module: Module):
+    """(counts, survivors) of a module's session: survivors are (Mutant, diff)."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+
+    session = source.state / module.slug / "session.sqlite"
+    counts = Counter()
+    survivors = []
+    if not session.exists():
+        return None, []
+    equivalent = read_equivalent()
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        items = list(db.work_items)
+        names = identify(source.root, module, items)
+        results = dict((item.job_id, result) for item, result in db.completed_work_items)
+    for item in items:
+        mutant, result = names[item.job_id], results.get(item.job_id)
+        if result is None:
+            counts["pending"] += 1
+        elif result.worker_outcome == WorkerOutcome.SKIPPED:
+            # Filtered mutants are not counted; one skipped as equivalent whose entry is gone
+            # must run again (`run --survivors`).
+            if (result.output or "").startswith("equivalent: "):
+                counts["equivalent" if mutant.key() in equivalent else "pending"] += 1
+        elif result.test_outcome == TestOutcome.SURVIVED:
+            if mutant.key() in equivalent:
+                counts["equivalent"] += 1
+            else:
+                counts["survived"] += 1
+                survivors.append((mutant, result.diff or "", result.output == NOT_RUN))
+        elif result.worker_outcome == WorkerOutcome.NO_TEST:
+            counts["no mutation"] += 1
+        else:
+            counts["killed"] += 1      # a failing test, a crash or a hang (timeout)
+    return counts, survivors
+
+
+def write_report(source: Source, modules) -> str:
+    if source.root == ROOT:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        what = f"the working tree at {commit}{' (with uncommitted changes)' if dirty else ''}"
+    else:
+        what = source.label
+    lines = ["# Mutation testing: the latest run",
+             "",
+             f"Written by `python bench/mutation.py` on {datetime.date.today()}, measuring "
+             f"{what}. See docs/testing.md.",
+             "",
+             "| module | mutants | killed | survived | equivalent | score |",
+             "|---|---:|---:|---:|---:|---:|"]
+    all_survivors = []
+    total = Counter()
+    for m in modules:
+        counts, survivors = tally(source, m)
+        if counts is None:
+            lines.append(f"| {m.path} | not run | | | | |")
+            continue
+        total.update(counts)
+        all_survivors += survivors
+        n = counts["killed"] + counts["survived"] + counts["equivalent"]
+        score = f"{counts['killed'] / (n - counts['equivalent']):.1%}" if n > counts["equivalent"] else "-"
+        note = f" ({counts['pending']} pending)" if counts["pending"] else ""
+        lines.append(f"| {m.path}{'' if not m.only else ' (' + ', '.join(m.only) + ')'}{note} | {n} | "
+                     f"{counts['killed']} | {counts['survived']} | {counts['equivalent']} | {score} |")
+    n = total["killed"] + total["survived"] + total["equivalent"]
+    if n:
+        lines.append(f"| **all** | {n} | {total['killed']} | {total['survived']} | "
+                     f"{total['equivalent']} | {total['killed'] / max(1, n - total['equivalent']):.1%} |")
+    lines += ["", "Score: killed / (mutants - equivalent). Killed includes hangs (a mutant whose "
+              "tests time out).", ""]
+    if all_survivors:
+        lines += ["## Survivors to kill or explain", ""]
+        for mutant, diff, not_run in all_survivors:
+            lines += [f"- `{mutant.key()}`" + (f" ({NOT_RUN})" if not_run else ""), "",
+                      "```diff", diff.strip(), "```", ""]
+    else:
+        lines += ["No unexplained survivor.", ""]
+    stale = set(read_equivalent()) - {mutant.key() for m in modules for mutant in _all_mutants(source, m)}
+    if stale:
+        lines += ["## Equivalent entries that match no mutant (stale: check and remove)", ""]
+        lines += [f"- `{k}`" for k in sorted(stale)] + [""]
+    if source.root == ROOT and UNRUN.is_file():
+        # The coverage figure and the lines no test runs belong beside the mutants they explain.
+        lines += ["## Coverage (`python bench/mutation.py coverage`)", "", "```",
+                  *UNRUN.read_text().splitlines(), "```", ""]
+    source.report.write_text("\n".join(lines))
+    return "\n".join(lines[:len(modules) + 9])
+
+
+def _all_mutants(source: Source, module: Module):
+    from cosmic_ray.work_db import WorkDB, use_db
+    session = source.state / module.slug / "session.sqlite"
+    if not session.exists():
+        return []
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        return list(identify(source.root, module, list(db.work_items)).values())
+
+
+# ---------------------------------------------------------------------------- named mutants
+
+def run_named(named: list[dict], wanted) -> int:
+    """Plant each named mutant in a scratch copy; its tests must fail."""
+    tree = STATE / "named-tree"
+    scratch_copy(source_of(None), tree)
+    failures = 0
+    for entry in named:
+        if wanted and entry["name"] not in wanted:
+            continue
+        path = tree / entry["path"]
+        original = path.read_text()
+        if original.count(entry["old"]) != 1:
+            print(f"{entry['name']}: no longer applies to {entry['path']} (its text moved)")
+            failures += 1
+            continue
+        path.write_text(original.replace(entry["old"], entry["new"]))
+        try:
+            outcome, output = run_tests_forked(tree, entry["tests"], 3600)
+        finally:
+            path.write_text(original)
+        killed = outcome != "survived"
+        failed = [l for l in output.splitlines() if l.startswith("FAILED")][:1]
+        print(f"{'killed  ' if killed else 'SURVIVED'} {entry['name']}: {entry['why']}"
+              + (f"\n         {failed[0]}" if failed else ""), flush=True)
+        failures += not killed
+    return 1 if failures else 0
+
+
+# ---------------------------------------------------------------------------- coverage
+
+COVERAGE_RC = """\
+[run]
+source = reference, grader
+branch = false
+parallel = true
+patch = subprocess, _exit, fork
+data_file = {data}
+
+[report]
+show_missing = true
+skip_covered = true
+"""
+
+
+def run_coverage(pytest_args) -> int:
+    state = STATE / "coverage"
+    if state.exists():
+        shutil.rmtree(state)
+    state.mkdir(parents=True)
+    rc = state / "coveragerc"
+    rc.write_text(COVERAGE_RC.format(data=state / ".coverage"))
+    env = {**os.environ, "COVERAGE_RCFILE": str(rc)}
+    args = pytest_args or ["-q", "-p", "no:cacheprovider"]
+    test = subprocess.run(NICE + [sys.executable, "-m", "coverage", "run", "--rcfile", str(rc),
+                                  "-m", "pytest", *args], cwd=ROOT, env=env)
+    subprocess.run([sys.executable, "-m", "coverage", "combine", "--rcfile", str(rc), "-q"],
+                   cwd=ROOT, env=env, check=True)
+    report = subprocess.run([sys.executable, "-m", "coverage", "report", "--rcfile", str(rc)],
+                            cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    total = next((l for l in report.splitlines() if l.startswith("TOTAL")), "TOTAL ?")
+    header = [f"# Lines of reference/ and grader/ that no test runs (bench/mutation.py coverage, "
+              f"{datetime.date.today()})",
+              f"# pytest {' '.join(args)}: exit {test.returncode}; {' '.join(total.split())}",
+              "# The sandbox child (grader/engine/sandbox/child.py) runs isolated, where coverage",
+              "# cannot follow it: its lines are listed here although the sandbox tests run them.",
+              ""]
+    UNRUN.write_text("\n".join(header) + report)
+    print(report.splitlines()[-1] if report else "no coverage data")
+    return test.returncode
+
+
+# ---------------------------------------------------------------------------- the command line
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="mutate modules and run their tests")
+    run.add_argument("modules", nargs="*", help="paths from bench/mutation.toml (default: all)")
+    run.add_argument("--fresh", action="store_true", help="start these modules' sessions over")
+    run.add_argument("--survivors", action="store_true", help="run the survivors again")
+    for p in (run, sub.add_parser("report", help="write the report from the sessions")):
+        p.add_argument("--rev", help="measure this commit instead of the working tree")
+        p.add_argument("--missing-tests-ok", action="store_true",
+                       help="leave out listed test files that do not exist (an older commit)")
+    named = sub.add_parser("named", help="plant the named mutants; each must be killed")
+    named.add_argument("names", nargs="*")
+    cov = sub.add_parser("coverage", help="run the suite under coverage.py")
+    cov.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+
+    if args.command in ("run", "named"):
+        os.nice(19)                  # the machine is shared: mutants run when no one else wants it
+        preload()
+    source = source_of(getattr(args, "rev", None))
+    tool, modules, named_mutants = load_config(source.root, getattr(args, "missing_tests_ok", False))
+    if args.command == "run":
+        by_path = {m.path: m for m in modules}
+        chosen = [by_path[p] for p in args.modules if p in by_path] if args.modules else modules
+        unknown = set(args.modules) - {m.path for m in modules}
+        if unknown:
+            parser.error(f"not in {CONFIG.name}: {', '.join(sorted(unknown))}")
+        for m in chosen:
+            run_module(source, m, modules, tool, fresh=args.fresh, survivors=args.survivors)
+            print(write_report(source, modules), flush=True)
+        return 0
+    if args.command == "report":
+        print(write_report(source, modules))
+        return 0
+    if args.command == "named":
+        return run_named(named_mutants, set(args.names))
+    return run_coverage(args.pytest_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
