@@ -356,3 +356,31 @@ def test_goodput_experiment_rejects_a_bad_setting():
         experiments.run("goodput", ["candidates=nonsense"], COURSE)
     with pytest.raises(InputError, match="rate_to"):
         experiments.run("goodput", ["rate_from=5", "rate_to=4"], COURSE)
+
+
+# A secret under which none of the family's three instances settles a noise case (found by
+# a random-secret run): the reserve instances must supply one, and when they cannot either,
+# grading stops with a line naming the family file.
+UNSETTLED_NOISE = bytes.fromhex("bd508417e9901b0f")
+
+
+def test_a_kind_no_drawn_instance_settles_is_drawn_from_the_reserve():
+    from grader.course.trials import hidden_suites
+    suites = hidden_suites(COURSE, UNSETTLED_NOISE)
+    notes = lesson5._notes(COURSE)
+    first = lesson5.release_cases(suites, "hidden", notes)
+    assert not any(c.family == "release-noise" for c in first)      # the premise of this secret
+    cases = lesson5.hidden_release_cases(COURSE, UNSETTLED_NOISE, suites)
+    noise = [c for c in cases if c.family == "release-noise"]
+    drawn = {s.trials[0].name.split("/")[0] for s in suites}
+    assert noise and all(c.name.split("/")[0] not in drawn for c in noise)
+    assert cases[:len(first)] == first and {c.family for c in cases} >= {f"release-{k}" for k in KINDS}
+
+
+def test_a_kind_even_the_reserve_cannot_settle_stops_the_grade(monkeypatch):
+    from grader.course.trials import hidden_suites
+    suites = hidden_suites(COURSE, UNSETTLED_NOISE)
+    real = lesson5.settled
+    monkeypatch.setattr(lesson5, "settled", lambda probe, expect: probe.kind != "noise" and real(probe, expect))
+    with pytest.raises(InputError, match=r"lesson5\.yaml.*families\.release.*noise"):
+        lesson5.hidden_release_cases(COURSE, UNSETTLED_NOISE, suites)

@@ -139,14 +139,18 @@ def _draw(g: np.random.Generator, bounds: Any, where: str):
     return float(g.uniform(float(lo), float(hi)))
 
 
-def hidden_scenarios(course, lesson: str, secret: bytes, families_path: Path | None = None) -> list[Case]:
+def hidden_scenarios(course, lesson: str, secret: bytes, families_path: Path | None = None,
+                     reserve: int = 0) -> list[Case]:
+    """Each family's instances drawn from the secret; with ``reserve``, that many further
+    instances after them instead (for a grader that keeps only the draws that settle)."""
     path = families_path or FAMILIES / f"{lesson}.yaml"
     data = read_yaml(path) or {}
     cases = []
     for f_index, fam in enumerate(data.get("families") or []):
         where = f"{path}: families.{fam.get('name', f_index)}"
         base = load_scenario((path.parent / fam["base"]).resolve(), course)
-        for i in range(int(fam.get("instances", 1))):
+        count = int(fam.get("instances", 1))
+        for i in range(count, count + reserve) if reserve else range(count):
             g = np.random.Generator(np.random.PCG64(derive_seed(secret, lesson, fam["name"], str(i))))
             wl_changes, worker_changes, sheet = {}, {}, _deep_copy(base.sheet)
             for key, bounds in sorted((fam.get("vary") or {}).items()):

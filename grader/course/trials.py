@@ -253,13 +253,14 @@ def public_suites(course, lesson: str = "lesson5") -> list[Suite]:
 
 
 def hidden_suites(course, secret: bytes, lesson: str = "lesson5",
-                  families_path: Path | None = None) -> list[Suite]:
-    """Each hidden instance of a family: its base suite on the instance's workload and seeds."""
+                  families_path: Path | None = None, reserve: int = 0) -> list[Suite]:
+    """Each hidden instance of a family: its base suite on the instance's workload and seeds
+    (with ``reserve``: that many further instances, see hidden_scenarios)."""
     path = families_path or FAMILIES / f"{lesson}.yaml"
     bases = {f["name"]: (path.parent / f["base"]).resolve()
              for f in (read_yaml(path) or {}).get("families") or []}
     suites = []
-    for case in hidden_scenarios(course, lesson, secret, path):
+    for case in hidden_scenarios(course, lesson, secret, path, reserve=reserve):
         family = case.name.rsplit("#", 1)[0]
         suites.append(suite_from(bases[family], course, base=case.inputs, name=case.name))
     return suites

@@ -35,7 +35,7 @@ from typing import Optional
 import numpy as np
 
 from grader.engine.cases import Case
-from grader.engine.layout import read_yaml
+from grader.engine.layout import FAMILIES, read_yaml
 from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 # Importing the judges registers their checks.
@@ -264,6 +264,31 @@ def release_cases(suites: list[Suite], visibility: str, notes: dict[str, str]) -
     return cases
 
 
+RESERVE = 9               # further hidden instances, drawn only for a kind no instance settles
+
+
+def hidden_release_cases(course, secret: bytes, suites: list[Suite]) -> list[Case]:
+    """The hidden release cases, at least one of every kind: a draw is kept only when it
+    settles, and a secret whose instances settle no case of a kind would leave that kind's
+    criterion without a hidden case. Reserve instances are drawn for the missing kinds only;
+    when even they settle none, grading stops and says so rather than grade weaker."""
+    notes = _notes(course)
+    cases = release_cases(suites, "hidden", notes)
+    kinds = lambda found: {c.family.removeprefix("release-") for c in found}
+    missing = {t.kind for s in suites for t in s.trials} - kinds(cases)
+    if not missing:
+        return cases
+    for extra in hidden_suites(course, secret, reserve=RESERVE):
+        found = release_cases([Suite(tuple(t for t in extra.trials if t.kind in missing))], "hidden", notes)
+        cases += found
+        missing -= kinds(found)
+        if not missing:
+            return cases
+    raise InputError(str(FAMILIES / "lesson5.yaml"),
+                     f"families.release: under this secret none of {RESERVE} further instances settles a "
+                     f"hidden {', '.join(sorted(missing))} case; raise instances or widen vary")
+
+
 RULE_PROBES = 2           # hidden rule probes of each kind per secret
 
 
@@ -323,7 +348,7 @@ def hidden_cases(secret: bytes, course=None) -> list[Case]:
     cases = edges + real_records(suites, g, "hidden")
     cases += smoothed(cases)
     cases += goodput_cases(_suite_records(edges), suites, g, "hidden")
-    cases += release_cases(suites, "hidden", _notes(course))
+    cases += hidden_release_cases(course, secret, suites)
     r = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson5", "rule probes")))
     cases += rule_cases(r, _hidden_rule(r), "hidden", RULE_PROBES)
     return cases
