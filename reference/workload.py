@@ -66,7 +66,9 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -198,10 +200,18 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+MAX_WORKLOAD_BYTES = 16 << 20     # a workload is a few hundred lines of YAML
+
+
 def load_workload(path: str | Path) -> WorkloadSpec:
     """Read and validate one workload file."""
     source = str(path)
     try:
+        # A pipe or a device would block the read forever: refused before it is opened.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise WorkloadError(f"{source}: is not a regular file (a folder, a pipe or a device): not read")
+        if os.stat(path).st_size > MAX_WORKLOAD_BYTES:
+            raise WorkloadError(f"{source}: larger than {MAX_WORKLOAD_BYTES >> 20} MiB: not read")
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise WorkloadError(f"{source}: no such workload file") from None

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import ROOT
 from grader.cli import main
+from grader.engine.errors import InputError
 
 REF = ROOT / "reference" / "solutions" / "lesson1.py"
 
@@ -195,6 +196,21 @@ def test_a_submission_that_is_no_regular_file_or_too_large_is_refused_unread(tmp
         f.truncate(4 << 30)
     err = refused(capsys, "check", "lesson1", "--submission", huge)
     assert f"{huge}: submission is larger than {1 << 20} bytes, the limit" in err
+
+
+def test_a_workload_or_course_file_that_is_a_pipe_is_refused_unread(tmp_path, capsys):
+    """sheet run --workload and every course YAML reader: a FIFO would block the read forever."""
+    from grader.engine.layout import read_yaml
+    fifo = tmp_path / "workload.yaml"
+    os.mkfifo(fifo)
+    sheet = ROOT / "assignments" / "design_sheet.yaml"
+    err = refused(capsys, "sheet", "run", sheet, "--workload", fifo)
+    assert f"{fifo}: is not a regular file" in err
+    with pytest.raises(InputError, match=f"{fifo}: is not a regular file"):
+        read_yaml(fifo)
+    from reference.workload import WorkloadError, load_workload
+    with pytest.raises(WorkloadError, match=f"{fifo}: is not a regular file"):
+        load_workload(fifo)
 
 
 def test_missing_lesson_and_missing_submission(capsys):

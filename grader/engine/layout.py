@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from grader.engine.errors import InputError
+from grader.engine.files import Unreadable, read_regular
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # The hidden families: instructor data, drawn with the secret (never in the learner edition).
@@ -42,14 +43,22 @@ class Course:
         return (_PACKAGE_ROOT / "reference" / "shapes.py").read_text(encoding="utf-8")
 
 
+MAX_COURSE_FILE = 64 << 20       # far above any course file; a bound, not a budget
+
+
 def read_yaml(path: Path) -> Any:
     """A course file (rubric, probes, records, scenarios) as data; every way it can be
     unusable is one InputError naming the file (and the line, for a YAML error)."""
     where = str(path)
     try:
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = read_regular(path, MAX_COURSE_FILE)
+        if len(raw) > MAX_COURSE_FILE:
+            raise InputError(where, f"larger than {MAX_COURSE_FILE >> 20} MiB: not read")
+        return yaml.safe_load(raw.decode("utf-8"))
     except FileNotFoundError:
         raise InputError(where, "no such file") from None
+    except Unreadable as e:
+        raise InputError(where, str(e)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(where, f"cannot read: {e}") from None
     except yaml.YAMLError as e:
