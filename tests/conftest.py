@@ -39,7 +39,10 @@ SECRET = b"test-secret-for-hidden-cases"
 # hold for every secret, not for the one a test happens to use. Such tests take the `secret`
 # fixture: two fixed secrets and one drawn at random per run, whose value is in the test's id
 # (test_x[random-0123abcd...]) and in the run's header; GRADER_TEST_SECRET=<hex> draws it again.
-RANDOM_SECRET = bytes.fromhex(os.environ.get("GRADER_TEST_SECRET") or secrets.token_hex(8))
+# Drawn once, in the process that starts the run: its workers inherit it, so every worker
+# collects the same test ids.
+os.environ["GRADER_TEST_SECRET"] = os.environ.get("GRADER_TEST_SECRET") or secrets.token_hex(8)
+RANDOM_SECRET = bytes.fromhex(os.environ["GRADER_TEST_SECRET"])
 SECRETS = {"fixed": SECRET, "other": b"another secret", f"random-{RANDOM_SECRET.hex()}": RANDOM_SECRET}
 
 
