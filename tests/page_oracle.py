@@ -37,7 +37,8 @@ class Books:
     refcount: list[int] = field(init=False)
     held: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     cached: set[int] = field(default_factory=set)        # published and not evicted
-    most: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    most: dict[str, int] = field(default_factory=lambda: defaultdict(int))   # while admitted
+    admitted: set[str] = field(default_factory=set)
     pinned: set[int] | None = None                       # pages the step in flight pins
     step: int | None = None
     pinned_pages: list[int] = field(default_factory=list)      # per step, summed over its requests
@@ -83,7 +84,16 @@ class Books:
             self._fail(f"{rid} holds page {page} twice", event)
         self.held[rid].append(page)
         self.refcount[page] += 1
+        if rid in self.admitted:
+            self.most[rid] = max(self.most[rid], len(self.held[rid]))
+
+    def admit(self, event, rid: str) -> None:
+        """From here until it is requeued, what ``rid`` holds is what its record shows."""
+        self.admitted.add(rid)
         self.most[rid] = max(self.most[rid], len(self.held[rid]))
+
+    def requeue(self, event, rid: str) -> None:
+        self.admitted.discard(rid)
 
     def unref(self, event, rid: str, page: int) -> None:
         if page not in self.held[rid]:

@@ -173,3 +173,20 @@ def test_a_cancel_in_the_first_decode_step_waits_for_that_steps_fence(cancel_at)
     assert (rec.outcome, rec.tokens_out, rec.cancel_s) == ("cancelled_by_client", 1, cancel_at)
     assert rec.fence_s == rec.released_s == float(end1)
     check_run(result, trace, fence=True)
+
+
+def test_an_admission_given_back_holds_nothing_its_record_shows():
+    """r2's prompt hits r0's cached page, but the rest finds no free page: the hit is
+    ref'd and given back, and r2 is cancelled in the queue. It never held a page as an
+    admitted request, so its record says 0 (lesson 6 reads a cancelled request with pages
+    held and no release as one whose pages were kept); r0 and r1 held theirs."""
+    model, worker = machine(13, page_tokens=2, max_running=2, cost=CostModel(step_fixed=0.004))
+    requests = (request(0, 0.0, [123, 120], 1, scope="b"),
+                request(1, 0.0, list(range(1, 13)) + list(range(2000, 2010)), 1, scope="a"),
+                request(2, 0.008, [123, 120, 3000], 1, scope="b", cancel_at_s=0.008),
+                request(3, 0.008, [4000], 1, scope="a"))
+    result, trace = traced(model, worker, POLICIES["greedy"], requests)
+    assert ("ref", 0.008, "r2", 0) in trace and ("unref", 0.008, "r2", 0) in trace   # the premise
+    check_run(result, trace, fence=True)
+    held = {r.id: r.pages_held for r in result.requests}
+    assert held == {"r0": 2, "r1": 12, "r2": 0, "r3": 1}        # prompt + first output token, in pages

@@ -107,6 +107,11 @@ class AdmissionQueue:
         live.target, live.done = context, len(hits) * pt
         live.written = live.done
         live.phase = "prefill"
+        # The most pages a request held counts from here: an attempt given back (its prefix
+        # hits unref'd because the rest found no room) held nothing a record should show.
+        live.max_pages = max(live.max_pages, len(live.pages))
+        if self.trace is not None:
+            self.trace.append(("admit", self.now, r.id))
         self.prefilling[r.index] = live
         self.running += 1
         self.prefix_hits += len(hits)
@@ -153,6 +158,8 @@ class AdmissionQueue:
         else:
             del self.prefilling[live.req.index]
         live.phase, live.state = "queued", "waiting"
+        if self.trace is not None:
+            self.trace.append(("requeue", self.now, live.req.id))
         self._drop_pages(live)
         self._return_promise(live)
         self.running -= 1

@@ -30,7 +30,8 @@ class PageBooks:
         if page in self.freed_pinned:
             self._use_after_free(page, live)
         live.pages.append(page)
-        live.max_pages = max(live.max_pages, len(live.pages))
+        if live.phase != "queued":      # pages of an admission still being tried count once it holds
+            live.max_pages = max(live.max_pages, len(live.pages))
         if live.phase == "decode":
             self.decode_pages += 1
         return True
@@ -55,7 +56,6 @@ class PageBooks:
             self.trace.extend(("take", self.now, live.req.id, p) for p in pages[len(pages) - need:])
         live.promise_left -= need
         self.outstanding -= need
-        live.max_pages = max(live.max_pages, len(pages))
         return True
 
     def _shortfall(self, live: Sequence) -> str:
