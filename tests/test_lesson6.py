@@ -530,3 +530,17 @@ def test_discovery_finds_folder_submissions_in_both_layouts(tmp_path):
     [jo] = discover(tmp_path / "nb", "lesson6")
     assert (jo.student, Path(jo.path), jo.problem) == ("jo", nb, "")
     assert load_submission(nb, FILES, jo.student).student == "jo"
+
+
+def test_evidence_asked_before_a_release_is_still_recorded_for_it():
+    """A process that checked a practice incident and then builds the edition: the sealed
+    evidence it already derived is recorded all the same (no copy answers past recording)."""
+    from grader.course.incident import practice_incidents
+    from grader.engine.oracle import recording
+    sealed = practice_incidents(COURSE)[0].sealed()
+    first = sealed.evidence()
+    with recording() as tables:
+        again = sealed.evidence()
+    assert again == first
+    assert list(tables["figures-lesson6-sealed-evidence"].values()) == [first]
+    assert "figures-lesson6-evidence" not in tables         # the plain form is never recorded

@@ -222,23 +222,21 @@ class Incident:
         return digest_of(self.identity())
 
     def evidence(self) -> tuple[Item, ...]:
-        """The bundle's evidence items under their ids."""
-        if "evidence" not in self.memo:
-            def observed():
-                run, before = self.run(RELEASE, self.evidence_seed), self.run(PREVIOUS, self.evidence_seed)
-                return index(observe(self.release, run, before, Tables.of(run)), self.seed)
-            if self.is_sealed:
-                def observed_sealed():
-                    return tuple(i.sealed_form(self.salt) for i in observed())
-                self.memo["evidence"] = figures("lesson6-sealed-evidence", self.digest(), observed_sealed,
-                                                needs=NEEDS, persist=False)
-            else:
-                # Which mechanism each item shows is half a practice incident's answer: the
-                # edition records the sealed form only (settling a practice incident asks
-                # for the plain one while the edition is built).
-                self.memo["evidence"] = figures("lesson6-evidence", self.digest(), observed,
-                                                needs=NEEDS, persist=False, record=False)
-        return self.memo["evidence"]
+        """The bundle's evidence items under their ids. Asked of figures() every time (it
+        keeps them for the process): a copy kept here would answer a later `grader release`
+        in the same process without recording them for the edition."""
+        def observed():
+            run, before = self.run(RELEASE, self.evidence_seed), self.run(PREVIOUS, self.evidence_seed)
+            return index(observe(self.release, run, before, Tables.of(run)), self.seed)
+        if self.is_sealed:
+            def observed_sealed():
+                return tuple(i.sealed_form(self.salt) for i in observed())
+            return figures("lesson6-sealed-evidence", self.digest(), observed_sealed,
+                           needs=NEEDS, persist=False)
+        # Which mechanism each item shows is half a practice incident's answer: the edition
+        # records the sealed form only (settling a practice incident asks for the plain one
+        # while the edition is built).
+        return figures("lesson6-evidence", self.digest(), observed, needs=NEEDS, persist=False, record=False)
 
     def supporting(self, mechanism: str) -> list[Item]:
         return [i for i in self.evidence() if i.shows(mechanism)]
