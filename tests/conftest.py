@@ -51,6 +51,16 @@ def other_than(secret: bytes) -> bytes:
     return secret + b"'"
 
 
+@pytest.fixture
+def course(tmp_path):
+    """A copy of the course's rubrics and assignments, free to break."""
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "rubrics", root / "rubrics")
+    shutil.copytree(ROOT / "assignments", root / "assignments",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
 @pytest.fixture(scope="module", params=list(SECRETS.values()), ids=list(SECRETS))
 def secret(request) -> bytes:
     return request.param

@@ -5,7 +5,6 @@ files (empty, binary, corrupt notebooks) are broken on purpose in a copy of the 
 nothing is graded and nothing crashes.
 """
 import os
-import shutil
 
 import pytest
 
@@ -14,16 +13,6 @@ from grader.cli import main
 from grader.engine.errors import InputError
 
 REF = ROOT / "reference" / "solutions" / "lesson1.py"
-
-
-@pytest.fixture
-def course(tmp_path):
-    """A copy of the course's rubrics and assignments, free to break."""
-    root = tmp_path / "course"
-    shutil.copytree(ROOT / "rubrics", root / "rubrics")
-    shutil.copytree(ROOT / "assignments", root / "assignments",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    return root
 
 
 @pytest.fixture

@@ -22,15 +22,6 @@ COURSE = find_course(str(ROOT))
 
 
 @pytest.fixture
-def course(tmp_path):
-    root = tmp_path / "course"
-    shutil.copytree(ROOT / "rubrics", root / "rubrics")
-    shutil.copytree(ROOT / "assignments", root / "assignments",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    return root
-
-
-@pytest.fixture
 def secret(tmp_path):
     path = tmp_path / "course.secret"
     path.write_bytes(SECRET)
