@@ -237,3 +237,19 @@ def test_unknown_sandbox_mode_is_an_input_error(capsys, monkeypatch):
     monkeypatch.setenv("GRADER_SANDBOX", "docker")
     err = refused(capsys, "check", "lesson1", "--submission", REF)
     assert "GRADER_SANDBOX: unknown sandbox mode 'docker' (use auto, bwrap, process)" in err
+
+
+@pytest.mark.parametrize("body, where", [
+    ("wrong: [unclosed\n", "mutants.yaml"),
+    ("- just a list\n", "mutants.yaml"),
+    ("bad_one:\n  replace: [{old: x}]\n", "bad_one.replace"),
+    ("bad_one: 3\n", "bad_one.replace"),
+])
+def test_a_broken_mutants_file_names_the_file_and_the_mutant(tmp_path, body, where):
+    from grader.instructor.templates import mutations
+    folder = tmp_path / "tests" / "submissions" / "lesson2"
+    folder.mkdir(parents=True)
+    (folder / "mutants.yaml").write_text(body)
+    with pytest.raises(InputError) as raised:
+        mutations(tmp_path, "lesson2")
+    assert "mutants.yaml" in str(raised.value) and where in str(raised.value)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
+from grader.engine.errors import InputError
+from grader.engine.layout import read_yaml
 
 # The correct solution each lesson's mutants.yaml applies to (it keeps full marks itself).
 BASES = {"lesson2": "alt_correct.py", "lesson3": "alt_search.py", "lesson4": "plain_correct.py",
@@ -40,8 +41,18 @@ def mutations(root: Path, lesson: str) -> dict[str, tuple[tuple[str, str], ...]]
     path = submissions(root, lesson) / "mutants.yaml"
     if not path.is_file():
         return {}
-    listed = yaml.safe_load(path.read_text())
-    return {name: tuple((r["old"], r["new"]) for r in entry["replace"]) for name, entry in listed.items()}
+    listed = read_yaml(path)
+    if not isinstance(listed, dict):
+        raise InputError(str(path), "expected a mapping of mutant names to their replacements")
+    found = {}
+    for name, entry in listed.items():
+        replace = entry.get("replace") if isinstance(entry, dict) else None
+        if not isinstance(replace, list) or not replace or not all(
+                isinstance(r, dict) and isinstance(r.get("old"), str) and isinstance(r.get("new"), str)
+                for r in replace):
+            raise InputError(f"{path}: {name}.replace", "expected a list of {old: text, new: text}")
+        found[name] = tuple((r["old"], r["new"]) for r in replace)
+    return found
 
 
 def templates(root: Path, lesson: str, folder: Path) -> dict[str, Path]:
