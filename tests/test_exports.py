@@ -2,8 +2,10 @@
 itself), and one feedback file per student. (Gradescope: tests/test_gradescope.py.)"""
 import csv
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -121,6 +123,22 @@ def test_nbgrader_gradebook_and_nbgrader_export_show_the_same_totals(url, stored
             if (row["student_id"], row["assignment"]) in plain}
     for key, r in plain.items():
         assert seen[key] == pytest.approx(r.score)
+
+
+def test_nbgrader_export_from_a_venv_that_is_not_activated(tmp_path, url, monkeypatch):
+    # nbgrader versions a new gradebook by running `alembic` from PATH; an instructor who runs
+    # the venv's grader by its path has that command only beside the interpreter.
+    from nbgrader.api import Gradebook as NbGradebook
+    if not (Path(sys.executable).parent / "alembic").exists():
+        pytest.fail(f"the test environment has no alembic beside {sys.executable}")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    before = os.environ["PATH"]
+    db = tmp_path / "fresh.db"
+    with open_gradebook(url) as book:
+        export_nbgrader(book, str(db))
+    assert os.environ["PATH"] == before          # the grader's environment is left as it was
+    with NbGradebook(f"sqlite:///{db}") as gb:
+        assert sorted(a.name for a in gb.assignments) == ["lesson1", "lesson9"]
 
 
 def test_nbgrader_missing_is_an_input_error(tmp_path, url, monkeypatch):

@@ -10,6 +10,10 @@ nbgrader is an optional extra: pip install 'serving-grader[nbgrader]'.
 """
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from grader.engine.errors import InputError
@@ -55,6 +59,22 @@ def _submission(nb, db, assignment, student):
     return sub, grades
 
 
+@contextmanager
+def _alembic_on_path():
+    """nbgrader runs the ``alembic`` command to version a new gradebook, found on PATH; a
+    grader started from a venv that is not activated has it beside its interpreter only."""
+    here = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    if shutil.which("alembic") or not (Path(here) / "alembic").exists():
+        yield
+        return
+    os.environ["PATH"] = here + os.pathsep + path
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = path
+
+
 def export_nbgrader(book, out: str, *, lesson: str | None = None) -> str:
     try:
         from nbgrader import api as nb
@@ -66,7 +86,8 @@ def export_nbgrader(book, out: str, *, lesson: str | None = None) -> str:
         book.lesson(lesson)
     url = _url(out)
     try:
-        gb = nb.Gradebook(url)
+        with _alembic_on_path():
+            gb = nb.Gradebook(url)
     except Exception as e:            # nbgrader wraps SQLAlchemy; any failure here is the URL's
         raise InputError(out, f"cannot open the nbgrader gradebook: {e}") from None
     with gb:
