@@ -106,6 +106,7 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         self.freed_pinned: dict[int, tuple] = {} # page -> (request id, released at) while pinned
         self.true_keys: dict[tuple, int] = {}   # the ground-truth prefix keys (no prefix_key policy)
         self.origin: dict[int, tuple] = {}       # published page -> (scope, live, block index)
+        self.full_pages: list = []               # block i -> the PageInfo of a full, written prompt page
         self.prefix_hits = 0
         self.retry = False
         self.violations: list[Violation] = []
