@@ -26,12 +26,13 @@ class PrefixCache:
             return keys[block]
         pt, scope = self.pt, live.req.scope
         if self.policy.prefix_key is None:
-            # One bytes object for the prompt, sliced per block: the same bytes as a slice of
-            # the array, without a numpy slice per block.
-            raw, truth = live.req.prompt.tobytes(), self.true_keys
+            # The blocks still unkeyed as one bytes object, sliced per block: the same bytes
+            # as a slice of the array each, without a numpy slice per block.
+            first, truth = len(keys), self.true_keys
+            raw = live.req.prompt[first * pt:(block + 1) * pt].tobytes()
             width = pt * live.req.prompt.itemsize
             parent = keys[-1] if keys else -1
-            for b in range(len(keys), block + 1):
+            for b in range(block + 1 - first):
                 identity = (scope, parent, raw[b * width:(b + 1) * width])
                 parent = truth.get(identity)
                 if parent is None:
@@ -123,6 +124,12 @@ class PrefixCache:
                 return
             chosen = sorted(set(chosen))
         keys, pages, publish, origin = live.keys, live.pages, self.pool.publish, self.origin
+        if self.policy.prefix_key is None:
+            # The worker's own keys, every block up to the last page to publish in one call
+            # (a policy's are asked one page at a time, as the loop below reaches them).
+            last = max((i for i in chosen if i < full), default=-1)
+            if last >= len(keys):
+                self._key(live, last)
         scope, trace = live.req.scope, self.trace
         for i in chosen:
             if i >= full:   # a partial prompt page, or one whose write has not completed
