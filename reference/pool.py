@@ -39,6 +39,25 @@ class PagePool:
         self.refcount[page] = 1
         return page
 
+    def take_many(self, count: int) -> list[int]:
+        """The ``count`` pages that as many take() calls would give, in that order; the
+        caller has checked ``count <= capacity``."""
+        free, refcount = self.free, self.refcount
+        n = min(count, len(free))
+        pages = free[len(free) - n:]
+        pages.reverse()               # take() pops the stack's top first
+        del free[len(free) - n:]
+        if n < count:
+            evict, cache, key_of = self.evictable.popitem, self.cache, self.key_of
+            for _ in range(count - n):
+                page, _ = evict(last=False)
+                del cache[key_of.pop(page)]
+                pages.append(page)
+            self.evictions += count - n
+        for page in pages:
+            refcount[page] = 1
+        return pages
+
     def ref(self, page: int) -> None:
         """Reference a cached page: a hit on an inactive page takes it out of the evictable set."""
         if self.refcount[page] == 0:
@@ -56,6 +75,18 @@ class PagePool:
         else:
             self.free.append(page)
         return True
+
+    def unref_all(self, pages) -> None:
+        """unref() each page, in order, when no caller needs to know which came free."""
+        refcount, key_of, evictable, free = self.refcount, self.key_of, self.evictable, self.free
+        for page in pages:
+            count = refcount[page] - 1
+            refcount[page] = count
+            if not count:
+                if page in key_of:
+                    evictable[page] = None
+                else:
+                    free.append(page)
 
     def publish(self, page: int, key: str) -> bool:
         """Enter a referenced page into the prefix cache; False if the key is already taken."""

@@ -51,9 +51,12 @@ class StepLog:
     duration_s: np.ndarray    # float64
     batch: np.ndarray         # int: decoding requests in the step
     chunk_tokens: np.ndarray  # int: prefill chunk tokens (0 when none)
-    chunk_request: tuple[str, ...]   # "" when no chunk
-    chunk_verdict: tuple[str, ...]   # the chunk rule's verdict ("" when no chunk)
+    chunk_request: Sequence[str]   # "" when no chunk (a tuple, or Labels: the worker's)
+    chunk_verdict: Sequence[str]   # the chunk rule's verdict ("" when no chunk)
     pages_pinned: np.ndarray  # int: pages held by the step's requests at launch
+    # The worker's integer columns (and the series') are int32 unless a value needs int64:
+    # read values with int(), and widen (astype(np.int64)) before arithmetic that could
+    # leave int32.
 
     def __len__(self) -> int:
         return int(self.launch_s.shape[0])
@@ -71,6 +74,41 @@ class Series:
         return self.columns[name]
 
 
+class Labels(Sequence):
+    """A string column of the step log, held as codes into a table of names: it reads like
+    the tuple of str it stands for (length, indexing, slices as tuples, iteration, equality
+    with a tuple of the same strings), at 1 or 4 bytes a step instead of a tuple's 8."""
+    __slots__ = ("_codes", "_names")
+
+    _BLOCK = 65536   # iteration converts codes to ints a block at a time, not all at once
+
+    def __init__(self, codes: np.ndarray, names: tuple[str, ...]):
+        self._codes, self._names = codes, names
+
+    def __len__(self) -> int:
+        return int(self._codes.shape[0])
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(map(self._names.__getitem__, self._codes[index].tolist()))
+        return self._names[self._codes[index]]
+
+    def __iter__(self):
+        names, codes = self._names, self._codes
+        for start in range(0, len(codes), self._BLOCK):
+            yield from map(names.__getitem__, codes[start:start + self._BLOCK].tolist())
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (Labels, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None   # like the tuple it stands for, but not hashable
+
+    def __repr__(self) -> str:
+        return f"Labels({len(self)} steps)"
+
+
 class Records(Sequence):
     """A run's request records, in workload order, held compactly.
 
@@ -80,12 +118,14 @@ class Records(Sequence):
     tuples would take about 800 MB. It reads like a tuple of records and compares equal to
     one with the same records.
     """
-    __slots__ = ("_rows", "_ends")
+    __slots__ = ("_rows", "_launch", "_duration")
 
-    def __init__(self, rows: tuple, ends: np.ndarray):
+    def __init__(self, rows: tuple, launch_s: np.ndarray, duration_s: np.ndarray):
         # rows: (RequestRecord's fields with token_times None, segments), where a segment
-        # is one token's time or a (first, end) range of steps whose ends are its times.
-        self._rows, self._ends = rows, ends
+        # is one token's time or a (first, end) range of steps whose ends are its times. A
+        # step's end is its launch + its duration, the same float addition the worker made,
+        # so no column of ends is kept.
+        self._rows, self._launch, self._duration = rows, launch_s, duration_s
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -111,10 +151,11 @@ class Records(Sequence):
     def _record(self, row) -> RequestRecord:
         fields_, segments = row
         times: list[float] = []
-        ends = self._ends
+        launch, duration = self._launch, self._duration
         for seg in segments:
             if isinstance(seg, tuple):
-                times.extend(ends[seg[0]:seg[1]].tolist())
+                first, end = seg
+                times.extend((launch[first:end] + duration[first:end]).tolist())
             else:
                 times.append(seg)
         return RequestRecord(*fields_[:9], tuple(times), *fields_[10:])

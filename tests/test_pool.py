@@ -184,3 +184,28 @@ def test_conserved_counts_each_page_once():
     free_and_cached = PagePool(3)
     free_and_cached.evictable[free_and_cached.free[-1]] = None
     assert not free_and_cached.conserved()
+
+
+def _books(pool: PagePool) -> tuple:
+    return (list(pool.free), list(pool.evictable), dict(pool.cache), dict(pool.key_of),
+            list(pool.refcount), pool.evictions)
+
+
+def test_take_many_and_unref_all_do_what_one_call_per_page_does():
+    # Two pools with one history: one page at a time, and in batches. Free pages first (last
+    # released first), then evictions in LRU order, then the same books after release.
+    one, many = PagePool(10), PagePool(10)
+    for pool in (one, many):
+        pages = [pool.take() for _ in range(8)]
+        for i, p in enumerate(pages[:5]):
+            pool.publish(p, f"k{i}")
+        for p in (pages[2], pages[6], pages[0], pages[4], pages[7]):
+            pool.unref(p)
+    taken = [one.take() for _ in range(6)]
+    assert many.take_many(6) == taken and _books(many) == _books(one)
+    assert one.evictions == 2 and many.conserved()   # four free pages, then two evicted
+    for p in (taken[5], taken[0], taken[3]):
+        one.unref(p)
+    many.unref_all((taken[5], taken[0], taken[3]))
+    assert _books(many) == _books(one) and many.conserved()
+    assert many.take_many(0) == [] and _books(many) == _books(one)

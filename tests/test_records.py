@@ -19,8 +19,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from worker_helpers import machine, request, run  # noqa: E402
 
+from grader.engine.oracle import reference_policy  # noqa: E402
+
 from grader.engine import codec  # noqa: E402
-from reference.records import SERIES, VIOLATION_KINDS, Records, Run, Series, StepLog, Violation  # noqa: E402
+from reference.records import SERIES, VIOLATION_KINDS, Labels, Records, Run, Series, StepLog, Violation  # noqa: E402
+from reference.shapes import Admission  # noqa: E402
+from reference.worker.recorder import StepColumns  # noqa: E402
 from reference.shapes import RequestRecord  # noqa: E402
 
 
@@ -86,11 +90,61 @@ def test_steps_spilled_into_columns_match_steps_kept_as_rows(monkeypatch):
         steps, series = run_.steps, run_.series
         assert len(series["time_s"]) == len(steps) == len(series["free"])
         assert np.array_equal(series["time_s"], steps.launch_s)
-        assert steps.batch.dtype == np.int64 and steps.launch_s.dtype == np.float64
+        # Counts this small fit int32, the narrowest column the worker keeps.
+        assert steps.batch.dtype == np.int32 and steps.launch_s.dtype == np.float64
+        assert series["reserved"].dtype == np.int32
         # No prefix cache hits and no preemption on this pool: every prompt token is
         # prefilled once, in chunks.
         assert int(steps.chunk_tokens.sum()) == sum(r.prompt_tokens for r in run_.requests)
         assert sum(1 for c in steps.chunk_request if c) == int((steps.chunk_tokens > 0).sum())
+
+
+def test_an_integer_column_widens_to_int64_when_a_value_needs_it():
+    cols = StepColumns()
+    rows = [(0.5 * i, 0.25, i, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0) for i in range(5)]
+    big = 2 ** 31   # one past int32: an extend() that fails part way must not keep a value twice
+    rows[3] = rows[3][:9] + (big,) + rows[3][10:]
+    cols.spill(rows)
+    cols.spill([(9.0, 0.25, 7, 0, 0, 0, 0, 0, 0, -big - 5, 0, 0, 0)])
+    out = cols.columns(("", "r0"))
+    assert out[9].dtype == np.int64 and out[9].tolist() == [0, 0, 0, big, 0, -big - 5]
+    assert out[2].dtype == np.int32 and out[2].tolist() == [0, 1, 2, 3, 4, 7]
+    assert out[0].tolist() == [0.0, 0.5, 1.0, 1.5, 2.0, 9.0]
+
+
+def test_promises_beyond_int32_are_recorded_exactly():
+    model, worker = machine(64, max_running=2)
+    huge = 3 * 2 ** 31   # an admission that promises more pages than int32 holds
+    policy = reference_policy().with_(admit=lambda ask, ledger: Admission("admit", huge))
+    result = run(model, worker, policy, _workload(4, prompt=20, output=3))
+    reserved = result.series["reserved"]
+    assert reserved.dtype == np.int64 and int(reserved.max()) >= huge
+    assert result.counts()["over_commit"] > 0
+    assert codec.loads(codec.dumps(result)).digest() == result.digest()
+
+
+def test_string_columns_read_like_tuples_of_str(small_run, monkeypatch):
+    steps = small_run.steps
+    for labels in (steps.chunk_request, steps.chunk_verdict):
+        assert isinstance(labels, Labels)
+        as_tuple = tuple(labels)
+        assert all(type(x) is str for x in as_tuple) and len(as_tuple) == len(steps)
+        assert labels == as_tuple and as_tuple == labels and labels != as_tuple[:-1]
+        assert labels[0] == as_tuple[0] and labels[-1] == as_tuple[-1]
+        assert labels[2:9] == as_tuple[2:9] and type(labels[2:9]) is tuple
+        with pytest.raises(IndexError):
+            labels[len(as_tuple)]
+        with pytest.raises(TypeError):
+            hash(labels)
+        monkeypatch.setattr(Labels, "_BLOCK", 7)        # iteration a few codes at a time
+        assert tuple(labels) == as_tuple
+        monkeypatch.undo()
+    chunks = steps.chunk_tokens
+    assert {steps.chunk_verdict[i] for i in range(len(steps)) if chunks[i]} == {"ok"}
+    assert all((steps.chunk_request[i] == "") == (chunks[i] == 0) for i in range(len(steps)))
+    assert set(steps.chunk_request) - {""} == {r.id for r in small_run.requests}
+    back = codec.loads(codec.dumps(small_run))
+    assert type(back.steps.chunk_request) is tuple and back.steps.chunk_request == steps.chunk_request
 
 
 # ---- a run's evidence, its violation counts and the digest that proves two runs identical:

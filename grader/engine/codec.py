@@ -8,7 +8,7 @@ its fields; anything else is a CodecError, which a reader treats as "compute it 
 
 Encoded forms: JSON scalars as themselves (floats may be inf or nan); tuples and lists as
 ``{"__tuple__": [...]}`` / arrays; frozensets as ``{"__frozenset__": [...]}``; str-keyed dicts as ``{"__dict__": {...}}``; numpy
-arrays as ``{"__ndarray__": dtype, "data": [...], "shape": [...]}`` (bool, int64 and
+arrays as ``{"__ndarray__": dtype, "data": [...], "shape": [...]}`` (bool, int32, int64 and
 float64 only); a dataclass as ``{"__type__": "module:Name", field: value, ...}``.
 """
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from reference import shapes
-from reference.records import Records
+from reference.records import Labels, Records
 
 _REGISTRY: dict[str, type] = {}
-_DTYPES = {"bool": np.bool_, "int64": np.int64, "float64": np.float64}
+_DTYPES = {"bool": np.bool_, "int32": np.int32, "int64": np.int64, "float64": np.float64}
 # Modules whose registered classes a reader may import to find them: the course's own.
 _IMPORTABLE = ("grader.", "reference.")
 
@@ -61,7 +61,7 @@ def encode(value: Any) -> Any:
     cls = type(value)
     if value is None or cls in (bool, int, float, str):
         return value
-    if cls is tuple or cls is Records:   # a run's compact records are stored as their tuple
+    if cls is tuple or cls is Records or cls is Labels:   # a run's compact columns: as their tuple
         return {"__tuple__": [encode(v) for v in value]}
     if cls is list:
         return [encode(v) for v in value]

@@ -21,7 +21,6 @@ books (the attributes set in ``Worker.__init__``):
 from __future__ import annotations
 
 import gc
-from array import array
 from collections import deque
 
 from reference.policy import Policy
@@ -101,12 +100,13 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         self.admissions = 0                      # admissions so far: the next one's admit_order
         self.context_sum = 0                     # summed context of decoders, before the next step
         self.decode_pages = 0
-        self.step_end = array("d")              # step -> its end time, 8 bytes a step
+        self.completed = 0                       # steps completed: the next step's index
         self.inflight = None                     # (index, end_s, chunk live, chunk tokens)
         self.orphans: set[int] = set()           # pages the in-flight step pins but nobody holds
         self.freed_pinned: dict[int, tuple] = {} # page -> (request id, released at) while pinned
         self.true_keys: dict[tuple, int] = {}   # the ground-truth prefix keys (no prefix_key policy)
         self.origin: dict[int, tuple] = {}       # published page -> (scope, live, block index)
+        self.full_pages: list = []               # block i -> the PageInfo of a full, written prompt page
         self.prefix_hits = 0
         self.retry = False
         self.violations: list[Violation] = []
@@ -158,7 +158,7 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
 
     def _stopped(self) -> str:
         """Why no further step may launch ("" while the run may go on)."""
-        steps = len(self.step_end)
+        steps = self.completed
         if steps >= self.max_steps:
             return f"stopped at the step cap, {self.max_steps} steps, without finishing the workload"
         if steps - self.progress_step > self.stall_limit:

@@ -51,7 +51,7 @@ class Lifecycle:
         if live.outcome or live.cancel_s is not None or live.phase == "new":
             return
         live.cancel_s = self.now
-        self.progress_step = len(self.step_end)
+        self.progress_step = self.completed
         in_flight = self._in_flight(live)
         live.fence_s = self.inflight[1] if in_flight else self.now
         live.outcome = "cancelled_by_client"
@@ -81,7 +81,7 @@ class Lifecycle:
     def _end(self, live: Sequence, outcome: str, reason: str = "") -> None:
         """A terminal fact: the request completed, or was rejected."""
         live.finish_s = self.now
-        self.progress_step = len(self.step_end)
+        self.progress_step = self.completed
         if not live.outcome:
             live.outcome, live.reason = outcome, reason
         if outcome == "rejected":

@@ -46,14 +46,14 @@ class PageBooks:
             # Admission retries the same allocation until it fits: one broken promise.
             self._flag(live, "broken_promise", self._shortfall(live))
             return False
-        take, pages, pinned = pool.take, live.pages, self.freed_pinned
-        for _ in range(need):
-            page = take()
-            if pinned and page in pinned:
-                self._use_after_free(page, live)
-            pages.append(page)
+        taken, pinned = pool.take_many(need), self.freed_pinned
+        if pinned:
+            for page in taken:
+                if page in pinned:
+                    self._use_after_free(page, live)
+        live.pages.extend(taken)
         if self.trace is not None:
-            self.trace.extend(("take", self.now, live.req.id, p) for p in pages[len(pages) - need:])
+            self.trace.extend(("take", self.now, live.req.id, p) for p in taken)
         live.promise_left -= need
         self.outstanding -= need
         return True
@@ -80,9 +80,13 @@ class PageBooks:
         pinned = self._in_flight(live)
         if self.trace is not None:
             self.trace.extend(("unref", self.now, live.req.id, p) for p in reversed(live.pages))
-        for p in reversed(live.pages):   # tail first: a released prefix is evicted from its end
-            if self.pool.unref(p) and (pinned or p in self.orphans):
-                self.freed_pinned[p] = (live, self.now)
+        # Tail first: a released prefix is evicted from its end.
+        if not pinned and not self.orphans:
+            self.pool.unref_all(reversed(live.pages))   # no page can be one a step pins
+        else:
+            for p in reversed(live.pages):
+                if self.pool.unref(p) and (pinned or p in self.orphans):
+                    self.freed_pinned[p] = (live, self.now)
         if pinned:
             self.orphans.update(live.pages)
         live.pages = []

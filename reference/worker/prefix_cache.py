@@ -26,13 +26,18 @@ class PrefixCache:
             return keys[block]
         pt, scope = self.pt, live.req.scope
         if self.policy.prefix_key is None:
-            prompt, truth = live.req.prompt, self.true_keys
-            for b in range(len(keys), block + 1):
-                identity = (scope, keys[-1] if keys else -1, prompt[b * pt:(b + 1) * pt].tobytes())
-                key = truth.get(identity)
-                if key is None:
-                    key = truth[identity] = len(truth)
-                keys.append(key)
+            # The blocks still unkeyed as one bytes object, sliced per block: the same bytes
+            # as a slice of the array each, without a numpy slice per block.
+            first, truth = len(keys), self.true_keys
+            raw = live.req.prompt[first * pt:(block + 1) * pt].tobytes()
+            width = pt * live.req.prompt.itemsize
+            parent = keys[-1] if keys else -1
+            for b in range(block + 1 - first):
+                identity = (scope, parent, raw[b * width:(b + 1) * width])
+                parent = truth.get(identity)
+                if parent is None:
+                    parent = truth[identity] = len(truth)
+                keys.append(parent)
             return keys[block]
         tokens, base = live.tokens, 0
         if tokens is None:
@@ -91,29 +96,44 @@ class PrefixCache:
             # Its prompt as ints while it is being written, for its keys: one conversion, not
             # one per page (dropped when it is preempted or released).
             live.tokens = live.req.prompt.tolist()
-        offered = {}
-        end = min(len(live.pages), pages_for(prompt, pt), live.written // pt + 1)
-        while live.offer_from < end and live.offer_from in live.published:
-            live.offer_from += 1   # published pages are never offered again
-        for i in range(live.offer_from, end):
-            if i not in live.published and i not in live.flagged_pages:
-                start = i * pt
-                offered[i] = _page_info(i, min(pt, prompt - start), pt,
-                                        max(0, min(pt, live.written - start)))
+        written = live.written
+        end = min(len(live.pages), pages_for(prompt, pt), written // pt + 1)
+        published, flagged, start = live.published, live.flagged_pages, live.offer_from
+        while start < end and start in published:
+            start += 1   # published pages are never offered again
+        live.offer_from = start
+        # Pages below ``full`` are full prompt pages wholly written: they show as one shared
+        # PageInfo each; only the page at the write's edge is worked out.
+        full = min(prompt, written) // pt
+        infos = self.full_pages
+        while len(infos) < full:
+            infos.append(PageInfo(len(infos), pt, pt, pt, False))
+        offered = {i: infos[i] if i < full else _page_info(i, min(pt, prompt - i * pt), pt,
+                                                           max(0, min(pt, written - i * pt)))
+                   for i in range(start, end) if i not in published and i not in flagged}
         if not offered:
             return
         if self.policy.publishable is None:
-            chosen = tuple(i for i, p in offered.items() if p.prompt_tokens == pt and p.written_tokens >= pt)
+            chosen = tuple(i for i in offered if i < full)
         else:
             chosen = self._decide("publishable", tuple, tuple(offered.values()))
-        # At most the pages offered, each one of them.
-        if chosen is None or len(chosen) > len(offered) \
-                or not all(type(i) is int and i in offered for i in chosen):
-            self._flag(live, "invalid_decision", f"publishable returned {shown(chosen)}")
-            return
-        for i in sorted(set(chosen)):
-            info, page = offered[i], live.pages[i]
-            if info.prompt_tokens < pt or info.written_tokens < pt:
+            # At most the pages offered, each one of them.
+            if chosen is None or len(chosen) > len(offered) \
+                    or not all(type(i) is int and i in offered for i in chosen):
+                self._flag(live, "invalid_decision", f"publishable returned {shown(chosen)}")
+                return
+            chosen = sorted(set(chosen))
+        keys, pages, publish, origin = live.keys, live.pages, self.pool.publish, self.origin
+        if self.policy.prefix_key is None:
+            # The worker's own keys, every block up to the last page to publish in one call
+            # (a policy's are asked one page at a time, as the loop below reaches them).
+            last = max((i for i in chosen if i < full), default=-1)
+            if last >= len(keys):
+                self._key(live, last)
+        scope, trace = live.req.scope, self.trace
+        for i in chosen:
+            if i >= full:   # a partial prompt page, or one whose write has not completed
+                info, page = offered[i], pages[i]
                 if not live.flagged_pages:
                     live.flagged_pages = set()
                 live.flagged_pages.add(i)   # refused once, counted once, not offered again
@@ -121,12 +141,13 @@ class PrefixCache:
                     f"{live.req.id} published page {page} (block {i}) with {info.written_tokens} "
                     f"of {pt} slots written and {info.prompt_tokens} prompt tokens"))
                 continue
-            key = self._key(live, i)
-            if key is not None and self.pool.publish(page, key):
-                self.origin[page] = (live.req.scope, live, i)
-                live.published.add(i)
-                if self.trace is not None:
-                    self.trace.append(("publish", self.now, live.req.id, page))
+            key = keys[i] if i < len(keys) else self._key(live, i)
+            page = pages[i]
+            if key is not None and publish(page, key):
+                origin[page] = (scope, live, i)
+                published.add(i)
+                if trace is not None:
+                    trace.append(("publish", self.now, live.req.id, page))
 
 
 def _same_tokens(a: np.ndarray, b: np.ndarray) -> bool:

@@ -7,19 +7,30 @@ import numpy as np
 
 from array import array
 
-from reference.records import SERIES, Records, Run, Series, StepLog, Violation
+from reference.records import SERIES, Labels, Records, Run, Series, StepLog, Violation
+from reference.shapes import CHUNK_VERDICTS
 from reference.worker.sequence import Sequence
 
 # Rows kept as tuples before they move into columns: a row tuple costs about 200 bytes, a
-# column entry 8, so a run's steps (millions at 100k requests) stay compact.
+# column entry 4 or 8, so a run's steps (millions at 100k requests) stay compact.
 SPILL_ROWS = 4096
-# The typecodes of a step row (steps.py: StepLog's columns, then the series' after time_s);
-# "s" holds strings in a list.
-_ROW = "ddqqssqqqqqqq"
+# The typecodes of a step row (steps.py: StepLog's columns, then the series' after time_s).
+# "d" is float64. "i" is an integer column held as int32 until a value needs more, when the
+# column widens to int64: exact either way, and half the memory for the counts of every run
+# whose policy promises fewer than 2**31 pages. chunk_request is the request's index + 1
+# (0: no chunk) and chunk_verdict a code into VERDICTS ("b", int8); Labels reads them as
+# strings.
+_ROW = "ddiiibiiiiiii"
+_WIDER = {"b": "i", "i": "q"}
+_DTYPE = {"d": np.float64, "b": np.int8, "i": np.int32, "q": np.int64}
+VERDICTS = ("",) + CHUNK_VERDICTS + ("invalid",)
+VERDICT_CODE = {v: i for i, v in enumerate(VERDICTS)}
+_CHUNK_REQUEST, _CHUNK_VERDICT = 4, 5
 
 
-def _column(values: array, dtype) -> np.ndarray:
+def _column(values: array) -> np.ndarray:
     """An array.array as a numpy column, without a copy."""
+    dtype = _DTYPE[values.typecode]
     return np.frombuffer(values, dtype=dtype) if len(values) else np.zeros(0, dtype)
 
 
@@ -27,22 +38,34 @@ class StepColumns:
     """The step log and the series as columns, filled from rows in batches."""
 
     def __init__(self):
-        self.cols = [[] if code == "s" else array(code) for code in _ROW]
+        self.cols = [array(code) for code in _ROW]
 
     def spill(self, rows: list) -> None:
         if rows:
-            for col, values in zip(self.cols, zip(*rows)):
-                col.extend(values)
+            for i, values in enumerate(zip(*rows)):
+                col = self.cols[i]
+                size = len(col)
+                try:
+                    col.extend(values)
+                except OverflowError:
+                    # extend() keeps the values before the one that did not fit: drop them,
+                    # widen the column and add them all again.
+                    del col[size:]
+                    while True:
+                        col = self.cols[i] = array(_WIDER[col.typecode], col)
+                        try:
+                            col.extend(values)
+                            break
+                        except OverflowError:
+                            del col[size:]
             rows.clear()
 
-    def columns(self) -> list:
-        out = []
-        for i, code in enumerate(_ROW):
-            if code == "s":
-                out.append(tuple(self.cols[i]))
-                self.cols[i] = []     # one list and its tuple alive at a time, not every one
-            else:
-                out.append(_column(self.cols[i], np.float64 if code == "d" else np.int64))
+    def columns(self, request_ids: tuple[str, ...]) -> list:
+        """The columns as numpy arrays and, for the two string columns, Labels over
+        ``request_ids`` (indexed by a request's index + 1; "" first)."""
+        out = [_column(col) for col in self.cols]
+        out[_CHUNK_REQUEST] = Labels(out[_CHUNK_REQUEST], request_ids)
+        out[_CHUNK_VERDICT] = Labels(out[_CHUNK_VERDICT], VERDICTS)
         return out
 
 
@@ -68,10 +91,13 @@ class Recorder:
                 self._violate("leak", live, pages=tuple(live.pages), detail=(
                     f"{live.req.id} ({live.outcome}) still holds {len(live.pages)} pages at the "
                     f"end of the run, e.g. {live.pages[:4]}"))
-        ends = _column(self.step_end, np.float64)
-        records = Records(tuple(self._row(live) for live in self.lives), ends)
         self.step_columns.spill(self.step_rows)
-        cols = self.step_columns.columns()
+        ids = [""] * (max((l.req.index for l in self.lives), default=-1) + 2)
+        for live in self.lives:
+            ids[live.req.index + 1] = live.req.id
+        cols = self.step_columns.columns(tuple(ids))
+        # A record's token times are step ends: launch + duration, added when it is read.
+        records = Records(tuple(self._row(live) for live in self.lives), cols[0], cols[1])
         # The series' time is the step's launch: one column serves both.
         steps = StepLog(*cols[:7])
         series = Series(dict(zip(SERIES, cols[:1] + cols[7:])))
@@ -81,7 +107,7 @@ class Recorder:
     def _row(self, live: Sequence) -> tuple:
         """A request's record without its token times (Records builds them on access)."""
         r = live.req
-        segments, steps = tuple(live.segments), range(len(self.step_end))
+        segments, steps = tuple(live.segments), range(self.completed)
         tokens_out = sum(len(steps[seg[0]:seg[1]]) if isinstance(seg, tuple) else 1
                          for seg in segments)
         return ((r.id, r.scope, r.cls, r.slo, r.arrival_s, live.outcome, r.prompt_tokens,

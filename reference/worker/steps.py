@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from reference.shapes import CHUNK_VERDICTS, ChunkContext, ChunkPlan
 from reference.worker.decisions import is_count, shown
-from reference.worker.recorder import SPILL_ROWS
+from reference.worker.recorder import SPILL_ROWS, VERDICT_CODE
 from reference.worker.sequence import Sequence
 
 
 class Steps:
     def _launch(self) -> None:
-        index = len(self.step_end)
+        index = self.completed
         due = self.page_due.pop(index, None)
         if due:
             for live in due:
@@ -27,12 +27,13 @@ class Steps:
             return
         now, pool = self.now, self.pool
         # One row per step: the step log's columns, then the series' (its time is the launch).
+        # The chunk's request and verdict are codes (recorder.py: _ROW).
         if chunk_live is None:
             duration = self.cost.step_time_of(decoding, self.context_sum)
-            row = (now, duration, decoding, 0, "", "", self.decode_pages)
+            row = (now, duration, decoding, 0, 0, 0, self.decode_pages)
         else:
             duration = self.cost.step_time_of(decoding, self.context_sum, chunk, chunk_live.done)
-            row = (now, duration, decoding, chunk, chunk_live.req.id, verdict,
+            row = (now, duration, decoding, chunk, chunk_live.req.index + 1, VERDICT_CODE[verdict],
                    self.decode_pages + len(chunk_live.pages))
         rows = self.step_rows
         rows.append(row + (len(pool.free), len(pool.evictable), self.outstanding, self.running,
@@ -58,7 +59,7 @@ class Steps:
             return None, 0, ""
         live = next(iter(self.prefilling.values()))
         remaining = live.target - live.done
-        index = len(self.step_end)
+        index = self.completed
         contexts = tuple(l.base_ctx + index - l.join_step for l in self.decoding.values())
         ctx = ChunkContext(gap_budget_s=self.policy.gap_budget_s, cost=self.cost,
                            decode_contexts=contexts, prefill_done=live.done,
@@ -84,7 +85,7 @@ class Steps:
 
     def _complete(self) -> None:
         index, end, chunk_live, chunk = self.inflight
-        self.step_end.append(end)
+        self.completed += 1
         self.inflight = None
         if self.trace is not None:
             self.trace.append(("complete", self.now, index))
@@ -130,7 +131,7 @@ class Steps:
         self.finish_due.setdefault(self._finish_step(live), []).append(live)
 
     def _emitted(self, live: Sequence) -> int:
-        return live.emitted + len(self.step_end) - live.join_step
+        return live.emitted + self.completed - live.join_step
 
     def _page_step(self, live: Sequence) -> int:
         return live.join_step + len(live.pages) * self.pt - live.base_ctx
@@ -143,7 +144,7 @@ class Steps:
 
     def _leave_decode(self, live: Sequence) -> None:
         del self.decoding[live.req.index]
-        steps = len(self.step_end)
+        steps = self.completed
         flying = self.inflight is not None and live.join_step <= self.inflight[0]
         live.last_step = self.inflight[0] if flying else steps - 1
         live.segments.append((live.join_step, steps))
