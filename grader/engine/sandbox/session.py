@@ -37,6 +37,7 @@ import json
 import math
 import numbers
 import os
+import re
 import select
 import shutil
 import signal
@@ -63,6 +64,23 @@ MAX_INT_DIGITS = 40         # validate bounds ints far below this; longer is ref
 STDOUT_SEND = 1024          # characters of printed output kept per call
 DETAIL_CHARS = 300
 CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}   # nothing of the grader's environment
+
+
+def _compact_encoder():
+    """obj -> the text json.dumps(obj, separators=(",", ":")) gives. json.dumps builds its
+    encoder at every call, a good part of a round trip of tens of microseconds; this one is
+    built once. Without the circular-reference check: what is sent is built fresh by
+    encode_arg, a tree."""
+    plain = json.JSONEncoder(separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return plain.encode
+    encode = make(None, plain.default, json.encoder.encode_basestring_ascii, None, ":", ",",
+                  False, False, True)
+    return lambda obj: "".join(encode(obj, 0))
+
+
+_DUMPS = _compact_encoder()
 
 
 @dataclass(frozen=True)
@@ -150,7 +168,7 @@ class _Child:
         self.poll.register(rfd, select.POLLIN)
 
     def send(self, obj, deadline):
-        data = json.dumps(obj, separators=(",", ":")).encode()
+        data = _DUMPS(obj).encode()
         view = memoryview(len(data).to_bytes(4, "big") + data)
         poll = None
         while view:
@@ -295,6 +313,28 @@ def _clean_stdout(text):
     return "".join(ch if ch.isprintable() or ch in "\n\t" else "\ufffd" for ch in text)
 
 
+class _Doubt(Exception):
+    """A frame the fast decoder does not judge: the careful one parses it."""
+
+
+def _doubt(_text):
+    raise _Doubt
+
+
+def _finite(text):
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Doubt
+    return value
+
+
+# Most answers hold no float and no long digit run: the C scanner parses them alone, and
+# the careful decoder (one Python call per number) sees only frames that might hold what
+# it rejects. Both give the same message for every frame the fast one accepts.
+_FAST = json.JSONDecoder(parse_constant=_doubt, parse_float=_finite).decode
+_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (MAX_INT_DIGITS + 1))
+
+
 def _parse(frame):
     """JSON from the child -> (message, why_rejected or None).
 
@@ -317,6 +357,15 @@ def _parse(frame):
             return 0
         return int(text)
 
+    if not _LONG_DIGITS.search(frame):
+        try:
+            msg = _FAST(frame.decode("utf-8"))
+        except (_Doubt, ValueError, RecursionError, MemoryError):
+            pass        # malformed, or a non-finite float: the careful decoder says which
+        else:
+            if type(msg) is not dict:
+                raise _Protocol("sent a frame that is not a JSON object")
+            return msg, None
     try:
         msg = json.loads(frame, parse_constant=constant, parse_float=number, parse_int=integer)
     except (ValueError, RecursionError, MemoryError) as exc:   # incl. bad UTF-8
@@ -349,7 +398,8 @@ def encode_arg(value):
     if names is not None:
         out = {"__type__": cls.__name__}
         for name in names:
-            out[name] = encode_arg(getattr(value, name))
+            field = getattr(value, name)
+            out[name] = field if type(field) in _PLAIN else encode_arg(field)
         return out
     if isinstance(value, dict) and all(type(k) is str for k in value):
         return {k: encode_arg(x) for k, x in value.items()}
@@ -445,7 +495,10 @@ class Sandbox:
     # ------------------------------------------------------------------ public API
 
     def call(self, fname: str, *args) -> CallResult:
-        return self.call_many(fname, [args])[0]
+        if self._child is None or self._loading is not None or self.budget.remaining <= 0:
+            return self.call_many(fname, [args])[0]
+        # A loaded child and budget left: call_many's loop would send this one batch.
+        return self._run_batch(fname, [[fname, [encode_arg(a) for a in args]]])[0]
 
     def call_many(self, fname: str, arg_tuples) -> list[CallResult]:
         requests = [[fname, [encode_arg(a) for a in args]] for args in arg_tuples]
@@ -646,7 +699,8 @@ class Sandbox:
         stdout = msg.get("stdout", "")
         if type(stdout) is not str:
             raise _Protocol("sent a malformed answer")
-        stdout = _clean_stdout(stdout)
+        if stdout:
+            stdout = _clean_stdout(stdout)
         if rejected is not None:
             return CallResult("bad", detail=rejected, stdout=stdout)
         if "ok" in msg:
