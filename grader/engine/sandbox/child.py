@@ -14,7 +14,8 @@ Conversation:
             was required and is missing, {"isolation": [...], "refused": "..."} and it exits
             without loading the submission
   child  -> {"loaded": true} | {"loaded": false, "error": "..."}
-  parent -> {"calls": [[fname, [args...]], ...]}
+  parent -> {"calls": [[fname, [args...]], ...]}   a shapes dataclass argument is
+            {"__type__": name, "__fields__": [values in field order]} (or its fields by name)
   child  -> one frame per call, in order: {"ok": v} | {"raised": s} | {"missing": s} | {"bad": s}
             (+ "stdout" when the call printed)
 One frame per call rather than one per batch: when a call hangs, the parent knows exactly
@@ -493,6 +494,9 @@ def make_decoder(classes):
             if "__type__" not in v:
                 return {k: decode(x) for k, x in v.items()}
             cls = classes[v["__type__"]]
+            values = v.get("__fields__")
+            if type(values) is list and len(v) == 2:      # the fields' values, in order
+                return cls(*[x if type(x) not in (list, dict) else decode(x) for x in values])
             return cls(**{k: decode(x) for k, x in v.items() if k != "__type__"})
         return v
     return decode
