@@ -8,7 +8,10 @@ loads, and nothing else), then each lesson's check, alternating, best of --repea
 cold (GRADER_CACHE=off: public cases and oracle runs computed) and warm (read back
 from a cache folder a first check filled, as every check after a learner's first is).
 
-    python bench/check.py [--repeat 5] [--json]
+    python bench/check.py [--repeat 5] [--lessons lesson2 ...] [--baseline TREE] [--json]
+
+--baseline TREE also times each check on another checkout (a git worktree of an older
+commit), alternately with this one's, so before and after saw the same machine.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,42 +36,69 @@ def lessons() -> list[str]:
                   if (ROOT / "reference" / "solutions" / f"{p.stem}.py").is_file())
 
 
-def wall(cmd: list[str], cache: str = "off") -> float:
-    env = {**os.environ, "GRADER_CACHE": cache}
+def wall(cmd: list[str], cache: str = "off", tree: Path = ROOT) -> float:
+    env = {**os.environ, "GRADER_CACHE": cache, "PYTHONPATH": str(tree)}
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    check=True)
     return time.perf_counter() - start
+
+
+def check_command(tree: Path, lesson: str) -> list[str]:
+    return [sys.executable, "-m", "grader.cli", "check", lesson, "--submission",
+            str(tree / "reference" / "solutions" / f"{lesson}.py")]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--lessons", nargs="+", default=None)
+    ap.add_argument("--baseline", type=Path, help="another checkout, timed alternately")
     args = ap.parse_args()
+    trees = {"this": ROOT}
+    if args.baseline:
+        trees["baseline"] = args.baseline.resolve()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-check-cache-") as cache:
-        for lesson in lessons():
-            check = [sys.executable, "-m", "grader.cli", "check", lesson, "--submission",
-                     str(ROOT / "reference" / "solutions" / f"{lesson}.py")]
-            wall(check, cache)                    # fills the cache for the warm runs
-            base, cold, warm = [], [], []
+        for lesson in args.lessons or lessons():
+            caches = {name: f"{cache}/{name}" for name in trees}
+            for name, tree in trees.items():
+                wall(check_command(tree, lesson), caches[name], tree)   # fills the warm cache
+            base, cold, warm = [], {n: [] for n in trees}, {n: [] for n in trees}
             for _ in range(args.repeat):          # alternate, so load drifts hit all alike
                 base.append(wall(BASELINE))
-                cold.append(wall(check))
-                warm.append(wall(check, cache))
+                for name, tree in trees.items():
+                    cold[name].append(wall(check_command(tree, lesson), "off", tree))
+                    warm[name].append(wall(check_command(tree, lesson), caches[name], tree))
             b = min(base)
-            rows.append({"lesson": lesson, "baseline_s": b, "cold_s": min(cold), "warm_s": min(warm),
-                         "cold_ratio": min(cold) / b, "warm_ratio": min(warm) / b})
+            row = {"lesson": lesson, "baseline_s": b}
+            for name in trees:
+                row[name] = {"cold_s": min(cold[name]), "warm_s": min(warm[name]),
+                             "cold_ratio": min(cold[name]) / b, "warm_ratio": min(warm[name]) / b}
+            rows.append(row)
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'lesson':<8} {'interpreter+imports s':>22} {'cold check s':>13} {'ratio':>6} "
-          f"{'warm check s':>13} {'ratio':>6}  target <= 3x (warm)")
+    load = os.getloadavg()
+    print(f"{date.today()}  load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}  "
+          f"wall seconds, best of {args.repeat}")
+    head = f"{'lesson':<8} {'interpreter+imports s':>22} {'cold check s':>13} {'ratio':>6} {'warm check s':>13} {'ratio':>6}"
+    if args.baseline:
+        head += f" {'before: cold s':>15} {'ratio':>6} {'warm s':>7} {'ratio':>6}"
+    print(head + "  target <= 3x warm, <= 4x cold")
     for r in rows:
-        verdict = "meets" if r["warm_ratio"] <= 3 else "misses"
-        print(f"{r['lesson']:<8} {r['baseline_s']:>22.3f} {r['cold_s']:>13.3f} {r['cold_ratio']:>5.1f}x "
-              f"{r['warm_s']:>13.3f} {r['warm_ratio']:>5.1f}x  {verdict}")
+        t = r["this"]
+        line = (f"{r['lesson']:<8} {r['baseline_s']:>22.3f} {t['cold_s']:>13.3f} {t['cold_ratio']:>5.1f}x "
+                f"{t['warm_s']:>13.3f} {t['warm_ratio']:>5.1f}x")
+        if args.baseline:
+            o = r["baseline"]
+            line += (f" {o['cold_s']:>15.3f} {o['cold_ratio']:>5.1f}x {o['warm_s']:>7.3f} "
+                     f"{o['warm_ratio']:>5.1f}x")
+        warm_ok, cold_ok = t["warm_ratio"] <= 3, t["cold_ratio"] <= 4
+        verdict = ("meets" if warm_ok and cold_ok else "misses " + " and ".join(
+            w for w, ok in (("warm", warm_ok), ("cold", cold_ok)) if not ok))
+        print(f"{line}  {verdict}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ import pytest
 from grader.engine.sandbox import CallResult, Sandbox, SandboxError, isolation, session
 from grader.engine.sandbox.child import closed_to_others
 from grader.engine.validate import coerce
-from reference.shapes import ChunkContext, CostModel, Slo, Verdict
+from reference.shapes import (AdmissionRequest, ChunkContext, CostModel, LedgerView, PageInfo,
+                              Slo, Verdict)
 
 SUBMISSION = textwrap.dedent('''
     import os, sys
@@ -162,6 +163,20 @@ def test_arguments_arrive_as_real_shapes(box):
     assert r.value == ["ChunkContext", True, "tuple", CostModel().step_time((100, 200))]
     assert box.call("echo", Slo(1, 2.5), (1, 2), None).value == \
         [{"__type__": "Slo", "ttft_s": 1, "gap_s": 2.5}, [1, 2], None]
+
+
+def test_shapes_sent_as_field_values_in_order_arrive_whole(box):
+    # The grader sends a shapes argument as its class and field values in order; the child
+    # builds the same dataclass (echoed back by name, then rebuilt here).
+    sent = (AdmissionRequest("req-7", "tenant-a", 300, 100, 16, 2, 1), LedgerView(256, 100, 20, 30, 4),
+            (PageInfo(0, 16, 16, 16, False), PageInfo(1, 5, 16, 0, True)),
+            ChunkContext(0.05, CostModel(), (100, 200), 0, 512, 16, 16))
+    assert session.wire_arg(sent[0]) == {"__type__": "AdmissionRequest",
+                                         "__fields__": ["req-7", "tenant-a", 300, 100, 16, 2, 1]}
+    got = box.call("echo", *sent).value
+    assert coerce(got[0], AdmissionRequest) == sent[0] and coerce(got[1], LedgerView) == sent[1]
+    assert coerce(got[2], tuple[PageInfo, ...]) == sent[2]
+    assert coerce(got[3], ChunkContext) == sent[3]
 
 
 def test_call_many_batches_in_order(box):

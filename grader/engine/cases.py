@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, fields, is_dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -45,9 +46,11 @@ class Case:
     inputs: Any          # frozen values the check uses
     label: str = ""      # how feedback names the case to a learner
 
-    @property
+    @cached_property
     def digest(self) -> str:
         # A scenario names itself by what determines its run, not by where its files lie.
+        # Kept once computed (the inputs are frozen): checks and oracles key by it per
+        # answer, and a canonical JSON and its hash cost more than the answer's own check.
         identity = getattr(self.inputs, "identity", None)
         return digest_of(identity() if identity else self.inputs)
 

@@ -32,7 +32,95 @@ class InvalidValue(ValueError):
 def coerce(value, expected):
     """`value` as an instance of `expected` (a shapes dataclass, int, float, bool, str,
     tuple[X, ...], Optional[X]); InvalidValue if it is not one."""
+    fast = _fast_path(expected)
+    if fast is not None:
+        got = fast(value)
+        if got is not _DOUBT:
+            return got
     return _coerce(value, expected, "")
+
+
+# ---- the fast path ------------------------------------------------------------------------
+# A learner's run asks thousands of decisions, each answer coerced here. Most answers are
+# right, and for those the checks below are the same as _coerce's, made without building
+# paths or walking typing objects per call; anything they do not accept (wrong, or of a
+# kind they do not cover) is handed to _coerce, which gives the value or the message.
+_DOUBT = object()
+
+
+def _plain_check(kind):
+    """value -> the coerced value or _DOUBT, for bool, int, float and str."""
+    if kind is bool:
+        return lambda v: v if type(v) is bool else _DOUBT
+    if kind is int:
+        return lambda v: v if type(v) is int and -MAX_INT < v < MAX_INT else _DOUBT
+    if kind is float:
+        def real(v):
+            if type(v) is float:
+                return v if math.isfinite(v) else _DOUBT
+            return float(v) if type(v) is int and -MAX_INT < v < MAX_INT else _DOUBT
+        return real
+    if kind is str:
+        def text(v):
+            if type(v) is not str or len(v) > MAX_STR:
+                return _DOUBT
+            if not v.isascii():
+                try:
+                    v.encode("utf-8")
+                except UnicodeEncodeError:
+                    return _DOUBT
+            return v
+        return text
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_path(expected):
+    """A checker for a plain kind, a tuple[int, ...], or a shapes dataclass whose fields are
+    plain kinds; None for anything else (always the careful path)."""
+    plain = _plain_check(expected) if isinstance(expected, type) else None
+    if plain is not None:
+        return plain
+    if typing.get_origin(expected) is tuple:
+        args = typing.get_args(expected)
+        if args != (int, Ellipsis):
+            return None
+
+        def ints(v):
+            if type(v) not in (list, tuple) or len(v) > MAX_ITEMS:
+                return _DOUBT
+            for x in v:
+                if type(x) is not int or not -MAX_INT < x < MAX_INT:
+                    return _DOUBT
+            return tuple(v)
+        return ints
+    if not (dataclasses.is_dataclass(expected) and isinstance(expected, type)):
+        return None
+    fields = []
+    for name, kind, required in _fields(expected):
+        check = _plain_check(kind) if isinstance(kind, type) else None
+        if check is None:
+            return None
+        fields.append((name, check, required))
+    name, cls, count = expected.__name__, expected, len(fields) + 1
+
+    def shape(v):
+        if type(v) is not dict or v.get("__type__") != name or len(v) > count:
+            return _DOUBT
+        kwargs, seen = {}, 1
+        for field, check, required in fields:
+            if field in v:
+                got = check(v[field])
+                if got is _DOUBT:
+                    return _DOUBT
+                kwargs[field] = got
+                seen += 1
+            elif required:
+                return _DOUBT
+        if seen != len(v):          # a key that is not a field
+            return _DOUBT
+        return cls(**kwargs)
+    return shape
 
 
 @functools.lru_cache(maxsize=None)

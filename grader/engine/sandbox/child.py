@@ -14,7 +14,8 @@ Conversation:
             was required and is missing, {"isolation": [...], "refused": "..."} and it exits
             without loading the submission
   child  -> {"loaded": true} | {"loaded": false, "error": "..."}
-  parent -> {"calls": [[fname, [args...]], ...]}
+  parent -> {"calls": [[fname, [args...]], ...]}   a shapes dataclass argument is
+            {"__type__": name, "__fields__": [values in field order]} (or its fields by name)
   child  -> one frame per call, in order: {"ok": v} | {"raised": s} | {"missing": s} | {"bad": s}
             (+ "stdout" when the call printed)
 One frame per call rather than one per batch: when a call hangs, the parent knows exactly
@@ -50,6 +51,43 @@ def read_exact(fd, n):
 def read_frame(fd):
     n = int.from_bytes(read_exact(fd, 4), "big")
     return json.loads(read_exact(fd, n))
+
+
+class FrameReader:
+    """Frames from fd, read as they come: one read() usually holds a whole request (its
+    length and its JSON), where reading the length, then the body, took two."""
+
+    def __init__(self, fd):
+        self.fd, self.buf = fd, bytearray()
+
+    def __call__(self):
+        buf = self.buf
+        while len(buf) < 4:
+            self._more()
+        end = 4 + int.from_bytes(buf[:4], "big")
+        while len(buf) < end:
+            self._more()
+        body = buf[4:end]
+        del buf[:end]
+        return json.loads(body)
+
+    def _more(self):
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            raise EOFError
+        self.buf += chunk
+
+
+def compact_encoder():
+    """obj -> json.dumps(obj, separators=(",", ":")), with the encoder built once rather than
+    at every answer. No circular-reference check: encode() builds a tree, depth-bounded."""
+    plain = json.JSONEncoder(separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return plain.encode
+    encoder = make(None, plain.default, json.encoder.encode_basestring_ascii, None, ":", ",",
+                   False, False, True)
+    return lambda obj: "".join(encoder(obj, 0))
 
 
 def write_frame(fd, obj):
@@ -456,6 +494,9 @@ def make_decoder(classes):
             if "__type__" not in v:
                 return {k: decode(x) for k, x in v.items()}
             cls = classes[v["__type__"]]
+            values = v.get("__fields__")
+            if type(values) is list and len(v) == 2:      # the fields' values, in order
+                return cls(*[x if type(x) not in (list, dict) else decode(x) for x in values])
             return cls(**{k: decode(x) for k, x in v.items() if k != "__type__"})
         return v
     return decode
@@ -607,12 +648,12 @@ def main(argv):
     # Learner code may rebind json.dumps, os.write or this module's functions: the
     # conversation keeps the references taken here, before any learner code runs, so a
     # submission that does so still has its answers delivered (and judged).
-    dumps, write, read, call, explain, take = (json.dumps, os.write, read_frame, run_call,
-                                               describe, Capture.take)
+    dumps, write, read, call, explain, take = (compact_encoder(), os.write, FrameReader(rfd),
+                                               run_call, describe, Capture.take)
 
     def send(obj):
         try:
-            data = dumps(obj, separators=(",", ":")).encode()
+            data = dumps(obj).encode()
         except BaseException as exc:    # e.g. an int too long to print
             data = dumps({"bad": "returned a value that could not be sent (%s)"
                           % explain(exc, filename)}).encode()
@@ -634,7 +675,7 @@ def main(argv):
 
     while True:
         try:
-            request = read(rfd)
+            request = read()
         except EOFError:                  # the parent is gone or done: so are we
             return
         for fname, args in request["calls"]:

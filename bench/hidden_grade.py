@@ -1,0 +1,156 @@
+"""CPU seconds of one hidden grade (lessons 2 to 4), against another checkout, side by side.
+
+A grade as a class is graded (grader.instructor.batch): the rubric and the cases (public
+and hidden) are built once per process, and every submission then gets its own two
+sandbox children (public and hidden cases) and its own worker runs. The oracle's runs
+are the same for every submission, so a first, untimed grade computes them; each timed
+grade after it is what one more student of the class costs. The CPU counted is the
+grader process's and its sandbox children's (read from /proc before each child is
+killed, since bubblewrap's children are not reaped back to the grader).
+
+    python bench/hidden_grade.py [--rounds 2] [--repeat 2] [--baseline TREE] [--lessons lesson2 ...] [--json]
+
+Each checkout is timed in --rounds fresh processes, each grading --repeat times after its
+untimed first grade; the best grade counts. --baseline TREE times the same grades on
+another checkout (a git worktree of an older commit), a process of each in turn, in the
+same run: before and after saw the same machine. The scores
+of both are compared, and the target (a third of the baseline's CPU per submission) is
+printed as met or missed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ("lesson2", "lesson3", "lesson4")
+SECRET = b"bench-secret-for-hidden-cases"
+TARGET = 3.0      # the baseline's CPU per submission over this checkout's, at least
+
+
+def _one(lesson: str, repeat: int) -> dict:
+    """In a fresh interpreter whose sys.path starts at the checkout under test."""
+    import resource
+    from grader.engine.checks import REGISTRY
+    from grader.engine.layout import Course
+    from grader.engine.pipeline import build_cases, grade_submission
+    from grader.engine.rubric import load_rubric
+    from grader.engine.sandbox import session
+    from grader.engine.submission import load_submission
+    from grader.lessons import lesson_module
+
+    tick = os.sysconf("SC_CLK_TCK")
+    children = [0.0]
+
+    def tree_cpu(pid: int) -> float:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total = (int(fields[11]) + int(fields[12])) / tick
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    total += sum(tree_cpu(int(k)) for k in f.read().split())
+            return total
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
+    kill = session._Child.kill
+
+    def counted_kill(child):
+        if child.proc is not None:
+            children[0] += tree_cpu(child.proc.pid)
+        return kill(child)
+    session._Child.kill = counted_kill
+
+    course = Course(ROOT)
+    lesson_module(lesson)
+    rubric = load_rubric(course.rubric_path(lesson), REGISTRY)
+    cases = build_cases(lesson, course, SECRET)
+    submission = load_submission(ROOT / "reference" / "solutions" / f"{lesson}.py")
+
+    def grade():
+        return grade_submission(lesson, submission, course, mode="grade", secret=SECRET,
+                                rubric=rubric, cases=cases)
+
+    scores = {c.id: c.score for c in grade().criteria}      # the oracle's runs, untimed
+    times = []
+    for _ in range(repeat):
+        children[0] = 0.0
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        grade()
+        now = resource.getrusage(resource.RUSAGE_SELF)
+        grader_s = now.ru_utime + now.ru_stime - own.ru_utime - own.ru_stime
+        times.append((grader_s + children[0], grader_s, children[0]))
+    best = min(times)
+    return {"lesson": lesson, "cpu_s": best[0], "grader_s": best[1], "children_s": best[2],
+            "scores": scores}
+
+
+def run_on(tree: Path, lesson: str, repeat: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree), "GRADER_CACHE": "off"}
+    out = subprocess.run([sys.executable, str(tree / "bench" / "hidden_grade.py")
+                          if (tree / "bench" / "hidden_grade.py").is_file() else __file__,
+                          "--one", lesson, "--repeat", str(repeat), "--root", str(tree)],
+                         cwd=tree, env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=2, help="timed grades per process; the best counts")
+    ap.add_argument("--rounds", type=int, default=2, help="processes per checkout, alternating")
+    ap.add_argument("--baseline", type=Path, help="another checkout, timed alternately")
+    ap.add_argument("--lessons", nargs="+", default=list(LESSONS))
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        global ROOT
+        ROOT = (args.root or ROOT).resolve()
+        print(json.dumps(_one(args.one, args.repeat)))
+        return
+    trees = {"this": ROOT}
+    if args.baseline:
+        trees["baseline"] = args.baseline.resolve()
+    rows = []
+    for lesson in args.lessons:
+        runs: dict = {name: [] for name in trees}
+        for _ in range(args.rounds):      # alternate, so load drifts hit both alike
+            for name, tree in trees.items():
+                runs[name].append(run_on(tree, lesson, args.repeat))
+        rows.append({"lesson": lesson, **{n: min(r, key=lambda x: x["cpu_s"]) for n, r in runs.items()}})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    load = os.getloadavg()
+    print(f"{date.today()}  load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}  "
+          f"CPU seconds per submission, best of {args.rounds} x {args.repeat} (grader + sandbox children)")
+    head = f"{'lesson':<8} {'this: cpu s':>11} {'grader s':>9} {'children s':>10}"
+    if args.baseline:
+        head += f" {'before: cpu s':>13} {'grader s':>9} {'children s':>10} {'speed-up':>9}  scores"
+    print(head)
+    for row in rows:
+        t = row["this"]
+        line = f"{row['lesson']:<8} {t['cpu_s']:>11.3f} {t['grader_s']:>9.3f} {t['children_s']:>10.3f}"
+        if args.baseline:
+            b = row["baseline"]
+            same = "identical" if b["scores"] == t["scores"] else f"DIFFER: {b['scores']} -> {t['scores']}"
+            line += (f" {b['cpu_s']:>13.3f} {b['grader_s']:>9.3f} {b['children_s']:>10.3f} "
+                     f"{b['cpu_s'] / t['cpu_s']:>8.2f}x  {same}")
+        print(line)
+    if args.baseline:
+        print(f"\nTargets (CPU seconds; the machine may be shared)")
+        for row in rows:
+            ratio = row["baseline"]["cpu_s"] / row["this"]["cpu_s"]
+            print(f"  {'meets ' if ratio >= TARGET else 'misses'}  {row['lesson']} hidden grade: "
+                  f"{ratio:.2f}x less CPU per submission than the baseline (at least {TARGET:g}x)")
+
+
+if __name__ == "__main__":
+    main()
