@@ -61,6 +61,10 @@ def test_int_bounds():
     assert coerce(-(2 ** 62) + 1, int) == -(2 ** 62) + 1
     assert "out of range" in message(2 ** 62, int)
     assert "out of range" in message(-(2 ** 62), float)
+    # Everything beyond the bound, not only the bound itself (JSON integers have no limit).
+    for huge in (2 ** 63, -(2 ** 64), 10 ** 400):
+        for expected in (int, float):
+            assert "out of range (|x| < 2**62)" in message(huge, expected)
 
 
 def test_string_bounds():
@@ -125,6 +129,9 @@ def test_invalid_value_is_a_value_error_and_unsupported_types_are_grader_bugs():
     assert issubclass(InvalidValue, ValueError)
     with pytest.raises(TypeError):
         coerce([1], list[int])
+    # Only tuple[X, ...] is variadic: an ellipsis elsewhere is no type validate can read.
+    with pytest.raises(TypeError):
+        coerce([1, 2, "a"], tuple[int, ..., str])
 
 
 def test_a_union_other_than_optional_is_a_grader_bug_not_a_guess():
@@ -140,6 +147,13 @@ def test_a_union_other_than_optional_is_a_grader_bug_not_a_guess():
 def test_the_item_limit_is_inclusive():
     assert coerce([0] * 100_000, tuple[int, ...]) == (0,) * 100_000
     assert message([0] * 100_001, tuple[int, ...]) == "returned value: too many items (100001, limit 100000)"
+
+
+def test_any_unexpected_key_is_refused_whatever_it_sorts_like():
+    # Keys sorting before and after the tag: none is dropped silently.
+    for key in ("OK", "0", "_", "__a", "__type__x", "ok ", ""):
+        assert message({"__type__": "Verdict", "ok": True, key: 1}, Verdict) \
+            == f"Verdict: unexpected field {key!r} (Verdict has ok, reason)"
 
 
 def test_unexpected_fields_are_named_first_in_sorted_order():
@@ -175,8 +189,9 @@ def test_domain_bounds_are_inclusive_and_name_the_limit():
                                       f"has at most the {len(ACTIONS)} the course defines")
     # publishable: at most one index per page offered, none when nothing was offered.
     offered = tuple(PageInfo(i, 16, 16, 16, False) for i in range(3))
-    within_domain("publishable", [0, 1, 2], (offered,))
-    within_domain("publishable", [0, 1, 2], (list(offered),))
+    for answer in ([0, 1, 2], [2], []):          # as many as offered, or fewer
+        within_domain("publishable", answer, (offered,))
+        within_domain("publishable", answer, (list(offered),))
     for args, n in (((offered,), 3), ((), 0), ((None,), 0)):
         with pytest.raises(InvalidValue) as e:
             within_domain("publishable", [0] * (n + 1), args)
@@ -196,8 +211,12 @@ def test_domain_bounds_are_inclusive_and_name_the_limit():
     ("on_event", {"__type__": "Transition", "actions": None}),
     ("decide_release", ["r"] * 100), ("decide_release", {"reasons": {str(i): 1 for i in range(100)}}),
     ("publishable", {"pages": [0] * 10}),
-    # Other functions have no domain bound here: their answers are bounded by coerce alone.
-    ("choose_chunk", [0] * 10), ("admit", {"actions": ["x"] * 10, "reasons": ["r"] * 100}),
+    # Other functions (named before and after the bounded ones) have no domain bound here:
+    # their answers are bounded by coerce alone.
+    ("choose_chunk", [0] * 10), ("qualify", [0] * 10),
+    ("admit", {"actions": ["x"] * 10, "reasons": ["r"] * 100}),
+    ("worst_case_pages", {"actions": ["x"] * 10, "reasons": ["r"] * 100}),
+    ("publishable", {"actions": ["x"] * 10}), ("prefix_key", {"actions": ["x"] * 10}),
 ])
 def test_domain_bounds_apply_to_their_function_and_field_only(function, value):
     within_domain(function, value, ())
