@@ -92,8 +92,14 @@ def load_config(root: Path = ROOT, missing_tests_ok: bool = False) -> tuple[dict
     return data["tool"], modules, data.get("named", [])
 
 
+# In this process, without xdist workers: pyproject.toml's addopts spread the suite over every
+# core, and a mutant's tests would run in workers that neither coverage's per-test contexts
+# nor the forked mutant's timeout reach (and two mutation runs would want four cores).
+PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider", "-n", "0")
+
+
 def test_command(tests) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    return [sys.executable, "-m", "pytest", *PYTEST_ARGS, *tests]
 
 
 # ---------------------------------------------------------------------------- a mutant's identity
@@ -289,8 +295,8 @@ def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tup
                         took[item.nodeid] = time.perf_counter() - t0
                         cov.switch_context("")
                 plugins.append(PerTest())
-            code = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider",
-                                    "--basetemp", str(scratch / "pytest"), *tests], plugins=plugins))
+            code = int(pytest.main([*PYTEST_ARGS, "--basetemp", str(scratch / "pytest"), *tests],
+                                   plugins=plugins))
             if cov is not None:
                 cov.stop()
                 data = cov.get_data()
@@ -339,7 +345,7 @@ def baseline(source: Source, tree: Path, module: Module,
     """The module's tests, unmutated, under coverage.py: (seconds, line -> the tests that
     ran it, "" for lines run while importing, test -> its seconds). One run serves every
     module tested by the same files (the worker's modules), as long as nothing changed."""
-    key = hashlib.sha256(repr(("v2", module.tests)).encode()).hexdigest()[:12]
+    key = hashlib.sha256(repr(("v3", module.tests)).encode()).hexdigest()[:12]
     cache = source.state / "baselines" / f"{tree_digest(tree)[:24]}-{key}.json"
     if not cache.is_file():
         shared = [m.path for m in modules if m.tests == module.tests]
@@ -665,7 +671,9 @@ def run_coverage(pytest_args) -> int:
     rc = state / "coveragerc"
     rc.write_text(COVERAGE_RC.format(data=state / ".coverage"))
     env = {**os.environ, "COVERAGE_RCFILE": str(rc)}
-    args = pytest_args or ["-q", "-p", "no:cacheprovider"]
+    # One process, no xdist workers: the measure is not in a hurry, it leaves the other core
+    # to whoever shares the machine, and it has fewer processes to follow.
+    args = pytest_args or ["-q", "-p", "no:cacheprovider", "-n", "0"]
     test = subprocess.run(NICE + [sys.executable, "-m", "coverage", "run", "--rcfile", str(rc),
                                   "-m", "pytest", *args], cwd=ROOT, env=env)
     subprocess.run([sys.executable, "-m", "coverage", "combine", "--rcfile", str(rc), "-q"],

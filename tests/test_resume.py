@@ -84,3 +84,19 @@ def test_graded_keys_are_the_graded_results_of_that_lesson_only(tmp_path):
         assert all(len(k[1]) == 64 and len(k[3]) == 64 for k in keys)
         assert results["carol"].status == "error"
         assert book.graded_keys("lesson2") == set()
+
+
+def test_graded_keys_leave_out_every_other_lesson_and_every_error(tmp_path):
+    # Lessons on both sides of the one asked (in any order a query could compare them) and
+    # an error row of that lesson: none of them is a done grade of it.
+    from test_gradebook import fake_report
+    from grader.instructor.gradebook import LessonInfo
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        for student, lesson, digest in (("ann", "lesson0", "a"), ("bea", "lesson1", "b"),
+                                        ("cy", "lesson2", "c"), ("dee", "lesson10", "d")):
+            book.record(student, fake_report(lesson=lesson, digest=digest * 64))
+        book.record_error("eve", LessonInfo("lesson1", "T", 1, 3.0, ()), "eve.py", "unreadable", "e" * 64)
+        [cases] = {r.cases_digest for r in book.results() if r.student == "bea"}
+        assert book.graded_keys("lesson1") == {("bea", "b" * 64, 1, cases)}
+        assert {k[0] for k in book.graded_keys("lesson10")} == {"dee"}
+        assert book.graded_keys("lesson") == set()

@@ -3,9 +3,9 @@ from typing import Optional
 
 import pytest
 
-from grader.engine.validate import InvalidValue, coerce
-from reference.shapes import (ChunkContext, CostModel, RequestRecord, RequestView, Slo,
-                              Transition, Verdict, WorkerSpec)
+from grader.engine.validate import MAX_REASONS, InvalidValue, coerce, within_domain
+from reference.shapes import (ACTIONS, ChunkContext, CostModel, PageInfo, RequestRecord, RequestView,
+                              Slo, Transition, Verdict, WorkerSpec)
 
 
 def message(value, expected):
@@ -61,6 +61,10 @@ def test_int_bounds():
     assert coerce(-(2 ** 62) + 1, int) == -(2 ** 62) + 1
     assert "out of range" in message(2 ** 62, int)
     assert "out of range" in message(-(2 ** 62), float)
+    # Everything beyond the bound, not only the bound itself (JSON integers have no limit).
+    for huge in (2 ** 63, -(2 ** 64), 10 ** 400):
+        for expected in (int, float):
+            assert "out of range (|x| < 2**62)" in message(huge, expected)
 
 
 def test_string_bounds():
@@ -125,3 +129,94 @@ def test_invalid_value_is_a_value_error_and_unsupported_types_are_grader_bugs():
     assert issubclass(InvalidValue, ValueError)
     with pytest.raises(TypeError):
         coerce([1], list[int])
+    # Only tuple[X, ...] is variadic: an ellipsis elsewhere is no type validate can read.
+    with pytest.raises(TypeError):
+        coerce([1, 2, "a"], tuple[int, ..., str])
+
+
+def test_a_union_other_than_optional_is_a_grader_bug_not_a_guess():
+    # Two non-None options would need a rule for which one the value meant: validate has
+    # none, so such a return type is refused rather than read as its first option.
+    for expected in (int | str, Optional[int | str]):
+        with pytest.raises(TypeError):
+            coerce(1, expected)
+    assert coerce(None, int | None) is None and coerce(7, int | None) == 7
+    assert message("7", int | None) == "returned str '7', expected int"
+
+
+def test_the_item_limit_is_inclusive():
+    assert coerce([0] * 100_000, tuple[int, ...]) == (0,) * 100_000
+    assert message([0] * 100_001, tuple[int, ...]) == "returned value: too many items (100001, limit 100000)"
+
+
+def test_any_unexpected_key_is_refused_whatever_it_sorts_like():
+    # Keys sorting before and after the tag: none is dropped silently.
+    for key in ("OK", "0", "_", "__a", "__type__x", "ok ", ""):
+        assert message({"__type__": "Verdict", "ok": True, key: 1}, Verdict) \
+            == f"Verdict: unexpected field {key!r} (Verdict has ok, reason)"
+
+
+def test_unexpected_fields_are_named_first_in_sorted_order():
+    # The same answer always gets the same message, whatever order its keys arrived in.
+    for order in (("zz", "aa"), ("aa", "zz")):
+        value = {"__type__": "Verdict", "ok": True, **{k: 1 for k in order}}
+        assert message(value, Verdict) == "Verdict: unexpected field 'aa' (Verdict has ok, reason)"
+
+
+def test_a_shown_value_is_at_most_40_characters():
+    # A repr of 40 characters is shown whole; a longer one is cut to 37 and "...".
+    fits, cut = "x" * 38, "x" * 39
+    assert message(fits, int) == f"returned str {fits!r}, expected int"
+    assert message(cut, int) == f"returned str '{'x' * 36}..., expected int"
+    assert message(10 ** 39, str) == f"returned int {10 ** 39}, expected str"       # 40 digits
+    assert message(10 ** 40, str) == f"returned int {str(10 ** 40)[:37]}..., expected str"
+    # A tag naming no real class is shown the same way, without its quotes.
+    assert message({"__type__": "T" * 38}, Verdict) == f"returned {'T' * 38}, expected Verdict"
+    assert message({"__type__": "T" * 39}, Verdict) == f"returned {'T' * 36}..., expected Verdict"
+    assert message({"__type__": 5}, Verdict) == "returned dict, expected Verdict"
+
+
+def _transition(actions):
+    return {"__type__": "Transition", "next_state": "done", "actions": actions}
+
+
+def test_domain_bounds_are_inclusive_and_name_the_limit():
+    # A transition takes every action the course defines once, and no more.
+    within_domain("on_event", _transition(list(ACTIONS)), ())
+    with pytest.raises(InvalidValue) as e:
+        within_domain("on_event", _transition(list(ACTIONS) + ["notify_client"]), ())
+    assert e.value.message.startswith(f"Transition.actions: {len(ACTIONS) + 1} actions; a transition "
+                                      f"has at most the {len(ACTIONS)} the course defines")
+    # publishable: at most one index per page offered, none when nothing was offered.
+    offered = tuple(PageInfo(i, 16, 16, 16, False) for i in range(3))
+    for answer in ([0, 1, 2], [2], []):          # as many as offered, or fewer
+        within_domain("publishable", answer, (offered,))
+        within_domain("publishable", answer, (list(offered),))
+    for args, n in (((offered,), 3), ((), 0), ((None,), 0)):
+        with pytest.raises(InvalidValue) as e:
+            within_domain("publishable", [0] * (n + 1), args)
+        assert e.value.message == f"returned value: {n + 1} page indices for {n} pages offered"
+    # A release decision: up to MAX_REASONS reasons.
+    decision = {"__type__": "ReleaseDecision", "decision": "release"}
+    within_domain("decide_release", {**decision, "reasons": ["r"] * MAX_REASONS}, ())
+    with pytest.raises(InvalidValue) as e:
+        within_domain("decide_release", {**decision, "reasons": ["r"] * (MAX_REASONS + 1)}, ())
+    assert e.value.message == f"ReleaseDecision.reasons: {MAX_REASONS + 1} reasons, limit {MAX_REASONS}"
+    assert MAX_REASONS == 32
+
+
+@pytest.mark.parametrize("function,value", [
+    # Answers of the wrong shape are left to coerce, which names what is wrong with them.
+    ("on_event", ["stop_scheduling"] * 10), ("on_event", {"actions": "x" * 10}),
+    ("on_event", {"__type__": "Transition", "actions": None}),
+    ("decide_release", ["r"] * 100), ("decide_release", {"reasons": {str(i): 1 for i in range(100)}}),
+    ("publishable", {"pages": [0] * 10}),
+    # Other functions (named before and after the bounded ones) have no domain bound here:
+    # their answers are bounded by coerce alone.
+    ("choose_chunk", [0] * 10), ("qualify", [0] * 10),
+    ("admit", {"actions": ["x"] * 10, "reasons": ["r"] * 100}),
+    ("worst_case_pages", {"actions": ["x"] * 10, "reasons": ["r"] * 100}),
+    ("publishable", {"actions": ["x"] * 10}), ("prefix_key", {"actions": ["x"] * 10}),
+])
+def test_domain_bounds_apply_to_their_function_and_field_only(function, value):
+    within_domain(function, value, ())
