@@ -92,8 +92,15 @@ def load_config(root: Path = ROOT, missing_tests_ok: bool = False) -> tuple[dict
     return data["tool"], modules, data.get("named", [])
 
 
+# One process (`-n 0`): the suite's own options spread files over xdist workers
+# (pyproject.toml), which a mutant's run must not do: the per-test coverage of a line and
+# the forked child's imports are measured in this process, and a fresh worker interpreter
+# per run is the cost the fork avoids.
+PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider", "-n", "0")
+
+
 def test_command(tests) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    return [sys.executable, "-m", "pytest", *PYTEST_ARGS, *tests]
 
 
 # ---------------------------------------------------------------------------- a mutant's identity
@@ -289,8 +296,8 @@ def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tup
                         took[item.nodeid] = time.perf_counter() - t0
                         cov.switch_context("")
                 plugins.append(PerTest())
-            code = int(pytest.main(["-x", "-q", "-p", "no:cacheprovider",
-                                    "--basetemp", str(scratch / "pytest"), *tests], plugins=plugins))
+            code = int(pytest.main([*PYTEST_ARGS, "--basetemp", str(scratch / "pytest"), *tests],
+                                   plugins=plugins))
             if cov is not None:
                 cov.stop()
                 data = cov.get_data()
