@@ -917,3 +917,90 @@ def test_an_unusable_admission_says_what_was_returned(answer, says):
     (invalid,) = [v for v in result.violations if v.kind == "invalid_decision"]
     assert invalid.detail.startswith(says) and ("maybe" in invalid.detail) == (answer is not None)
     assert result.requests[0].outcome == "rejected"
+
+
+def test_an_arrival_does_not_retry_the_head_it_queues_behind():
+    """FCFS: the head is retried at step completions and when pages are released, not when
+    another request joins the queue behind it. One runs at a time: r1 waits behind r0; r0's
+    cancel at 10 ms, in flight, stops it (nothing runs now) and releases its pages at the
+    fence; r2 arrives at 11 ms, before the fence. r1 is admitted at the fence, not at r2's
+    arrival, and r2 after r1."""
+    model, worker = machine(40, max_running=1)
+    requests = (request(0, 0.0, 10, 50, cancel_at_s=0.010), request(1, 0.0, 10, 5),
+                request(2, 0.011, 10, 5))
+    r0, r1, r2 = run(model, worker, None, requests).requests
+    assert r0.outcome == "cancelled_by_client" and r0.fence_s > 0.011
+    assert r1.admitted_s == r0.fence_s
+    assert r2.admitted_s == r1.finish_s
+
+
+def test_a_request_is_admitted_into_no_step_in_flight():
+    """The admit event is fired with step_in_flight False: an admitted request joins the
+    next step, never the one running. A machine whose entry for an admit under a step in
+    flight stops and releases (the worst it could do) runs exactly as the reference, on a
+    workload where most admissions happen while a step runs."""
+    def on_event(state, event, in_flight):
+        if event == "admit" and in_flight:
+            return Transition("done", ("stop_scheduling", "release_pages"))
+        return lesson4.on_event(state, event, in_flight)
+
+    model, worker, requests = scenario("heavy")
+    reference = run(model, worker, None, requests)
+    assert run(model, worker, reference_policy().with_(on_event=on_event),
+               requests).digest() == reference.digest()
+    assert outcomes(reference) == {"completed": len(requests)}
+
+
+# ---- preemption under a faulty admission's over-commitment ----------------------------------
+def _first_reserving(first: dict[str, int], patient: bool = True):
+    """An admission that promises each request the pages given here at its first admission
+    (an over-commit is the worker's to flag) and, re-admitted after a preemption, its
+    worst case, pages for its context and its remaining budget; a ``patient`` one only
+    once nothing runs."""
+    def admit(ask, ledger):
+        if ask.prompt_tokens == 10:                  # every prompt here is 10 tokens
+            return Admission("admit", first[ask.id], "test")
+        if patient and ledger.running:
+            return Admission("wait")
+        return Admission("admit", pages_for(ask.prompt_tokens + ask.max_new_tokens, 16))
+    return reference_policy().with_(prefix_cache=False, admit=admit)
+
+
+def test_an_asker_preempted_after_the_others_says_so():
+    """By hand: 20 pages; r0 is promised 25 (more than the pool), r1 2, r2 4, each with a
+    10-token prompt. When r1 needs page 3 (its 23rd token, context 33), r0 holds 3 pages
+    and r2 2: 13 free, and promised to others 22 (r0) + 2 (r2) = 24. Preempting r2, admitted
+    last, gives back 2 pages and 2 promised: 15 free, 22 promised, still no page, so r1,
+    now the latest left, is preempted too; r0 was never in the way."""
+    model, worker = machine(20)
+    requests = (request(0, 0.0, 10, 60), request(1, 0.0, 10, 40), request(2, 0.0, 10, 40))
+    result = run(model, worker, _first_reserving({"r0": 25, "r1": 2, "r2": 4}), requests)
+    (broken,) = of_kind(result, "broken_promise")
+    assert broken.requests == ("r1", "r2")
+    assert broken.detail == ("r1 needed page 3 with 0 reserved pages left; 13 free, 24 promised "
+                             "to other requests; preempted r2 (admitted after r1), still no "
+                             "page: r1 was preempted itself")
+    r0, r1, r2 = result.requests
+    assert (r0.preemptions, r1.preemptions, r2.preemptions) == (0, 1, 1)
+    assert outcomes(result) == {"completed": 3}
+
+
+def test_pages_given_back_by_a_preemption_are_offered_to_the_queue_at_once():
+    """By hand: 20 pages; r0 is promised 2, r1 99 (the admission over-commits). At r0's page
+    3 no unpromised page is free; r1, admitted last, is preempted and gives back its
+    promise, and r0 gets its page. The queue is retried at the next event: r2, arriving
+    during that step, is admitted on arrival (after r1, re-admitted first), not at the
+    step's end. Where that step is comes from the same run without r2 (the same until r2
+    arrives)."""
+    model, worker = machine(20)
+    policy = _first_reserving({"r0": 2, "r1": 99, "r2": 1}, patient=False)
+    requests = (request(0, 0.0, 10, 60), request(1, 0.0, 10, 40))
+    (broken,) = of_kind(run(model, worker, policy, requests), "broken_promise")
+    assert broken.requests == ("r0", "r1") and broken.detail.endswith("r0 got its page")
+    result = run(model, worker, policy, requests + (request(2, broken.time_s + 1e-4, 10, 5),))
+    i, end = step_at(result, broken.time_s)
+    assert result.steps.launch_s[i] == broken.time_s and end > broken.time_s + 1e-4
+    r2 = result.by_id()["r2"]
+    assert r2.admitted_s == r2.arrival_s == broken.time_s + 1e-4
+    assert outcomes(result) == {"completed": 3}
+
