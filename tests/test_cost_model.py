@@ -62,6 +62,9 @@ def test_step_times_of_mixed_steps_by_hand():
     assert cm.step_time((3, 5), 4, 2) == 8.25                  # both: T 6, C 8, A 18
     assert cm.step_time_of(2, 8, 4, 2) == 8.25                 # the same from batch and sum
     assert cm.step_time_of(0, 0) == 1.0
+    # Left out, the chunk is empty and nothing was prefilled before it.
+    assert cm.step_time((), 4) == cm.step_time_of(0, 0, 4) == 4.25
+    assert cm.step_time((3, 5)) == cm.step_time_of(2, 8) == 4.0
 
 
 def test_the_default_coefficients_are_the_courses():

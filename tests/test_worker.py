@@ -601,6 +601,21 @@ def test_max_steps_stops_the_run_and_fails_the_unfinished():
     assert nonzero(result) == {}                          # a failed request is no leak
 
 
+def test_the_default_step_cap_is_fifty_steps_per_token_of_work_plus_a_thousand():
+    """docs/worker.md: 50 steps per token of work (max_new + prompt // page_tokens per
+    request, plus one per request) plus 1,000. Pages of 256 tokens make the prompts cheap
+    in that count: r0 (2,000 prompt tokens, 1 output) counts 1 + 1 + 7 = 9, r1 (300, 4)
+    1 + 4 + 1 = 6, so the cap is 50 * 15 + 1,000 = 1,750 steps. Prefilled one token a
+    step, r0 alone needs 2,000, and the stall bound (2,001 + 64 steps without a token) is
+    further still: the cap stops the run."""
+    model, worker = machine(12, page_tokens=256)
+    one_token = reference_policy({"chunk_rule": {"rule": "fixed", "fixed_tokens": 1},
+                                  "admission_ledger": {"prefix_cache": False}})
+    result = run(model, worker, one_token, (request(0, 0.0, 2000, 1), request(1, 0.0, 300, 4)))
+    assert len(result.steps) == 1750
+    assert result.aborted == "stopped at the step cap, 1750 steps, without finishing the workload"
+    assert result.unfinished == ("r0", "r1") and outcomes(result) == {"failed": 2}
+
 def test_every_violation_kind_is_provoked_somewhere_in_this_file():
     text = Path(__file__).read_text()
     assert all(f'"{kind}"' in text for kind in VIOLATION_KINDS)
@@ -801,6 +816,15 @@ def test_cancel_of_a_running_request_releases_at_the_fence():
     assert len(result.steps) == i + 1 and nonzero(result) == {}
     assert result.series["free"][-1] < result.total_pages   # pages pinned until the fence
 
+
+def test_a_step_ending_at_the_cancel_instant_completes_first():
+    """Events at equal times: a step's completion before a cancel. Every step takes
+    0.125 s, so step 3 ends at exactly 0.5 s, when r0 is cancelled: its token (the 4th:
+    the prefill emits the first) counts, and the cancel meets the step launched at 0.5 s."""
+    model, worker = machine(40, cost=CostModel(0.125, 0.0, 0.0, 0.0))
+    (r0,) = run(model, worker, None, (request(0, 0.0, 20, 50, cancel_at_s=0.5),)).requests
+    assert r0.token_times == (0.125, 0.25, 0.375, 0.5)
+    assert (r0.outcome, r0.cancel_s, r0.fence_s) == ("cancelled_by_client", 0.5, 0.625)
 
 def test_output_of_one_token():
     model, worker = machine(40)
@@ -1004,3 +1028,18 @@ def test_pages_given_back_by_a_preemption_are_offered_to_the_queue_at_once():
     assert r2.admitted_s == r2.arrival_s == broken.time_s + 1e-4
     assert outcomes(result) == {"completed": 3}
 
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_run_leaves_the_cyclic_collector_as_it_found_it(enabled):
+    """simulate turns the collector off while it runs (no cycles, millions of objects) and
+    must hand the process back as it was, whether a caller had it on or off."""
+    import gc
+    model, worker = machine(40)
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        simulate(model, worker, reference_policy(), (request(0, 0.0, 20, 3),))
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
