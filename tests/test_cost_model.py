@@ -38,10 +38,12 @@ def ends(start, durations):
 @pytest.mark.parametrize("chunk,done,pairs", [
     (0, 0, 0), (0, 9, 0), (1, 0, 1), (3, 0, 6), (3, 2, 12), (4, 2, 18), (64, 64, 6176),
     (22, 128, 3069),
+    # Past 2**53 only integer arithmetic is exact: 500,000,001,500,000,001 is no float.
+    (10 ** 9 + 1, 0, 500_000_001_500_000_001), (1, 10 ** 18, 10 ** 18 + 1),
 ])
 def test_attention_pairs_by_hand(chunk, done, pairs):
     # c*d pairs against the prefix, then 1 + 2 + ... + c inside the chunk.
-    assert attention_pairs(chunk, done) == pairs
+    assert attention_pairs(chunk, done) == pairs and type(attention_pairs(chunk, done)) is int
 
 
 def test_each_coefficient_counts_its_own_term():
