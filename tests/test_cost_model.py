@@ -110,3 +110,13 @@ def test_later_chunks_pay_for_the_prefix_they_attend_to():
     assert result.steps.chunk_tokens.tolist() == [64, 64, 22, 0]
     assert result.steps.duration_s.tolist() == expected
     assert result.requests[0].first_token_s == ends(0.0, expected)[2]
+
+
+def test_the_cost_model_is_frozen():
+    # Every chunk rule is handed the worker's own cost model (ChunkContext.cost): one that
+    # could change it would reprice every later step of the run.
+    import dataclasses
+    cost = CostModel()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cost.per_token = 0.0
+    assert hash(cost) == hash(CostModel())
