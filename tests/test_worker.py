@@ -525,6 +525,14 @@ def test_invalid_transition_table_is_a_violation_and_treated_as_no_change():
     assert [v.kind for v in result.violations] == ["invalid_decision", "invalid_decision",
                                                    "leak"]
     assert outcomes(result) == {"completed": 1}
+    # The table is read before the run starts, one entry per (state, event, in flight),
+    # so its violations belong to no request and happen at time 0.
+    first, second = result.violations[:2]
+    assert (first.time_s, first.requests, second.time_s, second.requests) == (0.0, (), 0.0, ())
+    assert first.detail == ("on_event('running', 'finished', False) returned "
+                            "Transition(next_state='finished-ish', actions=('stop_scheduling',)); "
+                            "treated as no change")
+    assert second.detail.startswith("on_event('running', 'finished', True) returned ")
 
 
 def _raise(name):
@@ -795,6 +803,19 @@ def test_cancel_of_a_waiting_request():
     assert all(n == 1 for t, n in waiting.items() if 0.05 < t < r0.finish_s)
 
 
+def test_a_request_cancelled_in_the_queue_during_the_first_step_has_no_fence():
+    """A fence is when the last step that pinned its pages completed, its cancel if none
+    did: r1, queued behind r0 (one runs at a time), is cancelled during step 0, which it is
+    not in, so its fence is its cancel."""
+    model, worker = machine(40, max_running=1)
+    requests = (request(0, 0.0, 200, 5), request(1, 0.0, 20, 5, cancel_at_s=0.001))
+    result = run(model, worker, None, requests)
+    assert result.steps.launch_s[0] == 0.0 and result.steps.duration_s[0] > 0.001
+    r1 = result.by_id()["r1"]
+    assert (r1.outcome, r1.admitted_s) == ("cancelled_by_client", None)
+    assert r1.fence_s == r1.cancel_s == 0.001
+
+
 def test_cancel_at_the_arrival_instant_cancels():
     model, worker = machine(40)
     result = run(model, worker, None, (request(0, 1.0, 20, 50, cancel_at_s=1.0),
@@ -974,6 +995,22 @@ def test_a_request_is_admitted_into_no_step_in_flight():
                requests).digest() == reference.digest()
     assert outcomes(reference) == {"completed": len(requests)}
 
+
+def test_only_decoders_and_cancelling_requests_hear_a_step_complete():
+    """A request admitted (or waiting) is in no step until its first chunk launches, so no
+    step completion is its event: a machine whose entries for those would stop and release
+    runs exactly as the reference, on a workload where requests wait, are admitted while
+    steps run and are cancelled in every state."""
+    def on_event(state, event, in_flight):
+        if state in ("waiting", "admitted") and event == "step_completed":
+            return Transition("done", ("stop_scheduling", "release_pages"))
+        return lesson4.on_event(state, event, in_flight)
+
+    model, worker, requests = scenario("cancel-heavy")
+    reference = run(model, worker, None, requests)
+    assert run(model, worker, reference_policy().with_(on_event=on_event),
+               requests).digest() == reference.digest()
+    assert set(outcomes(reference)) == {"completed", "cancelled_by_client"}
 
 # ---- preemption under a faulty admission's over-commitment ----------------------------------
 def _first_reserving(first: dict[str, int], patient: bool = True):
