@@ -190,7 +190,9 @@ def read_equivalent() -> dict[str, str]:
     for n, raw in enumerate(EQUIVALENT.read_text().splitlines(), 1):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
-        parts = [p.strip() for p in raw.split(" | ")]
+        # The line's text may hold " | " itself (`int | None`); the reason may not.
+        head = raw.split(" | ", 3)
+        parts = [p.strip() for p in head[:3] + head[3].rsplit(" | ", 1)] if len(head) == 4 else []
         if len(parts) != 5 or not parts[4]:
             sys.exit(f"{EQUIVALENT.name} line {n}: expected 'module | function | operator | "
                      f"line | why', got {raw!r}")

@@ -38,10 +38,12 @@ def ends(start, durations):
 @pytest.mark.parametrize("chunk,done,pairs", [
     (0, 0, 0), (0, 9, 0), (1, 0, 1), (3, 0, 6), (3, 2, 12), (4, 2, 18), (64, 64, 6176),
     (22, 128, 3069),
+    # Past 2**53 only integer arithmetic is exact: 500,000,001,500,000,001 is no float.
+    (10 ** 9 + 1, 0, 500_000_001_500_000_001), (1, 10 ** 18, 10 ** 18 + 1),
 ])
 def test_attention_pairs_by_hand(chunk, done, pairs):
     # c*d pairs against the prefix, then 1 + 2 + ... + c inside the chunk.
-    assert attention_pairs(chunk, done) == pairs
+    assert attention_pairs(chunk, done) == pairs and type(attention_pairs(chunk, done)) is int
 
 
 def test_each_coefficient_counts_its_own_term():
@@ -62,6 +64,9 @@ def test_step_times_of_mixed_steps_by_hand():
     assert cm.step_time((3, 5), 4, 2) == 8.25                  # both: T 6, C 8, A 18
     assert cm.step_time_of(2, 8, 4, 2) == 8.25                 # the same from batch and sum
     assert cm.step_time_of(0, 0) == 1.0
+    # Left out, the chunk is empty and nothing was prefilled before it.
+    assert cm.step_time((), 4) == cm.step_time_of(0, 0, 4) == 4.25
+    assert cm.step_time((3, 5)) == cm.step_time_of(2, 8) == 4.0
 
 
 def test_the_default_coefficients_are_the_courses():
@@ -105,3 +110,13 @@ def test_later_chunks_pay_for_the_prefix_they_attend_to():
     assert result.steps.chunk_tokens.tolist() == [64, 64, 22, 0]
     assert result.steps.duration_s.tolist() == expected
     assert result.requests[0].first_token_s == ends(0.0, expected)[2]
+
+
+def test_the_cost_model_is_frozen():
+    # Every chunk rule is handed the worker's own cost model (ChunkContext.cost): one that
+    # could change it would reprice every later step of the run.
+    import dataclasses
+    cost = CostModel()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cost.per_token = 0.0
+    assert hash(cost) == hash(CostModel())

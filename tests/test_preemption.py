@@ -167,3 +167,22 @@ def test_the_stall_bound_never_stops_a_run_that_progresses_one_token_a_step():
     assert len(result.steps) == 2000                        # 1,999 steps without a token
     w = Worker(model, worker, one_token, reqs, None, False)
     assert len(result.steps) - 1 <= w.stall_limit < len(result.steps) + 100
+
+
+def test_a_re_admission_asks_for_its_context_and_the_budget_left():
+    """A victim comes back with its prompt and the tokens it had emitted as its prompt,
+    and its budget less those tokens as its max_new_tokens: its footprint (the two summed)
+    is unchanged, so an admission policy reserves its worst case again, not more."""
+    asks = []
+
+    def admit(ask, ledger):
+        asks.append((ask.id, ask.prompt_tokens, ask.max_new_tokens))
+        return OVER.admit(ask, ledger)
+
+    model, worker = machine(PAGES)
+    result = run(model, worker, OVER.with_(admit=admit), four())
+    for v in (v for v in result.violations if v.kind == "broken_promise"):
+        victim = result.by_id()[v.requests[1]]
+        emitted = sum(1 for t in victim.token_times if t <= v.time_s)
+        again = {(p, m) for rid, p, m in asks if rid == victim.id and p != PROMPT}
+        assert again == {(PROMPT + emitted, OUTPUT - emitted)}, victim.id

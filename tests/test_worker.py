@@ -527,6 +527,14 @@ def test_invalid_transition_table_is_a_violation_and_treated_as_no_change():
     assert [v.kind for v in result.violations] == ["invalid_decision", "invalid_decision",
                                                    "leak"]
     assert outcomes(result) == {"completed": 1}
+    # The table is read before the run starts, one entry per (state, event, in flight),
+    # so its violations belong to no request and happen at time 0.
+    first, second = result.violations[:2]
+    assert (first.time_s, first.requests, second.time_s, second.requests) == (0.0, (), 0.0, ())
+    assert first.detail == ("on_event('running', 'finished', False) returned "
+                            "Transition(next_state='finished-ish', actions=('stop_scheduling',)); "
+                            "treated as no change")
+    assert second.detail.startswith("on_event('running', 'finished', True) returned ")
 
 
 def _raise(name):
@@ -602,6 +610,21 @@ def test_max_steps_stops_the_run_and_fails_the_unfinished():
     assert result.end_s == r0.token_times[-1]             # no step launched past the limit
     assert nonzero(result) == {}                          # a failed request is no leak
 
+
+def test_the_default_step_cap_is_fifty_steps_per_token_of_work_plus_a_thousand():
+    """docs/worker.md: 50 steps per token of work (max_new + prompt // page_tokens per
+    request, plus one per request) plus 1,000. Pages of 256 tokens make the prompts cheap
+    in that count: r0 (2,000 prompt tokens, 1 output) counts 1 + 1 + 7 = 9, r1 (300, 4)
+    1 + 4 + 1 = 6, so the cap is 50 * 15 + 1,000 = 1,750 steps. Prefilled one token a
+    step, r0 alone needs 2,000, and the stall bound (2,001 + 64 steps without a token) is
+    further still: the cap stops the run."""
+    model, worker = machine(12, page_tokens=256)
+    one_token = reference_policy({"chunk_rule": {"rule": "fixed", "fixed_tokens": 1},
+                                  "admission_ledger": {"prefix_cache": False}})
+    result = run(model, worker, one_token, (request(0, 0.0, 2000, 1), request(1, 0.0, 300, 4)))
+    assert len(result.steps) == 1750
+    assert result.aborted == "stopped at the step cap, 1750 steps, without finishing the workload"
+    assert result.unfinished == ("r0", "r1") and outcomes(result) == {"failed": 2}
 
 def test_every_violation_kind_is_provoked_somewhere_in_this_file():
     text = Path(__file__).read_text()
@@ -782,6 +805,19 @@ def test_cancel_of_a_waiting_request():
     assert all(n == 1 for t, n in waiting.items() if 0.05 < t < r0.finish_s)
 
 
+def test_a_request_cancelled_in_the_queue_during_the_first_step_has_no_fence():
+    """A fence is when the last step that pinned its pages completed, its cancel if none
+    did: r1, queued behind r0 (one runs at a time), is cancelled during step 0, which it is
+    not in, so its fence is its cancel."""
+    model, worker = machine(40, max_running=1)
+    requests = (request(0, 0.0, 200, 5), request(1, 0.0, 20, 5, cancel_at_s=0.001))
+    result = run(model, worker, None, requests)
+    assert result.steps.launch_s[0] == 0.0 and result.steps.duration_s[0] > 0.001
+    r1 = result.by_id()["r1"]
+    assert (r1.outcome, r1.admitted_s) == ("cancelled_by_client", None)
+    assert r1.fence_s == r1.cancel_s == 0.001
+
+
 def test_cancel_at_the_arrival_instant_cancels():
     model, worker = machine(40)
     result = run(model, worker, None, (request(0, 1.0, 20, 50, cancel_at_s=1.0),
@@ -803,6 +839,15 @@ def test_cancel_of_a_running_request_releases_at_the_fence():
     assert len(result.steps) == i + 1 and nonzero(result) == {}
     assert result.series["free"][-1] < result.total_pages   # pages pinned until the fence
 
+
+def test_a_step_ending_at_the_cancel_instant_completes_first():
+    """Events at equal times: a step's completion before a cancel. Every step takes
+    0.125 s, so step 3 ends at exactly 0.5 s, when r0 is cancelled: its token (the 4th:
+    the prefill emits the first) counts, and the cancel meets the step launched at 0.5 s."""
+    model, worker = machine(40, cost=CostModel(0.125, 0.0, 0.0, 0.0))
+    (r0,) = run(model, worker, None, (request(0, 0.0, 20, 50, cancel_at_s=0.5),)).requests
+    assert r0.token_times == (0.125, 0.25, 0.375, 0.5)
+    assert (r0.outcome, r0.cancel_s, r0.fence_s) == ("cancelled_by_client", 0.5, 0.625)
 
 def test_output_of_one_token():
     model, worker = machine(40)
@@ -919,3 +964,121 @@ def test_an_unusable_admission_says_what_was_returned(answer, says):
     (invalid,) = [v for v in result.violations if v.kind == "invalid_decision"]
     assert invalid.detail.startswith(says) and ("maybe" in invalid.detail) == (answer is not None)
     assert result.requests[0].outcome == "rejected"
+
+
+def test_an_arrival_does_not_retry_the_head_it_queues_behind():
+    """FCFS: the head is retried at step completions and when pages are released, not when
+    another request joins the queue behind it. One runs at a time: r1 waits behind r0; r0's
+    cancel at 10 ms, in flight, stops it (nothing runs now) and releases its pages at the
+    fence; r2 arrives at 11 ms, before the fence. r1 is admitted at the fence, not at r2's
+    arrival, and r2 after r1."""
+    model, worker = machine(40, max_running=1)
+    requests = (request(0, 0.0, 10, 50, cancel_at_s=0.010), request(1, 0.0, 10, 5),
+                request(2, 0.011, 10, 5))
+    r0, r1, r2 = run(model, worker, None, requests).requests
+    assert r0.outcome == "cancelled_by_client" and r0.fence_s > 0.011
+    assert r1.admitted_s == r0.fence_s
+    assert r2.admitted_s == r1.finish_s
+
+
+def test_a_request_is_admitted_into_no_step_in_flight():
+    """The admit event is fired with step_in_flight False: an admitted request joins the
+    next step, never the one running. A machine whose entry for an admit under a step in
+    flight stops and releases (the worst it could do) runs exactly as the reference, on a
+    workload where most admissions happen while a step runs."""
+    def on_event(state, event, in_flight):
+        if event == "admit" and in_flight:
+            return Transition("done", ("stop_scheduling", "release_pages"))
+        return lesson4.on_event(state, event, in_flight)
+
+    model, worker, requests = scenario("heavy")
+    reference = run(model, worker, None, requests)
+    assert run(model, worker, reference_policy().with_(on_event=on_event),
+               requests).digest() == reference.digest()
+    assert outcomes(reference) == {"completed": len(requests)}
+
+
+def test_only_decoders_and_cancelling_requests_hear_a_step_complete():
+    """A request admitted (or waiting) is in no step until its first chunk launches, so no
+    step completion is its event: a machine whose entries for those would stop and release
+    runs exactly as the reference, on a workload where requests wait, are admitted while
+    steps run and are cancelled in every state."""
+    def on_event(state, event, in_flight):
+        if state in ("waiting", "admitted") and event == "step_completed":
+            return Transition("done", ("stop_scheduling", "release_pages"))
+        return lesson4.on_event(state, event, in_flight)
+
+    model, worker, requests = scenario("cancel-heavy")
+    reference = run(model, worker, None, requests)
+    assert run(model, worker, reference_policy().with_(on_event=on_event),
+               requests).digest() == reference.digest()
+    assert set(outcomes(reference)) == {"completed", "cancelled_by_client"}
+
+# ---- preemption under a faulty admission's over-commitment ----------------------------------
+def _first_reserving(first: dict[str, int], patient: bool = True):
+    """An admission that promises each request the pages given here at its first admission
+    (an over-commit is the worker's to flag) and, re-admitted after a preemption, its
+    worst case, pages for its context and its remaining budget; a ``patient`` one only
+    once nothing runs."""
+    def admit(ask, ledger):
+        if ask.prompt_tokens == 10:                  # every prompt here is 10 tokens
+            return Admission("admit", first[ask.id], "test")
+        if patient and ledger.running:
+            return Admission("wait")
+        return Admission("admit", pages_for(ask.prompt_tokens + ask.max_new_tokens, 16))
+    return reference_policy().with_(prefix_cache=False, admit=admit)
+
+
+def test_an_asker_preempted_after_the_others_says_so():
+    """By hand: 20 pages; r0 is promised 25 (more than the pool), r1 2, r2 4, each with a
+    10-token prompt. When r1 needs page 3 (its 23rd token, context 33), r0 holds 3 pages
+    and r2 2: 13 free, and promised to others 22 (r0) + 2 (r2) = 24. Preempting r2, admitted
+    last, gives back 2 pages and 2 promised: 15 free, 22 promised, still no page, so r1,
+    now the latest left, is preempted too; r0 was never in the way."""
+    model, worker = machine(20)
+    requests = (request(0, 0.0, 10, 60), request(1, 0.0, 10, 40), request(2, 0.0, 10, 40))
+    result = run(model, worker, _first_reserving({"r0": 25, "r1": 2, "r2": 4}), requests)
+    (broken,) = of_kind(result, "broken_promise")
+    assert broken.requests == ("r1", "r2")
+    assert broken.detail == ("r1 needed page 3 with 0 reserved pages left; 13 free, 24 promised "
+                             "to other requests; preempted r2 (admitted after r1), still no "
+                             "page: r1 was preempted itself")
+    r0, r1, r2 = result.requests
+    assert (r0.preemptions, r1.preemptions, r2.preemptions) == (0, 1, 1)
+    assert outcomes(result) == {"completed": 3}
+
+
+def test_pages_given_back_by_a_preemption_are_offered_to_the_queue_at_once():
+    """By hand: 20 pages; r0 is promised 2, r1 99 (the admission over-commits). At r0's page
+    3 no unpromised page is free; r1, admitted last, is preempted and gives back its
+    promise, and r0 gets its page. The queue is retried at the next event: r2, arriving
+    during that step, is admitted on arrival (after r1, re-admitted first), not at the
+    step's end. Where that step is comes from the same run without r2 (the same until r2
+    arrives)."""
+    model, worker = machine(20)
+    policy = _first_reserving({"r0": 2, "r1": 99, "r2": 1}, patient=False)
+    requests = (request(0, 0.0, 10, 60), request(1, 0.0, 10, 40))
+    (broken,) = of_kind(run(model, worker, policy, requests), "broken_promise")
+    assert broken.requests == ("r0", "r1") and broken.detail.endswith("r0 got its page")
+    result = run(model, worker, policy, requests + (request(2, broken.time_s + 1e-4, 10, 5),))
+    i, end = step_at(result, broken.time_s)
+    assert result.steps.launch_s[i] == broken.time_s and end > broken.time_s + 1e-4
+    r2 = result.by_id()["r2"]
+    assert r2.admitted_s == r2.arrival_s == broken.time_s + 1e-4
+    assert outcomes(result) == {"completed": 3}
+
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_run_leaves_the_cyclic_collector_as_it_found_it(enabled):
+    """simulate turns the collector off while it runs (no cycles, millions of objects) and
+    must hand the process back as it was, whether a caller had it on or off."""
+    import gc
+    model, worker = machine(40)
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        simulate(model, worker, reference_policy(), (request(0, 0.0, 20, 3),))
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
