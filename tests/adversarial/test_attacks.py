@@ -315,42 +315,112 @@ def test_a_fake_result_cannot_pass_for_the_graders(world, tmp_path, capfd):
 
 
 def test_killing_the_grader_leaves_no_sandbox_running(tmp_path):
-    """SIGKILL the grader while it waits on a looping submission: the sandbox dies with it."""
+    """SIGKILL the grader while its sandbox child runs a looping submission: the sandbox dies
+    with it, not at its CPU limit (which would also end it, later). The grader is frozen first
+    (SIGSTOP), so it cannot end the looping call itself while the test looks; the child is
+    then seen alive, hardened (its CPU limit set) and with most of that limit left. After the
+    kill the child must die having used less than half of what was left: CPU time, not wall
+    time, so a loaded machine does not change the verdict. A process is known by its pid and
+    start time, so a pid reused by another test's process is not mistaken for a survivor."""
     looper = tmp_path / "loop.py"
     looper.write_text((ATTACKS / "loop_forever.py").read_text())
     grader = subprocess.Popen([sys.executable, "-m", "grader.cli", "check", "lesson1",
                                "--submission", str(looper)], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = None
     try:
         deadline = time.monotonic() + 300    # a hang guard: a loaded machine starts slowly
-        while not sandboxes_of(grader.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        mine = sandboxes_of(grader.pid)
-        assert mine, "the grader never started a sandbox"
+        while child is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+            if _hardened_child(descendants(grader.pid)) is None:
+                continue
+            os.kill(grader.pid, signal.SIGSTOP)
+            mine = descendants(grader.pid)
+            child = _hardened_child(mine)
+            if child is None:                # ended by the grader just before the freeze
+                os.kill(grader.pid, signal.SIGCONT)
+        assert child is not None, "the grader never started a sandbox child"
+        used, limit = _cpu_seconds(child), _cpu_limit(child)
     finally:
         os.kill(grader.pid, signal.SIGKILL)
         grader.wait()
-    deadline = time.monotonic() + 30
-    while any(alive(p) for p in mine) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(alive(p) for p in mine)
+    assert limit - used >= 0.5, f"the child had too little of its CPU limit left ({used} of {limit} s)"
+    last = used
+    deadline = time.monotonic() + 120
+    while _living(mine) and time.monotonic() < deadline:
+        last = _cpu_seconds(child) if _living({child}) else last
+        time.sleep(0.02)
+    assert not _living(mine), f"still running after the grader was killed: {_living(mine)}"
+    assert last - used < (limit - used) / 2, (
+        f"the child used {last - used:.2f} of its {limit - used:.2f} CPU seconds left after the "
+        "grader was killed: it ran on to its CPU limit instead of dying with the grader")
 
 
-def sandboxes_of(pid: int) -> set:
+def _hardened_child(procs: set) -> "Proc | None":
+    """The sandbox child, once it has set its CPU limit (before any learner code runs)."""
+    for p in procs:
+        if "child.py" in p.command and _living({p}) and _cpu_limit(p) is not None:
+            return p
+    return None
+
+
+def _cpu_seconds(p: "Proc") -> float:
+    fields = _stat(p.pid)
+    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_limit(p: "Proc") -> float | None:
+    """The soft RLIMIT_CPU of a process in seconds, or None when it has none (or is gone)."""
+    try:
+        for line in Path(f"/proc/{p.pid}/limits").read_text().splitlines():
+            if line.startswith("Max cpu time"):
+                soft = line.split()[3]
+                return None if soft == "unlimited" else float(soft)
+    except OSError:
+        pass
+    return None
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    started: int          # clock ticks since boot: with the pid, one process's identity
+    command: str
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _proc(pid: int) -> Proc | None:
+    fields = _stat(pid)
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    return None if fields is None else Proc(pid, int(fields[19]), command.strip())
+
+
+def descendants(pid: int) -> set[Proc]:
     found = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                    found.add(int(entry))
-            except (OSError, IndexError, ValueError):
-                pass
+            fields = _stat(int(entry))
+            if fields is not None and int(fields[1]) == pid:
+                found.add(int(entry))
     frontier = set(found)
     while frontier:                      # bwrap -> its init -> the child
         frontier = {c for f in frontier for c in _children(f)} - found
         found |= frontier
-    return found
+    return {p for p in map(_proc, found) if p is not None}
+
+
+def _runs_child(procs: set[Proc]) -> bool:
+    return any("child.py" in p.command for p in procs)
 
 
 def _children(pid: int) -> set:
@@ -360,10 +430,12 @@ def _children(pid: int) -> set:
         return set()
 
 
-def alive(pid: int) -> bool:
-    """Running, or anything but a zombie waiting for a reaper."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+def _living(procs: set[Proc]) -> list[Proc]:
+    """Those still running: the same pid with the same start time, and not a zombie waiting
+    for a reaper."""
+    out = []
+    for p in procs:
+        fields = _stat(p.pid)
+        if fields is not None and int(fields[19]) == p.started and fields[0] != "Z":
+            out.append(p)
+    return out
