@@ -688,6 +688,8 @@ def run_coverage(pytest_args) -> int:
               f"# pytest {' '.join(args)}: exit {test.returncode}; {' '.join(total.split())}",
               "# The sandbox child (grader/engine/sandbox/child.py) runs isolated, where coverage",
               "# cannot follow it: its lines are listed here although the sandbox tests run them.",
+              "# So are grader/instructor/gradescope/run.py and upload.py: the Gradescope tests run",
+              "# them from an unpacked autograder image, a copy of the course coverage does not map.",
               ""]
     UNRUN.write_text("\n".join(header) + report)
     print(report.splitlines()[-1] if report else "no coverage data")
