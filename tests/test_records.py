@@ -232,3 +232,18 @@ def test_a_run_and_its_parts_are_frozen(result):
 def test_a_run_with_non_finite_times_still_has_a_digest(result):
     endless = dataclasses.replace(result, end_s=float("inf"))
     assert endless.digest() != result.digest() != dataclasses.replace(result, end_s=float("nan")).digest()
+
+
+def test_records_and_labels_equal_only_a_tuple_of_the_same_length_and_items(small_run):
+    """Equality is the tuple's: a longer tuple with the same start differs, and so does one
+    with any item changed, whether the new item sorts before or after the old."""
+    recs = small_run.requests
+    as_tuple = tuple(recs)
+    assert recs != as_tuple + as_tuple[:1] and as_tuple + as_tuple[:1] != recs
+    for labels in (small_run.steps.chunk_request, small_run.steps.chunk_verdict):
+        names = tuple(labels)
+        assert labels != names + names[:1] and names + names[:1] != labels
+        i = next(k for k, name in enumerate(names) if name)
+        for other in (names[i] + "~", names[i][:-1]):     # after it, then before it
+            changed = names[:i] + (other,) + names[i + 1:]
+            assert labels != changed and changed != labels

@@ -220,3 +220,68 @@ def test_domain_bounds_are_inclusive_and_name_the_limit():
 ])
 def test_domain_bounds_apply_to_their_function_and_field_only(function, value):
     within_domain(function, value, ())
+
+
+# ---- the fast path: a right answer is decided there, at the same value the careful path
+# gives; anything else is handed over, never accepted (it would skip the careful checks).
+
+def _careful(value, expected):
+    from grader.engine.validate import _coerce
+    return _coerce(value, expected, "")
+
+
+_LIMIT = 2 ** 62        # |int| must stay below it (written out, not read from the module)
+
+RIGHT_ANSWERS = [
+    (True, bool), (False, bool), (0, int), (_LIMIT - 1, int), (-_LIMIT + 1, int),
+    (0.25, float), (3, float), (_LIMIT - 1, float), (-_LIMIT + 1, float), ("", str), ("ok", str),
+    ("\u00e9t\u00e9", str), ("x" * 10_000, str),
+    ([], tuple[int, ...]), ([1, 2], tuple[int, ...]), ((3,), tuple[int, ...]),
+    ([_LIMIT - 1, -_LIMIT + 1], tuple[int, ...]), ([0] * 100_000, tuple[int, ...]),
+    ({"__type__": "Verdict", "ok": True, "reason": "x"}, Verdict),     # every field given
+    ({"__type__": "Verdict", "ok": False}, Verdict),                   # a default left out
+    ({"__type__": "Slo", "ttft_s": 1, "gap_s": 0.5}, Slo),
+    ({"__type__": "PageInfo", "index": 0, "prompt_tokens": 16, "page_tokens": 16,
+      "written_tokens": 3, "published": False}, PageInfo),
+]
+
+
+@pytest.mark.parametrize("value,expected", RIGHT_ANSWERS, ids=range(len(RIGHT_ANSWERS)))
+def test_a_right_answer_is_decided_by_the_fast_path_as_the_careful_path_decides_it(value, expected):
+    from grader.engine.validate import _DOUBT, _fast_path
+    fast = _fast_path(expected)
+    assert fast is not None
+    got = fast(value)
+    assert got is not _DOUBT
+    want = _careful(value, expected)
+    assert got == want and type(got) is type(want)
+    assert type(coerce(value, expected)) is type(want)
+
+
+@pytest.mark.parametrize("value,expected", [
+    # Next to the bounds of an int, alone and inside a tuple, and items of another kind.
+    (_LIMIT, int), (-_LIMIT, int), (_LIMIT, float), (-_LIMIT, float),
+    *[([x], tuple[int, ...]) for x in (_LIMIT, -_LIMIT, 2 ** 63, -(2 ** 63), True, 1.5, "2", None)],
+    ([1, True], tuple[int, ...]), ([1, 1.5], tuple[int, ...]),
+    ("x" * 10_001, str), ("\ud800", str), (5, str), (1, bool), (True, int), (True, float),
+    # A dataclass with another tag, no tag, a key that is not a field, a field of the
+    # wrong kind, a required field left out: each of the same size as a right answer.
+    ({"__type__": "Slo", "ok": True}, Verdict), ({"ok": True, "reason": ""}, Verdict),
+    ({"__type__": "Verdict", "ok": True, "okay": ""}, Verdict),
+    ({"__type__": "Verdict", "ok": 1, "reason": ""}, Verdict),
+    ({"__type__": "Verdict", "reason": "", "why": ""}, Verdict),
+    ({"__type__": "Slo", "ttft_s": 1.0}, Slo),
+])
+def test_a_wrong_answer_is_refused_with_a_message_whatever_path_sees_it_first(value, expected):
+    from grader.engine.validate import _DOUBT, _fast_path
+    assert _fast_path(expected)(value) is _DOUBT
+    with pytest.raises(InvalidValue):
+        coerce(value, expected)
+
+
+def test_an_unsupported_class_is_named_as_unsupported():
+    # A class validate has no rule for is the grader's mistake, said in those words (not an
+    # error from deep inside the dataclass machinery).
+    for expected in (dict, list, Verdict(True)):
+        with pytest.raises(TypeError, match="validate does not support"):
+            coerce({}, expected)
