@@ -1086,3 +1086,50 @@ def test_a_run_leaves_the_cyclic_collector_as_it_found_it(enabled):
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("event, in_flight", [("step_launched", True), ("step_completed", False)])
+@pytest.mark.parametrize("entry", ["to done", "to waiting", "releases"])
+def test_a_machine_that_acts_on_a_decoders_step_event_is_heard(event, in_flight, entry):
+    """The worker skips a decoder's step events only when the machine's entry for them keeps
+    "running" and does nothing. By hand: one request, a 20-token prompt on 16-token pages
+    (2 pages: the first token's slot too), 5 tokens out. An entry leaving "running" for
+    "done" or "waiting" with no action makes its finish a transition lesson 4 ignores: it
+    completes still holding its 2 pages, a leak. An entry that releases while "running"
+    takes its pages from under it at its first decode step: it fails."""
+    change = {"to done": Transition("done"), "to waiting": Transition("waiting"),
+              "releases": Transition("running", ("release_pages",))}[entry]
+
+    def on_event(state, event_, in_flight_):
+        if (state, event_, in_flight_) == ("running", event, in_flight):
+            return change
+        return lesson4.on_event(state, event_, in_flight_)
+
+    model, worker = machine(40)
+    result = run(model, worker, reference_policy().with_(on_event=on_event),
+                 (request(0, 0.0, 20, 5),))
+    (r0,) = result.requests
+    if entry == "releases":
+        assert (r0.outcome, r0.reason) == ("failed", "its pages were released while it was running")
+    else:
+        assert r0.outcome == "completed"
+        (leak,) = of_kind(result, "leak")
+        assert leak.requests == ("r0",) and len(leak.pages) == 2
+
+
+def test_a_finish_is_heard_with_no_step_in_flight():
+    """A request finishes when the step that emits its last token completes, so its finished
+    event is fired with step_in_flight False. A machine whose entry for a finish under a
+    step in flight keeps every page (the worst it could do) runs exactly as the reference,
+    with requests finished by their prefill (one token) and by a decode step."""
+    def on_event(state, event, in_flight):
+        if event == "finished" and in_flight:
+            return Transition("done")
+        return lesson4.on_event(state, event, in_flight)
+
+    model, worker = machine(40)
+    requests = (request(0, 0.0, 20, 1), request(1, 0.0, 30, 6), request(2, 0.01, 10, 3))
+    reference = run(model, worker, None, requests)
+    assert outcomes(reference) == {"completed": 3} and not reference.violations
+    assert run(model, worker, reference_policy().with_(on_event=on_event),
+               requests).digest() == reference.digest()
