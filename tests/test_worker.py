@@ -996,12 +996,12 @@ def test_a_request_is_admitted_into_no_step_in_flight():
 
 
 def test_only_decoders_and_cancelling_requests_hear_a_step_complete():
-    """A request admitted (or waiting) is in no step until its first chunk launches, so no
-    step completion is its event: a machine whose entries for those would stop and release
-    runs exactly as the reference, on a workload where requests wait, are admitted while
-    steps run and are cancelled in every state."""
+    """A request admitted (or waiting) is in no step until its first chunk launches, and one
+    done has left every step, so no step completion is its event: a machine whose entries
+    for those would stop and release (again) runs exactly as the reference, on a workload
+    where requests wait, are admitted while steps run and are cancelled in every state."""
     def on_event(state, event, in_flight):
-        if state in ("waiting", "admitted") and event == "step_completed":
+        if state in ("waiting", "admitted", "done") and event == "step_completed":
             return Transition("done", ("stop_scheduling", "release_pages"))
         return lesson4.on_event(state, event, in_flight)
 
