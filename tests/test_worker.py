@@ -1139,12 +1139,13 @@ def test_a_finish_is_heard_with_no_step_in_flight():
 def test_a_request_that_never_ran_has_no_fence_whichever_step_is_in_flight(step):
     """A queued request is in no step, whichever one is in flight at its cancel: its fence
     is its cancel. Every step takes 0.125 s (r0's prefill, then its decode steps), and r1,
-    queued behind r0 (one runs at a time), is cancelled in the middle of the given step."""
+    queued behind r0 (one runs at a time), is cancelled in the middle of the given step;
+    never admitted, it never held a page either."""
     model, worker = machine(40, max_running=1, cost=CostModel(0.125, 0.0, 0.0, 0.0))
     cancel = 0.125 * step + 0.0625
     requests = (request(0, 0.0, 20, 8), request(1, 0.0, 20, 5, cancel_at_s=cancel))
     result = run(model, worker, None, requests)
     assert step_at(result, cancel) == (step, 0.125 * (step + 1))
     r1 = result.by_id()["r1"]
-    assert (r1.outcome, r1.admitted_s) == ("cancelled_by_client", None)
+    assert (r1.outcome, r1.admitted_s, r1.pages_held) == ("cancelled_by_client", None, 0)
     assert r1.fence_s == r1.cancel_s == cancel
