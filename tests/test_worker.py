@@ -24,6 +24,7 @@ from reference.shapes import Admission, ChunkPlan, CostModel, Transition
 from reference.solutions import lesson2, lesson4
 from reference.solutions.lesson1 import pages_for
 from reference.worker import PolicyError, simulate
+from reference.worker.engine import Worker
 from worker_helpers import (STOP, WORKLOADS, check_records, double_release_on_event, machine,
                             no_stop_on_event, nonzero, outcomes, policy_variants, replay_steps,
                             request, requests_of, run, scenario)
@@ -1149,3 +1150,93 @@ def test_a_request_that_never_ran_has_no_fence_whichever_step_is_in_flight(step)
     r1 = result.by_id()["r1"]
     assert (r1.outcome, r1.admitted_s, r1.pages_held) == ("cancelled_by_client", None, 0)
     assert r1.fence_s == r1.cancel_s == cancel
+
+
+def test_an_empty_workload_runs_no_step_and_ends_at_zero():
+    model, worker = machine(20)
+    result = run(model, worker, None, ())
+    assert (len(result.requests), len(result.steps), result.end_s, result.aborted) == (0, 0, 0.0, "")
+
+
+def test_a_run_stopped_at_its_cap_hears_no_later_event():
+    """The cap ends the run at once: r1, due long after the fifth step, is unfinished as not
+    arrived, and the run ends with that step (the event list is not walked to its end)."""
+    model, worker = machine(60)
+    requests = (request(0, 0.0, 20, 100), request(1, 50.0, 20, 2))
+    result = simulate(model, worker, reference_policy(), requests, max_steps=5,
+                      check_invariants=True)
+    r0, r1 = result.requests
+    assert result.unfinished == ("r0", "r1") and r1.admitted_s is None
+    assert r1.reason == f"unfinished (not arrived when the run stopped): {result.aborted}"
+    assert result.end_s == r0.token_times[-1] < 50.0
+
+
+def _drifting(method, plant):
+    """A worker whose ``method`` plants a drift in its books each time it has run, noting
+    when it first did (a plant returns False when it had nothing to drift)."""
+    def drifted(self, live, *args):
+        out = getattr(Worker, method)(self, live, *args)
+        if plant(self, live) is not False:
+            self.drifted_at = getattr(self, "drifted_at", self.now)
+        return out
+    return type("Drifting", (Worker,), {method: drifted})
+
+
+def _queue_twice(worker_, live):
+    if live.phase != "queued":
+        return False
+    worker_.waiting.append(live)
+    worker_.queued += 1
+
+
+# drift -> (the method it follows, the drift, the audit's message)
+DRIFTS = {
+    "a promise kept once given back": ("_return_promise", lambda w, l: setattr(l, "promise_left", 1),
+                                       "promises drifted"),
+    "a promise returned that was never made": (
+        "_return_promise", lambda w, l: setattr(w, "outstanding", w.outstanding + 1), "promises drifted"),
+    "a reference without a holder": ("_allocate_prompt", lambda w, l: w.pool.ref(l.pages[-1]),
+                                     "refcount != holders"),
+    "a holder without a reference": ("_allocate_prompt", lambda w, l: l.pages.append(l.pages[-1]),
+                                     "refcount != holders"),
+    "a page taken and held by nobody": ("_allocate_prompt", lambda w, l: l.pages.pop(), "unowned page"),
+    "a queue count too high": ("_arrive", lambda w, l: setattr(w, "queued", w.queued + 1),
+                               "queue count drifted"),
+    "a queue count too low": ("_arrive", lambda w, l: setattr(w, "queued", w.queued - 1),
+                              "queue count drifted"),
+    "a request queued twice": ("_arrive", _queue_twice, "queue count drifted"),
+}
+
+
+@pytest.mark.parametrize("drift", sorted(DRIFTS))
+def test_the_audit_catches_each_drift_of_the_books(drift):
+    """check_invariants is what every test here leans on to see the books balance, so it
+    must fail on books that do not: each clause against a drift either way, planted in a
+    worker on a workload where r1 queues behind r0 (one runs at a time). It fails at the
+    event that drifted, not at a later one the drift happens to upset."""
+    method, plant, message = DRIFTS[drift]
+    model, worker = machine(40, max_running=1)
+    requests = (request(0, 0.0, 20, 5), request(1, 0.001, 20, 5))
+    audited = _drifting(method, plant)(model, worker, reference_policy(), requests, None, True)
+    with pytest.raises(AssertionError, match=message):
+        audited.run()
+    assert audited.now == audited.drifted_at
+    # Unaudited, the same drifts go unnoticed: the audit is the only thing that fails.
+    _drifting(method, plant)(model, worker, reference_policy(), requests, None, False).run()
+
+
+def test_a_request_that_must_wait_on_an_idle_worker_is_asked_about_once():
+    """The head is retried at step completions and when pages come back, nothing else: a
+    request that must wait, alone on an idle worker, is asked about at its arrival and
+    never again, and the run ends with it never admitted."""
+    asks = []
+
+    def admit(ask, ledger):
+        asks.append((ask.id, ledger.running))
+        return Admission("wait")
+
+    model, worker = machine(40)
+    result = run(model, worker, reference_policy().with_(admit=admit), (request(0, 0.0, 20, 5),))
+    assert asks == [("r0", 0)]
+    (r0,) = result.requests
+    assert (r0.outcome, r0.reason) == ("failed", "never admitted: waited until the end of the run")
