@@ -1240,3 +1240,15 @@ def test_a_request_that_must_wait_on_an_idle_worker_is_asked_about_once():
     assert asks == [("r0", 0)]
     (r0,) = result.requests
     assert (r0.outcome, r0.reason) == ("failed", "never admitted: waited until the end of the run")
+
+
+def test_a_cancelled_head_admits_the_request_behind_it_at_once_on_an_idle_worker():
+    """r0 can never fit (400 tokens of worst case in 320 tokens of pool) and waits at the
+    head; r1 queues behind it, and no step runs. r0's cancel changes the head: r1 is
+    admitted at that instant, though no step completes and nothing arrives after it."""
+    model, worker = machine(20)
+    requests = (request(0, 0.0, 300, 50, max_new=100, cancel_at_s=1.0), request(1, 0.5, 32, 4))
+    sheet = dict(NO_CONTRACT, admission_ledger={"impossible": "wait"})
+    r0, r1 = run(model, worker, reference_policy(sheet), requests).requests
+    assert (r0.outcome, r0.admitted_s) == ("cancelled_by_client", None)
+    assert (r1.outcome, r1.admitted_s) == ("completed", 1.0)
