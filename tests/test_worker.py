@@ -1252,3 +1252,12 @@ def test_a_cancelled_head_admits_the_request_behind_it_at_once_on_an_idle_worker
     r0, r1 = run(model, worker, reference_policy(sheet), requests).requests
     assert (r0.outcome, r0.admitted_s) == ("cancelled_by_client", None)
     assert (r1.outcome, r1.admitted_s) == ("completed", 1.0)
+
+
+def test_simulates_options_are_named_at_the_call():
+    """max_steps, check_invariants and trace are keyword-only (a positional 5 could be read as
+    any of them); the workload itself may be named."""
+    model, worker = machine(20)
+    with pytest.raises(TypeError):
+        simulate(model, worker, reference_policy(), (), 5)
+    assert simulate(model, worker, reference_policy(), requests=(), max_steps=5).end_s == 0.0
