@@ -1261,3 +1261,26 @@ def test_simulates_options_are_named_at_the_call():
     with pytest.raises(TypeError):
         simulate(model, worker, reference_policy(), (), 5)
     assert simulate(model, worker, reference_policy(), requests=(), max_steps=5).end_s == 0.0
+
+
+def test_a_step_without_a_chunk_names_no_request_and_no_verdict():
+    """One request, a 20-token prompt and 5 tokens out: step 0 is its one chunk, steps 1 to
+    4 decode only, and their rows say so: no chunk tokens, no request, no verdict."""
+    model, worker = machine(40)
+    steps = run(model, worker, None, (request(0, 0.0, 20, 5),)).steps
+    assert steps.chunk_tokens.tolist() == [20, 0, 0, 0, 0]
+    assert tuple(steps.chunk_request) == ("r0", "", "", "", "")
+    assert tuple(steps.chunk_verdict)[1:] == ("", "", "", "")
+
+
+def test_a_chunk_is_launched_with_its_step_in_flight():
+    """The chunk's request hears step_launched with step_in_flight True, as the decoders do:
+    a machine whose entries for a launch with no step in flight stop and release runs
+    exactly as the reference."""
+    def on_event(state, event, in_flight):
+        if event == "step_launched" and not in_flight:
+            return Transition("done", ("stop_scheduling", "release_pages"))
+        return lesson4.on_event(state, event, in_flight)
+
+    reference, _ = _runs_as_the_reference("heavy", on_event)
+    assert outcomes(reference) == {"completed": len(reference.requests)}
