@@ -208,3 +208,31 @@ def test_a_run_stuck_from_its_first_step_stops_one_step_past_its_stall_bound():
     assert len(result.steps) == limit + 1 and result.unfinished == ("r0",)
     assert result.aborted == (f"stopped after step {limit + 1}: no token and no request ended for "
                               f"{limit + 1} steps (stuck: a healthy run has one within {limit})")
+
+
+class FirstTokenThenStuck(Worker):
+    """A worker that preempts a request at its first token and whose recomputes write no
+    token: after that first token, nothing."""
+
+    def _first_token(self, live, index):
+        super()._first_token(live, index)
+        if live.phase == "decode":
+            self._preempt(live)
+
+    def _plan_chunk(self):
+        live, chunk, verdict = super()._plan_chunk()
+        return live, 0 if live is not None and live.preemptions else chunk, verdict
+
+
+def test_the_stall_bound_counts_from_the_step_after_a_first_token():
+    """Step 0 emits r0's first token, so the run has progressed up to step 1, and it stops
+    after step limit + 2, the first to leave more than ``limit`` steps since then."""
+    model, worker = machine(40)
+    stuck = FirstTokenThenStuck(model, worker, CORRECT, (request(0, 0.0, 20, 5),), None, True)
+    limit = stuck.stall_limit
+    result = stuck.run()
+    (r0,) = result.requests
+    assert r0.tokens_out == 1 and r0.preemptions == 1
+    assert len(result.steps) == limit + 2
+    assert result.aborted == (f"stopped after step {limit + 2}: no token and no request ended for "
+                              f"{limit + 1} steps (stuck: a healthy run has one within {limit})")
