@@ -1284,3 +1284,20 @@ def test_a_chunk_is_launched_with_its_step_in_flight():
 
     reference, _ = _runs_as_the_reference("heavy", on_event)
     assert outcomes(reference) == {"completed": len(reference.requests)}
+
+
+@pytest.mark.parametrize("tokens, verdict", [(0, "ok"), (40, "starved"), (40, "infeasible")],
+                         ids=["ok-of-nothing", "starved", "infeasible"])
+def test_a_valid_plan_that_is_not_a_positive_ok_gets_the_floor(tokens, verdict):
+    """Only an "ok" of at least one token is taken as the chunk; any other valid plan (at
+    most what remains) gets the scheduler's floor, max(min_chunk_tokens, page_tokens) = 64
+    tokens, and its verdict goes on record, with no violation: a 200-token prompt in chunks
+    of 64, 64, 64, 8."""
+    model, worker = machine(60)
+    policy = reference_policy().with_(
+        choose_chunk=lambda ctx: ChunkPlan(min(tokens, ctx.prefill_remaining), verdict))
+    assert policy.min_chunk_tokens == 64
+    result = run(model, worker, policy, (request(0, 0.0, 200, 3),))
+    assert [c for c in result.steps.chunk_tokens.tolist() if c] == [64, 64, 64, 8]
+    assert {v for v in result.steps.chunk_verdict if v} == {verdict}
+    assert nonzero(result) == {} and outcomes(result) == {"completed": 1}
