@@ -1301,3 +1301,39 @@ def test_a_valid_plan_that_is_not_a_positive_ok_gets_the_floor(tokens, verdict):
     assert [c for c in result.steps.chunk_tokens.tolist() if c] == [64, 64, 64, 8]
     assert {v for v in result.steps.chunk_verdict if v} == {verdict}
     assert nonzero(result) == {} and outcomes(result) == {"completed": 1}
+
+
+def test_a_request_preempted_at_a_launch_is_not_in_that_step():
+    """As above: r1, admitted last, is preempted at the launch of the step where r0 needs
+    its third page, and gives its pages back before that step starts. Cancelled during
+    that step (the run is the same until then), r1 has no fence but its cancel."""
+    model, worker = machine(20)
+    policy = _first_reserving({"r0": 2, "r1": 99}, patient=False)
+    (broken,) = of_kind(run(model, worker, policy, (request(0, 0.0, 10, 60), request(1, 0.0, 10, 40))),
+                        "broken_promise")
+    assert broken.requests == ("r0", "r1")
+    cancel = broken.time_s + 1e-4
+    result = run(model, worker, policy, (request(0, 0.0, 10, 60),
+                                         request(1, 0.0, 10, 40, cancel_at_s=cancel)))
+    i, end = step_at(result, cancel)
+    assert result.steps.launch_s[i] == broken.time_s and end > cancel
+    r1 = result.by_id()["r1"]
+    assert r1.preemptions == 1
+    assert (r1.outcome, r1.cancel_s, r1.fence_s) == ("cancelled_by_client", cancel, cancel)
+
+
+def test_the_chunk_rule_sees_each_decoders_context():
+    """r0 (a 20-token prompt) emits its first token at the end of step 0 and then one per
+    step, so before step s its context is 20 + s; r1's chunk, in a step s of r0's decoding,
+    is planned with exactly that context (r0's own chunk with none)."""
+    seen, rule = [], reference_policy().choose_chunk
+
+    def choose_chunk(ctx):
+        seen.append(ctx.decode_contexts)
+        return rule(ctx)
+
+    model, worker = machine(40)
+    result = run(model, worker, reference_policy().with_(choose_chunk=choose_chunk),
+                 (request(0, 0.0, 20, 50), request(1, 0.05, 20, 2)))
+    s = result.steps.chunk_request.index("r1")
+    assert s > 1 and seen == [(), (20 + s,)]
