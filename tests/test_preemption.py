@@ -148,7 +148,8 @@ def test_preempting_the_asker_livelocks_and_the_run_stops_within_its_stall_bound
     assert outcomes(result) == {"failed": 4}
     last_token = max(max(r.token_times) for r in result.requests)
     stopped_at = len(result.steps)
-    assert result.aborted.startswith(f"stopped after step {stopped_at}: no token and no request ended")
+    assert result.aborted == (f"stopped after step {stopped_at}: no token and no request ended for "
+                              f"{limit + 1} steps (stuck: a healthy run has one within {limit})")
     # It stops one step past the bound, counted from the step of the last token.
     assert stopped_at == int(np.searchsorted(ends(result), last_token)) + 1 + limit + 1
     assert all(r.tokens_out < OUTPUT and r.reason.startswith("unfinished (") for r in result.requests)
@@ -186,3 +187,52 @@ def test_a_re_admission_asks_for_its_context_and_the_budget_left():
         emitted = sum(1 for t in victim.token_times if t <= v.time_s)
         again = {(p, m) for rid, p, m in asks if rid == victim.id and p != PROMPT}
         assert again == {(PROMPT + emitted, OUTPUT - emitted)}, victim.id
+
+
+class ChunksWriteNothing(Worker):
+    """A worker whose prefill chunks write no token: no step ever emits one."""
+
+    def _plan_chunk(self):
+        live, _, verdict = super()._plan_chunk()
+        return live, 0, verdict
+
+
+def test_a_run_stuck_from_its_first_step_stops_one_step_past_its_stall_bound():
+    """With no token ever, the stall bound counts from the start of the run: it stops after
+    step limit + 1, the first to leave more than ``limit`` steps without a token."""
+    model, worker = machine(40)
+    stuck = ChunksWriteNothing(model, worker, CORRECT, (request(0, 0.0, 20, 5),), None, True)
+    limit = stuck.stall_limit
+    assert limit == 20 + 5 + 64
+    result = stuck.run()
+    assert len(result.steps) == limit + 1 and result.unfinished == ("r0",)
+    assert result.aborted == (f"stopped after step {limit + 1}: no token and no request ended for "
+                              f"{limit + 1} steps (stuck: a healthy run has one within {limit})")
+
+
+class FirstTokenThenStuck(Worker):
+    """A worker that preempts a request at its first token and whose recomputes write no
+    token: after that first token, nothing."""
+
+    def _first_token(self, live, index):
+        super()._first_token(live, index)
+        if live.phase == "decode":
+            self._preempt(live)
+
+    def _plan_chunk(self):
+        live, chunk, verdict = super()._plan_chunk()
+        return live, 0 if live is not None and live.preemptions else chunk, verdict
+
+
+def test_the_stall_bound_counts_from_the_step_after_a_first_token():
+    """Step 0 emits r0's first token, so the run has progressed up to step 1, and it stops
+    after step limit + 2, the first to leave more than ``limit`` steps since then."""
+    model, worker = machine(40)
+    stuck = FirstTokenThenStuck(model, worker, CORRECT, (request(0, 0.0, 20, 5),), None, True)
+    limit = stuck.stall_limit
+    result = stuck.run()
+    (r0,) = result.requests
+    assert r0.tokens_out == 1 and r0.preemptions == 1
+    assert len(result.steps) == limit + 2
+    assert result.aborted == (f"stopped after step {limit + 2}: no token and no request ended for "
+                              f"{limit + 1} steps (stuck: a healthy run has one within {limit})")

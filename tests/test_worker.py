@@ -24,6 +24,7 @@ from reference.shapes import Admission, ChunkPlan, CostModel, Transition
 from reference.solutions import lesson2, lesson4
 from reference.solutions.lesson1 import pages_for
 from reference.worker import PolicyError, simulate
+from reference.worker.engine import Worker
 from worker_helpers import (STOP, WORKLOADS, check_records, double_release_on_event, machine,
                             no_stop_on_event, nonzero, outcomes, policy_variants, replay_steps,
                             request, requests_of, run, scenario)
@@ -996,12 +997,12 @@ def test_a_request_is_admitted_into_no_step_in_flight():
 
 
 def test_only_decoders_and_cancelling_requests_hear_a_step_complete():
-    """A request admitted (or waiting) is in no step until its first chunk launches, so no
-    step completion is its event: a machine whose entries for those would stop and release
-    runs exactly as the reference, on a workload where requests wait, are admitted while
-    steps run and are cancelled in every state."""
+    """A request admitted (or waiting) is in no step until its first chunk launches, and one
+    done has left every step, so no step completion is its event: a machine whose entries
+    for those would stop and release (again) runs exactly as the reference, on a workload
+    where requests wait, are admitted while steps run and are cancelled in every state."""
     def on_event(state, event, in_flight):
-        if state in ("waiting", "admitted") and event == "step_completed":
+        if state in ("waiting", "admitted", "done") and event == "step_completed":
             return Transition("done", ("stop_scheduling", "release_pages"))
         return lesson4.on_event(state, event, in_flight)
 
@@ -1086,3 +1087,253 @@ def test_a_run_leaves_the_cyclic_collector_as_it_found_it(enabled):
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("event, in_flight", [("step_launched", True), ("step_completed", False)])
+@pytest.mark.parametrize("entry", ["to done", "to waiting", "releases"])
+def test_a_machine_that_acts_on_a_decoders_step_event_is_heard(event, in_flight, entry):
+    """The worker skips a decoder's step events only when the machine's entry for them keeps
+    "running" and does nothing. By hand: one request, a 20-token prompt on 16-token pages
+    (2 pages: the first token's slot too), 5 tokens out. An entry leaving "running" for
+    "done" or "waiting" with no action makes its finish a transition lesson 4 ignores: it
+    completes still holding its 2 pages, a leak. An entry that releases while "running"
+    takes its pages from under it at its first decode step: it fails."""
+    change = {"to done": Transition("done"), "to waiting": Transition("waiting"),
+              "releases": Transition("running", ("release_pages",))}[entry]
+
+    def on_event(state, event_, in_flight_):
+        if (state, event_, in_flight_) == ("running", event, in_flight):
+            return change
+        return lesson4.on_event(state, event_, in_flight_)
+
+    model, worker = machine(40)
+    result = run(model, worker, reference_policy().with_(on_event=on_event),
+                 (request(0, 0.0, 20, 5),))
+    (r0,) = result.requests
+    if entry == "releases":
+        assert (r0.outcome, r0.reason) == ("failed", "its pages were released while it was running")
+    else:
+        assert r0.outcome == "completed"
+        (leak,) = of_kind(result, "leak")
+        assert leak.requests == ("r0",) and len(leak.pages) == 2
+
+
+def test_a_finish_is_heard_with_no_step_in_flight():
+    """A request finishes when the step that emits its last token completes, so its finished
+    event is fired with step_in_flight False. A machine whose entry for a finish under a
+    step in flight keeps every page (the worst it could do) runs exactly as the reference,
+    with requests finished by their prefill (one token) and by a decode step."""
+    def on_event(state, event, in_flight):
+        if event == "finished" and in_flight:
+            return Transition("done")
+        return lesson4.on_event(state, event, in_flight)
+
+    model, worker = machine(40)
+    requests = (request(0, 0.0, 20, 1), request(1, 0.0, 30, 6), request(2, 0.01, 10, 3))
+    reference = run(model, worker, None, requests)
+    assert outcomes(reference) == {"completed": 3} and not reference.violations
+    assert run(model, worker, reference_policy().with_(on_event=on_event),
+               requests).digest() == reference.digest()
+
+
+@pytest.mark.parametrize("step", range(4))
+def test_a_request_that_never_ran_has_no_fence_whichever_step_is_in_flight(step):
+    """A queued request is in no step, whichever one is in flight at its cancel: its fence
+    is its cancel. Every step takes 0.125 s (r0's prefill, then its decode steps), and r1,
+    queued behind r0 (one runs at a time), is cancelled in the middle of the given step;
+    never admitted, it never held a page either."""
+    model, worker = machine(40, max_running=1, cost=CostModel(0.125, 0.0, 0.0, 0.0))
+    cancel = 0.125 * step + 0.0625
+    requests = (request(0, 0.0, 20, 8), request(1, 0.0, 20, 5, cancel_at_s=cancel))
+    result = run(model, worker, None, requests)
+    assert step_at(result, cancel) == (step, 0.125 * (step + 1))
+    r1 = result.by_id()["r1"]
+    assert (r1.outcome, r1.admitted_s, r1.pages_held) == ("cancelled_by_client", None, 0)
+    assert r1.fence_s == r1.cancel_s == cancel
+
+
+def test_an_empty_workload_runs_no_step_and_ends_at_zero():
+    model, worker = machine(20)
+    result = run(model, worker, None, ())
+    assert (len(result.requests), len(result.steps), result.end_s, result.aborted) == (0, 0, 0.0, "")
+
+
+def test_a_run_stopped_at_its_cap_hears_no_later_event():
+    """The cap ends the run at once: r1, due long after the fifth step, is unfinished as not
+    arrived, and the run ends with that step (the event list is not walked to its end)."""
+    model, worker = machine(60)
+    requests = (request(0, 0.0, 20, 100), request(1, 50.0, 20, 2))
+    result = simulate(model, worker, reference_policy(), requests, max_steps=5,
+                      check_invariants=True)
+    r0, r1 = result.requests
+    assert result.unfinished == ("r0", "r1") and r1.admitted_s is None
+    assert r1.reason == f"unfinished (not arrived when the run stopped): {result.aborted}"
+    assert result.end_s == r0.token_times[-1] < 50.0
+
+
+def _drifting(method, plant):
+    """A worker whose ``method`` plants a drift in its books each time it has run, noting
+    when it first did (a plant returns False when it had nothing to drift)."""
+    def drifted(self, live, *args):
+        out = getattr(Worker, method)(self, live, *args)
+        if plant(self, live) is not False:
+            self.drifted_at = getattr(self, "drifted_at", self.now)
+        return out
+    return type("Drifting", (Worker,), {method: drifted})
+
+
+def _queue_twice(worker_, live):
+    if live.phase != "queued":
+        return False
+    worker_.waiting.append(live)
+    worker_.queued += 1
+
+
+# drift -> (the method it follows, the drift, the audit's message)
+DRIFTS = {
+    "a promise kept once given back": ("_return_promise", lambda w, l: setattr(l, "promise_left", 1),
+                                       "promises drifted"),
+    "a promise returned that was never made": (
+        "_return_promise", lambda w, l: setattr(w, "outstanding", w.outstanding + 1), "promises drifted"),
+    "a reference without a holder": ("_allocate_prompt", lambda w, l: w.pool.ref(l.pages[-1]),
+                                     "refcount != holders"),
+    "a holder without a reference": ("_allocate_prompt", lambda w, l: l.pages.append(l.pages[-1]),
+                                     "refcount != holders"),
+    "a page taken and held by nobody": ("_allocate_prompt", lambda w, l: l.pages.pop(), "unowned page"),
+    "a queue count too high": ("_arrive", lambda w, l: setattr(w, "queued", w.queued + 1),
+                               "queue count drifted"),
+    "a queue count too low": ("_arrive", lambda w, l: setattr(w, "queued", w.queued - 1),
+                              "queue count drifted"),
+    "a request queued twice": ("_arrive", _queue_twice, "queue count drifted"),
+}
+
+
+@pytest.mark.parametrize("drift", sorted(DRIFTS))
+def test_the_audit_catches_each_drift_of_the_books(drift):
+    """check_invariants is what every test here leans on to see the books balance, so it
+    must fail on books that do not: each clause against a drift either way, planted in a
+    worker on a workload where r1 queues behind r0 (one runs at a time). It fails at the
+    event that drifted, not at a later one the drift happens to upset."""
+    method, plant, message = DRIFTS[drift]
+    model, worker = machine(40, max_running=1)
+    requests = (request(0, 0.0, 20, 5), request(1, 0.001, 20, 5))
+    audited = _drifting(method, plant)(model, worker, reference_policy(), requests, None, True)
+    with pytest.raises(AssertionError, match=message):
+        audited.run()
+    assert audited.now == audited.drifted_at
+    # Unaudited, the same drifts go unnoticed: the audit is the only thing that fails.
+    _drifting(method, plant)(model, worker, reference_policy(), requests, None, False).run()
+
+
+def test_a_request_that_must_wait_on_an_idle_worker_is_asked_about_once():
+    """The head is retried at step completions and when pages come back, nothing else: a
+    request that must wait, alone on an idle worker, is asked about at its arrival and
+    never again, and the run ends with it never admitted."""
+    asks = []
+
+    def admit(ask, ledger):
+        asks.append((ask.id, ledger.running))
+        return Admission("wait")
+
+    model, worker = machine(40)
+    result = run(model, worker, reference_policy().with_(admit=admit), (request(0, 0.0, 20, 5),))
+    assert asks == [("r0", 0)]
+    (r0,) = result.requests
+    assert (r0.outcome, r0.reason) == ("failed", "never admitted: waited until the end of the run")
+
+
+def test_a_cancelled_head_admits_the_request_behind_it_at_once_on_an_idle_worker():
+    """r0 can never fit (400 tokens of worst case in 320 tokens of pool) and waits at the
+    head; r1 queues behind it, and no step runs. r0's cancel changes the head: r1 is
+    admitted at that instant, though no step completes and nothing arrives after it."""
+    model, worker = machine(20)
+    requests = (request(0, 0.0, 300, 50, max_new=100, cancel_at_s=1.0), request(1, 0.5, 32, 4))
+    sheet = dict(NO_CONTRACT, admission_ledger={"impossible": "wait"})
+    r0, r1 = run(model, worker, reference_policy(sheet), requests).requests
+    assert (r0.outcome, r0.admitted_s) == ("cancelled_by_client", None)
+    assert (r1.outcome, r1.admitted_s) == ("completed", 1.0)
+
+
+def test_simulates_options_are_named_at_the_call():
+    """max_steps, check_invariants and trace are keyword-only (a positional 5 could be read as
+    any of them); the workload itself may be named."""
+    model, worker = machine(20)
+    with pytest.raises(TypeError):
+        simulate(model, worker, reference_policy(), (), 5)
+    assert simulate(model, worker, reference_policy(), requests=(), max_steps=5).end_s == 0.0
+
+
+def test_a_step_without_a_chunk_names_no_request_and_no_verdict():
+    """One request, a 20-token prompt and 5 tokens out: step 0 is its one chunk, steps 1 to
+    4 decode only, and their rows say so: no chunk tokens, no request, no verdict."""
+    model, worker = machine(40)
+    steps = run(model, worker, None, (request(0, 0.0, 20, 5),)).steps
+    assert steps.chunk_tokens.tolist() == [20, 0, 0, 0, 0]
+    assert tuple(steps.chunk_request) == ("r0", "", "", "", "")
+    assert tuple(steps.chunk_verdict)[1:] == ("", "", "", "")
+
+
+def test_a_chunk_is_launched_with_its_step_in_flight():
+    """The chunk's request hears step_launched with step_in_flight True, as the decoders do:
+    a machine whose entries for a launch with no step in flight stop and release runs
+    exactly as the reference."""
+    def on_event(state, event, in_flight):
+        if event == "step_launched" and not in_flight:
+            return Transition("done", ("stop_scheduling", "release_pages"))
+        return lesson4.on_event(state, event, in_flight)
+
+    reference, _ = _runs_as_the_reference("heavy", on_event)
+    assert outcomes(reference) == {"completed": len(reference.requests)}
+
+
+@pytest.mark.parametrize("tokens, verdict", [(0, "ok"), (40, "starved"), (40, "infeasible")],
+                         ids=["ok-of-nothing", "starved", "infeasible"])
+def test_a_valid_plan_that_is_not_a_positive_ok_gets_the_floor(tokens, verdict):
+    """Only an "ok" of at least one token is taken as the chunk; any other valid plan (at
+    most what remains) gets the scheduler's floor, max(min_chunk_tokens, page_tokens) = 64
+    tokens, and its verdict goes on record, with no violation: a 200-token prompt in chunks
+    of 64, 64, 64, 8."""
+    model, worker = machine(60)
+    policy = reference_policy().with_(
+        choose_chunk=lambda ctx: ChunkPlan(min(tokens, ctx.prefill_remaining), verdict))
+    assert policy.min_chunk_tokens == 64
+    result = run(model, worker, policy, (request(0, 0.0, 200, 3),))
+    assert [c for c in result.steps.chunk_tokens.tolist() if c] == [64, 64, 64, 8]
+    assert {v for v in result.steps.chunk_verdict if v} == {verdict}
+    assert nonzero(result) == {} and outcomes(result) == {"completed": 1}
+
+
+def test_a_request_preempted_at_a_launch_is_not_in_that_step():
+    """As above: r1, admitted last, is preempted at the launch of the step where r0 needs
+    its third page, and gives its pages back before that step starts. Cancelled during
+    that step (the run is the same until then), r1 has no fence but its cancel."""
+    model, worker = machine(20)
+    policy = _first_reserving({"r0": 2, "r1": 99}, patient=False)
+    (broken,) = of_kind(run(model, worker, policy, (request(0, 0.0, 10, 60), request(1, 0.0, 10, 40))),
+                        "broken_promise")
+    assert broken.requests == ("r0", "r1")
+    cancel = broken.time_s + 1e-4
+    result = run(model, worker, policy, (request(0, 0.0, 10, 60),
+                                         request(1, 0.0, 10, 40, cancel_at_s=cancel)))
+    i, end = step_at(result, cancel)
+    assert result.steps.launch_s[i] == broken.time_s and end > cancel
+    r1 = result.by_id()["r1"]
+    assert r1.preemptions == 1
+    assert (r1.outcome, r1.cancel_s, r1.fence_s) == ("cancelled_by_client", cancel, cancel)
+
+
+def test_the_chunk_rule_sees_each_decoders_context():
+    """r0 (a 20-token prompt) emits its first token at the end of step 0 and then one per
+    step, so before step s its context is 20 + s; r1's chunk, in a step s of r0's decoding,
+    is planned with exactly that context (r0's own chunk with none)."""
+    seen, rule = [], reference_policy().choose_chunk
+
+    def choose_chunk(ctx):
+        seen.append(ctx.decode_contexts)
+        return rule(ctx)
+
+    model, worker = machine(40)
+    result = run(model, worker, reference_policy().with_(choose_chunk=choose_chunk),
+                 (request(0, 0.0, 20, 50), request(1, 0.05, 20, 2)))
+    s = result.steps.chunk_request.index("r1")
+    assert s > 1 and seen == [(), (20 + s,)]
