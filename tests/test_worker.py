@@ -1337,3 +1337,38 @@ def test_the_chunk_rule_sees_each_decoders_context():
                  (request(0, 0.0, 20, 50), request(1, 0.05, 20, 2)))
     s = result.steps.chunk_request.index("r1")
     assert s > 1 and seen == [(), (20 + s,)]
+
+
+def test_a_one_token_request_ends_at_its_first_token_before_the_decoders_due_there():
+    """r0 (3 tokens) emits its last token at the end of step 2, the step of r1's only chunk;
+    r1 wants one token, so it ends at its first, as the chunk completes, and its pages are
+    given back before those of r0, whose finish is handled after the chunk. Without a step
+    of decoding: its first token is its whole output."""
+    model, worker = machine(40)
+    launch = run(model, worker, None, (request(0, 0.0, 20, 3),)).steps.launch_s.tolist()
+    trace: list = []
+    result = run(model, worker, None, (request(0, 0.0, 20, 3),
+                                       request(1, (launch[1] + launch[2]) / 2, 20, 1)), trace=trace)
+    assert result.steps.batch.tolist() == [0, 1, 1] and result.steps.chunk_request[2] == "r1"
+    r0, r1 = result.requests
+    assert r0.finish_s == r1.finish_s == r1.first_token_s and r1.token_times == (r1.first_token_s,)
+    takers = [e[2] for e in trace if e[0] == "take"]
+    given_back = [e[2] for e in trace if e[0] == "unref"]
+    assert given_back == ["r1"] * takers.count("r1") + ["r0"] * takers.count("r0")
+
+
+def test_a_request_preempted_at_a_launch_and_waiting_is_in_no_later_step():
+    """As above, with an admission that keeps r1 waiting while r0 runs: cancelled during the
+    step after the one at whose launch it was preempted, r1 is queued and holds nothing any
+    step reads, so its fence is its cancel."""
+    model, worker = machine(20)
+    policy = _first_reserving({"r0": 2, "r1": 99}, patient=True)
+    requests = (request(0, 0.0, 10, 60), request(1, 0.0, 10, 40))
+    base = run(model, worker, policy, requests)
+    (broken,) = of_kind(base, "broken_promise")
+    i, _ = step_at(base, broken.time_s)
+    assert base.steps.launch_s[i] == broken.time_s
+    cancel = float(base.steps.launch_s[i + 1]) + 1e-6
+    r1 = run(model, worker, policy, requests[:1] + (request(1, 0.0, 10, 40, cancel_at_s=cancel),)).by_id()["r1"]
+    assert r1.preemptions == 1 and r1.admitted_s == 0.0
+    assert (r1.outcome, r1.cancel_s, r1.fence_s) == ("cancelled_by_client", cancel, cancel)
