@@ -1369,6 +1369,7 @@ def test_a_request_preempted_at_a_launch_and_waiting_is_in_no_later_step():
     i, _ = step_at(base, broken.time_s)
     assert base.steps.launch_s[i] == broken.time_s
     cancel = float(base.steps.launch_s[i + 1]) + 1e-6
-    r1 = run(model, worker, policy, requests[:1] + (request(1, 0.0, 10, 40, cancel_at_s=cancel),)).by_id()["r1"]
+    cancelled = requests[:1] + (request(1, 0.0, 10, 40, cancel_at_s=cancel),)
+    r1 = run(model, worker, policy, cancelled).by_id()["r1"]
     assert r1.preemptions == 1 and r1.admitted_s == 0.0
     assert (r1.outcome, r1.cancel_s, r1.fence_s) == ("cancelled_by_client", cancel, cancel)
