@@ -7,6 +7,7 @@ same workload), and tiny hand-built workloads are checked against answers comput
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -1373,3 +1374,85 @@ def test_a_request_preempted_at_a_launch_and_waiting_is_in_no_later_step():
     r1 = run(model, worker, policy, cancelled).by_id()["r1"]
     assert r1.preemptions == 1 and r1.admitted_s == 0.0
     assert (r1.outcome, r1.cancel_s, r1.fence_s) == ("cancelled_by_client", cancel, cancel)
+
+
+def test_the_worker_keys_prefixes_itself_for_a_policy_without_prefix_key():
+    """A policy without prefix_key (the course baseline) gets the worker's own keys: a page
+    hits where scope, position and every token before it agree. By hand, on 16-token pages,
+    a 100-token prompt P has 6 full blocks, and a lookup leaves one token to prefill:
+    r1 (P again, same scope) hits 6, r2 (P in another scope) none, r3 (P's first 40 tokens,
+    then others) its first 2 blocks, r4 (P without its first block, so P's second block
+    first) none: a block is known by its parent too. 8 hits, as under the reference keys."""
+    model, worker = machine(60)
+    p = np.arange(1, 101)
+    requests = (request(0, 0.0, p, 3), request(1, 1.0, p, 3), request(2, 2.0, p, 3, scope="b"),
+                request(3, 3.0, np.concatenate([p[:40], np.arange(900, 960)]), 3),
+                request(4, 4.0, p[16:], 3))
+    for policy in (reference_policy().with_(prefix_key=None), None):
+        result = run(model, worker, policy, requests)
+        assert nonzero(result) == {} and outcomes(result) == {"completed": 5}
+        assert result.series["prefix_hits"][-1] == 8
+
+
+def test_a_hit_on_a_later_block_of_the_same_tokens_is_a_wrong_prefix_hit():
+    """A key without its parent names a block by its tokens alone. r0's prompt repeats one
+    16-token block X three times, and its publish policy keeps block 0 back, so X's key
+    first names r0's page of block 1. r1's prompt starts with X: its block 0 hits that
+    page, whose tokens are r1's own up to it, but at another position (the KV of block 1).
+    The worker flags it: a hit is right only at the same block with the same tokens."""
+    def parentless(scope, parent, tokens):
+        return f"{scope}:{tokens}"
+
+    def all_but_the_first(pages):
+        return tuple(i for i in lesson4.publishable(pages) if i >= 1)
+
+    x = np.full(16, 7)
+    model, worker = machine(60)
+    policy = reference_policy().with_(prefix_key=parentless, publishable=all_but_the_first)
+    requests = (request(0, 0.0, np.concatenate([x, x, x, np.arange(500, 504)]), 3),
+                request(1, 1.0, np.concatenate([x, np.arange(600, 610)]), 3))
+    trace: list = []
+    result = run(model, worker, policy, requests, trace=trace)
+    (wrong,) = of_kind(result, "wrong_prefix_hit")
+    block_1 = [e[3] for e in trace if e[0] == "take" and e[2] == "r0"][1]
+    assert wrong.requests == ("r1", "r0") and wrong.pages == (block_1,)
+    assert wrong.detail == f"r1 block 0 hit page {block_1}, which holds block 1 of r0: other tokens"
+
+
+def test_each_unwritten_page_is_offered_once_its_chunk_before_it_completes():
+    """As above (a 64-token prompt in 16-token chunks, a publish policy that ignores the
+    write): the page offered beyond the write is the first unwritten one only, so page k
+    is published poisoned when chunk k - 1 completes, the end of step k - 1."""
+    model, worker = machine(40)
+    sheet = {"chunk_rule": {"rule": "fixed", "fixed_tokens": 16},
+             "cancellation": {"require_written": False}}
+    result = run(model, worker, reference_policy(sheet), (request(0, 0.0, 64, 3),))
+    ends = (result.steps.launch_s + result.steps.duration_s).tolist()
+    assert [(v.pages, v.time_s) for v in of_kind(result, "poisoned_publish")] == [
+        ((k,), ends[k - 1]) for k in (1, 2, 3)]
+
+
+def test_a_request_publishes_its_own_page_after_a_single_hit():
+    """r1 hits r0's first page (one block of r0's prompt), then writes its own second block;
+    that page is offered and published after the hit, so r2, sharing r1's first 32 tokens,
+    hits both (its lookup leaves one token to prefill)."""
+    model, worker = machine(60)
+    p = np.arange(1, 41)
+    mine = np.concatenate([p[:16], np.arange(700, 724)])
+    requests = (request(0, 0.0, p, 3), request(1, 1.0, mine, 3),
+                request(2, 2.0, np.concatenate([mine[:32], np.arange(800, 810)]), 3))
+    result = run(model, worker, None, requests)
+    assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 1 + 2
+
+
+def test_prompts_of_two_dtypes_share_a_prefix_by_their_tokens():
+    """Prompts are int32 by construction, but a hit is verified on token values, not bytes:
+    r1's prompt, the same 100 tokens as r0's held as int64, hits r0's 6 full blocks under
+    keys made from the token values, and no hit is taken for a wrong one."""
+    model, worker = machine(60)
+    p = np.arange(1, 101)
+    wide = p.astype(np.int64)
+    wide.setflags(write=False)
+    r1 = dataclasses.replace(request(1, 1.0, p, 3), prompt=wide)
+    result = run(model, worker, None, (request(0, 0.0, p, 3), r1))
+    assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 6
