@@ -22,8 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import date
 from pathlib import Path
+
+from side_by_side import checkouts, dated
 
 ROOT = Path(__file__).resolve().parent.parent
 # `import grader` first: it keeps jsonschema from loading an IRI parser it does not need
@@ -56,9 +57,7 @@ def main() -> None:
     ap.add_argument("--lessons", nargs="+", default=None)
     ap.add_argument("--baseline", type=Path, help="another checkout, timed alternately")
     args = ap.parse_args()
-    trees = {"this": ROOT}
-    if args.baseline:
-        trees["baseline"] = args.baseline.resolve()
+    trees = checkouts(ROOT, args.baseline)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-check-cache-") as cache:
         for lesson in args.lessons or lessons():
@@ -80,9 +79,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    load = os.getloadavg()
-    print(f"{date.today()}  load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}  "
-          f"wall seconds, best of {args.repeat}")
+    print(dated(f"wall seconds, best of {args.repeat}"))
     head = f"{'lesson':<8} {'interpreter+imports s':>22} {'cold check s':>13} {'ratio':>6} {'warm check s':>13} {'ratio':>6}"
     if args.baseline:
         head += f" {'before: cold s':>15} {'ratio':>6} {'warm s':>7} {'ratio':>6}"

@@ -24,8 +24,9 @@ import json
 import os
 import subprocess
 import sys
-from datetime import date
 from pathlib import Path
+
+from side_by_side import checkouts, dated
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ("lesson2", "lesson3", "lesson4")
@@ -115,9 +116,7 @@ def main() -> None:
         ROOT = (args.root or ROOT).resolve()
         print(json.dumps(_one(args.one, args.repeat)))
         return
-    trees = {"this": ROOT}
-    if args.baseline:
-        trees["baseline"] = args.baseline.resolve()
+    trees = checkouts(ROOT, args.baseline)
     rows = []
     for lesson in args.lessons:
         runs: dict = {name: [] for name in trees}
@@ -128,9 +127,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    load = os.getloadavg()
-    print(f"{date.today()}  load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}  "
-          f"CPU seconds per submission, best of {args.rounds} x {args.repeat} (grader + sandbox children)")
+    print(dated(f"CPU seconds per submission, best of {args.rounds} x {args.repeat} (grader + sandbox children)"))
     head = f"{'lesson':<8} {'this: cpu s':>11} {'grader s':>9} {'children s':>10}"
     if args.baseline:
         head += f" {'before: cpu s':>13} {'grader s':>9} {'children s':>10} {'speed-up':>9}  scores"
