@@ -419,10 +419,6 @@ def descendants(pid: int) -> set[Proc]:
     return {p for p in map(_proc, found) if p is not None}
 
 
-def _runs_child(procs: set[Proc]) -> bool:
-    return any("child.py" in p.command for p in procs)
-
-
 def _children(pid: int) -> set:
     try:
         return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
