@@ -72,7 +72,8 @@ def _compact_encoder():
     """obj -> the text json.dumps(obj, separators=(",", ":")) gives. json.dumps builds its
     encoder at every call, a good part of a round trip of tens of microseconds; this one is
     built once. Without the circular-reference check: what is sent is built fresh by
-    encode_arg, a tree."""
+    encode_arg, a tree. child.py has its own: the grader never imports child.py, so a broken
+    child fails its sandbox's start, not the grader (the Gradescope self-test relies on it)."""
     plain = json.JSONEncoder(separators=(",", ":"))
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
