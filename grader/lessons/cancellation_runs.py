@@ -16,6 +16,7 @@ from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, check
 from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
+from grader.engine.together import memo_runs
 from reference.records import Run
 
 FUNCTIONS = ("on_event", "prefix_key", "publishable")
@@ -45,21 +46,22 @@ class LearnerRun:
 
 def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
     """The scenario with the learner's three functions (in the sandbox); once per grading run."""
-    key = ("run", case.name)
-    if key not in ctx.memo:
-        s, log = case.inputs, CallLog()
-        policy = lesson_policy(learner_decisions(ctx.sandbox, FUNCTIONS, log), s.sheet)
-        published = [0]
+    return memo_runs(ctx, case, _learner_run)
 
-        def publishable(pages):
-            chosen = policy.publishable(pages)
-            offered = {p.index for p in pages}
-            if set(chosen) <= offered:          # else the worker refuses the whole answer
-                published[0] += len(set(chosen))
-            return chosen
-        run = s.run(policy.with_(publishable=publishable))
-        ctx.memo[key] = LearnerRun(run, log, published[0])
-    return ctx.memo[key]
+
+def _learner_run(sandbox, case: Case) -> LearnerRun:
+    s, log = case.inputs, CallLog()
+    policy = lesson_policy(learner_decisions(sandbox, FUNCTIONS, log), s.sheet)
+    published = [0]
+
+    def publishable(pages):
+        chosen = policy.publishable(pages)
+        offered = {p.index for p in pages}
+        if set(chosen) <= offered:          # else the worker refuses the whole answer
+            published[0] += len(set(chosen))
+        return chosen
+    run = s.run(policy.with_(publishable=publishable))
+    return LearnerRun(run, log, published[0])
 
 
 def oracle_hits(case: Case) -> int:

@@ -21,6 +21,7 @@ from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.lessons.chunk_oracle import ms
 from grader.lessons.chunk_probes import unusable
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
+from grader.engine.together import memo_runs
 from reference.records import Run
 from reference.shapes import ChunkContext, ChunkPlan
 from reference.worker import PolicyError
@@ -75,44 +76,44 @@ class _Stopped(Exception):
 
 
 def _pair(ctx: CheckContext, case: Case) -> RunPair:
-    key = ("run", case.name)
-    if key not in ctx.memo:
-        s = case.inputs
-        log = CallLog()
-        remote = learner_decisions(ctx.sandbox, ("choose_chunk",), log)["choose_chunk"]
+    return memo_runs(ctx, case, _made_pair)
 
-        counts = {"chosen": 0, "unusable": ""}
 
-        def choose_chunk(c: ChunkContext) -> ChunkPlan:
-            try:
-                plan = remote(c)
-            except PolicyError:
-                raise _Stopped from None
-            why = unusable(c, plan)
-            if why:
-                counts["unusable"] = f"{plan!r}: {why}"
-                raise _Stopped
-            counts["chosen"] += plan.verdict == "ok"
-            return plan
-        oracle = oracle_run(case)
-        policy = lesson_policy({"choose_chunk": choose_chunk}, s.sheet)
-        # A rule that needs many times the oracle's steps has already lost on TTFT; stopping
-        # it there keeps a one-page-per-step rule from taking minutes.
-        cap = STEP_CAP * oracle.steps + 500
+def _made_pair(sandbox, case: Case) -> RunPair:
+    s = case.inputs
+    log = CallLog()
+    remote = learner_decisions(sandbox, ("choose_chunk",), log)["choose_chunk"]
+
+    counts = {"chosen": 0, "unusable": ""}
+
+    def choose_chunk(c: ChunkContext) -> ChunkPlan:
         try:
-            learner = s.run(policy, max_steps=cap)
-        except _Stopped:
-            if counts["unusable"]:
-                why = (f"the worker could not use your plan {counts['unusable']}, and would have run its "
-                       "floor chunk instead: a run of the floor's chunks says nothing of your rule")
-            else:
-                first = log.first["choose_chunk"]
-                why = first if "not implemented" in first else (
-                    f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
-            ctx.memo[key] = RunPair(None, oracle, policy.gap_budget_s, why)
+            plan = remote(c)
+        except PolicyError:
+            raise _Stopped from None
+        why = unusable(c, plan)
+        if why:
+            counts["unusable"] = f"{plan!r}: {why}"
+            raise _Stopped
+        counts["chosen"] += plan.verdict == "ok"
+        return plan
+    oracle = oracle_run(case)
+    policy = lesson_policy({"choose_chunk": choose_chunk}, s.sheet)
+    # A rule that needs many times the oracle's steps has already lost on TTFT; stopping
+    # it there keeps a one-page-per-step rule from taking minutes.
+    cap = STEP_CAP * oracle.steps + 500
+    try:
+        learner = s.run(policy, max_steps=cap)
+    except _Stopped:
+        if counts["unusable"]:
+            why = (f"the worker could not use your plan {counts['unusable']}, and would have run its "
+                   "floor chunk instead: a run of the floor's chunks says nothing of your rule")
         else:
-            ctx.memo[key] = RunPair(learner, oracle, policy.gap_budget_s, "", counts["chosen"])
-    return ctx.memo[key]
+            first = log.first["choose_chunk"]
+            why = first if "not implemented" in first else (
+                f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
+        return RunPair(None, oracle, policy.gap_budget_s, why)
+    return RunPair(learner, oracle, policy.gap_budget_s, "", counts["chosen"])
 
 
 def _scenario_answers(ctx: CheckContext) -> list[Answer]:

@@ -14,6 +14,7 @@ from grader.engine.cases import Case
 from grader.engine.checks import CheckContext
 from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
+from grader.engine.together import memo_runs
 from grader.lessons.ledger import available, inactive, ledger_words, need, promise, request_words
 from reference.records import Run
 from reference.shapes import AdmissionRequest, LedgerView, RequestRecord
@@ -69,13 +70,14 @@ def _recording(admit, book: Book):
 
 def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
     """The scenario with the learner's admit (in the sandbox); once per grading run."""
-    key = ("run", case.name)
-    if key not in ctx.memo:
-        s, log, book = case.inputs, CallLog(), Book()
-        admit = learner_decisions(ctx.sandbox, ("admit",), log)["admit"]
-        run = s.run(lesson_policy({"admit": _recording(admit, book)}, s.sheet))
-        ctx.memo[key] = LearnerRun(run, log, book)
-    return ctx.memo[key]
+    return memo_runs(ctx, case, _learner_run)
+
+
+def _learner_run(sandbox, case: Case) -> LearnerRun:
+    s, log, book = case.inputs, CallLog(), Book()
+    admit = learner_decisions(sandbox, ("admit",), log)["admit"]
+    run = s.run(lesson_policy({"admit": _recording(admit, book)}, s.sheet))
+    return LearnerRun(run, log, book)
 
 
 @persistent

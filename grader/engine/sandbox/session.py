@@ -524,12 +524,25 @@ class Sandbox:
 
     def call(self, fname: str, *args) -> CallResult:
         if self._child is None or self._loading is not None or self.budget.remaining <= 0:
-            return self.call_many(fname, [args])[0]
-        # A loaded child and budget left: call_many's loop would send this one batch.
-        return self._run_batch(fname, [[fname, [wire_arg(a) for a in args]]])[0]
+            return self.call_each([(fname, args)])[0]
+        # A loaded child and budget left: _calls' loop would send this one batch.
+        return self._run_batch([[fname, [wire_arg(a) for a in args]]])[0]
 
     def call_many(self, fname: str, arg_tuples) -> list[CallResult]:
-        requests = [[fname, [wire_arg(a) for a in args]] for args in arg_tuples]
+        """Probes of one function: once it has hung TIMEOUTS_PER_BATCH times, the rest are
+        not run."""
+        return self._calls([[fname, [wire_arg(a) for a in args]] for args in arg_tuples],
+                           give_up=TIMEOUTS_PER_BATCH)
+
+    def call_each(self, calls) -> list[CallResult]:
+        """``[self.call(f, *args) for f, args in calls]``, in as few round trips as the
+        answers allow: for calls none of which depends on another's answer (the calls of
+        several runs at one moment, grader.engine.together). A hang, a crash or a
+        malformed answer costs its own call, as it would alone: the child is replaced and
+        the calls after it are sent again."""
+        return self._calls([[f, [wire_arg(a) for a in args]] for f, args in calls], give_up=None)
+
+    def _calls(self, requests, give_up):
         results: list[CallResult] = []
         while len(results) < len(requests):
             if self.load_error is not None:
@@ -545,11 +558,12 @@ class Sandbox:
                         f"the process running {self._filename} was restarted and failed: {error}")))
                     continue
             start = len(results)
-            results += self._run_batch(fname, requests[start:start + BATCH])
-            if sum(r.status == "timeout" for r in results) >= TIMEOUTS_PER_BATCH:
+            results += self._run_batch(requests[start:start + BATCH])
+            if give_up and sum(r.status == "timeout" for r in results) >= give_up:
                 # A function that hangs twice would spend the whole budget one probe at a
                 # time; the rest of its probes are not run (and count as unanswered).
-                why = f"not called: {fname}() already failed to return {TIMEOUTS_PER_BATCH} times"
+                fname = requests[0][0]
+                why = f"not called: {fname}() already failed to return {give_up} times"
                 return results + [CallResult("unavailable", detail=why)] * (len(requests) - len(results))
         return results
 
@@ -688,7 +702,7 @@ class Sandbox:
         error = loaded.get("error")
         return _one_line(error if type(error) is str else "it could not be loaded")
 
-    def _run_batch(self, fname, calls):
+    def _run_batch(self, calls):
         """Send one request frame; collect answers until the first failure (>= 1 result)."""
         child = self._child
         results = []
@@ -699,8 +713,9 @@ class Sandbox:
             for _ in calls:
                 # Each call gets call_timeout_s from the answer before it (or from the send).
                 frame = child.recv(min(time.monotonic() + self.call_timeout_s, budget_end))
-                results.append(self._result(fname, frame))
+                results.append(self._result(calls[len(results)][0], frame))
         except _Timeout:
+            fname = calls[len(results)][0]
             if time.monotonic() >= budget_end:
                 detail = (f"{fname}() was stopped: the time budget for this submission "
                           f"({self.run_timeout_s:g} s) ran out")
@@ -709,10 +724,12 @@ class Sandbox:
             results.append(CallResult("timeout", detail=detail))
             self._kill()
         except _Ended:
+            fname = calls[len(results)][0]
             results.append(CallResult("crashed", detail=_one_line(
                 f"{fname}() ended the process running {self._filename}: {child.ended_how()}")))
             self._kill()
         except _Protocol as exc:
+            fname = calls[len(results)][0]
             results.append(CallResult("bad", detail=_one_line(f"during {fname}() the process {exc}")))
             self._kill()
         except BaseException:

@@ -1,0 +1,172 @@
+"""grader.engine.together: several runs' learner calls in shared round trips.
+
+What must hold: each run sees exactly the answers, and the learner exactly the calls, of
+the run made alone; only the order of the calls across runs interleaves, a round at a
+time, in a fixed order. The expectations here are the runs made one after the other.
+"""
+import textwrap
+
+import pytest
+
+from grader.engine.sandbox import CallResult, Sandbox
+from grader.engine.together import together
+
+
+class Recording:
+    """A sandbox stand-in whose learner is f(x) = 2x + 1; it keeps every frame it was sent."""
+
+    def __init__(self):
+        self.frames = []        # each call_each / call_many: the calls it held
+        self.budget = Budget()
+
+    @staticmethod
+    def answer(fname, args):
+        return CallResult("ok", 2 * args[0] + 1) if fname == "f" else CallResult("missing")
+
+    def call(self, fname, *args):
+        self.frames.append([(fname, args)])
+        return self.answer(fname, args)
+
+    def call_each(self, calls):
+        self.frames.append(list(calls))
+        return [self.answer(f, a) for f, a in calls]
+
+    def call_many(self, fname, arg_tuples):
+        self.frames.append([(fname, a) for a in arg_tuples])
+        return [self.answer(fname, a) for a in arg_tuples]
+
+
+class Budget:
+    def __init__(self):
+        self.charged = 0.0
+
+    def charge(self, seconds):
+        assert seconds >= 0
+        self.charged += seconds
+
+
+def chain(start, length):
+    """A run whose every call depends on the answer before it, as a worker's run does."""
+    def job(sandbox):
+        x, seen = start, []
+        for _ in range(length):
+            x = sandbox.call("f", x).value
+            seen.append(x)
+        return seen
+    return job
+
+
+def alone(start, length):
+    x, out = start, []
+    for _ in range(length):
+        x = 2 * x + 1
+        out.append(x)
+    return out
+
+
+def test_each_run_gets_the_answers_it_would_alone_in_one_frame_a_round():
+    lengths = [3, 0, 5, 1]
+    box = Recording()
+    got = together(box, [chain(10 * i, n) for i, n in enumerate(lengths)])
+    assert got == [alone(10 * i, n) for i, n in enumerate(lengths)]
+    # A round holds one call of every unfinished run, in run order: as many frames as the
+    # longest run has calls, not one per call.
+    assert len(box.frames) == max(lengths) == 5
+    assert [len(f) for f in box.frames] == [3, 2, 2, 1, 1]
+    assert box.frames[0] == [("f", (0,)), ("f", (20,)), ("f", (30,))]
+    # Run 0's second call carries its first answer: no call is sent before it is asked.
+    assert box.frames[1][0] == ("f", (1,))
+
+
+def test_a_table_read_keeps_its_own_frame_and_the_rounds_go_on():
+    def table(sandbox):
+        return [r.value for r in sandbox.call_many("f", [(1,), (2,)])] + chain(5, 2)(sandbox)
+    box = Recording()
+    assert together(box, [table, chain(0, 2)]) == [[3, 5, 11, 23], [1, 3]]
+    assert box.frames == [[("f", (1,)), ("f", (2,))], [("f", (0,))], [("f", (5,)), ("f", (1,))],
+                          [("f", (11,))]]
+
+
+def test_one_run_is_made_with_the_sandbox_itself():
+    box = Recording()
+    assert together(box, [chain(1, 2)]) == [[3, 7]]
+    assert box.frames == [[("f", (1,))], [("f", (3,))]]
+
+
+def test_a_failing_run_ends_the_others_and_propagates():
+    ended = []
+
+    def careful(sandbox):
+        try:
+            return chain(0, 10)(sandbox)
+        finally:
+            ended.append("careful")
+
+    def broken(sandbox):
+        sandbox.call("f", 1)
+        raise ValueError("the worker broke")
+
+    box = Recording()
+    with pytest.raises(ValueError, match="the worker broke"):
+        together(box, [careful, broken])
+    assert ended == ["careful"]             # its finally ran: nothing is left suspended
+    assert len(box.frames) == 1             # nothing was sent after the failure
+
+
+def test_the_runs_time_between_rounds_is_charged_to_the_budget():
+    import time
+
+    def slow(sandbox):
+        sandbox.call("f", 0)
+        time.sleep(0.05)                     # the worker's own time after an answer
+        return sandbox.call("f", 1).value
+
+    box = Recording()
+    together(box, [slow, chain(0, 2)])
+    assert box.budget.charged >= 0.05
+
+
+SOURCE = textwrap.dedent('''
+    def f(i):
+        if i < 0:
+            while True:
+                pass
+        return 2 * i + 1
+''')
+
+
+def test_call_each_answers_as_separate_calls_and_a_hang_costs_only_itself():
+    # A 2 s deadline: honest calls answer in milliseconds even on a machine ten times slower.
+    with Sandbox(SOURCE, "exercise.py", call_timeout_s=2, run_timeout_s=120) as box:
+        calls = [("f", (1,)), ("f", (-1,)), ("f", (2,)), ("f", (-2,)), ("f", (-3,)),
+                 ("nope", ()), ("f", (3,))]
+        got = box.call_each(calls)
+        assert [r.status for r in got] == ["ok", "timeout", "ok", "timeout", "timeout",
+                                           "missing", "ok"]
+        assert [r.value for r in got if r.ok] == [3, 5, 7]
+        # Three hangs, and still every later call is made: unlike call_many's probes, each
+        # call here stands for a run's decision and is owed its own answer.
+        assert got[4].detail == "f() did not return within 2 s"
+        assert "nope" in got[5].detail
+        assert box.call_each([]) == []
+
+
+GRADED = [("lesson2", "raises_on_hits"), ("lesson3", "wrong_types"), ("lesson4", "key_salted")]
+
+
+@pytest.mark.parametrize("lesson,template", GRADED)
+def test_a_grade_with_its_runs_together_is_the_grade_made_alone(lesson, template, monkeypatch):
+    """Every criterion's score, feedback and evidence, for a submission that fails some
+    calls (lesson 2), one whose run stops at a failed call (lesson 3) and one whose keys
+    are salted per process (lesson 4). bench/ compared all 56 quick templates likewise."""
+    from classroom import templates
+    from conftest import SECRET, grade
+    from grader.engine import together as module
+
+    def criteria():
+        report = grade(lesson, templates(lesson)[template], "grade", SECRET)
+        return [(c.id, c.score, c.feedback, c.public_feedback, c.evidence) for c in report.criteria]
+
+    made_together = criteria()
+    monkeypatch.setattr(module, "together", lambda sandbox, jobs: [job(sandbox) for job in jobs])
+    assert made_together == criteria()
