@@ -6,6 +6,7 @@ graded without printing the case itself.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, fields, is_dataclass
@@ -19,8 +20,12 @@ from grader.engine.codec import persistent
 
 def plain(value: Any) -> Any:
     """JSON-ready form of shapes, tuples and numpy values (the canonical form of a case)."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    cls = type(value)
+    if cls in _ATOMS:
+        return value
+    names = _field_names(cls)
+    if names is not None:
+        return {name: plain(getattr(value, name)) for name in names}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, dict):
@@ -30,6 +35,16 @@ def plain(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+# A case's run records hold tens of thousands of values, each canonicalized on its way to
+# a digest: the common kinds are told by their exact type, a dataclass's fields once per class.
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    return tuple(f.name for f in fields(cls)) if is_dataclass(cls) else None
 
 
 def digest_of(value: Any) -> str:
