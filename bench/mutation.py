@@ -501,6 +501,8 @@ def run_module(source: Source, module: Module, modules: list[Module], tool: dict
         shutil.rmtree(state)
     state.mkdir(parents=True, exist_ok=True)
     scratch_copy(source, tree)          # the current code and tests, every time
+    # What the committed summary will say this run measured: the commit and the tests copied.
+    measured = {"commit": commit_label(source), "tests_sha256": fingerprint(tree, module)["tests_sha256"]}
     write_session_config(config, module, tool.get("timeout-min-s", 60))   # what cosmic-ray init reads
     stamp = hashlib.sha256((source.root / module.path).read_bytes()).hexdigest()
     stamp_file = state / "source.sha256"
@@ -527,9 +529,7 @@ def run_module(source: Source, module: Module, modules: list[Module], tool: dict
         return
     seconds, lines, took = baseline(source, tree, module, modules)
     timeout = max(tool.get("timeout-min-s", 60), tool.get("timeout-factor", 4) * seconds)
-    # What the committed summary says was measured: this run's commit and tests.
-    (state / "measured.json").write_text(json.dumps({
-        "commit": commit_label(source), "tests_sha256": fingerprint(source.root, module)["tests_sha256"]}))
+    (state / "measured.json").write_text(json.dumps(measured))
     print(f"{module.path}: {pending} mutants to run (tests: {seconds:.1f} s unmutated, timeout "
           f"{timeout:.0f} s)", flush=True)
     exec_session(session, tree, module, timeout, lines, took)
