@@ -25,6 +25,15 @@ report (bench/mutation-report.md) counts killed, survived and equivalent per mod
 shows each unexplained survivor's diff. Everything runs under `nice -n 19`: the machine is
 shared.
 
+Sessions are not committed (.mutation/ is ignored), so each module's latest result is:
+`run`, when it finishes or is stopped, and `report` save each local session's result as
+bench/mutation-results/<module slug>.json (the sha256 of the module, of its listed test files
+and of its lines of mutation-equivalent.txt; the commit and date measured; the counts; each
+unexplained survivor's id and diff), left alone when nothing in it changed. The report shows
+a module's local session, else its committed summary, whichever measured the module as it
+is; a result whose module or equivalent entries have changed since is shown as stale and
+not counted (run the module again), one whose tests have changed is counted, with a note.
+
 `coverage` runs the test suite under coverage.py, subprocesses and forked workers included,
 measuring reference/ and grader/, and writes the lines no test runs to
 bench/coverage-unrun.txt (the sandbox child's own code runs where coverage cannot follow:
@@ -56,6 +65,10 @@ EQUIVALENT = ROOT / "bench" / "mutation-equivalent.txt"
 REPORT = ROOT / "bench" / "mutation-report.md"
 UNRUN = ROOT / "bench" / "coverage-unrun.txt"
 STATE = ROOT / ".mutation"
+# Each module's latest result, committed (.mutation/ is not): what `report` shows on a checkout
+# without sessions.
+RESULTS = "bench/mutation-results"
+COUNTED = ("killed", "survived", "equivalent", "pending")
 NICE = ["nice", "-n", "19"]
 NOT_RUN = "no test of this module runs this line"
 # Deterministic hypothesis runs: a mutant is killed or not, never by luck (tests/conftest.py).
@@ -315,22 +328,30 @@ def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tup
             os._exit(code)
     deadline = time.monotonic() + timeout
     outcome = None
-    while outcome is None:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            outcome = "survived" if os.waitstatus_to_exitcode(status) == 0 else "killed"
-        elif time.monotonic() > deadline:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(pid, 0)
-            outcome = "timeout"
-        else:
-            time.sleep(0.05)
+    try:
+        while outcome is None:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                outcome = "survived" if os.waitstatus_to_exitcode(status) == 0 else "killed"
+            elif time.monotonic() > deadline:
+                _kill(pid)
+                outcome = "timeout"
+            else:
+                time.sleep(0.05)
+    except BaseException:
+        _kill(pid)          # a stopped run (Ctrl-C, SIGTERM) leaves no child in its own session
+        raise
     output = log.read_text(errors="replace")[-4000:] if log.is_file() else ""
     shutil.rmtree(scratch, ignore_errors=True)
     return outcome, output
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(pid, 0)
 
 
 def tree_digest(tree: Path) -> str:
@@ -480,6 +501,8 @@ def run_module(source: Source, module: Module, modules: list[Module], tool: dict
         shutil.rmtree(state)
     state.mkdir(parents=True, exist_ok=True)
     scratch_copy(source, tree)          # the current code and tests, every time
+    # What the committed summary will say this run measured: the commit and the tests copied.
+    measured = {"commit": commit_label(source), "tests_sha256": fingerprint(tree, module)["tests_sha256"]}
     write_session_config(config, module, tool.get("timeout-min-s", 60))   # what cosmic-ray init reads
     stamp = hashlib.sha256((source.root / module.path).read_bytes()).hexdigest()
     stamp_file = state / "source.sha256"
@@ -506,6 +529,7 @@ def run_module(source: Source, module: Module, modules: list[Module], tool: dict
         return
     seconds, lines, took = baseline(source, tree, module, modules)
     timeout = max(tool.get("timeout-min-s", 60), tool.get("timeout-factor", 4) * seconds)
+    (state / "measured.json").write_text(json.dumps(measured))
     print(f"{module.path}: {pending} mutants to run (tests: {seconds:.1f} s unmutated, timeout "
           f"{timeout:.0f} s)", flush=True)
     exec_session(session, tree, module, timeout, lines, took)
@@ -520,7 +544,7 @@ def _forget(session: Path, job_ids) -> None:
 # ---------------------------------------------------------------------------- the report
 
 def tally(source: Source, module: Module):
-    """(counts, survivors) of a module's session: survivors are (Mutant, diff)."""
+    """(counts, survivors) of a module's session: survivors are (key, diff, not run)."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
@@ -548,7 +572,7 @@ def tally(source: Source, module: Module):
                 counts["equivalent"] += 1
             else:
                 counts["survived"] += 1
-                survivors.append((mutant, result.diff or "", result.output == NOT_RUN))
+                survivors.append((mutant.key(), result.diff or "", result.output == NOT_RUN))
         elif result.worker_outcome == WorkerOutcome.NO_TEST:
             counts["no mutation"] += 1
         else:
@@ -556,50 +580,144 @@ def tally(source: Source, module: Module):
     return counts, survivors
 
 
+def commit_label(source: Source) -> str:
+    if source.root != ROOT:
+        return source.label.removeprefix("commit ")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    return f"{commit}{' (with uncommitted changes)' if dirty else ''}"
+
+
+def fingerprint(root: Path, module: Module) -> dict:
+    """What a module's result depends on: its source, its test files (as listed) and its
+    lines of bench/mutation-equivalent.txt, each as a sha256."""
+    def sha(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
+    files = sorted({t.split("::")[0] for t in module.tests})
+    tests = repr(module.tests).encode() + b"".join(
+        f.encode() + b"\0" + (root / f).read_bytes() + b"\0" for f in files)
+    mine = sorted(line.strip() for line in (EQUIVALENT.read_text().splitlines() if EQUIVALENT.is_file() else [])
+                  if line.startswith(module.path + " | "))
+    return {"source_sha256": sha((root / module.path).read_bytes()), "tests_sha256": sha(tests),
+            "equivalent_sha256": sha("\n".join(mine).encode())}
+
+
+def session_result(source: Source, module: Module) -> dict | None:
+    """A module's local session, as its committed summary would hold it (None without one).
+    One whose module changed since is not counted: it is stale whatever it holds."""
+    state = source.state / module.slug
+    session, stamp, measured = state / "session.sqlite", state / "source.sha256", state / "measured.json"
+    if not session.exists():
+        return None
+    extra = json.loads(measured.read_text()) if measured.is_file() else {}
+    now = fingerprint(source.root, module)
+    result = {"module": module.path,
+              "source_sha256": stamp.read_text() if stamp.is_file() else "",
+              "tests_sha256": extra.get("tests_sha256", ""),
+              "equivalent_sha256": now["equivalent_sha256"],       # tally reads today's entries
+              "commit": extra.get("commit", "unknown"),
+              "date": str(datetime.date.fromtimestamp(session.stat().st_mtime))}
+    if result["source_sha256"] == now["source_sha256"]:
+        counts, survivors = tally(source, module)
+        result["counts"] = {k: counts[k] for k in COUNTED}
+        result["survivors"] = [{"id": key, "diff": diff, "not_run": not_run}
+                               for key, diff, not_run in survivors]
+    return result
+
+
+def latest_result(source: Source, module: Module) -> tuple[dict | None, str, bool]:
+    """(result, why it is stale or "", whether it is the local session's): the local session
+    when it measured the module as it is, else the committed summary when that did. A result
+    of another version of the module (or of other equivalent entries) is returned only as
+    stale, never counted."""
+    now = fingerprint(source.root, module)
+    summary = source.root / RESULTS / f"{module.slug}.json"
+    local = session_result(source, module)
+    committed = json.loads(summary.read_text()) if summary.is_file() else None
+
+    def stale(result: dict) -> str:
+        if result["source_sha256"] != now["source_sha256"]:
+            return "its source changed since"
+        if result["equivalent_sha256"] != now["equivalent_sha256"]:
+            return "its equivalent entries changed since"
+        return ""
+    found = [r for r in (local, committed) if r is not None]
+    for result in found:
+        if not stale(result):
+            return result, "", result is local
+    return (found[0], stale(found[0]), False) if found else (None, "", False)
+
+
+def save_summary(source: Source, module: Module, result: dict) -> None:
+    """The local session's result, committed beside the report (unchanged: left alone)."""
+    path = source.root / RESULTS / f"{module.slug}.json"
+    if path.is_file() and json.loads(path.read_text()) == result:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+
+
 def write_report(source: Source, modules) -> str:
-    if source.root == ROOT:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip()
-        what = f"the working tree at {commit}{' (with uncommitted changes)' if dirty else ''}"
-    else:
-        what = source.label
+    """The report, from each module's latest result (latest_result); the local sessions'
+    results are saved as the committed summaries too (the working tree's only)."""
+    what = f"the working tree at {commit_label(source)}" if source.root == ROOT else source.label
     lines = ["# Mutation testing: the latest run",
              "",
              f"Written by `python bench/mutation.py` on {datetime.date.today()}, measuring "
-             f"{what}. See docs/testing.md.",
+             f"{what}: each module's local session, else its committed summary ({RESULTS}/), "
+             f"as of the commit in `measured`. See docs/testing.md.",
              "",
-             "| module | mutants | killed | survived | equivalent | score |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| module | mutants | killed | survived | equivalent | score | measured |",
+             "|---|---:|---:|---:|---:|---:|---|"]
     all_survivors = []
     total = Counter()
+    with_session = set()
     for m in modules:
-        counts, survivors = tally(source, m)
-        if counts is None:
-            lines.append(f"| {m.path} | not run | | | | |")
+        result, stale, local = latest_result(source, m)
+        if local:
+            with_session.add(m.path)
+            if source.root == ROOT:
+                save_summary(source, m, result)
+        if result is None:
+            lines.append(f"| {m.path} | not run | | | | | |")
             continue
+        measured = f"{result['commit']}, {result['date']}"
+        if stale:
+            lines.append(f"| {m.path} | stale: {stale} | | | | | {measured} |")
+            continue
+        counts = Counter(result["counts"])
         total.update(counts)
-        all_survivors += survivors
+        all_survivors += [(s["id"], s["diff"], s["not_run"]) for s in result["survivors"]]
+        if result.get("carried_from"):
+            measured += f" (carried from {result['carried_from']})"
+        if result["tests_sha256"] and result["tests_sha256"] != fingerprint(source.root, m)["tests_sha256"]:
+            measured += "; tests changed since"
         n = counts["killed"] + counts["survived"] + counts["equivalent"]
         score = f"{counts['killed'] / (n - counts['equivalent']):.1%}" if n > counts["equivalent"] else "-"
         note = f" ({counts['pending']} pending)" if counts["pending"] else ""
         lines.append(f"| {m.path}{'' if not m.only else ' (' + ', '.join(m.only) + ')'}{note} | {n} | "
-                     f"{counts['killed']} | {counts['survived']} | {counts['equivalent']} | {score} |")
+                     f"{counts['killed']} | {counts['survived']} | {counts['equivalent']} | {score} | "
+                     f"{measured} |")
     n = total["killed"] + total["survived"] + total["equivalent"]
     if n:
         lines.append(f"| **all** | {n} | {total['killed']} | {total['survived']} | "
-                     f"{total['equivalent']} | {total['killed'] / max(1, n - total['equivalent']):.1%} |")
+                     f"{total['equivalent']} | {total['killed'] / max(1, n - total['equivalent']):.1%} | |")
     lines += ["", "Score: killed / (mutants - equivalent). Killed includes hangs (a mutant whose "
-              "tests time out).", ""]
+              "tests time out). A stale module's result measured another version of it and is "
+              "not counted: run it again.", ""]
     if all_survivors:
         lines += ["## Survivors to kill or explain", ""]
-        for mutant, diff, not_run in all_survivors:
-            lines += [f"- `{mutant.key()}`" + (f" ({NOT_RUN})" if not_run else ""), "",
+        for key, diff, not_run in all_survivors:
+            lines += [f"- `{key}`" + (f" ({NOT_RUN})" if not_run else ""), "",
                       "```diff", diff.strip(), "```", ""]
     else:
         lines += ["No unexplained survivor.", ""]
-    stale = set(read_equivalent()) - {mutant.key() for m in modules for mutant in _all_mutants(source, m)}
+    # Only a session names every mutant of its module: entries of the others are not judged.
+    stale = ({k for k in read_equivalent() if k.split(" | ")[0] in with_session}
+             - {mutant.key() for m in modules if m.path in with_session
+                for mutant in _all_mutants(source, m)})
     if stale:
         lines += ["## Equivalent entries that match no mutant (stale: check and remove)", ""]
         lines += [f"- `{k}`" for k in sorted(stale)] + [""]
@@ -726,9 +844,14 @@ def main(argv=None) -> int:
         unknown = set(args.modules) - {m.path for m in modules}
         if unknown:
             parser.error(f"not in {CONFIG.name}: {', '.join(sorted(unknown))}")
+        # A stopped run (Ctrl-C, or SIGTERM, e.g. a killed process group) still writes the
+        # report and the summaries of what it measured.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         for m in chosen:
-            run_module(source, m, modules, tool, fresh=args.fresh, survivors=args.survivors)
-            print(write_report(source, modules), flush=True)
+            try:
+                run_module(source, m, modules, tool, fresh=args.fresh, survivors=args.survivors)
+            finally:
+                print(write_report(source, modules), flush=True)
         return 0
     if args.command == "report":
         print(write_report(source, modules))

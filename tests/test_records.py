@@ -112,6 +112,17 @@ def test_an_integer_column_widens_to_int64_when_a_value_needs_it():
     assert out[0].tolist() == [0.0, 0.5, 1.0, 1.5, 2.0, 9.0]
 
 
+def test_a_column_widens_as_often_as_its_values_need():
+    """The verdict column starts as int8 (recorder.py: _ROW). One spill whose values need
+    int32 (300) and then int64 (2**40) widens it twice, int8 to int32 to int64, keeping each
+    value once and exactly; the other columns keep their own width."""
+    cols = StepColumns()
+    row = (0.0, 0.25, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    cols.spill([row, row[:5] + (300,) + row[6:], row[:5] + (2 ** 40,) + row[6:], row])
+    assert cols.cols[5].typecode == "q" and cols.cols[5].tolist() == [0, 300, 2 ** 40, 0]
+    assert cols.cols[2].typecode == "i" and cols.cols[2].tolist() == [1] * 4
+
+
 def test_promises_beyond_int32_are_recorded_exactly():
     model, worker = machine(64, max_running=2)
     huge = 3 * 2 ** 31   # an admission that promises more pages than int32 holds

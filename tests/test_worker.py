@@ -321,6 +321,18 @@ def test_leak_when_pages_are_never_released():
     assert nonzero(run(model, worker, None, requests)) == {}
 
 
+def test_a_leak_says_how_many_pages_are_held_and_names_the_first_four():
+    """r0 (20 prompt tokens, 100 output) ends holding ceil(120 / 16) = 8 pages, which a
+    machine that never releases keeps. A fresh pool hands out pages 0, 1, 2 ... in order, so
+    they are pages 0 to 7, and the sentence shows the first four of them."""
+    model, worker = machine(60)
+    result = run(model, worker, reference_policy({"cancellation": {"release": "never"}}),
+                 (request(0, 0.0, 20, 100),))
+    (leak,) = of_kind(result, "leak")
+    assert leak.requests == ("r0",) and leak.pages == tuple(range(8))
+    assert leak.detail == "r0 (completed) still holds 8 pages at the end of the run, e.g. [0, 1, 2, 3]"
+
+
 def _shared_prefix_cancelled(policy, prefix_pages: int = 4):
     """r0 publishes a prefix of 4 pages; r1 shares it, and is cancelled mid-step while r0 runs."""
     model, worker = machine(60, cost=CostModel(step_fixed=0.05))
@@ -1170,6 +1182,22 @@ def test_a_run_stopped_at_its_cap_hears_no_later_event():
     assert result.unfinished == ("r0", "r1") and r1.admitted_s is None
     assert r1.reason == f"unfinished (not arrived when the run stopped): {result.aborted}"
     assert result.end_s == r0.token_times[-1] < 50.0
+
+
+def test_a_run_stopped_at_its_cap_names_each_unfinished_request_s_phase():
+    """docs/worker.md: "unfinished (*phase* when the run stopped): *why*". One request runs at
+    a time; r0's 200 prompt tokens take 13 chunks of 16, so at the 5-step cap it is still
+    prefilling (80 tokens in) and r1, behind it, was never admitted: queued."""
+    model, worker = machine(60, max_running=1)
+    sheet = {"chunk_rule": {"rule": "fixed", "fixed_tokens": 16}}
+    requests = (request(0, 0.0, 200, 5), request(1, 0.0, 20, 2))
+    result = simulate(model, worker, reference_policy(sheet), requests, max_steps=5,
+                      check_invariants=True)
+    r0, r1 = result.requests
+    assert result.steps.chunk_tokens.tolist() == [16] * 5 and result.unfinished == ("r0", "r1")
+    assert r0.reason == f"unfinished (prefill when the run stopped): {result.aborted}"
+    assert r1.reason == f"unfinished (queued when the run stopped): {result.aborted}"
+    assert (r0.outcome, r1.outcome, r1.admitted_s) == ("failed", "failed", None)
 
 
 def _drifting(method, plant):

@@ -1,0 +1,92 @@
+"""bench/mutation.py's committed results: on a checkout without sessions (.mutation/ is not
+committed) the report shows each module's committed summary, and a summary of another
+version of the module is shown as stale, never counted (docs/testing.md, Mutation testing).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+_spec = importlib.util.spec_from_file_location("mutation", ROOT / "bench" / "mutation.py")
+mutation = sys.modules["mutation"] = importlib.util.module_from_spec(_spec)   # dataclasses look it up
+_spec.loader.exec_module(mutation)
+
+MODULE = mutation.Module("pkg/mod.py", ("tests/test_mod.py",))
+SURVIVOR = "pkg/mod.py | f | AddNot | return x"
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """A module, its test file, its equivalent entries and its committed summary, as
+    measured: the summary holds one survivor."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("def f(x):\n    return x\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_mod.py").write_text("def test_f():\n    pass\n")
+    equivalent = tmp_path / "equivalent.txt"
+    equivalent.write_text("pkg/mod.py | f | NumberReplacer | return x | why\n")
+    monkeypatch.setattr(mutation, "EQUIVALENT", equivalent)
+    summary = {"module": MODULE.path, **mutation.fingerprint(tmp_path, MODULE),
+               "commit": "abc1234", "date": "2026-12-01",
+               "counts": {"killed": 5, "survived": 1, "equivalent": 1, "pending": 0},
+               "survivors": [{"id": SURVIVOR, "diff": "-return x\n+return not x", "not_run": False}]}
+    (tmp_path / mutation.RESULTS).mkdir(parents=True)
+    (tmp_path / mutation.RESULTS / "pkg.mod.json").write_text(json.dumps(summary))
+    (tmp_path / ".mutation").mkdir()                 # no session in it: the report goes there
+    return mutation.Source(tmp_path, tmp_path / ".mutation", "commit abc1234"), summary
+
+
+def _row(source) -> tuple[str, str]:
+    mutation.write_report(source, [MODULE])
+    text = source.report.read_text()
+    (row,) = [line for line in text.splitlines() if line.startswith(f"| {MODULE.path}")]
+    return row, text
+
+
+def test_without_a_session_the_committed_summary_is_the_result(tree):
+    source, summary = tree
+    assert mutation.latest_result(source, MODULE) == (summary, "", False)
+    row, text = _row(source)
+    # 7 mutants: 5 killed, 1 survived, 1 equivalent; 5 of the 6 not equivalent killed.
+    assert row == f"| {MODULE.path} | 7 | 5 | 1 | 1 | 83.3% | abc1234, 2026-12-01 |"
+    assert f"- `{SURVIVOR}`" in text and "+return not x" in text
+
+
+@pytest.mark.parametrize("change,why", [
+    ("pkg/mod.py", "its source changed since"),
+    ("equivalent.txt", "its equivalent entries changed since"),
+])
+def test_a_summary_of_another_version_is_stale_and_not_counted(tree, change, why):
+    source, summary = tree
+    path = source.root / change
+    path.write_text(path.read_text().replace("return x", "return -x"))
+    assert mutation.latest_result(source, MODULE) == (summary, why, False)
+    row, text = _row(source)
+    assert row == f"| {MODULE.path} | stale: {why} | | | | | abc1234, 2026-12-01 |"
+    assert SURVIVOR not in text and "| **all**" not in text
+
+
+def test_changed_tests_leave_the_counts_but_say_so(tree):
+    source, _ = tree
+    (source.root / "tests" / "test_mod.py").write_text("def test_f():\n    assert True\n")
+    row, _ = _row(source)
+    assert row.endswith("| 83.3% | abc1234, 2026-12-01; tests changed since |")
+
+
+def test_a_local_session_of_the_module_as_it_is_comes_first(tree, monkeypatch):
+    source, summary = tree
+    local = {**summary, "commit": "def5678", "counts": {**summary["counts"], "killed": 6}}
+    monkeypatch.setattr(mutation, "session_result", lambda source_, module: local)
+    assert mutation.latest_result(source, MODULE) == (local, "", True)
+    # A session of an older version of the module gives way to the committed summary.
+    old = {**local, "source_sha256": "0" * 64}
+    monkeypatch.setattr(mutation, "session_result", lambda source_, module: old)
+    assert mutation.latest_result(source, MODULE) == (summary, "", False)
+    # With neither current, the session is what is shown, as stale.
+    (source.root / mutation.RESULTS / "pkg.mod.json").unlink()
+    assert mutation.latest_result(source, MODULE) == (old, "its source changed since", False)
