@@ -60,7 +60,14 @@ def _one(lesson: str, repeat: int) -> dict:
         except (OSError, ValueError, IndexError):
             return 0.0
 
-    kill = session._Child.kill
+    kill, batch = session._Child.kill, session.Sandbox._run_batch
+    trips = [0, 0]          # request frames sent, calls they held
+
+    def counted_batch(box, *args):      # (fname, calls) before this checkout, (calls) since
+        trips[0] += 1
+        trips[1] += len(args[-1])
+        return batch(box, *args)
+    session.Sandbox._run_batch = counted_batch
 
     def counted_kill(child):
         if child.proc is not None:
@@ -81,21 +88,22 @@ def _one(lesson: str, repeat: int) -> dict:
     scores = {c.id: c.score for c in grade().criteria}      # the oracle's runs, untimed
     times = []
     for _ in range(repeat):
-        children[0] = 0.0
+        children[0], trips[:] = 0.0, [0, 0]
         own = resource.getrusage(resource.RUSAGE_SELF)
         grade()
         now = resource.getrusage(resource.RUSAGE_SELF)
         grader_s = now.ru_utime + now.ru_stime - own.ru_utime - own.ru_stime
-        times.append((grader_s + children[0], grader_s, children[0]))
+        times.append((grader_s + children[0], grader_s, children[0], *trips))
     best = min(times)
     return {"lesson": lesson, "cpu_s": best[0], "grader_s": best[1], "children_s": best[2],
-            "scores": scores}
+            "round_trips": best[3], "calls": best[4], "scores": scores}
 
 
 def run_on(tree: Path, lesson: str, repeat: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "GRADER_CACHE": "off"}
-    out = subprocess.run([sys.executable, str(tree / "bench" / "hidden_grade.py")
-                          if (tree / "bench" / "hidden_grade.py").is_file() else __file__,
+    # This script measures both checkouts (the same counting, whatever the other's script
+    # does); PYTHONPATH puts the checkout under test first.
+    out = subprocess.run([sys.executable, __file__,
                           "--one", lesson, "--repeat", str(repeat), "--root", str(tree)],
                          cwd=tree, env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -128,18 +136,20 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     print(dated(f"CPU seconds per submission, best of {args.rounds} x {args.repeat} (grader + sandbox children)"))
-    head = f"{'lesson':<8} {'this: cpu s':>11} {'grader s':>9} {'children s':>10}"
+    head = f"{'lesson':<8} {'this: cpu s':>11} {'grader s':>9} {'children s':>10} {'trips':>6} {'calls':>6}"
     if args.baseline:
-        head += f" {'before: cpu s':>13} {'grader s':>9} {'children s':>10} {'speed-up':>9}  scores"
+        head += (f" {'before: cpu s':>13} {'grader s':>9} {'children s':>10} {'trips':>6} "
+                 f"{'speed-up':>9}  scores")
     print(head)
     for row in rows:
         t = row["this"]
-        line = f"{row['lesson']:<8} {t['cpu_s']:>11.3f} {t['grader_s']:>9.3f} {t['children_s']:>10.3f}"
+        line = (f"{row['lesson']:<8} {t['cpu_s']:>11.3f} {t['grader_s']:>9.3f} {t['children_s']:>10.3f} "
+                f"{t['round_trips']:>6,} {t['calls']:>6,}")
         if args.baseline:
             b = row["baseline"]
             same = "identical" if b["scores"] == t["scores"] else f"DIFFER: {b['scores']} -> {t['scores']}"
             line += (f" {b['cpu_s']:>13.3f} {b['grader_s']:>9.3f} {b['children_s']:>10.3f} "
-                     f"{b['cpu_s'] / t['cpu_s']:>8.2f}x  {same}")
+                     f"{b['round_trips']:>6,} {b['cpu_s'] / t['cpu_s']:>8.2f}x  {same}")
         print(line)
     if args.baseline:
         print(f"\nTargets (CPU seconds; the machine may be shared)")
