@@ -1484,3 +1484,33 @@ def test_prompts_of_two_dtypes_share_a_prefix_by_their_tokens():
     r1 = dataclasses.replace(request(1, 1.0, p, 3), prompt=wide)
     result = run(model, worker, None, (request(0, 0.0, p, 3), r1))
     assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 6
+
+
+def test_a_blocks_key_chains_from_the_block_just_before_it():
+    """Blocks A, B, C of 16 tokens: r0 holds A B, r1 A C, r2 A B C. r1 hits A only (its C
+    follows A, not B, so it publishes C as its own block 1); r2 hits A and B, then misses C:
+    its C follows B, and the only C published follows A. 1 + 2 hits, no wrong one, under the
+    worker's keys as under the reference's."""
+    a, b, c = np.arange(1, 17), np.arange(17, 33), np.arange(33, 49)
+    model, worker = machine(60)
+    requests = (request(0, 0.0, np.concatenate([a, b, [900, 901, 902]]), 3),
+                request(1, 1.0, np.concatenate([a, c, [910, 911, 912]]), 3),
+                request(2, 2.0, np.concatenate([a, b, c, [920, 921, 922]]), 3))
+    for policy in (None, reference_policy().with_(prefix_key=None)):
+        result = run(model, worker, policy, requests)
+        assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 1 + 2
+
+
+def test_a_block_repeated_in_one_prompt_has_a_key_at_each_position():
+    """r0 is one block X three times and 4 tokens: each X follows another parent, so each
+    has its own key and r0 publishes all three pages; r1, the same prompt, hits all three
+    (51 tokens: the lookup leaves the last to prefill), each at its own block."""
+    x = np.full(16, 7)
+    prompt = np.concatenate([x, x, x, [1, 2, 3, 4]])
+    model, worker = machine(60)
+    requests = (request(0, 0.0, prompt, 3), request(1, 1.0, prompt, 3))
+    for policy in (None, reference_policy().with_(prefix_key=None)):
+        trace: list = []
+        result = run(model, worker, policy, requests, trace=trace)
+        assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 3
+        assert len([e for e in trace if e[0] == "publish" and e[2] == "r0"]) == 3
