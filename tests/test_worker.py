@@ -1404,19 +1404,28 @@ def test_a_request_preempted_at_a_launch_and_waiting_is_in_no_later_step():
     assert (r1.outcome, r1.cancel_s, r1.fence_s) == ("cancelled_by_client", cancel, cancel)
 
 
+def _keyings(sheet=None):
+    """The reference policy, then with the worker's own keys (no prefix_key), then with its
+    own publishing too (no publishable either, the course baseline): a prefix test's
+    expectation holds under all three."""
+    ref = reference_policy(sheet)
+    return ref, ref.with_(prefix_key=None), ref.with_(prefix_key=None, publishable=None)
+
+
 def test_the_worker_keys_prefixes_itself_for_a_policy_without_prefix_key():
     """A policy without prefix_key (the course baseline) gets the worker's own keys: a page
     hits where scope, position and every token before it agree. By hand, on 16-token pages,
     a 100-token prompt P has 6 full blocks, and a lookup leaves one token to prefill:
     r1 (P again, same scope) hits 6, r2 (P in another scope) none, r3 (P's first 40 tokens,
     then others) its first 2 blocks, r4 (P without its first block, so P's second block
-    first) none: a block is known by its parent too. 8 hits, as under the reference keys."""
+    first) none: a block is known by its parent too. 8 hits, as under the reference keys
+    (and with the worker's own publishing: only full pages, so not r0's 4-token page 6)."""
     model, worker = machine(60)
     p = np.arange(1, 101)
     requests = (request(0, 0.0, p, 3), request(1, 1.0, p, 3), request(2, 2.0, p, 3, scope="b"),
                 request(3, 3.0, np.concatenate([p[:40], np.arange(900, 960)]), 3),
                 request(4, 4.0, p[16:], 3))
-    for policy in (reference_policy().with_(prefix_key=None), None):
+    for policy in _keyings():
         result = run(model, worker, policy, requests)
         assert nonzero(result) == {} and outcomes(result) == {"completed": 5}
         assert result.series["prefix_hits"][-1] == 8
@@ -1489,14 +1498,13 @@ def test_prompts_of_two_dtypes_share_a_prefix_by_their_tokens():
 def test_a_blocks_key_chains_from_the_block_just_before_it():
     """Blocks A, B, C of 16 tokens: r0 holds A B, r1 A C, r2 A B C. r1 hits A only (its C
     follows A, not B, so it publishes C as its own block 1); r2 hits A and B, then misses C:
-    its C follows B, and the only C published follows A. 1 + 2 hits, no wrong one, under the
-    worker's keys as under the reference's."""
+    its C follows B, and the only C published follows A. 1 + 2 hits, no wrong one."""
     a, b, c = np.arange(1, 17), np.arange(17, 33), np.arange(33, 49)
     model, worker = machine(60)
     requests = (request(0, 0.0, np.concatenate([a, b, [900, 901, 902]]), 3),
                 request(1, 1.0, np.concatenate([a, c, [910, 911, 912]]), 3),
                 request(2, 2.0, np.concatenate([a, b, c, [920, 921, 922]]), 3))
-    for policy in (None, reference_policy().with_(prefix_key=None)):
+    for policy in _keyings():
         result = run(model, worker, policy, requests)
         assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 1 + 2
 
@@ -1509,8 +1517,38 @@ def test_a_block_repeated_in_one_prompt_has_a_key_at_each_position():
     prompt = np.concatenate([x, x, x, [1, 2, 3, 4]])
     model, worker = machine(60)
     requests = (request(0, 0.0, prompt, 3), request(1, 1.0, prompt, 3))
-    for policy in (None, reference_policy().with_(prefix_key=None)):
+    for policy in _keyings():
         trace: list = []
         result = run(model, worker, policy, requests, trace=trace)
         assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 3
         assert len([e for e in trace if e[0] == "publish" and e[2] == "r0"]) == 3
+
+
+def test_a_prompt_prefilled_in_chunks_publishes_each_page_once_written():
+    """A 68-token prompt in 16-token chunks: page k is written by chunk k and published
+    then, the pages before it being published already. r1, the same prompt afterwards, hits
+    all 4 full blocks (the lookup leaves one token to prefill: (68 - 1) // 16 = 4)."""
+    model, worker = machine(40)
+    p = np.arange(1, 69)
+    requests = (request(0, 0.0, p, 3), request(1, 5.0, p, 3))
+    for policy in _keyings({"chunk_rule": {"rule": "fixed", "fixed_tokens": 16}}):
+        trace: list = []
+        result = run(model, worker, policy, requests, trace=trace)
+        assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 4
+        chunks = list(zip(result.steps.chunk_request, result.steps.chunk_tokens.tolist()))
+        assert chunks[:5] == [("r0", 16)] * 4 + [("r0", 4)]
+        assert len([e for e in trace if e[0] == "publish" and e[2] == "r0"]) == 4
+
+
+def test_with_the_cache_off_nothing_is_published_or_kept():
+    """A policy with prefix_cache off looks nothing up and publishes nothing: r1, r0's prompt
+    again, hits nothing, and no released page is kept evictable for a hit."""
+    model, worker = machine(40)
+    p = np.arange(1, 101)
+    trace: list = []
+    policy = reference_policy({"admission_ledger": {"prefix_cache": False}})
+    result = run(model, worker, policy, (request(0, 0.0, p, 3), request(1, 1.0, p, 3)),
+                 trace=trace)
+    assert nonzero(result) == {} and outcomes(result) == {"completed": 2}
+    assert result.series["prefix_hits"][-1] == 0 and not result.series["evictable"].any()
+    assert not [e for e in trace if e[0] == "publish"]
