@@ -1482,16 +1482,18 @@ def test_a_request_publishes_its_own_page_after_a_single_hit():
     assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 1 + 2
 
 
-def test_prompts_of_two_dtypes_share_a_prefix_by_their_tokens():
+@pytest.mark.parametrize("wide_one", [1, 0])
+def test_prompts_of_two_dtypes_share_a_prefix_by_their_tokens(wide_one):
     """Prompts are int32 by construction, but a hit is verified on token values, not bytes:
-    r1's prompt, the same 100 tokens as r0's held as int64, hits r0's 6 full blocks under
-    keys made from the token values, and no hit is taken for a wrong one."""
+    r1's prompt, the same 100 tokens as r0's with one of the two held as int64, hits r0's
+    6 full blocks under keys made from the token values, and no hit is taken for a wrong one."""
     model, worker = machine(60)
     p = np.arange(1, 101)
     wide = p.astype(np.int64)
     wide.setflags(write=False)
-    r1 = dataclasses.replace(request(1, 1.0, p, 3), prompt=wide)
-    result = run(model, worker, None, (request(0, 0.0, p, 3), r1))
+    requests = [request(0, 0.0, p, 3), request(1, 1.0, p, 3)]
+    requests[wide_one] = dataclasses.replace(requests[wide_one], prompt=wide)
+    result = run(model, worker, None, requests)
     assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 6
 
 
@@ -1552,3 +1554,15 @@ def test_with_the_cache_off_nothing_is_published_or_kept():
     assert nonzero(result) == {} and outcomes(result) == {"completed": 2}
     assert result.series["prefix_hits"][-1] == 0 and not result.series["evictable"].any()
     assert not [e for e in trace if e[0] == "publish"]
+
+
+@pytest.mark.parametrize("first, second", [(1, 2), (2, 1)])
+def test_a_wrong_hit_is_caught_whichever_prompts_tokens_are_the_greater(first, second):
+    """Under a constant key r1's two blocks both hit r0's page 0: block 0 with other tokens,
+    block 1 at another position. Both are wrong hits, whether r0's tokens are below r1's
+    or above: tokens are the same or not, and no order between them makes them so."""
+    model, worker = machine(40)
+    requests = (request(0, 0.0, np.full(40, first), 3), request(1, 1.0, np.full(40, second), 3))
+    policy = reference_policy().with_(prefix_key=lambda scope, parent, tokens: "one key")
+    wrong = of_kind(run(model, worker, policy, requests), "wrong_prefix_hit")
+    assert [(v.requests, v.pages) for v in wrong] == [(("r1", "r0"), (0,))] * 2
