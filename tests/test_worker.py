@@ -1566,3 +1566,22 @@ def test_a_wrong_hit_is_caught_whichever_prompts_tokens_are_the_greater(first, s
     policy = reference_policy().with_(prefix_key=lambda scope, parent, tokens: "one key")
     wrong = of_kind(run(model, worker, policy, requests), "wrong_prefix_hit")
     assert [(v.requests, v.pages) for v in wrong] == [(("r1", "r0"), (0,))] * 2
+
+
+def test_a_policys_keys_are_asked_page_by_page_and_stop_at_an_unusable_one():
+    """r0's 68 tokens: 4 full blocks, prefilled in one chunk. Its key for block 1 (tokens
+    17..32) is unusable. The lookup asks block 0's key and misses; publishing page 0 uses
+    that key, not asked again, and each later page first needs block 1's key, asked anew
+    for pages 1, 2 and 3 (the worker asks as it reaches each page, and cannot key past
+    block 1)."""
+    asked = []
+
+    def key_but_block_1(scope, parent, tokens):
+        asked.append(tokens[0])
+        return "" if tokens[0] == 17 else lesson4.prefix_key(scope, parent, tokens)
+
+    model, worker = machine(60)
+    result = run(model, worker, reference_policy().with_(prefix_key=key_but_block_1),
+                 (request(0, 0.0, np.arange(1, 69), 3),))
+    assert nonzero(result) == {"invalid_decision": 1}
+    assert asked == [1, 17, 17, 17]
