@@ -1527,18 +1527,19 @@ def test_a_block_repeated_in_one_prompt_has_a_key_at_each_position():
 
 
 def test_a_prompt_prefilled_in_chunks_publishes_each_page_once_written():
-    """A 68-token prompt in 16-token chunks: page k is written by chunk k and published
-    then, the pages before it being published already. r1, the same prompt afterwards, hits
-    all 4 full blocks (the lookup leaves one token to prefill: (68 - 1) // 16 = 4)."""
+    """A 68-token prompt in 8-token chunks: page k is written by chunk 2k + 1 and published
+    then, the pages before it being published already (after chunk 0 no page is full). r1,
+    the same prompt afterwards, hits all 4 full blocks (the lookup leaves one token to
+    prefill: (68 - 1) // 16 = 4)."""
     model, worker = machine(40)
     p = np.arange(1, 69)
     requests = (request(0, 0.0, p, 3), request(1, 5.0, p, 3))
-    for policy in _keyings({"chunk_rule": {"rule": "fixed", "fixed_tokens": 16}}):
+    for policy in _keyings({"chunk_rule": {"rule": "fixed", "fixed_tokens": 8}}):
         trace: list = []
         result = run(model, worker, policy, requests, trace=trace)
         assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 4
         chunks = list(zip(result.steps.chunk_request, result.steps.chunk_tokens.tolist()))
-        assert chunks[:5] == [("r0", 16)] * 4 + [("r0", 4)]
+        assert chunks[:9] == [("r0", 8)] * 8 + [("r0", 4)]
         assert len([e for e in trace if e[0] == "publish" and e[2] == "r0"]) == 4
 
 
@@ -1585,3 +1586,17 @@ def test_a_policys_keys_are_asked_page_by_page_and_stop_at_an_unusable_one():
                  (request(0, 0.0, np.arange(1, 69), 3),))
     assert nonzero(result) == {"invalid_decision": 1}
     assert asked == [1, 17, 17, 17]
+
+
+def test_a_prompt_within_one_page_is_neither_published_nor_hit():
+    """10 tokens fill no page: r0 has no full block to publish, and r1, the same prompt,
+    has none to look up."""
+    model, worker = machine(40)
+    p = np.arange(1, 11)
+    for policy in _keyings():
+        trace: list = []
+        result = run(model, worker, policy, (request(0, 0.0, p, 3), request(1, 1.0, p, 3)),
+                     trace=trace)
+        assert nonzero(result) == {} and outcomes(result) == {"completed": 2}
+        assert result.series["prefix_hits"][-1] == 0
+        assert not [e for e in trace if e[0] == "publish"]
