@@ -1600,3 +1600,29 @@ def test_a_prompt_within_one_page_is_neither_published_nor_hit():
         assert nonzero(result) == {} and outcomes(result) == {"completed": 2}
         assert result.series["prefix_hits"][-1] == 0
         assert not [e for e in trace if e[0] == "publish"]
+
+
+@pytest.mark.parametrize("length, usable", [(512, True), (513, False)])
+def test_a_prefix_key_of_at_most_512_characters_is_usable(length, usable):
+    """Lesson 4's rule: a key has 1 to 512 characters. The reference's keys padded to 512
+    work as they are (r1 hits r0's 6 full blocks); one more character and no key is usable:
+    an invalid decision for each request, and nothing published or hit."""
+    def padded(scope, parent, tokens):
+        return lesson4.prefix_key(scope, parent, tokens).ljust(length, "x")
+
+    model, worker = machine(60)
+    p = np.arange(1, 101)
+    result = run(model, worker, reference_policy().with_(prefix_key=padded),
+                 (request(0, 0.0, p, 3), request(1, 1.0, p, 3)))
+    assert nonzero(result) == ({} if usable else {"invalid_decision": 2})
+    assert result.series["prefix_hits"][-1] == (6 if usable else 0)
+
+
+def test_a_prompt_one_token_past_its_full_blocks_hits_them_all():
+    """97 tokens: 6 full blocks and one token, the one the lookup leaves to prefill, so r1,
+    the same prompt, hits all 6 of r0's blocks."""
+    model, worker = machine(60)
+    p = np.arange(1, 98)
+    for policy in _keyings():
+        result = run(model, worker, policy, (request(0, 0.0, p, 3), request(1, 1.0, p, 3)))
+        assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 6
