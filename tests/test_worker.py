@@ -382,11 +382,13 @@ def test_cross_scope_hit_without_the_scope_in_the_key():
         assert records[hitter].admitted_s == v.time_s
 
 
-def test_cross_scope_hit_by_hand():
+@pytest.mark.parametrize("owner, hitter", [("acme", "globex"), ("globex", "acme")])
+def test_cross_scope_hit_by_hand(owner, hitter):
+    """Another scope is another scope, whichever of the two names sorts first."""
     model, worker = machine(40)
     prompt = np.arange(1, 101)
-    requests = (request(0, 0.0, prompt, 3, scope="acme"),
-                request(1, 1.0, prompt, 3, scope="globex"))
+    requests = (request(0, 0.0, prompt, 3, scope=owner),
+                request(1, 1.0, prompt, 3, scope=hitter))
     ref = run(model, worker, None, requests)
     assert nonzero(ref) == {} and ref.series["prefix_hits"][-1] == 0
     result = run(model, worker, reference_policy({"cancellation": {"with_scope": False}}), requests)
@@ -394,7 +396,7 @@ def test_cross_scope_hit_by_hand():
     # One violation per hit page: r0's six full prompt pages, once each.
     assert [v.pages for v in hits] == [(p,) for p in range(6)]
     assert all(v.requests == ("r1", "r0") for v in hits)
-    assert hits[0].detail == "r1 (scope 'globex') hit page 0 published by r0 under scope 'acme'"
+    assert hits[0].detail == f"r1 (scope {hitter!r}) hit page 0 published by r0 under scope {owner!r}"
 
 
 def test_cross_scope_hit_is_counted_once_per_use_not_per_retry():
@@ -1626,3 +1628,58 @@ def test_a_prompt_one_token_past_its_full_blocks_hits_them_all():
     for policy in _keyings():
         result = run(model, worker, policy, (request(0, 0.0, p, 3), request(1, 1.0, p, 3)))
         assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 6
+
+
+def test_a_lookup_stops_at_the_first_miss_though_later_blocks_are_cached():
+    """r0 (blocks A B C and 4 tokens) publishes every full page but block 1's, so A and C
+    are cached and B is not. r1 (A B C again) hits A, misses B and stops there: C's page,
+    though cached under r1's own key for block 2, would follow a block r1 has yet to
+    prefill. One hit, under the worker's keys as under the reference's."""
+    def all_but_block_1(pages):
+        return tuple(i for i in lesson4.publishable(pages) if i != 1)
+
+    model, worker = machine(60)
+    abc = np.arange(1, 49)
+    requests = (request(0, 0.0, np.concatenate([abc, [900, 901, 902, 903]]), 3),
+                request(1, 1.0, np.concatenate([abc, [910, 911, 912, 913]]), 3))
+    for policy in _keyings()[:2]:
+        result = run(model, worker, policy.with_(publishable=all_but_block_1), requests)
+        assert nonzero(result) == {} and result.series["prefix_hits"][-1] == 1
+
+
+def test_a_hit_on_an_earlier_block_of_the_same_tokens_is_a_wrong_prefix_hit():
+    """The converse of a later block's hit: a key without its parent, r0 = X X and 4 tokens
+    publishes X as its block 0 (its block 1's key is then taken). r1, the same 32 tokens
+    first, hits page 0 for block 0, rightly, and page 0 again for block 1: the tokens up to
+    block 1 are the same, but page 0 holds block 0, at another position."""
+    def parentless(scope, parent, tokens):
+        return f"{scope}:{tokens}"
+
+    x = np.full(16, 7)
+    model, worker = machine(60)
+    requests = (request(0, 0.0, np.concatenate([x, x, [1, 2, 3, 4]]), 3),
+                request(1, 1.0, np.concatenate([x, x, [5, 6, 7, 8]]), 3))
+    result = run(model, worker, reference_policy().with_(prefix_key=parentless), requests)
+    (wrong,) = of_kind(result, "wrong_prefix_hit")
+    assert wrong.requests == ("r1", "r0") and wrong.pages == (0,)
+    assert wrong.detail == "r1 block 1 hit page 0, which holds block 0 of r0: other tokens"
+
+
+def test_a_hit_whose_block_differs_in_one_token_is_a_wrong_prefix_hit():
+    """A key blind to its block's first token: r1 = A B' where B' is r0's B but for its
+    first token. r1's block 0 hits r0's page 0 (the same tokens); its block 1 hits r0's
+    page 1 under B's key, though token 16 differs: a wrong hit, and only that one."""
+    def blind(scope, parent, tokens):
+        return lesson4.prefix_key(scope, parent, tokens[1:])
+
+    a, b = np.arange(1, 17), np.arange(17, 33)
+    other = b.copy()
+    other[0] = 999
+    model, worker = machine(60)
+    requests = (request(0, 0.0, np.concatenate([a, b, [1, 2, 3]]), 3),
+                request(1, 1.0, np.concatenate([a, other, [4, 5, 6]]), 3))
+    trace: list = []
+    result = run(model, worker, reference_policy().with_(prefix_key=blind), requests, trace=trace)
+    page_1 = [e[3] for e in trace if e[0] == "take" and e[2] == "r0"][1]
+    assert [(v.requests, v.pages) for v in result.violations] == [(("r1", "r0"), (page_1,))]
+    assert result.series["prefix_hits"][-1] == 2
