@@ -1683,3 +1683,18 @@ def test_a_hit_whose_block_differs_in_one_token_is_a_wrong_prefix_hit():
     page_1 = [e[3] for e in trace if e[0] == "take" and e[2] == "r0"][1]
     assert [(v.requests, v.pages) for v in result.violations] == [(("r1", "r0"), (page_1,))]
     assert result.series["prefix_hits"][-1] == 2
+
+
+def test_a_page_refused_as_poisoned_is_not_offered_again_once_written():
+    """A 64-token prompt in 16-token chunks under a publish policy that ignores the write:
+    r0's pages 1 to 3 are each published unwritten, refused and counted once. They are not
+    offered again when their chunk completes, so only page 0 is cached: r1, r0's prompt
+    afterwards, hits block 0 and misses block 1."""
+    model, worker = machine(40)
+    sheet = {"chunk_rule": {"rule": "fixed", "fixed_tokens": 16},
+             "cancellation": {"require_written": False}}
+    p = np.arange(1, 65)
+    result = run(model, worker, reference_policy(sheet), (request(0, 0.0, p, 3), request(1, 5.0, p, 3)))
+    poisoned = of_kind(result, "poisoned_publish")
+    assert [v.pages for v in poisoned if v.requests == ("r0",)] == [(1,), (2,), (3,)]
+    assert result.series["prefix_hits"][-1] == 1
