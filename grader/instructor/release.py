@@ -289,7 +289,7 @@ def _drop_unneeded_lesson_parts(out: Path) -> None:
 # Import name of each distribution the course depends on (the release keeps only those
 # its shipped modules import).
 IMPORT_NAMES = {"numpy": "numpy", "pyyaml": "yaml", "jsonschema": "jsonschema",
-                "matplotlib": "matplotlib", "sqlalchemy": "sqlalchemy"}
+                "matplotlib": "matplotlib", "sqlalchemy": "sqlalchemy", "greenlet": "greenlet"}
 
 
 def _third_party_imports(out: Path) -> set[str]:
