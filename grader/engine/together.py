@@ -58,14 +58,15 @@ def together(sandbox, jobs) -> list:
         for i in range(len(runs)):
             resume(i, None)
         while waiting:
-            asked, order = dict(waiting), sorted(waiting)
+            asked = dict(waiting)
             waiting.clear()
+            order = sorted(asked)
             for i in order:
                 kind, fname, args = asked[i]
                 if kind == "many":
                     asked[i] = sandbox.call_many(fname, args)
             ones = [i for i in order if asked[i][0] == "one"]
-            for i, result in zip(ones, _call_each(sandbox, [asked[i][1:] for i in ones])):
+            for i, result in zip(ones, sandbox.call_each([asked[i][1:] for i in ones])):
                 asked[i] = result
             # The worker's time between two rounds is spent on this submission's answers,
             # as between two calls of a run alone (learner_policy._remote).
@@ -79,13 +80,6 @@ def together(sandbox, jobs) -> list:
             if run and not run.dead:
                 run.throw(GreenletExit)
     return results
-
-
-def _call_each(sandbox, calls):
-    each = getattr(sandbox, "call_each", None)
-    if each is not None:
-        return each(calls)
-    return [sandbox.call(fname, *args) for fname, args in calls]
 
 
 class _Waiting:

@@ -150,6 +150,9 @@ class InProcess:
     def call(self, fname: str, *args) -> CallResult:
         return self.call_many(fname, [args])[0]
 
+    def call_each(self, calls) -> list[CallResult]:
+        return [self.call(fname, *args) for fname, args in calls]
+
     def call_many(self, fname: str, arg_tuples) -> list[CallResult]:
         fn = self.functions.get(fname)
         out = []
