@@ -292,6 +292,28 @@ def test_wrong_solution_loses_exactly_where_it_is_wrong(name, reference_grade, t
     assert "expected" in feedback, feedback
 
 
+# A secret whose hidden suite holds a stalls candidate that rolls back on its interactive
+# class alone (its goodput fall stays inside the band): found by a random-secret run, when
+# the stalls criterion still asked for the oracle's exact decision and so charged a missing
+# class guard twice.
+STALLS_BY_CLASS_ONLY = bytes.fromhex("97a613a1aaf54df6")
+
+
+def test_hidden_stalls_asks_only_that_the_better_tpot_does_not_ship(tmp_path):
+    cases = [c for c in build_cases("lesson5", COURSE, STALLS_BY_CLASS_ONLY) if c.family == "release-stalls"]
+    unguarded = [reference.decide_release(c.inputs.baseline, c.inputs.candidate, c.inputs.rule,
+                                          class_guard=False).decision for c in cases]
+    assert "inconclusive" in unguarded                                  # the premise of this secret
+    for name, loses in (("no_class_guard", "class-guard"), ("no_fall_rollback", "goodput-fall")):
+        report = grade("lesson5", wrong_file(name, tmp_path), "grade", STALLS_BY_CLASS_ONLY)
+        got, top = scores(report), full(report)
+        assert got["hidden-stalls"] == top["hidden-stalls"] and got[loses] < top[loses], name
+    # Trusting the dashboard's TPOT over a rollback ships the stalls candidate: that costs it.
+    report = grade("lesson5", wrong_file("trusts_mean_tpot", tmp_path), "grade", STALLS_BY_CLASS_ONLY)
+    assert scores(report)["hidden-stalls"] == 0
+    feedback = next(c.feedback for c in report.criteria if c.id == "hidden-stalls")
+    assert "decided ship, expected rollback" in feedback, feedback
+
 def test_goodput_that_calls_a_wrong_qualify_is_not_charged_twice(reference_grade, tmp_path):
     report = grade("lesson5", wrong_file("average_tpot", tmp_path), "check")
     assert scores(report)["goodput"] == full(report)["goodput"]

@@ -11,6 +11,12 @@ isolate (grader/lessons/rule_probes.py: min_gain, a fall, pairing by seed).
 A decision criterion is judged on both sides of its decision (SIDES): it rolls back on a
 class drop AND ships when the drop is inside the guard, and it scores the lower of its two
 sides' shares, so a rule that always answers the same earns nothing.
+
+A side judged only "does not ship" is one whose cases hold a mistake of another
+criterion's: a stalls candidate rolls back on a class drop, on a goodput fall or on both,
+and which of them fires depends on the secret's workload. The stalls criterion asks only
+that the better average TPOT does not ship it; a rule missing the class guard or the
+fall clause answers "inconclusive" there, and loses on the criterion that names that.
 """
 from __future__ import annotations
 
@@ -118,7 +124,7 @@ SIDES = {
     "noise": ((("release-noise",), EXACT), (("rule-clear-gain",), EXACT)),
     "rejections": ((("release-rejections",), EXACT), (("rule-rejections-inside",), EXACT)),
     "class": ((("release-class", "rule-class-rejected"), EXACT), (("rule-class-inside",), EXACT)),
-    "stalls": ((("release-stalls",), EXACT), (("rule-tpot-worse",), EXACT)),
+    "stalls": ((("release-stalls",), NOT_SHIP), (("rule-tpot-worse",), EXACT)),
     "min_gain": ((("rule-under-min-gain",), EXACT), (("rule-clear-gain",), EXACT)),
     "fall": ((("rule-fall",), EXACT), (("rule-clear-gain",), EXACT)),
     "pairing": ((("rule-paired",), EXACT), (("rule-paired-small",), EXACT)),
