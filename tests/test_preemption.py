@@ -236,3 +236,53 @@ def test_the_stall_bound_counts_from_the_step_after_a_first_token():
     assert len(result.steps) == limit + 2
     assert result.aborted == (f"stopped after step {limit + 2}: no token and no request ended for "
                               f"{limit + 1} steps (stuck: a healthy run has one within {limit})")
+
+
+def _admissions(trace: list, rid: str) -> list[tuple[list[int], list[int], set[int]]]:
+    """Each admission of ``rid`` read from the trace: (its prefix hits, the pages taken for
+    the rest of its prompt in block order, the pages it published until it left)."""
+    found, pending, current = [], [], None
+    for event in trace:
+        if len(event) < 3 or event[2] != rid:
+            continue
+        kind = event[0]
+        if kind in ("ref", "take"):
+            pending.append(event)
+        elif kind == "unref":
+            pending = []                  # an attempt given back, or a departure
+        elif kind == "admit":
+            current = ([e[3] for e in pending if e[0] == "ref"], [e[3] for e in pending if e[0] == "take"], set())
+            found.append(current)
+            pending = []
+        elif kind == "publish" and current is not None:
+            current[2].add(event[3])
+        elif kind == "requeue":
+            current = None
+    return found
+
+
+def test_a_victim_recomputing_its_prompt_publishes_the_blocks_it_lost_again():
+    """A victim's cached prompt pages are evicted while it waits, so it comes back with
+    fewer hits than it had published; its recompute writes those blocks again, and the
+    first one it missed (whose key is no longer cached) must be published again, or every
+    later request with that prefix misses it too. Found in a review: the publishing book
+    kept the pages offered before the preemption as if they were still published."""
+    model, worker = machine(256)
+    policy = reference_policy({"admission_ledger": {"reserve": "prompt_only"},
+                               "chunk_rule": {"rule": "fixed", "fixed_tokens": 256}})
+    prompt = 800                            # 50 full blocks, prefilled in 4 chunks
+    walked = (prompt - 1) // 16             # the blocks a lookup walks: one token stays to prefill
+    reqs = tuple(request(i, 0.0, prompt, 2000) for i in range(4))
+    trace: list = []
+    result = simulate(model, worker, policy, reqs, trace=trace, check_invariants=True)
+    assert outcomes(result) == {"completed": 4}
+    lost = 0
+    for r in reqs:
+        before = 0
+        for hits, taken, published in _admissions(trace, r.id):
+            blocks = hits + taken
+            if len(hits) < before:          # it had published more than it hit now
+                lost += 1
+                assert blocks[len(hits)] in published, (r.id, len(hits), before)
+            before = len(hits) + sum(1 for p in blocks[len(hits):walked] if p in published)
+    assert lost                              # the premise: some victim lost cached blocks

@@ -164,7 +164,9 @@ class AdmissionQueue:
         self._return_promise(live)
         self.running -= 1
         live.preemptions += 1
-        live.published, live.tokens = set(), None
+        # Its pages are gone, so none of its blocks is published any more: a recompute
+        # offers them all again (those still cached come back as hits at re-admission).
+        live.published, live.tokens, live.offer_from = set(), None, 0
         self.waiting.appendleft(live)
         self.queued += 1
         self.retry = True
