@@ -74,7 +74,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-import jsonschema
 import numpy as np
 import yaml
 from numpy.random import PCG64, Generator, SeedSequence
@@ -253,14 +252,17 @@ def parse_workload(mapping: Any, source: str = "<workload>", text: str | None = 
 
 
 @lru_cache(maxsize=1)
-def _validator() -> jsonschema.Draft202012Validator:
+def _validator():
     # The schema is the course's own file; tests/test_workload.py checks it against the
-    # metaschema, which would cost every process about 30 ms here.
+    # metaschema, which would cost every process about 30 ms here. jsonschema is imported
+    # on first use: a process that parses no workload (a warm check) does without it.
+    import jsonschema
     return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
 
 
 def _check_schema(mapping: dict) -> None:
-    error = jsonschema.exceptions.best_match(_validator().iter_errors(mapping))
+    from jsonschema.exceptions import best_match
+    error = best_match(_validator().iter_errors(mapping))
     if error is None:
         return
     path = tuple(error.absolute_path)
@@ -269,7 +271,7 @@ def _check_schema(mapping: dict) -> None:
     raise _Invalid(path, _describe(error))
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
+def _describe(error) -> str:
     """A short message for a schema error, in the words a YAML author would use."""
     v, arg, got = error.validator, error.validator_value, error.instance
     if v == "type":

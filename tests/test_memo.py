@@ -122,3 +122,49 @@ def test_off_keeps_nothing_on_disk(tmp_path, monkeypatch):
     monkeypatch.setattr(memo, "_memory", {})
     assert memo.remember("unit", "k", lambda: 1) == 1
     assert not any(tmp_path.iterdir())
+
+
+def test_a_rubric_once_valid_is_read_back_and_a_changed_one_is_validated_again(cache, tmp_path, monkeypatch):
+    import shutil
+    import sys
+    from grader.engine.errors import InputError
+    from grader.engine.rubric import load_rubric
+    folder = tmp_path / "rubrics"
+    folder.mkdir()
+    shutil.copy(ROOT / "rubrics" / "rubric.schema.json", folder)
+    rubric = folder / "lesson1.yaml"
+    rubric.write_text((ROOT / "rubrics" / "lesson1.yaml").read_text())
+    first = load_rubric(rubric)
+    real = sys.modules["jsonschema"]
+    monkeypatch.setattr(memo, "_memory", {})      # another process: the verdict is on disk
+    monkeypatch.setitem(sys.modules, "jsonschema", None)          # importing it would fail
+    assert load_rubric(rubric) == first
+    # Other data, or another schema, is validated again (here: the import is attempted).
+    broken = rubric.read_text().replace("points: ", "points: -", 1)
+    rubric.write_text(broken)
+    with pytest.raises(ImportError):
+        load_rubric(rubric)
+    sys.modules["jsonschema"] = real
+    with pytest.raises(InputError, match=r"lesson1\.yaml.*points"):
+        load_rubric(rubric)
+    rubric.write_text((ROOT / "rubrics" / "lesson1.yaml").read_text())
+    schema = folder / "rubric.schema.json"
+    schema.write_text(schema.read_text().replace('"minimum": 0', '"minimum": 1000', 1))
+    sys.modules["jsonschema"] = None
+    with pytest.raises(ImportError):
+        load_rubric(rubric)
+
+
+def test_a_warm_check_never_imports_jsonschema(cache):
+    """Its format checkers cost about 0.15 s to import, more than the rest of a warm check's
+    course files; only a file not validated before needs it."""
+    import subprocess
+    import sys
+    code = ("import sys, runpy; sys.argv = ['grader', 'check', 'lesson1', '--submission', {!r}]\n"
+            "try:\n    runpy.run_module('grader.cli', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print('jsonschema' in sys.modules, file=sys.stderr)").format(str(REFERENCE / "lesson1.py"))
+    env = {**os.environ, "GRADER_CACHE": str(cache)}
+    seen = [subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                           text=True, timeout=120).stderr.strip().splitlines()[-1] for _ in range(2)]
+    assert seen == ["True", "False"]

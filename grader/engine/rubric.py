@@ -1,15 +1,15 @@
 """Rubrics: one YAML per lesson, validated against rubrics/rubric.schema.json at load."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jsonschema
-
 from grader.engine.layout import read_yaml
 from grader.engine.errors import InputError
+from grader.engine.memo import remember
 from reference import yaml_words
 
 
@@ -52,8 +52,25 @@ class Rubric:
     path: str
 
 
-def _schema(rubrics_dir: Path) -> dict:
-    return json.loads((rubrics_dir / "rubric.schema.json").read_text())
+def _schema_error(rubrics_dir: Path, data) -> tuple | None:
+    """(place, message) of the schema error that best explains what is wrong, or None.
+
+    That the data is valid is remembered (grader.engine.memo), a pure function of the
+    schema and the data: a check after the first reads it back and never imports
+    jsonschema, whose format checkers cost about 0.15 s to import. The key is the schema's
+    text and the data's repr, which tells 1 from "1" and keeps every YAML type apart. An
+    error is worked out afresh each time (its place may hold any YAML value)."""
+    text = (rubrics_dir / "rubric.schema.json").read_text(encoding="utf-8")
+
+    def best():
+        import jsonschema
+        return jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(json.loads(text)).iter_errors(data))
+    key = hashlib.sha256(f"{text}\0{data!r}".encode()).hexdigest()
+    if remember("rubric-valid", key, lambda: best() is None):
+        return None
+    error = best()
+    return None if error is None else yaml_words.explain(error)
 
 
 def _non_finite(node, path=()):
@@ -81,10 +98,9 @@ def load_rubric(path: Path, known_checks=None) -> Rubric:
         line = yaml_words.line_of(Path(path).read_text(encoding="utf-8"), parts)
         return InputError(where, f"{f'line {line}: ' if line else ''}{yaml_words.dotted(parts)}: {message}")
 
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(_schema(path.parent)).iter_errors(data))
+    error = _schema_error(path.parent, data)
     if error is not None:
-        raise bad(*yaml_words.explain(error))
+        raise bad(*error)
     nan = _non_finite(data)
     if nan is not None:       # JSON Schema bounds let NaN through: every comparison is false
         raise bad(nan, "must be a finite number")
