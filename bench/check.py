@@ -16,6 +16,13 @@ baseline's numpy, yaml and jsonschema still load from the bytecode pip wrote: th
 comparison would charge the grader for a compile no learner's install makes.
 
     python bench/check.py [--repeat 5] [--lessons lesson2 ...] [--baseline TREE] [--json]
+    python bench/check.py --edition DIR [--repeat 5]
+
+--edition DIR times the checks inside a learner edition (`grader release --out DIR`)
+instead of this checkout, as a fresh install of it runs: no PYTHON* variable but its
+PYTHONPATH, and no editable-install finder, which would otherwise import this
+checkout's reference solutions into it. The submissions are this checkout's reference
+solutions, copied outside the edition. The baseline runs the same way.
 
 --baseline TREE also times each check on another checkout (a git worktree of an older
 commit), alternately with this one's, so before and after saw the same machine.
@@ -25,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,8 +52,15 @@ def lessons() -> list[str]:
                   if (ROOT / "reference" / "solutions" / f"{p.stem}.py").is_file())
 
 
+# An edition runs as a fresh install of it would (grader.instructor.release.run_in_release).
+_UNEDITABLE = "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+EDITION = {"on": False}
+
+
 def wall(cmd: list[str], cache: str = "off", tree: Path = ROOT) -> float:
     env = {**os.environ, "GRADER_CACHE": cache, "PYTHONPATH": str(tree)}
+    if EDITION["on"]:
+        env = {k: v for k, v in env.items() if not k.startswith("PYTHON") or k == "PYTHONPATH"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)   # run from bytecode, as an install does
     start = time.perf_counter()
     subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -54,6 +69,9 @@ def wall(cmd: list[str], cache: str = "off", tree: Path = ROOT) -> float:
 
 
 def check_command(tree: Path, lesson: str) -> list[str]:
+    if EDITION["on"]:
+        run = f"{_UNEDITABLE}import runpy; sys.argv[0] = 'grader'\nrunpy.run_module('grader.cli', run_name='__main__', alter_sys=True)"
+        return [sys.executable, "-c", run, "check", lesson, "--submission", str(EDITION[lesson])]
     return [sys.executable, "-m", "grader.cli", "check", lesson, "--submission",
             str(tree / "reference" / "solutions" / f"{lesson}.py")]
 
@@ -64,10 +82,18 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--lessons", nargs="+", default=None)
     ap.add_argument("--baseline", type=Path, help="another checkout, timed alternately")
+    ap.add_argument("--edition", type=Path, help="a learner edition, timed instead of this checkout")
     args = ap.parse_args()
     trees = checkouts(ROOT, args.baseline)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-check-cache-") as cache:
+        if args.edition:
+            if args.baseline:
+                ap.error("--edition times one tree: leave out --baseline")
+            EDITION["on"], trees = True, {"this": args.edition.resolve()}
+            BASELINE[1:] = ["-c", _UNEDITABLE + BASELINE[-1]]
+            for lesson in args.lessons or lessons():
+                EDITION[lesson] = Path(shutil.copy(ROOT / "reference" / "solutions" / f"{lesson}.py", cache))
         for lesson in args.lessons or lessons():
             caches = {name: f"{cache}/{name}" for name in trees}
             for name, tree in trees.items():
@@ -87,7 +113,8 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(dated(f"wall seconds, best of {args.repeat}, from bytecode"))
+    where = f", in the learner edition {args.edition}" if args.edition else ""
+    print(dated(f"wall seconds, best of {args.repeat}, from bytecode{where}"))
     head = f"{'lesson':<8} {'interpreter+imports s':>22} {'cold check s':>13} {'ratio':>6} {'warm check s':>13} {'ratio':>6}"
     if args.baseline:
         head += f" {'before: cold s':>15} {'ratio':>6} {'warm s':>7} {'ratio':>6}"
