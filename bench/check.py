@@ -37,7 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from side_by_side import checkouts, dated
 
@@ -52,15 +54,9 @@ def lessons() -> list[str]:
                   if (ROOT / "reference" / "solutions" / f"{p.stem}.py").is_file())
 
 
-# An edition runs as a fresh install of it would (grader.instructor.release.run_in_release).
-_UNEDITABLE = "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
-EDITION = {"on": False}
-
-
-def wall(cmd: list[str], cache: str = "off", tree: Path = ROOT) -> float:
-    env = {**os.environ, "GRADER_CACHE": cache, "PYTHONPATH": str(tree)}
-    if EDITION["on"]:
-        env = {k: v for k, v in env.items() if not k.startswith("PYTHON") or k == "PYTHONPATH"}
+def wall(cmd: list[str], cache: str = "off", tree: Path = ROOT, env: dict | None = None) -> float:
+    """Wall seconds of ``cmd``, in ``env`` (default: this process's) with the cache and tree set."""
+    env = {**(os.environ if env is None else env), "GRADER_CACHE": cache, "PYTHONPATH": str(tree)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)   # run from bytecode, as an install does
     start = time.perf_counter()
     subprocess.run(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -69,11 +65,21 @@ def wall(cmd: list[str], cache: str = "off", tree: Path = ROOT) -> float:
 
 
 def check_command(tree: Path, lesson: str) -> list[str]:
-    if EDITION["on"]:
-        run = f"{_UNEDITABLE}import runpy; sys.argv[0] = 'grader'\nrunpy.run_module('grader.cli', run_name='__main__', alter_sys=True)"
-        return [sys.executable, "-c", run, "check", lesson, "--submission", str(EDITION[lesson])]
     return [sys.executable, "-m", "grader.cli", "check", lesson, "--submission",
             str(tree / "reference" / "solutions" / f"{lesson}.py")]
+
+
+def edition_commands(edition: Path, folder: str) -> tuple[list[str], dict, Callable]:
+    """The baseline, the environment and the check command inside a learner edition, run
+    as a fresh install of it runs (grader.instructor.release); the submissions are this
+    checkout's reference solutions, copied to ``folder`` (the edition holds none)."""
+    from grader.instructor.release import ISOLATED, UNEDITABLE, install_env
+
+    @lru_cache(maxsize=None)
+    def command(tree: Path, lesson: str) -> list[str]:
+        submission = shutil.copy(ROOT / "reference" / "solutions" / f"{lesson}.py", folder)
+        return [sys.executable, "-c", ISOLATED, "grader.cli", "check", lesson, "--submission", submission]
+    return [sys.executable, "-c", UNEDITABLE + BASELINE[-1]], install_env(edition), command
 
 
 def main() -> None:
@@ -84,26 +90,23 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="another checkout, timed alternately")
     ap.add_argument("--edition", type=Path, help="a learner edition, timed instead of this checkout")
     args = ap.parse_args()
-    trees = checkouts(ROOT, args.baseline)
+    if args.edition and args.baseline:
+        ap.error("--edition times one tree: leave out --baseline")
+    trees = {"this": args.edition.resolve()} if args.edition else checkouts(ROOT, args.baseline)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-check-cache-") as cache:
-        if args.edition:
-            if args.baseline:
-                ap.error("--edition times one tree: leave out --baseline")
-            EDITION["on"], trees = True, {"this": args.edition.resolve()}
-            BASELINE[1:] = ["-c", _UNEDITABLE + BASELINE[-1]]
-            for lesson in args.lessons or lessons():
-                EDITION[lesson] = Path(shutil.copy(ROOT / "reference" / "solutions" / f"{lesson}.py", cache))
+        baseline, env, command = ((BASELINE, None, check_command) if not args.edition
+                                  else edition_commands(trees["this"], cache))
         for lesson in args.lessons or lessons():
             caches = {name: f"{cache}/{name}" for name in trees}
             for name, tree in trees.items():
-                wall(check_command(tree, lesson), caches[name], tree)   # fills the warm cache
+                wall(command(tree, lesson), caches[name], tree, env)   # fills the warm cache
             base, cold, warm = [], {n: [] for n in trees}, {n: [] for n in trees}
             for _ in range(args.repeat):          # alternate, so load drifts hit all alike
-                base.append(wall(BASELINE))
+                base.append(wall(baseline, tree=trees["this"], env=env))
                 for name, tree in trees.items():
-                    cold[name].append(wall(check_command(tree, lesson), "off", tree))
-                    warm[name].append(wall(check_command(tree, lesson), caches[name], tree))
+                    cold[name].append(wall(command(tree, lesson), "off", tree, env))
+                    warm[name].append(wall(command(tree, lesson), caches[name], tree, env))
             b = min(base)
             row = {"lesson": lesson, "baseline_s": b}
             for name in trees:

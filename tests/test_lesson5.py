@@ -314,6 +314,7 @@ def test_hidden_stalls_asks_only_that_the_better_tpot_does_not_ship(tmp_path):
     feedback = next(c.feedback for c in report.criteria if c.id == "hidden-stalls")
     assert "decided ship, expected rollback" in feedback, feedback
 
+
 def test_goodput_that_calls_a_wrong_qualify_is_not_charged_twice(reference_grade, tmp_path):
     report = grade("lesson5", wrong_file("average_tpot", tmp_path), "check")
     assert scores(report)["goodput"] == full(report)["goodput"]

@@ -381,18 +381,30 @@ def record_experiments(course: Course, lessons: tuple[str, ...]) -> dict[str, di
 # Runs a command in the release as a fresh install would: the course's own editable
 # install (a meta-path finder that maps `reference` to the course) must not answer imports
 # the release does not hold, or the check would pass on the course's solutions.
-ISOLATED = """
-import runpy, sys
+# An editable install of the course (pip install -e) puts a finder on sys.meta_path that
+# would import the course's own modules, its reference solutions among them, into a release.
+UNEDITABLE = """
+import sys
 sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+"""
+ISOLATED = UNEDITABLE + """
+import runpy
 sys.argv[0] = "grader"
 runpy.run_module(sys.argv.pop(1), run_name="__main__", alter_sys=True)
 """
 
 
-def run_in_release(out: Path, module: str, *args: str, cwd: Path | None = None):
-    """``python -m module args`` inside the release (as a fresh install of it would run)."""
+def install_env(out: Path) -> dict[str, str]:
+    """The environment a fresh install of the release runs in: no PYTHON* variable but
+    the PYTHONPATH that finds it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(out)
+    return env
+
+
+def run_in_release(out: Path, module: str, *args: str, cwd: Path | None = None):
+    """``python -m module args`` inside the release (as a fresh install of it would run)."""
+    env = install_env(out)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     return subprocess.run([sys.executable, "-c", ISOLATED, module, *args], cwd=cwd or out,
                           env=env, capture_output=True, text=True, timeout=600)
