@@ -46,7 +46,13 @@ def test_huge_answers_are_invalid_by_their_domain():
 def test_a_lesson4_grade_with_huge_answers_ends_and_says_why(tmp_path):
     path = tmp_path / "runaway.py"
     path.write_text(RUNAWAY)
+    # A budget of 10 s a sandbox instead of 60: the grader's own work on the answers is
+    # charged to it, so the grade still ends by the budget (or sooner), and a grader that
+    # stopped charging that work would again run for many minutes, past the timeout.
     code = ("import sys; sys.path[:0] = [%r, %r]\n"
+            "from dataclasses import replace\n"
+            "from grader.engine.sandbox import session\n"
+            "session.DEFAULT_LIMITS = replace(session.DEFAULT_LIMITS, run_timeout_s=10.0)\n"
             "from conftest import grade, SECRET\n"
             "r = grade('lesson4', %r, 'grade', SECRET)\n"
             "print('\\n'.join(c.feedback for c in r.criteria))\n") % (str(ROOT / "tests"), str(ROOT), str(path))
