@@ -97,6 +97,9 @@ class Case:
     workload_mb: float = 0.0   # RSS once the workload is generated (interpreter, imports, prompts)
     peak_mb: float = 0.0       # the case's process's peak RSS
     tree: str = ""             # "" for this checkout, else --baseline's
+    # CPU ms per request in each tenth of the arrivals of the best run: within one process,
+    # so machine drift between processes does not enter; growth with N would show as a trend.
+    tenths: tuple[float, ...] = ()
 
     @property
     def per_request_s(self) -> float:
@@ -119,15 +122,29 @@ def run_case(model, worker, requests: int, prefix_cache: bool, repeat: int) -> C
     gen_s = time.perf_counter() - t0
     workload_mb = _rss_mb()
     policy = reference_policy(sheet(prefix_cache))
-    best, best_cpu = float("inf"), 0.0
+    marks: list[float] = []
+    tenth = max(1, requests // 10)
+    contract = policy.check_contract
+
+    def marking(*args):
+        # The contract is asked once per arrival, in arrival order: a clock on the run's
+        # progress that costs one call per request.
+        arrivals[0] += 1
+        if arrivals[0] == (len(marks) + 1) * tenth:
+            marks.append(time.process_time())
+        return contract(*args)
+    policy = policy.with_(check_contract=marking)
+    best, best_cpu, tenths = float("inf"), 0.0, ()
     for _ in range(repeat):
-        run = None
+        run, marks[:] = None, []
+        arrivals = [0]
         gc.collect()   # start each timing from a clean heap: the last case's garbage is not ours
         c0, t0 = time.process_time(), time.perf_counter()
         run = simulate(model, worker, policy, reqs)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         if wall < best:
             best, best_cpu = wall, cpu
+            tenths = tuple((b - a) * 1e3 / tenth for a, b in zip([c0] + marks, marks))
     completed = sum(1 for r in run.requests if r.outcome == "completed")
     cancels = sum(1 for r in run.requests if r.cancel_s is not None)
     case = Case(requests=requests, prefix_cache=prefix_cache, generate_s=gen_s, simulate_s=best,
@@ -136,7 +153,7 @@ def run_case(model, worker, requests: int, prefix_cache: bool, repeat: int) -> C
                 + sum(r.tokens_out for r in run.requests),
                 steps=len(run.steps), events=len(reqs) + completed + cancels,
                 completed=completed, violations=len(run.violations), aborted=run.aborted,
-                workload_mb=workload_mb,
+                workload_mb=workload_mb, tenths=tenths,
                 peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     del run, reqs
     gc.collect()
@@ -157,7 +174,8 @@ def run_case_apart(requests: int, prefix_cache: bool, repeat: int, tree: str = "
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise SystemExit(f"bench/worker.py: the {requests:,}-request case failed: {tail}")
-    return Case(**dict(json.loads(proc.stdout.strip().splitlines()[-1]), tree=tree))
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    return Case(**dict(data, tree=tree, tenths=tuple(data.get("tenths", ()))))
 
 
 def run_vidur(python: str, requests: int) -> dict:
@@ -255,6 +273,11 @@ def print_targets(cases: list[Case], vidur: list[dict], brackets: dict | None = 
                    if drift is not None else f"the {sizes[0]:,}-request case")
         line(growth <= TARGET_FLAT, f"cost per request flat, cache {'on ' if cache else 'off'}: "
              f"{growth:.2f}x at {sizes[-1]:,} requests against {against} (at most {TARGET_FLAT}x)")
+        tenths = by[sizes[-1], cache].tenths
+        if len(tenths) >= 2:
+            print(f"          within that run, CPU ms per request by tenth of its arrivals: "
+                  f"{' '.join(f'{t:.2f}' for t in tenths)} (last over first "
+                  f"{tenths[-1] / tenths[0]:.2f}x)")
     if sizes[-1] >= SIZES[-1]:
         for cache in (True, False):
             c = by[SIZES[-1], cache]
