@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from grader.engine.layout import Course
+from grader.engine.sandbox import affinity
 from grader.engine.errors import InputError
 from grader.instructor.gradebook import Gradebook, GradebookWriteError, LessonInfo, cases_digest
 from grader.instructor.progress import Progress
@@ -157,8 +158,17 @@ class Job:
 Outcome = Iterator[tuple[Job, "dict | BaseException"]]
 
 
+def _start_worker(grader_pid: int, started, workers: int) -> None:
+    """Pool worker initializer: die with the grader, and take a CPU of its own for the
+    sandboxes' round trips (grader.engine.sandbox.affinity)."""
+    _die_with_grader(grader_pid)
+    with started.get_lock():
+        index, started.value = started.value, started.value + 1
+    affinity.claim_cpu(index, workers)
+
+
 def _die_with_grader(grader_pid: int) -> None:
-    """Pool worker initializer: a worker must not outlive a grader killed with -9.
+    """A pool worker must not outlive a grader killed with -9.
 
     Linux: PR_SET_PDEATHSIG. Everywhere (and for a grader that died before the prctl):
     a thread that watches the grader's pid."""
@@ -195,9 +205,9 @@ def _local_pool(jobs: list[Job], n: int, args: tuple) -> Outcome:
     # parent holds no threads and no busy database handle here (the children never touch
     # the gradebook and leave with os._exit), so forking is safe; elsewhere, spawn.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context(method),
-                             initializer=_die_with_grader,
-                             initargs=(os.getpid(),)) as pool:
+    context = multiprocessing.get_context(method)
+    with ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_start_worker,
+                             initargs=(os.getpid(), context.Value("i", 0), n)) as pool:
         futures = {pool.submit(grade_one, *args, job.submission): job for job in jobs}
         try:
             for future in as_completed(futures):

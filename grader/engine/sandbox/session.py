@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.engine.errors import InputError
+from grader.engine.sandbox import affinity
 from grader.engine.sandbox import isolation as containment
 from reference import shapes
 
@@ -480,7 +481,8 @@ class Sandbox:
         self._lacks: str | None = None      # what confinement the child lacks ("" none)
         self._child: _Child | None = None
         self._holder: list = [None]      # what the finalizer kills if close() is never called
-        self._finalizer = weakref.finalize(self, _kill_held, self._holder)
+        self._pins: list = []            # the CPU pinning of each load (affinity), undone at close
+        self._finalizer = weakref.finalize(self, _kill_held, self._holder, self._pins)
         self._load_stdout = ""
         self._isolation = f"{self._plan.describe}: the child did not start"
         # The child loads the submission while the grader prepares its cases: the load is
@@ -574,6 +576,7 @@ class Sandbox:
 
     def close(self) -> None:
         self._kill()
+        _unpin(self._pins)
         self._finalizer.detach()
 
     def __enter__(self):
@@ -655,10 +658,15 @@ class Sandbox:
         """The pending load's outcome: None, or why the submission could not be loaded."""
         start, self._loading = self._loading, None
         try:
-            return self._load(start)
+            error = self._load(start)
         except BaseException:
             self._kill()
             raise
+        if error is None:
+            # Its start-up ran beside the grader's preparation; from here the two take
+            # turns, and a turn is cheaper on one CPU (grader.engine.sandbox.affinity).
+            self._pins.append(affinity.colocate(self._child.proc.pid))
+        return error
 
     def _load(self, start):
         try:
@@ -774,6 +782,12 @@ def require_confinement(isolation: str | None = None) -> None:
         probe.load_error
 
 
-def _kill_held(holder):
+def _unpin(pins):
+    while pins:
+        pins.pop().restore()       # the latest first: only the first load pinned the thread
+
+
+def _kill_held(holder, pins):
     if holder[0] is not None:
         holder[0].kill()
+    _unpin(pins)
