@@ -9,10 +9,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import pytest
 
 from conftest import ROOT
+from grader.engine.sandbox import affinity
 
 PROBE = textwrap.dedent("""
     import json, os, sys, threading
@@ -126,3 +129,167 @@ def test_the_class_pools_workers_start_on_cpus_of_their_own():
     masks = sorted(seen.values())
     assert all(len(m) == 1 for m in masks)
     assert len({m[0] for m in masks}) == len(masks)      # no two workers share a CPU
+
+
+# ---- the module's pieces, in this process (each restores what it changed) ----------------
+@pytest.fixture
+def sleeper():
+    """A process with a child of its own, as bwrap has its init and the submission's child."""
+    proc = subprocess.Popen(["/bin/sh", "-c", "sleep 60 & wait"])
+    try:
+        for _ in range(200):                 # until its child shows in /proc
+            if len(affinity.tree(proc.pid)) > 1:
+                break
+            time.sleep(0.01)
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def own_mask():
+    original = os.sched_getaffinity(0)
+    yield original
+    os.sched_setaffinity(0, original)
+
+
+def masks_of(pid):
+    return {p: os.sched_getaffinity(p) for p in affinity.tree(pid)}
+
+
+def test_colocate_pins_the_thread_and_the_whole_tree_then_restores(sleeper, own_mask):
+    assert len(masks_of(sleeper.pid)) == 2
+    pins = affinity.colocate(sleeper.pid)
+    now = os.sched_getaffinity(0)
+    assert len(now) == 1 and now <= own_mask
+    assert set(map(frozenset, masks_of(sleeper.pid).values())) == {frozenset(now)}
+    pins.restore()
+    assert os.sched_getaffinity(0) == own_mask
+    pins.restore()                           # twice is once
+    assert os.sched_getaffinity(0) == own_mask
+
+
+def test_colocate_on_one_cpu_joins_it_and_restores_nothing(sleeper, own_mask):
+    one = {max(own_mask)}
+    os.sched_setaffinity(0, one)
+    pins = affinity.colocate(sleeper.pid)
+    assert set(map(frozenset, masks_of(sleeper.pid).values())) == {frozenset(one)}
+    pins.restore()
+    assert os.sched_getaffinity(0) == one
+
+
+def test_colocate_off_changes_nothing(sleeper, own_mask, monkeypatch):
+    monkeypatch.setenv(affinity.VARIABLE, "off")
+    before = masks_of(sleeper.pid)
+    affinity.colocate(sleeper.pid).restore()
+    assert os.sched_getaffinity(0) == own_mask and masks_of(sleeper.pid) == before
+
+
+def test_current_cpu_is_one_the_thread_may_run_on(own_mask):
+    os.sched_setaffinity(0, {min(own_mask)})
+    assert affinity.current_cpu() == min(own_mask)
+
+
+def test_claim_cpu_in_this_process(own_mask, monkeypatch):
+    monkeypatch.setenv(affinity.VARIABLE, "on")    # undone after: claim_cpu may set it
+    cpus = sorted(own_mask)
+    affinity.claim_cpu(len(cpus) - 1, len(cpus))
+    assert os.sched_getaffinity(0) == {cpus[-1]}
+    os.sched_setaffinity(0, own_mask)
+    affinity.claim_cpu(0, len(cpus) + 1)
+    assert os.sched_getaffinity(0) == own_mask
+    assert os.environ[affinity.VARIABLE] == "off"
+
+
+def test_current_cpu_reads_the_processor_field(own_mask):
+    for cpu in (min(own_mask), max(own_mask)):      # 0 is also what a wrong field may hold
+        os.sched_setaffinity(0, {cpu})
+        assert affinity.current_cpu() == cpu
+
+
+def test_current_cpu_of_a_thread_proc_does_not_show_is_none(monkeypatch):
+    monkeypatch.setattr(affinity.threading, "get_native_id", lambda: 2**22 + 12345)
+    assert affinity.current_cpu() is None
+
+
+def test_claim_cpu_wraps_a_later_worker_and_uses_this_threads_cpus(own_mask, monkeypatch):
+    monkeypatch.setenv(affinity.VARIABLE, "on")
+    cpus = sorted(own_mask)
+    affinity.claim_cpu(2 * len(cpus) + 1, len(cpus))     # a worker started after others ended
+    assert os.sched_getaffinity(0) == {cpus[1 % len(cpus)]}
+    os.sched_setaffinity(0, {cpus[-1]})                  # this thread's CPUs, not another's
+    affinity.claim_cpu(0, 1)
+    assert os.sched_getaffinity(0) == {cpus[-1]}
+    os.sched_setaffinity(0, own_mask)
+    affinity.claim_cpu(0, 1)                             # fewer workers than CPUs: pinned
+    assert os.sched_getaffinity(0) == {cpus[0]}
+    assert os.environ[affinity.VARIABLE] == "on"
+
+
+def test_claim_cpu_the_kernel_refuses_turns_colocation_off(own_mask, monkeypatch):
+    monkeypatch.setenv(affinity.VARIABLE, "on")
+
+    def refuse(*_):
+        raise PermissionError("not allowed")
+    monkeypatch.setattr(affinity.os, "sched_setaffinity", refuse)
+    affinity.claim_cpu(0, 1)
+    assert os.environ[affinity.VARIABLE] == "off"
+
+
+@pytest.mark.parametrize("refused", ["sched_getaffinity", "sched_setaffinity"])
+def test_colocate_the_kernel_refuses_is_a_no_op(sleeper, own_mask, monkeypatch, refused):
+    before = masks_of(sleeper.pid)
+
+    def refuse(*_):
+        raise PermissionError("not allowed")
+    monkeypatch.setattr(affinity.os, refused, refuse)
+    affinity.colocate(sleeper.pid).restore()
+    monkeypatch.undo()
+    assert os.sched_getaffinity(0) == own_mask and masks_of(sleeper.pid) == before
+
+
+def test_colocate_with_no_cpu_to_read_is_a_no_op(sleeper, own_mask, monkeypatch):
+    monkeypatch.setattr(affinity, "current_cpu", lambda: None)
+    before = masks_of(sleeper.pid)
+    affinity.colocate(sleeper.pid).restore()
+    assert os.sched_getaffinity(0) == own_mask and masks_of(sleeper.pid) == before
+
+
+def test_a_gone_process_or_thread_is_skipped_not_an_error(sleeper, own_mask):
+    import threading
+    made = []
+    worker = threading.Thread(target=lambda: made.append(affinity.colocate(sleeper.pid)))
+    worker.start()
+    worker.join()
+    made[0].restore()                        # its thread has ended: nothing to restore
+    gone = subprocess.Popen(["/bin/true"])
+    gone.wait()                              # reaped: its pid names nothing now
+    assert affinity.tree(gone.pid) == [gone.pid]
+    affinity._pin_process(gone.pid, {min(own_mask)})
+    assert os.sched_getaffinity(0) == own_mask
+
+
+def test_a_task_the_grader_may_not_pin_is_left_where_it_is(sleeper, monkeypatch):
+    before = masks_of(sleeper.pid)
+
+    def refuse(*_):
+        raise PermissionError("another user's process")
+    monkeypatch.setattr(affinity.os, "sched_setaffinity", refuse)
+    affinity._pin_process(sleeper.pid, {0})
+    monkeypatch.undo()
+    assert masks_of(sleeper.pid) == before
+
+
+def test_current_cpu_with_parentheses_in_the_threads_name(own_mask):
+    comm = f"/proc/self/task/{threading.get_native_id()}/comm"
+    with open(comm) as f:
+        name = f.read().strip()
+    os.sched_setaffinity(0, {max(own_mask)})
+    try:
+        with open(comm, "w") as f:
+            f.write("a) 1 (b")          # the name is the one field that may hold ") "
+        assert affinity.current_cpu() == max(own_mask)
+    finally:
+        with open(comm, "w") as f:
+            f.write(name)

@@ -110,8 +110,9 @@ def claim_cpu(index: int, workers: int) -> None:
 
 
 def colocate(child_pid: int) -> Colocation:
-    """Pin the calling thread and the process tree of ``child_pid`` to the thread's CPU."""
-    if not enabled() or threading.current_thread() is not threading.main_thread():
+    """Pin the calling thread and the process tree of ``child_pid`` to the thread's CPU.
+    The caller decides which threads may (the sandbox: a process's main thread only)."""
+    if not enabled():
         return Colocation()
     tid = threading.get_native_id()
     try:

@@ -46,6 +46,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from dataclasses import dataclass
@@ -662,7 +663,7 @@ class Sandbox:
         except BaseException:
             self._kill()
             raise
-        if error is None:
+        if error is None and threading.current_thread() is threading.main_thread():
             # Its start-up ran beside the grader's preparation; from here the two take
             # turns, and a turn is cheaper on one CPU (grader.engine.sandbox.affinity).
             self._pins.append(affinity.colocate(self._child.proc.pid))
