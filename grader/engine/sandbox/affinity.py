@@ -21,7 +21,9 @@ of a class graded with --jobs, each of which grades one submission at a time. Th
 (a Dask worker's tasks) are left to the scheduler: several of them pinning themselves to
 whichever CPU each was on could pile onto one. A class's pool gives each worker a CPU of
 its own when there are enough (``claim_cpu``), so two workers never share one; with
-more workers than CPUs, its workers do not co-locate at all.
+more workers than CPUs, its workers do not co-locate at all. Two graders started by hand
+at once are not coordinated: each pins itself to the CPU it is on, and they may share
+one (the kernel usually has them apart, since each pair keeps its CPU busy).
 
 A submission gains nothing from it: its child and its threads share the grader's one CPU,
 so it cannot take a second core while the grader waits for it.
