@@ -122,7 +122,8 @@ def run_case(model, worker, requests: int, prefix_cache: bool, repeat: int) -> C
     gen_s = time.perf_counter() - t0
     workload_mb = _rss_mb()
     policy = reference_policy(sheet(prefix_cache))
-    marks: list[float] = []
+    marks: list[float] = []       # CPU seconds at each tenth of the arrivals of this run
+    arrivals = [0]
     tenth = max(1, requests // 10)
     contract = policy.check_contract
 
@@ -136,8 +137,7 @@ def run_case(model, worker, requests: int, prefix_cache: bool, repeat: int) -> C
     policy = policy.with_(check_contract=marking)
     best, best_cpu, tenths = float("inf"), 0.0, ()
     for _ in range(repeat):
-        run, marks[:] = None, []
-        arrivals = [0]
+        run, marks[:], arrivals[0] = None, [], 0
         gc.collect()   # start each timing from a clean heap: the last case's garbage is not ours
         c0, t0 = time.process_time(), time.perf_counter()
         run = simulate(model, worker, policy, reqs)

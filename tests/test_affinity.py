@@ -1,8 +1,9 @@
 """The grader and its sandbox child on one CPU (grader.engine.sandbox.affinity).
 
-Each case runs in a fresh interpreter of its own: CPU masks and the environment belong to
-a process, and a test must neither inherit the test runner's nor leave its own behind.
-What is asserted are the masks the kernel reports, never a time.
+The sandbox's use of it runs in a fresh interpreter: only a process's main thread
+co-locates, and a test runner's thread may not be one. The module's pieces are tested in
+this process, each test restoring the masks and the environment it changed. What is
+asserted are the masks the kernel reports, never a time.
 """
 import json
 import os
@@ -85,32 +86,7 @@ def test_nothing_is_pinned_when_off_or_in_a_thread(how, env):
     assert out["children"] and all(m == out["cpus"] for m in out["children"])
 
 
-CLAIM = textwrap.dedent("""
-    import json, os, sys
-    from grader.engine.sandbox import affinity
-    affinity.claim_cpu(int(sys.argv[1]), int(sys.argv[2]))
-    print(json.dumps({"mask": sorted(os.sched_getaffinity(0)),
-                      "colocate": os.environ.get(affinity.VARIABLE, "on")}))
-""")
-
-
-def claim(index: int, workers: int) -> dict:
-    done = subprocess.run([sys.executable, "-c", CLAIM, str(index), str(workers)],
-                          capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout)
-
-
-def test_a_class_pool_gives_each_worker_a_cpu_of_its_own_or_none():
-    cpus = sorted(os.sched_getaffinity(0))
-    masks = [claim(i, len(cpus))["mask"] for i in range(len(cpus))]
-    assert masks == [[c] for c in cpus]              # one each, none shared
-    crowded = claim(0, len(cpus) + 1)
-    assert crowded == {"mask": cpus, "colocate": "off"}
-
-
 def _mask_of_worker(_):
-    import time
     time.sleep(0.05)        # long enough that every worker of the pool takes some
     return os.getpid(), sorted(os.sched_getaffinity(0))
 
@@ -132,6 +108,10 @@ def test_the_class_pools_workers_start_on_cpus_of_their_own():
 
 
 # ---- the module's pieces, in this process (each restores what it changed) ----------------
+def _refuse(*_):
+    raise PermissionError("not allowed: another user's process")
+
+
 @pytest.fixture
 def sleeper():
     """A process with a child of its own, as bwrap has its init and the submission's child."""
@@ -186,16 +166,13 @@ def test_colocate_off_changes_nothing(sleeper, own_mask, monkeypatch):
     assert os.sched_getaffinity(0) == own_mask and masks_of(sleeper.pid) == before
 
 
-def test_current_cpu_is_one_the_thread_may_run_on(own_mask):
-    os.sched_setaffinity(0, {min(own_mask)})
-    assert affinity.current_cpu() == min(own_mask)
-
-
-def test_claim_cpu_in_this_process(own_mask, monkeypatch):
+def test_a_class_pool_gives_each_worker_a_cpu_of_its_own_or_none(own_mask, monkeypatch):
     monkeypatch.setenv(affinity.VARIABLE, "on")    # undone after: claim_cpu may set it
     cpus = sorted(own_mask)
-    affinity.claim_cpu(len(cpus) - 1, len(cpus))
-    assert os.sched_getaffinity(0) == {cpus[-1]}
+    for index, cpu in enumerate(cpus):             # one each, none shared
+        os.sched_setaffinity(0, own_mask)
+        affinity.claim_cpu(index, len(cpus))
+        assert os.sched_getaffinity(0) == {cpu}
     os.sched_setaffinity(0, own_mask)
     affinity.claim_cpu(0, len(cpus) + 1)
     assert os.sched_getaffinity(0) == own_mask
@@ -229,10 +206,7 @@ def test_claim_cpu_wraps_a_later_worker_and_uses_this_threads_cpus(own_mask, mon
 
 def test_claim_cpu_the_kernel_refuses_turns_colocation_off(own_mask, monkeypatch):
     monkeypatch.setenv(affinity.VARIABLE, "on")
-
-    def refuse(*_):
-        raise PermissionError("not allowed")
-    monkeypatch.setattr(affinity.os, "sched_setaffinity", refuse)
+    monkeypatch.setattr(affinity.os, "sched_setaffinity", _refuse)
     affinity.claim_cpu(0, 1)
     assert os.environ[affinity.VARIABLE] == "off"
 
@@ -240,10 +214,7 @@ def test_claim_cpu_the_kernel_refuses_turns_colocation_off(own_mask, monkeypatch
 @pytest.mark.parametrize("refused", ["sched_getaffinity", "sched_setaffinity"])
 def test_colocate_the_kernel_refuses_is_a_no_op(sleeper, own_mask, monkeypatch, refused):
     before = masks_of(sleeper.pid)
-
-    def refuse(*_):
-        raise PermissionError("not allowed")
-    monkeypatch.setattr(affinity.os, refused, refuse)
+    monkeypatch.setattr(affinity.os, refused, _refuse)
     affinity.colocate(sleeper.pid).restore()
     monkeypatch.undo()
     assert os.sched_getaffinity(0) == own_mask and masks_of(sleeper.pid) == before
@@ -257,7 +228,6 @@ def test_colocate_with_no_cpu_to_read_is_a_no_op(sleeper, own_mask, monkeypatch)
 
 
 def test_a_gone_process_or_thread_is_skipped_not_an_error(sleeper, own_mask):
-    import threading
     made = []
     worker = threading.Thread(target=lambda: made.append(affinity.colocate(sleeper.pid)))
     worker.start()
@@ -272,10 +242,7 @@ def test_a_gone_process_or_thread_is_skipped_not_an_error(sleeper, own_mask):
 
 def test_a_task_the_grader_may_not_pin_is_left_where_it_is(sleeper, monkeypatch):
     before = masks_of(sleeper.pid)
-
-    def refuse(*_):
-        raise PermissionError("another user's process")
-    monkeypatch.setattr(affinity.os, "sched_setaffinity", refuse)
+    monkeypatch.setattr(affinity.os, "sched_setaffinity", _refuse)
     affinity._pin_process(sleeper.pid, {0})
     monkeypatch.undo()
     assert masks_of(sleeper.pid) == before

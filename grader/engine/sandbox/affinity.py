@@ -5,8 +5,8 @@ never need two CPUs at once. On two CPUs, though, every answer wakes a task slee
 the other CPU, which costs an inter-processor interrupt (in a virtual machine, an exit to
 the hypervisor). Measured on the course's 2-core build machine on 2026-12-03: a bare pipe
 ping-pong between two processes took 150 us a round trip across CPUs and 10 us on one;
-a sandbox call of an identity function 335 us and 133 us, with the grader's CPU per call
-155 us and 88 us.
+a sandbox call of an identity function 335 us and 126 us, with the grader's CPU per call
+155 us and 78 us.
 
 So once a child has loaded the submission (its start-up, in parallel with the grader's
 preparation, is over), the calling thread and the child's process tree are pinned to the
