@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, SUBMISSIONS, full, grade, other_than, scores
+from conftest import ROOT, SECRET as SECRET_OF_TESTS, SUBMISSIONS, full, grade, other_than, scores
+from grader.engine.errors import InputError
 from grader.engine.layout import find_course
 from grader.lessons import ledger_runs as runs
 from grader.lessons import lesson2 as L
@@ -232,6 +233,46 @@ def test_hidden_cases_depend_on_the_secret_and_only_on_it(secret):
     assert set(digests(secret)).isdisjoint(digests(other_than(secret)))
     names = {c.name.split("#")[0] for c in L.hidden_cases(secret, course) if c.family == "scenario"}
     assert names == {"heavy-load", "long-outputs", "prefix-multiscope", "bursts", "never-fit"}
+
+
+def _never_fit_ids(case) -> list[str]:
+    """Requests of a scenario that can never fit its pool and reach admission, counted here
+    from the shape rules the never-fit sheet enforces and the pool's size in pages."""
+    s = case.inputs
+    pool, pt = runs.Geometry.of(s.model, s.worker).pool_pages, s.worker.page_tokens
+    return [r.id for r in s.requests()
+            if r.prompt_tokens > 0 and r.max_new_tokens > 0 and r.cancel_at_s is None
+            and r.prompt_tokens + r.max_new_tokens <= s.model.max_context
+            and -(-(r.prompt_tokens + r.max_new_tokens) // pt) > pool]
+
+
+def test_every_secret_gives_liveness_a_run_with_a_request_that_can_never_fit(secret):
+    cases = [c for c in L.hidden_cases(secret, find_course(str(ROOT))) if c.name.startswith("never-fit")]
+    assert len(cases) == 1 and _never_fit_ids(cases[0])
+
+
+# A secret whose first never-fit instance (found by a random-secret run) draws no request
+# that can never fit: its one 9,728-token prompt has 61 tokens of max_new, 612 pages of a
+# 620-page pool. Liveness would have had no run evidence under it.
+NOTHING_IMPOSSIBLE = bytes.fromhex("1f97fb68a5ffba23")
+
+
+def test_a_never_fit_instance_with_nothing_impossible_is_replaced_from_the_reserve():
+    from grader.course.scenario import hidden_scenarios
+    course = find_course(str(ROOT))
+    drawn = hidden_scenarios(course, "lesson2", NOTHING_IMPOSSIBLE)
+    first = next(c for c in drawn if c.name.startswith("never-fit"))
+    assert first.name == "never-fit#0" and not _never_fit_ids(first)     # the premise
+    cases = [c for c in L.hidden_cases(NOTHING_IMPOSSIBLE, course) if c.family == "scenario"]
+    kept = next(c for c in cases if c.name.startswith("never-fit"))
+    assert kept.name != first.name and _never_fit_ids(kept)
+    assert [c for c in cases if c is not kept] == [c for c in drawn if c is not first]
+
+
+def test_a_family_no_instance_serves_stops_the_grade(monkeypatch):
+    monkeypatch.setattr(L, "_never_fit", lambda s: False)
+    with pytest.raises(InputError, match=r"lesson2\.yaml: families\.never-fit.*can never fit"):
+        L.hidden_cases(SECRET_OF_TESTS, find_course(str(ROOT)))
 
 
 def test_design_sheet_section_holds_the_ledger_knobs_at_their_design_values():

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -170,6 +170,46 @@ def hidden_scenarios(course, lesson: str, secret: bytes, families_path: Path | N
                          int(g.integers(0, 2**31)))
             cases.append(Case("scenario", s.name, "hidden", s, f"hidden scenario {fam['name']}"))
     return cases
+
+
+@dataclass(frozen=True)
+class Purpose:
+    """What every hidden instance of a family is there to show, and a test of a Scenario
+    that says whether it shows it (before any learner code runs)."""
+    what: str
+    shows: Callable[["Scenario"], bool]
+
+
+RESERVE = 9               # further instances a family may draw from when a draw misses its point
+
+
+def purposeful_scenarios(course, lesson: str, secret: bytes, purposes: Mapping[str, Purpose],
+                         reserve: int = RESERVE) -> list[Case]:
+    """The hidden scenarios, where an instance of a family with a purpose is kept only when
+    it shows what the family is for. Families draw their fields at random, and a draw can
+    miss a rare event (a never-fit workload whose draws all fit): that secret would leave a
+    criterion without the evidence its family exists to give. Such an instance is replaced
+    by the family's next further instance that shows it; when none of ``reserve`` does,
+    grading stops and says so rather than grade weaker."""
+    path = FAMILIES / f"{lesson}.yaml"
+    family = lambda case: case.name.rsplit("#", 1)[0]
+    spare: list[Case] | None = None
+    kept = []
+    for case in hidden_scenarios(course, lesson, secret):
+        purpose = purposes.get(family(case))
+        if purpose is None or purpose.shows(case.inputs):
+            kept.append(case)
+            continue
+        if spare is None:
+            spare = hidden_scenarios(course, lesson, secret, reserve=reserve)
+        found = next((c for c in spare if family(c) == family(case) and purpose.shows(c.inputs)), None)
+        if found is None:
+            raise InputError(f"{path}: families.{family(case)}",
+                             f"under this secret neither {case.name} nor any of {reserve} further "
+                             f"instances has {purpose.what}; widen vary or change the base workload")
+        spare = [c for c in spare if c is not found]
+        kept.append(found)
+    return kept
 
 
 def _deep_copy(m: Mapping) -> dict:

@@ -95,13 +95,20 @@ def oracle_run(case: Case) -> OracleRun:
 
 
 def _oracle_run(s) -> OracleRun:
-    policy = lesson_policy(reference_decisions("lesson2"), s.sheet)
-    run = s.run(policy)
+    run = s.run(lesson_policy(reference_decisions("lesson2"), s.sheet))
+    return OracleRun(sum(met_slo(x) for x in run.requests), *fit_classes(s))
+
+
+def fit_classes(s) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(ids that can never fit and reach admission, ids that fit the pool) among the
+    requests that pass the scenario's contract: a property of the workload and the worker,
+    whatever ledger runs it (the contract is the course baseline's under the sheet)."""
+    contract = lesson_policy({}, s.sheet).check_contract
     pool = Geometry.of(s.model, s.worker).pool_pages
     pt = s.worker.page_tokens
     impossible, possible = [], []
     for r in s.requests():
-        if not policy.check_contract(r.view(), s.model, s.worker).ok:
+        if not contract(r.view(), s.model, s.worker).ok:
             continue
         if pages_for(r.prompt_tokens + r.max_new_tokens, pt) > pool:
             # A client cancel can end it before it reaches admission: no evidence then.
@@ -109,7 +116,7 @@ def _oracle_run(s) -> OracleRun:
                 impossible.append(r.id)
         else:
             possible.append(r.id)
-    return OracleRun(sum(met_slo(x) for x in run.requests), tuple(impossible), tuple(possible))
+    return tuple(impossible), tuple(possible)
 
 
 def met_slo(rec: RequestRecord) -> bool:

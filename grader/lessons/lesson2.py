@@ -171,9 +171,17 @@ def hidden_probes(secret: bytes, count: int = 60) -> list[Case]:
     return [_hidden_probe(g, i, _KINDS[i % len(_KINDS)]) for i in range(count)]
 
 
+def _never_fit(s) -> bool:
+    from grader.lessons.ledger_runs import fit_classes
+    return bool(fit_classes(s)[0])
+
+
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
-    from grader.course.scenario import hidden_scenarios
-    return hidden_scenarios(course, LESSON, secret) + hidden_probes(secret)
+    from grader.course.scenario import Purpose, purposeful_scenarios
+    # The never-fit family is liveness's run evidence: an instance whose draws all fit
+    # would test nothing about it.
+    purposes = {"never-fit": Purpose("a request that can never fit and reaches admission", _never_fit)}
+    return purposeful_scenarios(course, LESSON, secret, purposes) + hidden_probes(secret)
 
 
 # ---- probe answers (asked once per grading run) -----------------------------------------

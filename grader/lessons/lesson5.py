@@ -42,6 +42,7 @@ from grader.engine.errors import InputError
 from grader.lessons import goodput, release_decisions, rule_probes, verdicts  # noqa: F401
 from grader.lessons.release_decisions import ReleaseProbe, mean_gain, settled
 from grader.lessons.verdicts import TOPICS, clear_of_edges, seconds, show_record, topic
+from grader.course.scenario import RESERVE      # further instances, drawn only for a kind no instance settles
 from grader.course.trials import Suite, Trial, hidden_suites, public_suites, run_design, window_of
 from grader.engine.secret import derive_seed
 from reference.shapes import ReleaseRule, RequestRecord, Slo
@@ -262,9 +263,6 @@ def release_cases(suites: list[Suite], visibility: str, notes: dict[str, str]) -
             cases.append(Case(f"release-{trial.kind}", trial.name, visibility, probe,
                               f"scenario {trial.name} ({probe.note})" if probe.note else f"scenario {trial.name}"))
     return cases
-
-
-RESERVE = 9               # further hidden instances, drawn only for a kind no instance settles
 
 
 def hidden_release_cases(course, secret: bytes, suites: list[Suite]) -> list[Case]:
