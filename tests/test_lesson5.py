@@ -212,6 +212,22 @@ def test_rule_probes_decide_as_built_and_each_catches_its_mistake(secret, tmp_pa
                 assert decided == rule_probes.EXPECT[p.kind], (name, c.name)
 
 
+def test_a_change_an_unpaired_band_swallows_is_kept_only_as_a_pairing_probe():
+    """A paired probe's gain is beyond its paired band and inside the band of two
+    independent samples: drawn as any other kind it would let the pairing mistake lose
+    that kind's criterion too, so it is kept only where pairing is the point."""
+    import numpy as np
+    from grader.lessons import rule_probes
+    rule = lesson5._hidden_rule(np.random.Generator(np.random.PCG64(3)))
+    g = np.random.Generator(np.random.PCG64(4))
+    for _ in range(5):
+        base, cand = rule_probes.draw("paired", g, rule, seed0=int(g.integers(1, 10_000)))
+        assert rule_probes.isolates("paired", base, cand, rule)
+        for kind in ("clear-gain", "class-inside", "rejections-inside", "tpot-worse"):
+            assert not rule_probes.isolates(kind, base, cand, rule), kind
+        assert not rule_probes.isolates("fall", cand, base, rule)   # the same change, as a fall
+
+
 def test_constant_decisions_and_verdicts_earn_nothing(tmp_path, secret):
     """A decision criterion is judged on both sides and a verdict criterion weighs each
     verdict alike: always "rollback" (3 of 14 before) and always "inconclusive" (2 of 14)
