@@ -20,6 +20,9 @@ class PagePool:
         self.cache: dict[str, int] = {}          # prefix key -> page
         self.key_of: dict[int, str] = {}         # page -> prefix key, for published pages
         self.evictions = 0
+        # Bumped by every change to what a page lookup, a ledger or the eviction order could
+        # show: equal versions mean an identical pool (a waiting head asks again only then).
+        self.version = 0
 
     @property
     def capacity(self) -> int:
@@ -28,6 +31,7 @@ class PagePool:
 
     def take(self) -> int | None:
         """A page with refcount 0 for new content, evicting the LRU cached page if needed."""
+        self.version += 1
         if self.free:
             page = self.free.pop()
         elif self.evictable:
@@ -42,6 +46,7 @@ class PagePool:
     def take_many(self, count: int) -> list[int]:
         """The ``count`` pages that as many take() calls would give, in that order; the
         caller has checked ``count <= capacity``."""
+        self.version += 1
         free, refcount = self.free, self.refcount
         n = min(count, len(free))
         pages = free[len(free) - n:]
@@ -60,12 +65,14 @@ class PagePool:
 
     def ref(self, page: int) -> None:
         """Reference a cached page: a hit on an inactive page takes it out of the evictable set."""
+        self.version += 1
         if self.refcount[page] == 0:
             del self.evictable[page]
         self.refcount[page] += 1
 
     def unref(self, page: int) -> bool:
         """Drop one reference; True when the page is no longer referenced by anyone."""
+        self.version += 1
         count = self.refcount[page] - 1
         self.refcount[page] = count
         if count:
@@ -78,6 +85,7 @@ class PagePool:
 
     def unref_all(self, pages) -> None:
         """unref() each page, in order, when no caller needs to know which came free."""
+        self.version += 1
         refcount, key_of, evictable, free = self.refcount, self.key_of, self.evictable, self.free
         for page in pages:
             count = refcount[page] - 1
@@ -94,6 +102,7 @@ class PagePool:
             return False
         self.cache[key] = page
         self.key_of[page] = key
+        self.version += 1
         return True
 
     def lookup(self, key: str) -> int | None:
@@ -101,6 +110,7 @@ class PagePool:
 
     def touch(self, pages) -> None:
         """A hit is a use: refresh the LRU order of cached pages, the last one most recent."""
+        self.version += 1
         for page in pages:
             if self.refcount[page] == 0:
                 self.evictable.move_to_end(page)

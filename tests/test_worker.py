@@ -1273,6 +1273,67 @@ def test_a_request_that_must_wait_on_an_idle_worker_is_asked_about_once():
     assert (r0.outcome, r0.reason) == ("failed", "never admitted: waited until the end of the run")
 
 
+def _fickle_admit(ask, ledger):
+    """The reference ledger, except that it waits on a quarter of what it would admit while
+    others run (on an idle worker nothing would change), picked by every number it is shown:
+    any change to the question may change the answer."""
+    adm = lesson2.admit(ask, ledger)
+    shown = (ledger.unallocated_pages + 3 * ledger.evictable_pages + 5 * ledger.reserved_pages
+             + 7 * ledger.running + 11 * ask.prefix_hit_pages + 13 * ask.prefix_hit_active)
+    return Admission("wait") if adm.decision == "admit" and ledger.running and shown % 4 == 0 else adm
+
+
+def _fickle_prompt_only(ask, ledger):
+    """Fickle, and reserving the prompt's new pages only: a decode page beyond the promise
+    changes the unallocated count alone (no promise, no running count moves)."""
+    adm = _fickle_admit(ask, ledger)
+    if adm.decision != "admit":
+        return adm
+    return Admission("admit", max(0, pages_for(ask.prompt_tokens, ask.page_tokens) - ask.prefix_hit_pages))
+
+
+def _never_releasing(state, event, step_in_flight):
+    """The reference machine without release_pages: an ended request returns its promise
+    and its place in the batch, and its pages stay referenced (the pool does not move)."""
+    tr = lesson4.on_event(state, event, step_in_flight)
+    return Transition(tr.next_state, tuple(a for a in tr.actions if a != "release_pages"))
+
+
+@pytest.mark.parametrize("admit_of", [lesson2.admit, _fickle_admit, _fickle_prompt_only],
+                         ids=["reference", "fickle", "fickle-prompt-only"])
+@pytest.mark.parametrize("name, on_event", [("heavy", None), ("prefix-multiscope", None),
+                                            ("long-outputs", None), ("cancel-heavy", None),
+                                            ("heavy", _never_releasing)],
+                         ids=["heavy", "prefix-multiscope", "long-outputs", "cancel-heavy",
+                              "heavy-never-releasing"])
+def test_a_waiting_head_is_asked_again_only_when_what_it_is_shown_changed(name, on_event, admit_of,
+                                                                           monkeypatch):
+    """A head told to wait is asked again only when the pool, the promises or the running
+    count changed. What that skips are repeats of the question before, nothing else: the
+    run is the one the worker makes when it asks at every retry (the pool's version made to
+    differ at every reading), and so are the asks once repeats are dropped from both."""
+    def runs():
+        asks = []
+
+        def admit(ask, ledger):
+            asks.append((ask, ledger))
+            return admit_of(ask, ledger)
+        model, worker, requests = scenario(name)
+        policy = reference_policy().with_(admit=admit)
+        return run(model, worker, policy.with_(on_event=on_event) if on_event else policy, requests), asks
+
+    def distinct(asks):
+        return [a for i, a in enumerate(asks) if i == 0 or a != asks[i - 1]]
+
+    skipping, asks = runs()
+    tick = iter(range(1 << 62))
+    monkeypatch.setattr(PagePool, "version", property(lambda pool: next(tick), lambda pool, v: None),
+                        raising=False)
+    every, all_asks = runs()
+    assert skipping.digest() == every.digest()
+    assert len(all_asks) > len(asks) and distinct(asks) == distinct(all_asks)
+
+
 def test_a_cancelled_head_admits_the_request_behind_it_at_once_on_an_idle_worker():
     """r0 can never fit (400 tokens of worst case in 320 tokens of pool) and waits at the
     head; r1 queues behind it, and no step runs. r0's cancel changes the head: r1 is

@@ -1,7 +1,8 @@
 """Arrival, the FCFS queue, admission and preemption: how a request gets, and loses, its pages.
 
 The contract is asked at arrival; the head of the queue is retried at every step
-completion and whenever pages come back, only while fewer than ``max_running`` run.
+completion and whenever pages come back, only while fewer than ``max_running`` run, and a
+head told to wait only once what it would be shown has changed.
 
 A running request that needs a page beyond its promise when no unpromised page is free
 suffers a broken promise. The worker then preempts by priority, not by who asked: under
@@ -64,6 +65,12 @@ class AdmissionQueue:
         r, pt, pool = live.req, self.pt, self.pool
         if live.cancel_s is not None:
             self._flag(live, "scheduled_after_cancel", f"{r.id} was admitted after its cancel")
+        if live.waited == (pool.version, self.outstanding, self.running):
+            # Told to wait, and nothing it would be shown has changed since (its ledger and
+            # its prefix hits are the pool's, the promises' and the running count's): the
+            # same question gets the same answer, and its own hits were touched last, so
+            # the lookup's touch would change no order either.
+            return False
         hits = self._lookup(live)
         context = r.prompt_tokens + live.emitted   # a preempted request recomputes what it emitted
         ask = AdmissionRequest(id=r.id, scope=r.scope, prompt_tokens=context,
@@ -85,6 +92,7 @@ class AdmissionQueue:
             self._end(live, "rejected", adm.reason or "rejected at admission")
             return True
         if adm.decision == "wait":
+            live.waited = (pool.version, self.outstanding, self.running)
             return False
         for p in hits:
             pool.ref(p)

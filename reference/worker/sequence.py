@@ -16,7 +16,8 @@ class Sequence:
                  "emitted", "join_step", "base_ctx", "segments", "admitted_s", "first_token_s",
                  "finish_s", "cancel_s", "fence_s", "released_s", "outcome", "reason",
                  "preemptions", "max_pages", "released_pages", "stopped", "published", "keys",
-                 "flagged", "last_step", "offer_from", "flagged_pages", "admit_order", "tokens")
+                 "flagged", "last_step", "offer_from", "flagged_pages", "admit_order", "tokens",
+                 "waited")
 
     def __init__(self, req: Request):
         self.req = req
@@ -43,3 +44,4 @@ class Sequence:
         self.flagged_pages: set[int] | frozenset = NONE   # pages published unwritten or partial
         self.admit_order = -1        # rank of its latest admission: the highest is preempted first
         self.tokens: list[int] | None = None   # the prompt as ints while it publishes (prefix_cache)
+        self.waited: tuple | None = None       # what it was shown when last told to wait (admission)
