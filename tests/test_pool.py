@@ -209,3 +209,26 @@ def test_take_many_and_unref_all_do_what_one_call_per_page_does():
     many.unref_all((taken[5], taken[0], taken[3]))
     assert _books(many) == _books(one) and many.conserved()
     assert many.take_many(0) == [] and _books(many) == _books(one)
+
+
+def test_every_change_moves_the_version_and_no_reading_does():
+    """A waiting head is skipped while the version stands still (reference/worker/
+    admission.py), so every change to the pool must move it, and a reading must not."""
+    pool = PagePool(6)
+    seen = [pool.version]
+
+    def moved():
+        assert pool.version not in seen
+        seen.append(pool.version)
+
+    a = pool.take(); moved()
+    b, c = pool.take_many(2); moved()
+    assert pool.publish(a, "ka") and pool.publish(b, "kb"); moved()
+    assert not pool.publish(a, "other"); assert pool.version == seen[-1]   # refused: no change
+    pool.unref(a); moved()
+    pool.unref_all([b, c]); moved()
+    pool.touch([a]); moved()
+    pool.ref(a); moved()
+    for read in (lambda: pool.capacity, lambda: pool.lookup("ka"), pool.conserved):
+        read()
+        assert pool.version == seen[-1]
