@@ -65,7 +65,7 @@ class AdmissionQueue:
         r, pt, pool = live.req, self.pt, self.pool
         if live.cancel_s is not None:
             self._flag(live, "scheduled_after_cancel", f"{r.id} was admitted after its cancel")
-        if live.waited == (pool.version, self.outstanding, self.running):
+        if live.waited == self._shown():
             # Told to wait, and nothing it would be shown has changed since (its ledger and
             # its prefix hits are the pool's, the promises' and the running count's): the
             # same question gets the same answer, and its own hits were touched last, so
@@ -92,7 +92,7 @@ class AdmissionQueue:
             self._end(live, "rejected", adm.reason or "rejected at admission")
             return True
         if adm.decision == "wait":
-            live.waited = (pool.version, self.outstanding, self.running)
+            live.waited = self._shown()
             return False
         for p in hits:
             pool.ref(p)
@@ -129,6 +129,11 @@ class AdmissionQueue:
         self.admissions += 1
         self._fire(live, "admit", False)
         return True
+
+    def _shown(self) -> tuple:
+        """What a head's admission is shown, besides its own request: equal only when the
+        pool, the promises and the running count are all as they were."""
+        return self.pool.version, self.outstanding, self.running
 
     def _grow(self, live: Sequence) -> bool:
         """One more page for a running request, now; on a broken promise, preempt by priority.
