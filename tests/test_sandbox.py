@@ -501,3 +501,14 @@ def test_every_filter_jump_lands_inside_the_program():
         for i, (code, jt, jf, _) in enumerate(prog):
             if code & 0x07 == 0x05:                                     # a jump
                 assert i + 1 + max(jt, jf) < len(prog)
+
+
+def test_answers_larger_than_one_read_arrive_whole():
+    # The grader reads the child's pipe into a 64 KiB buffer it reuses: an answer of many
+    # reads, and frames that straddle two reads, must come out byte for byte.
+    src = "def text(n, c):\n    return c * n\n"
+    sizes = [1, 65_531, 65_536, 300_001, 7, 1 << 20]
+    with Sandbox(src, "exercise.py") as b:
+        got = b.call_each([("text", (n, chr(97 + i))) for i, n in enumerate(sizes)])
+        assert [r.value for r in got] == [chr(97 + i) * n for i, n in enumerate(sizes)]
+        assert b.call("text", 3, "z").value == "zzz"

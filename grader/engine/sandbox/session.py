@@ -64,6 +64,7 @@ STATUSES = ("ok", "raised", "missing", "bad", "timeout", "crashed", "unavailable
 BATCH = 200                 # calls per request frame
 TIMEOUTS_PER_BATCH = 2      # hangs of one function before its other probes are skipped
 MAX_FRAME = 8 << 20         # bytes; a larger frame is an attack or a runaway, not an answer
+READ_CHUNK = 1 << 16        # bytes per read of the child's answers (a pipe holds 64 KiB)
 MAX_INT_DIGITS = 40         # validate bounds ints far below this; longer is refused at parse
 STDOUT_SEND = 1024          # characters of printed output kept per call
 DETAIL_CHARS = 300
@@ -169,6 +170,9 @@ class _Child:
         self.proc, self.wfd, self.rfd, self.workdir = proc, wfd, rfd, workdir
         self.wrapped = wrapped          # under bwrap, which reports a signal death as 128 + n
         self.buf, self.pos = bytearray(), 0
+        # Reads land in this buffer, reused: os.read(fd, n) allocates n bytes at every read,
+        # and a 1 MiB allocation is an mmap, an mremap and a munmap per answer.
+        self.scratch = memoryview(bytearray(READ_CHUNK))
         self.poll = select.poll()
         self.poll.register(rfd, select.POLLIN)
 
@@ -208,12 +212,12 @@ class _Child:
             if not self.poll.poll(_ms_left(deadline)):
                 raise _Timeout
             try:
-                chunk = os.read(self.rfd, 1 << 20)
+                got = os.readv(self.rfd, (self.scratch,))
             except BlockingIOError:
                 continue
-            if not chunk:
+            if not got:
                 raise _Ended
-            self.buf += chunk
+            self.buf += self.scratch[:got]
 
     def ended_how(self, wait_s=0.2):
         """Why the child ended: give it a moment to finish dying so its exit status is real."""
