@@ -1632,23 +1632,26 @@ def test_a_wrong_hit_is_caught_whichever_prompts_tokens_are_the_greater(first, s
     assert [(v.requests, v.pages) for v in wrong] == [(("r1", "r0"), (0,))] * 2
 
 
-def test_a_policys_keys_are_asked_page_by_page_and_stop_at_an_unusable_one():
-    """r0's 68 tokens: 4 full blocks, prefilled in one chunk. Its key for block 1 (tokens
-    17..32) is unusable. The lookup asks block 0's key and misses; publishing page 0 uses
-    that key, not asked again, and each later page first needs block 1's key, asked anew
-    for pages 1, 2 and 3 (the worker asks as it reaches each page, and cannot key past
-    block 1)."""
+@pytest.mark.parametrize("bad, expected", [(1, [1, 17, 17, 17]), (2, [1, 17, 33, 33]),
+                                           (3, [1, 17, 33, 49])])
+def test_a_policys_keys_are_asked_page_by_page_and_stop_at_an_unusable_one(bad, expected):
+    """r0's 68 tokens: 4 full blocks (first tokens 1, 17, 33, 49), prefilled in one chunk.
+    Its key for block ``bad`` is unusable. The lookup asks block 0's key and misses;
+    publishing page 0 uses that key, not asked again, and each later page asks the keys
+    it needs as the worker reaches it: the blocks up to it once each, and the unusable
+    block anew for each page at or past it (the worker cannot key past it). The worker
+    asks a publish's keys in one go; what the policy hears must be this same sequence."""
     asked = []
 
-    def key_but_block_1(scope, parent, tokens):
+    def key_but_one_block(scope, parent, tokens):
         asked.append(tokens[0])
-        return "" if tokens[0] == 17 else lesson4.prefix_key(scope, parent, tokens)
+        return "" if tokens[0] == 1 + 16 * bad else lesson4.prefix_key(scope, parent, tokens)
 
     model, worker = machine(60)
-    result = run(model, worker, reference_policy().with_(prefix_key=key_but_block_1),
+    result = run(model, worker, reference_policy().with_(prefix_key=key_but_one_block),
                  (request(0, 0.0, np.arange(1, 69), 3),))
     assert nonzero(result) == {"invalid_decision": 1}
-    assert asked == [1, 17, 17, 17]
+    assert asked == expected
 
 
 def test_a_prompt_within_one_page_is_neither_published_nor_hit():

@@ -124,12 +124,13 @@ class PrefixCache:
                 return
             chosen = sorted(set(chosen))
         keys, pages, publish, origin = live.keys, live.pages, self.pool.publish, self.origin
-        if self.policy.prefix_key is None:
-            # The worker's own keys, every block up to the last page to publish in one call
-            # (a policy's are asked one page at a time, as the loop below reaches them).
-            last = max((i for i in chosen if i < full), default=-1)
-            if last >= len(keys):
-                self._key(live, last)
+        # Every block up to the last page to publish is keyed in one call, in the order the
+        # loop below would ask them one page at a time. A policy's key that fails at some
+        # block ends that call; the loop's first page at or past it would have asked that
+        # block once and failed, so that ask is the one already made (``owed``), and each
+        # later page asks again, as one page at a time did.
+        last = max((i for i in chosen if i < full), default=-1)
+        owed = last >= len(keys) and self._key(live, last) is None
         scope, trace = live.req.scope, self.trace
         for i in chosen:
             if i >= full:   # a partial prompt page, or one whose write has not completed
@@ -141,7 +142,12 @@ class PrefixCache:
                     f"{live.req.id} published page {page} (block {i}) with {info.written_tokens} "
                     f"of {pt} slots written and {info.prompt_tokens} prompt tokens"))
                 continue
-            key = keys[i] if i < len(keys) else self._key(live, i)
+            if i < len(keys):
+                key = keys[i]
+            elif owed:
+                key, owed = None, False
+            else:
+                key = self._key(live, i)
             page = pages[i]
             if key is not None and publish(page, key):
                 origin[page] = (scope, live, i)
