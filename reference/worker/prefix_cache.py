@@ -102,20 +102,23 @@ class PrefixCache:
         while start < end and start in published:
             start += 1   # published pages are never offered again
         live.offer_from = start
-        # Pages below ``full`` are full prompt pages wholly written: they show as one shared
-        # PageInfo each; only the page at the write's edge is worked out.
+        # Pages below ``full`` are full prompt pages wholly written.
         full = min(prompt, written) // pt
-        infos = self.full_pages
-        while len(infos) < full:
-            infos.append(PageInfo(len(infos), pt, pt, pt, False))
-        offered = {i: infos[i] if i < full else _page_info(i, min(pt, prompt - i * pt), pt,
-                                                           max(0, min(pt, written - i * pt)))
-                   for i in range(start, end) if i not in published and i not in flagged}
-        if not offered:
-            return
         if self.policy.publishable is None:
-            chosen = tuple(i for i in offered if i < full)
+            # The worker's own rule takes exactly those: nothing to describe to a policy.
+            chosen = [i for i in range(start, min(end, full)) if i not in published and i not in flagged]
+            offered = None
         else:
+            # A full page shows as one shared PageInfo; only the page at the write's edge is
+            # worked out.
+            infos = self.full_pages
+            while len(infos) < full:
+                infos.append(PageInfo(len(infos), pt, pt, pt, False))
+            offered = {i: infos[i] if i < full else _page_info(i, min(pt, prompt - i * pt), pt,
+                                                               max(0, min(pt, written - i * pt)))
+                       for i in range(start, end) if i not in published and i not in flagged}
+            if not offered:
+                return
             chosen = self._decide("publishable", tuple, tuple(offered.values()))
             # At most the pages offered, each one of them.
             if chosen is None or len(chosen) > len(offered) \
