@@ -1762,3 +1762,49 @@ def test_a_page_refused_as_poisoned_is_not_offered_again_once_written():
     poisoned = of_kind(result, "poisoned_publish")
     assert [v.pages for v in poisoned if v.requests == ("r0",)] == [(1,), (2,), (3,)]
     assert result.series["prefix_hits"][-1] == 1
+
+
+@pytest.mark.parametrize("name", ["prefix-multiscope", "cancel-heavy", "heavy"])
+def test_forgetting_unreachable_own_keys_changes_no_run(monkeypatch, name):
+    """The worker's own key table forgets ids nothing can reach again once it holds
+    KEYS_KEPT of them. Forgetting at every new block (KEYS_KEPT = 4) must give the very run
+    of never forgetting, under the worker's own keys and under its own publishing too."""
+    from reference.worker import prefix_cache
+    model, worker, requests = scenario(name)
+    forgot = []
+    original = prefix_cache.PrefixCache._forget_keys
+
+    def counted(self):
+        forgot.append(len(self.true_keys))
+        return original(self)
+    for policy in _keyings()[1:]:
+        monkeypatch.setattr(prefix_cache, "KEYS_KEPT", 1 << 40)
+        whole = run(model, worker, policy, requests)
+        monkeypatch.setattr(prefix_cache, "KEYS_KEPT", 4)
+        monkeypatch.setattr(prefix_cache.PrefixCache, "_forget_keys", counted)
+        forgot.clear()
+        pruned = run(model, worker, policy, requests)
+        monkeypatch.setattr(prefix_cache.PrefixCache, "_forget_keys", original)
+        assert len(forgot) >= 3, "the table never forgot: the test would prove nothing"
+        assert pruned.digest() == whole.digest()
+        assert whole.series["prefix_hits"][-1] > 0 or name == "heavy"
+
+
+def test_the_own_key_table_keeps_cached_held_and_their_parents():
+    """_forget_keys keeps an id the cache holds, an id a request holds among its keys, and
+    every parent of those (a recomputed parent must find its old id, or its child's
+    identity would not match); it drops the rest. Ids (identity: scope, parent id, bytes):
+    0 <- 1 <- 2 is a chain whose tail 2 alone is cached, 3 <- 4 a chain a request holds,
+    5 and 6 <- 7 nothing reaches."""
+    from types import SimpleNamespace
+    from reference.worker import prefix_cache
+    truth = {("s", -1, b"a"): 0, ("s", 0, b"b"): 1, ("s", 1, b"c"): 2,
+             ("t", -1, b"a"): 3, ("t", 3, b"b"): 4, ("s", -1, b"z"): 5,
+             ("u", -1, b"a"): 6, ("u", 6, b"b"): 7}
+    worker = SimpleNamespace(true_keys=dict(truth), pool=SimpleNamespace(cache={2: 17}),
+                             lives=[SimpleNamespace(keys=[]), SimpleNamespace(keys=[3, 4])],
+                             keys_kept=0)
+    prefix_cache.PrefixCache._forget_keys(worker)
+    assert sorted(worker.true_keys.values()) == [0, 1, 2, 3, 4]
+    assert all(truth[identity] == key for identity, key in worker.true_keys.items())
+    assert worker.keys_kept == prefix_cache.KEYS_KEPT

@@ -32,6 +32,7 @@ from reference.worker.admission import AdmissionQueue
 from reference.worker.decisions import Decisions
 from reference.worker.lifecycle import Lifecycle
 from reference.worker.pages import PageBooks
+from reference.worker import prefix_cache
 from reference.worker.prefix_cache import PrefixCache
 from reference.worker.recorder import Recorder, StepColumns
 from reference.worker.sequence import Sequence
@@ -105,6 +106,8 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         self.orphans: set[int] = set()           # pages the in-flight step pins but nobody holds
         self.freed_pinned: dict[int, tuple] = {} # page -> (request id, released at) while pinned
         self.true_keys: dict[tuple, int] = {}   # the ground-truth prefix keys (no prefix_key policy)
+        self.next_key = 0                        # the next ground-truth key's id
+        self.keys_kept = prefix_cache.KEYS_KEPT  # true_keys' size that makes it forget
         self.origin: dict[int, tuple] = {}       # published page -> (scope, live, block index)
         self.full_pages: list = []               # block i -> the PageInfo of a full, written prompt page
         self.prefix_hits = 0
