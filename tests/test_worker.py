@@ -1790,6 +1790,29 @@ def test_forgetting_unreachable_own_keys_changes_no_run(monkeypatch, name):
         assert whole.series["prefix_hits"][-1] > 0 or name == "heavy"
 
 
+def test_forgetting_the_own_keys_is_paid_for_by_new_keys(monkeypatch):
+    """A forget walks the whole table, so it must not come round again until more new ids
+    have been interned than it kept: then each new id pays for a bounded share of the
+    walks, however many ids the live requests hold. Forgetting after a fixed number of new
+    ids, or at every block once the held ids outgrow KEYS_KEPT, would make a long run
+    quadratic without changing its result."""
+    from reference.worker import prefix_cache
+    model, worker, requests = scenario("prefix-multiscope")
+    marks = []   # (ids interned so far, ids kept) at each forget
+    original = prefix_cache.PrefixCache._forget_keys
+
+    def counted(self):
+        original(self)
+        marks.append((self.next_key, len(self.true_keys)))
+    monkeypatch.setattr(prefix_cache, "KEYS_KEPT", 4)
+    monkeypatch.setattr(prefix_cache.PrefixCache, "_forget_keys", counted)
+    run(model, worker, _keyings()[1], requests)
+    assert len(marks) >= 3 and max(kept for _, kept in marks) > 4, \
+        "the held ids never outgrew KEYS_KEPT: the test would prove nothing"
+    for (before, kept), (after, _) in zip(marks, marks[1:]):
+        assert after - before > max(kept, 4 - kept), (before, kept, after)
+
+
 def test_the_own_key_table_keeps_cached_held_and_their_parents():
     """_forget_keys keeps an id the cache holds, an id a request holds among its keys, and
     every parent of those (a recomputed parent must find its old id, or its child's

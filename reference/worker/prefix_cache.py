@@ -75,7 +75,7 @@ class PrefixCache:
             if live.keys:
                 keep.update(live.keys)
         for key in list(keep):
-            parent = parent_of.get(key, -1)
+            parent = parent_of[key]   # every id the cache or a request holds is interned
             while parent != -1 and parent not in keep:
                 keep.add(parent)
                 parent = parent_of[parent]
