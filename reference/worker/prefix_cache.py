@@ -69,16 +69,16 @@ class PrefixCache:
         with it), or while it is the parent of one of those: recomputed, that parent must get
         its old id, or its child's identity would no longer match. Any other id appears
         nowhere, so a block that comes back under a new id behaves as under its old one."""
-        parent_of = {key: identity[1] for identity, key in self.true_keys.items()}
         keep = set(self.pool.cache)
         for live in self.lives:
             if live.keys:
                 keep.update(live.keys)
-        for key in list(keep):
-            parent = parent_of[key]   # every id the cache or a request holds is interned
-            while parent != -1 and parent not in keep:
-                keep.add(parent)
-                parent = parent_of[parent]
+        # A parent is interned before its children, and what is kept keeps its order, so
+        # the table runs in id order: walked backwards, a kept id adds its parent before
+        # the walk reaches the parent (one pass, no table from id to parent).
+        for identity, key in reversed(self.true_keys.items()):
+            if key in keep:
+                keep.add(identity[1])
         self.true_keys = {identity: key for identity, key in self.true_keys.items() if key in keep}
         self.keys_kept = max(KEYS_KEPT, 2 * len(self.true_keys))
 
