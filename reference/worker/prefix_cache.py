@@ -75,11 +75,14 @@ class PrefixCache:
                 keep.update(live.keys)
         # A parent is interned before its children, and what is kept keeps its order, so
         # the table runs in id order: walked backwards, a kept id adds its parent before
-        # the walk reaches the parent (one pass, no table from id to parent).
-        for identity, key in reversed(self.true_keys.items()):
-            if key in keep:
-                keep.add(identity[1])
-        self.true_keys = {identity: key for identity, key in self.true_keys.items() if key in keep}
+        # the walk reaches the parent. One pass over the table; the kept entries go back
+        # in their order.
+        kept = []
+        for entry in reversed(self.true_keys.items()):
+            if entry[1] in keep:
+                keep.add(entry[0][1])
+                kept.append(entry)
+        self.true_keys = dict(reversed(kept))
         self.keys_kept = max(KEYS_KEPT, 2 * len(self.true_keys))
 
     def _lookup(self, live: Sequence) -> list[int]:
