@@ -105,6 +105,20 @@ class PagePool:
         self.version += 1
         return True
 
+    def publish_blocks(self, pages: list[int], keys: list, blocks) -> list[int]:
+        """publish(pages[i], keys[i]) for each block i, in order: the blocks it entered."""
+        cache, key_of, entered = self.cache, self.key_of, []
+        for i in blocks:
+            page, key = pages[i], keys[i]
+            if key in cache or page in key_of:
+                continue
+            cache[key] = page
+            key_of[page] = key
+            entered.append(i)
+        if entered:
+            self.version += 1
+        return entered
+
     def lookup(self, key: str) -> int | None:
         return self.cache.get(key)
 

@@ -120,3 +120,22 @@ def test_the_cost_model_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         cost.per_token = 0.0
     assert hash(cost) == hash(CostModel())
+
+
+def test_a_decode_step_costs_what_a_step_without_a_chunk_costs_to_the_bit():
+    # The worker prices chunkless steps with decode_step_time; a run's digest holds those
+    # floats, so it must give step_time_of's bits, for coefficients that are not exact too.
+    import random
+    draw = random.Random(18)
+    models = [CostModel(), CostModel(float(FIXED), float(TOKEN), float(CONTEXT), float(PAIR)),
+              CostModel(0.03, 2e-4, 0.0, 2e-9)]
+    models += [CostModel(draw.uniform(1e-4, 0.05), draw.uniform(0, 1e-3), draw.uniform(0, 1e-6),
+                         draw.uniform(0, 1e-8)) for _ in range(20)]
+    for cm in models:
+        for _ in range(200):
+            decoding, contexts = draw.randrange(0, 300), draw.randrange(0, 10 ** 8)
+            assert cm.decode_step_time(decoding, contexts).hex() == \
+                cm.step_time_of(decoding, contexts).hex()
+    # 3 decoders with 40 tokens of context: 1/64 + 3/4096 + 40/65536, exact.
+    exact = CostModel(float(FIXED), float(TOKEN), float(CONTEXT), float(PAIR))
+    assert exact.decode_step_time(3, 40) == float(FIXED + 3 * TOKEN + 40 * CONTEXT)

@@ -211,6 +211,26 @@ def test_take_many_and_unref_all_do_what_one_call_per_page_does():
     assert many.take_many(0) == [] and _books(many) == _books(one)
 
 
+def test_publish_blocks_does_what_one_publish_per_block_does():
+    # Blocks 0..5 of one request's pages; block 1's key is taken by another page, block 3's
+    # page is already published, block 5 is not asked: those are refused or left alone.
+    one, many = PagePool(12), PagePool(12)
+    for pool in (one, many):
+        other = pool.take()
+        pool.publish(other, "k1")
+        pages = pool.take_many(6)
+        pool.publish(pages[3], "elsewhere")
+    keys = [f"k{i}" for i in range(6)]
+    entered = [i for i in (0, 1, 2, 3, 4) if one.publish(pages[i], keys[i])]
+    before = many.version
+    assert many.publish_blocks(pages, keys, (0, 1, 2, 3, 4)) == entered == [0, 2, 4]
+    assert _books(many) == _books(one) and many.conserved() and many.version != before
+    # Nothing entered: nothing changed, so the version stands (a waiting head stays skipped).
+    standing = many.version
+    assert many.publish_blocks(pages, keys, (0, 1, 2, 3)) == [] and many.version == standing
+    assert many.publish_blocks(pages, keys, ()) == [] and many.version == standing
+
+
 def test_every_change_moves_the_version_and_no_reading_does():
     """A waiting head is skipped while the version stands still (reference/worker/
     admission.py), so every change to the pool must move it, and a reading must not."""
@@ -227,6 +247,8 @@ def test_every_change_moves_the_version_and_no_reading_does():
     assert not pool.publish(a, "other"); assert pool.version == seen[-1]   # refused: no change
     pool.unref(a); moved()
     pool.unref_all([b, c]); moved()
+    d = pool.take(); moved()
+    assert pool.publish_blocks([d], ["kd"], [0]) == [0]; moved()
     pool.touch([a]); moved()
     pool.ref(a); moved()
     for read in (lambda: pool.capacity, lambda: pool.lookup("ka"), pool.conserved):

@@ -21,6 +21,7 @@ books (the attributes set in ``Worker.__init__``):
 from __future__ import annotations
 
 import gc
+import math
 from collections import deque
 
 from reference.policy import Policy
@@ -135,21 +136,24 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
                 events.append((r.cancel_at_s, _CANCEL, r.index))
         events.sort()
         pos, total = 0, len(events)
+        next_at = events[0][0] if events else math.inf      # the next client event's time
         while pos < total or self.inflight is not None:
-            if self.inflight is not None and (pos == total or self.inflight[1] <= events[pos][0]):
+            if self.inflight is not None and (pos == total or self.inflight[1] <= next_at):
                 self.now = self.inflight[1]
                 self._complete()
                 self.retry = True
             else:
                 self.now, kind, index = events[pos]
                 pos += 1
+                next_at = events[pos][0] if pos < total else math.inf
                 if kind == _CANCEL:
                     self._cancel(lives[index])
                 else:
                     self._arrive(lives[index])
             if self.retry:
                 self.retry = False
-                self._admit_waiting()
+                if self.waiting:
+                    self._admit_waiting()
             if self.inflight is None:
                 self.aborted = self._stopped()
                 if self.aborted:

@@ -33,17 +33,17 @@ class PrefixCache:
         if self.policy.prefix_key is None:
             # The blocks still unkeyed as one bytes object, sliced per block: the same bytes
             # as a slice of the array each, without a numpy slice per block.
-            first, truth = len(keys), self.true_keys
+            first, truth, fresh = len(keys), self.true_keys, self.next_key
             raw = live.req.prompt[first * pt:(block + 1) * pt].tobytes()
             width = pt * live.req.prompt.itemsize
-            parent = keys[-1] if keys else -1
-            for b in range(block + 1 - first):
-                identity = (scope, parent, raw[b * width:(b + 1) * width])
-                parent = truth.get(identity)
-                if parent is None:
-                    parent = truth[identity] = self.next_key
-                    self.next_key += 1
-                keys.append(parent)
+            parent, append = (keys[-1] if keys else -1), keys.append
+            for at in range(0, len(raw), width):
+                # One probe of the table whether the identity is new or known.
+                parent = truth.setdefault((scope, parent, raw[at:at + width]), fresh)
+                if parent == fresh:
+                    fresh += 1
+                append(parent)
+            self.next_key = fresh
             if len(truth) > self.keys_kept:
                 self._forget_keys()
             return keys[block]
@@ -162,9 +162,19 @@ class PrefixCache:
         # block ends that call; the loop's first page at or past it would have asked that
         # block once and failed, so that ask is the one already made (``owed``), and each
         # later page asks again, as one page at a time did.
-        last = max((i for i in chosen if i < full), default=-1)
+        last = next((i for i in reversed(chosen) if i < full), -1)     # chosen is sorted
         owed = last >= len(keys) and self._key(live, last) is None
         scope, trace = live.req.scope, self.trace
+        if not owed and (not chosen or chosen[-1] < min(full, len(keys))):
+            # Every page chosen is full and keyed (always so under the worker's own rule):
+            # the pool enters them in one call.
+            entered = self.pool.publish_blocks(pages, keys, chosen)
+            for i in entered:
+                origin[pages[i]] = (scope, live, i)
+            published.update(entered)
+            if trace is not None:
+                trace.extend(("publish", self.now, live.req.id, pages[i]) for i in entered)
+            return
         for i in chosen:
             if i >= full:   # a partial prompt page, or one whose write has not completed
                 info, page = offered[i], pages[i]

@@ -25,19 +25,20 @@ class Steps:
         decoding = len(self.decoding)
         if not decoding and chunk_live is None:
             return
-        now, pool = self.now, self.pool
+        now, pool, rows = self.now, self.pool, self.step_rows
         # One row per step: the step log's columns, then the series' (its time is the launch).
         # The chunk's request and verdict are codes (recorder.py: _ROW).
         if chunk_live is None:
-            duration = self.cost.step_time_of(decoding, self.context_sum)
-            row = (now, duration, decoding, 0, 0, 0, self.decode_pages)
+            duration = self.cost.decode_step_time(decoding, self.context_sum)
+            rows.append((now, duration, decoding, 0, 0, 0, self.decode_pages, len(pool.free),
+                         len(pool.evictable), self.outstanding, self.running, self.queued,
+                         self.prefix_hits))
         else:
             duration = self.cost.step_time_of(decoding, self.context_sum, chunk, chunk_live.done)
-            row = (now, duration, decoding, chunk, chunk_live.req.index + 1, VERDICT_CODE[verdict],
-                   self.decode_pages + len(chunk_live.pages))
-        rows = self.step_rows
-        rows.append(row + (len(pool.free), len(pool.evictable), self.outstanding, self.running,
-                           self.queued, self.prefix_hits))
+            rows.append((now, duration, decoding, chunk, chunk_live.req.index + 1,
+                         VERDICT_CODE[verdict], self.decode_pages + len(chunk_live.pages),
+                         len(pool.free), len(pool.evictable), self.outstanding, self.running,
+                         self.queued, self.prefix_hits))
         if len(rows) >= SPILL_ROWS:
             self.step_columns.spill(rows)
         end = now + duration
