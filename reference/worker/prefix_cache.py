@@ -14,7 +14,7 @@ import numpy as np
 
 from reference.shapes import PageInfo
 from reference.sizing import pages_for
-from reference.worker.decisions import shown
+from reference.worker.decisions import PolicyError, shown
 from reference.worker.sequence import Sequence
 
 # The worker's own keys are ids interned from (scope, parent id, block bytes). The table
@@ -51,16 +51,20 @@ class PrefixCache:
         if tokens is None:
             # One conversion for every block still unkeyed up to ``block``, not one per block.
             base = len(keys) * pt
-            tokens = live.req.prompt[base:(block + 1) * pt].tolist()
-        decide = self._decide
-        for b in range(len(keys), block + 1):
-            at = b * pt - base
-            key = decide("prefix_key", str, scope, keys[-1] if keys else "",
-                         tuple(tokens[at:at + pt]))
-            if key is None or not key or len(key) > 512:
-                self._flag(live, "invalid_decision", f"prefix_key gave no usable key: {shown(key)}")
+            tokens = tuple(live.req.prompt[base:(block + 1) * pt].tolist())
+        # _decide's rule inlined (a str, else None): this runs once per prompt page.
+        ask, parent = self.policy.prefix_key, keys[-1] if keys else ""
+        for at in range(len(keys) * pt - base, (block + 1) * pt - base, pt):
+            try:
+                key = ask(scope, parent, tokens[at:at + pt])    # a slice of a tuple is a tuple
+            except PolicyError:
+                key = None
+            if type(key) is not str or not key or len(key) > 512:
+                self._flag(live, "invalid_decision", f"prefix_key gave no usable key: "
+                                                     f"{shown(key if type(key) is str else None)}")
                 return None
             keys.append(key)
+            parent = key
         return keys[block]
 
     def _forget_keys(self) -> None:
@@ -125,7 +129,7 @@ class PrefixCache:
         if live.tokens is None and self.policy.prefix_key is not None:
             # Its prompt as ints while it is being written, for its keys: one conversion, not
             # one per page (dropped when it is preempted or released).
-            live.tokens = live.req.prompt.tolist()
+            live.tokens = tuple(live.req.prompt.tolist())
         written = live.written
         end = min(len(live.pages), pages_for(prompt, pt), written // pt + 1)
         published, flagged, start = live.published, live.flagged_pages, live.offer_from

@@ -43,5 +43,5 @@ class Sequence:
         self.offer_from = 0          # pages below this are published: no need to offer them
         self.flagged_pages: set[int] | frozenset = NONE   # pages published unwritten or partial
         self.admit_order = -1        # rank of its latest admission: the highest is preempted first
-        self.tokens: list[int] | None = None   # the prompt as ints while it publishes (prefix_cache)
+        self.tokens: tuple[int, ...] | None = None   # the prompt as ints while it publishes (prefix_cache)
         self.waited: tuple | None = None       # what it was shown when last told to wait (admission)
