@@ -148,6 +148,32 @@ class Records(Sequence):
     def __repr__(self) -> str:
         return f"Records({len(self)} requests)"
 
+    def column(self, name: str) -> tuple:
+        """One field of every record, in order, without building the records (not
+        token_times: see token_times_of)."""
+        at = _FIELD_AT[name]
+        return tuple(row[0][at] for row in self._rows)
+
+    def token_times_of(self, outcome: str) -> tuple[np.ndarray, np.ndarray]:
+        """The token times of the records with this outcome, in order, as one array, and
+        how many each of them has: the same floats their token_times hold."""
+        at, parts, counts = _FIELD_AT["outcome"], [], []
+        launch, duration = self._launch, self._duration
+        for fields_, segments in self._rows:
+            if fields_[at] != outcome:
+                continue
+            n = 0
+            for seg in segments:
+                if isinstance(seg, tuple):
+                    first, end = seg
+                    parts.append(launch[first:end] + duration[first:end])
+                    n += end - first
+                else:
+                    parts.append((seg,))
+                    n += 1
+            counts.append(n)
+        return _times(parts), np.array(counts, dtype=np.intp)
+
     def _record(self, row) -> RequestRecord:
         fields_, segments = row
         times: list[float] = []
@@ -159,6 +185,30 @@ class Records(Sequence):
             else:
                 times.append(seg)
         return RequestRecord(*fields_[:9], tuple(times), *fields_[10:])
+
+
+_FIELD_AT = {f.name: i for i, f in enumerate(fields(RequestRecord)) if f.name != "token_times"}
+
+
+def _times(parts) -> np.ndarray:
+    return np.concatenate(parts).astype(np.float64, copy=False) if parts else np.zeros(0)
+
+
+def column(requests: Sequence[RequestRecord], name: str) -> tuple:
+    """``tuple(getattr(r, name) for r in requests)``; from Records, without building them."""
+    if isinstance(requests, Records):
+        return requests.column(name)
+    return tuple(getattr(r, name) for r in requests)
+
+
+def token_times_of(requests: Sequence[RequestRecord], outcome: str) -> tuple[np.ndarray, np.ndarray]:
+    """The token times of the records with this outcome, in order, as one array, and how
+    many each of them has (Records.token_times_of; a tuple of records reads the same)."""
+    if isinstance(requests, Records):
+        return requests.token_times_of(outcome)
+    chosen = [r.token_times for r in requests if r.outcome == outcome]
+    return (_times([t for t in chosen if t]),
+            np.array([len(t) for t in chosen], dtype=np.intp))
 
 
 @dataclass(frozen=True)

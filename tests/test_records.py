@@ -70,6 +70,46 @@ def test_token_times_are_the_ends_of_the_steps_the_request_decoded_in(small_run)
     assert int(steps.batch.sum()) == sum(r.tokens_out - 1 for r in small_run.requests)
 
 
+@pytest.fixture(scope="module")
+def mixed_run():
+    """Completed, cancelled and preempted requests: token times of one step range, of
+    several (a recompute), and single times (a first token from a prefill chunk)."""
+    from worker_helpers import policy_variants, scenario
+    model, worker, requests = scenario("page-tokens-1")
+    result = run(model, worker, policy_variants()["greedy"], requests)
+    outcomes = {r.outcome for r in result.requests}
+    assert outcomes == {"completed", "cancelled_by_client", "rejected"}
+    assert any(r.preemptions for r in result.requests if r.outcome == "completed")
+    return result
+
+
+@pytest.mark.parametrize("outcome", ["completed", "cancelled_by_client", "rejected", "failed"])
+def test_token_times_of_an_outcome_are_its_records_times_in_one_array(mixed_run, outcome):
+    from reference.records import column, token_times_of
+    chosen = [r.token_times for r in mixed_run.requests if r.outcome == outcome]
+    for requests in (mixed_run.requests, tuple(mixed_run.requests)):      # Records, and a tuple
+        times, counts = token_times_of(requests, outcome)
+        assert times.dtype == np.float64 and counts.tolist() == [len(t) for t in chosen]
+        assert times.tolist() == [t for ts in chosen for t in ts]
+        assert column(requests, "first_token_s") == tuple(r.first_token_s for r in mixed_run.requests)
+        assert column(requests, "id") == tuple(r.id for r in mixed_run.requests)
+
+
+def test_token_gaps_and_ttfts_read_the_records(mixed_run):
+    # Worked out from each record alone: the differences of its neighbouring times.
+    from grader.course.experiments.common import token_gaps, ttfts
+    done = [r.token_times for r in mixed_run.requests if r.outcome == "completed"]
+    mid = sorted(t for ts in done for t in ts)[len(done)]
+    for start, end in ((-np.inf, np.inf), (mid, np.inf), (-np.inf, mid), (mid, mid)):
+        expected = [b - a for ts in done for a, b in zip(ts, ts[1:]) if start <= b <= end]
+        assert token_gaps(mixed_run, start, end).tolist() == expected
+    some = {r.id for r in mixed_run.requests[::3]}
+    for ids in (None, some):
+        assert ttfts(mixed_run, ids).tolist() == [
+            r.first_token_s - r.arrival_s for r in mixed_run.requests
+            if r.first_token_s is not None and (ids is None or r.id in ids)]
+
+
 def test_the_codec_stores_records_as_their_tuple(small_run):
     back = codec.loads(codec.dumps(small_run))
     assert type(back.requests) is tuple and back.requests == small_run.requests

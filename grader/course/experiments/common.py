@@ -18,7 +18,7 @@ import numpy as np
 from grader.course.plots import Bars, Line, Mark, Panel, Plot, plot_path, save_plot  # noqa: F401
 from grader.engine.errors import InputError
 from grader.engine.report import COST_MODEL_NOTE
-from reference.records import Run
+from reference.records import Run, column, token_times_of
 
 WIDTH = 100            # a table wider than this is wrapped
 
@@ -195,19 +195,23 @@ def _show(value: Any) -> str:
 def token_gaps(run: Run, start_s: float = -math.inf, end_s: float = math.inf) -> np.ndarray:
     """Every gap between consecutive tokens of completed requests, optionally only those whose
     later token came in [start_s, end_s]."""
-    gaps = []
-    for r in run.requests:
-        if r.outcome == "completed" and len(r.token_times) > 1:
-            times = np.asarray(r.token_times)
-            keep = (times[1:] >= start_s) & (times[1:] <= end_s)
-            gaps.append(np.diff(times)[keep])
-    return np.concatenate(gaps) if gaps else np.zeros(0)
+    # All their times as one array: a gap is a difference of neighbours, except across
+    # the boundary of two requests.
+    times, counts = token_times_of(run.requests, "completed")
+    if len(times) < 2:
+        return np.zeros(0)
+    later = times[1:]
+    keep = (later >= start_s) & (later <= end_s)
+    keep[np.cumsum(counts[counts > 0])[:-1] - 1] = False
+    return np.diff(times)[keep]
 
 
 def ttfts(run: Run, ids: set[str] | None = None) -> np.ndarray:
     """Time to first token of every request that got one (of ``ids`` when given)."""
-    return np.asarray([r.first_token_s - r.arrival_s for r in run.requests
-                       if r.first_token_s is not None and (ids is None or r.id in ids)])
+    first = column(run.requests, "first_token_s")
+    arrival, named = column(run.requests, "arrival_s"), column(run.requests, "id")
+    return np.asarray([f - a for f, a, i in zip(first, arrival, named)
+                       if f is not None and (ids is None or i in ids)])
 
 
 def percentile(values: np.ndarray, q: float) -> float:
