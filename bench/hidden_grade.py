@@ -8,7 +8,7 @@ grade after it is what one more student of the class costs. The CPU counted is t
 grader process's and its sandbox children's (read from /proc before each child is
 killed, since bubblewrap's children are not reaped back to the grader).
 
-    python bench/hidden_grade.py [--rounds 2] [--repeat 2] [--baseline TREE] [--lessons lesson2 ...] [--json]
+    python bench/hidden_grade.py [--rounds 2] [--repeat 2] [--baseline TREE] [--lessons lesson2 ...] [--floor] [--json]
 
 Each checkout is timed in --rounds fresh processes, each grading --repeat times after its
 untimed first grade; the best grade counts. --baseline TREE times the same grades on
@@ -16,6 +16,12 @@ another checkout (a git worktree of an older commit), a process of each in turn,
 same run: before and after saw the same machine. The scores
 of both are compared, and the target (a third of the baseline's CPU per submission) is
 printed as met or missed.
+
+--floor also measures what the sandbox alone costs, with a submission that only echoes its
+argument: a child's start and load, a round trip and a call, in the grader and the child.
+Two starts plus this checkout's trips and calls at those prices is the least a grade can
+cost with the sandbox's protocol (two children, a frame per call, no answer remembered),
+before any worker run or check: the line says how much of the target that floor takes.
 """
 from __future__ import annotations
 
@@ -34,6 +40,68 @@ SECRET = b"bench-secret-for-hidden-cases"
 TARGET = 3.0      # the baseline's CPU per submission over this checkout's, at least
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and its descendants, read from /proc (bubblewrap's children
+    are not reaped back to the grader, so RUSAGE_CHILDREN would miss them)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total = (int(fields[11]) + int(fields[12])) / tick
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                total += sum(tree_cpu(int(k)) for k in f.read().split())
+        return total
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _self_cpu() -> float:
+    import resource
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+ECHO = "def echo(x):\n    return x\n"
+FLOOR_TRIPS = 10000      # round trips per batch size: /proc counts CPU in 10 ms ticks
+
+
+def _floor(starts: int) -> dict:
+    """The sandbox's own prices, with a submission that does nothing but answer: CPU seconds
+    of a child's start and load (the grader's and the child's), and of a round trip and of
+    one more call in it, fitted from frames of one call and of eight."""
+    from grader.engine.sandbox import session
+    start = []
+    for _ in range(starts):
+        g0 = _self_cpu()
+        box = session.Sandbox(ECHO, "echo.py", require_confinement=True)
+        if box.load_error:
+            raise SystemExit(f"bench/hidden_grade.py: the echo submission did not load: {box.load_error}")
+        child = tree_cpu(box._child.proc.pid)
+        box.close()
+        start.append(_self_cpu() - g0 + child)
+    cost = {}
+    with session.Sandbox(ECHO, "echo.py", require_confinement=True) as box:
+        box.load_error
+        pid = box._child.proc.pid
+        for size in (1, 8):
+            g0, c0 = _self_cpu(), tree_cpu(pid)
+            for _ in range(FLOOR_TRIPS):
+                box.call_each([("echo", (7,))] * size)
+            cost[size] = ((_self_cpu() - g0) / FLOOR_TRIPS, (tree_cpu(pid) - c0) / FLOOR_TRIPS)
+    call = tuple((cost[8][k] - cost[1][k]) / 7 for k in (0, 1))
+    trip = tuple(cost[1][k] - call[k] for k in (0, 1))
+    return {"start_s": min(start), "trip_grader_s": trip[0], "trip_child_s": trip[1],
+            "call_grader_s": call[0], "call_child_s": call[1]}
+
+
+def floor_of(row: dict, prices: dict) -> float:
+    """The least a grade with this row's trips and calls costs in the sandbox alone."""
+    return (2 * prices["start_s"]
+            + row["round_trips"] * (prices["trip_grader_s"] + prices["trip_child_s"])
+            + row["calls"] * (prices["call_grader_s"] + prices["call_child_s"]))
+
+
 def _one(lesson: str, repeat: int) -> dict:
     """In a fresh interpreter whose sys.path starts at the checkout under test."""
     import resource
@@ -45,20 +113,7 @@ def _one(lesson: str, repeat: int) -> dict:
     from grader.engine.submission import load_submission
     from grader.lessons import lesson_module
 
-    tick = os.sysconf("SC_CLK_TCK")
     children = [0.0]
-
-    def tree_cpu(pid: int) -> float:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total = (int(fields[11]) + int(fields[12])) / tick
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as f:
-                    total += sum(tree_cpu(int(k)) for k in f.read().split())
-            return total
-        except (OSError, ValueError, IndexError):
-            return 0.0
 
     kill, batch = session._Child.kill, session.Sandbox._run_batch
     trips = [0, 0]          # request frames sent, calls they held
@@ -115,10 +170,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2, help="processes per checkout, alternating")
     ap.add_argument("--baseline", type=Path, help="another checkout, timed alternately")
     ap.add_argument("--lessons", nargs="+", default=list(LESSONS))
+    ap.add_argument("--floor", action="store_true",
+                    help="also price the sandbox alone (an echo submission) and print each grade's floor")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--floor-one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.floor_one:
+        print(json.dumps(_floor(starts=5)))
+        return
     if args.one:
         global ROOT
         ROOT = (args.root or ROOT).resolve()
@@ -132,8 +193,14 @@ def main() -> None:
             for name, tree in trees.items():
                 runs[name].append(run_on(tree, lesson, args.repeat))
         rows.append({"lesson": lesson, **{n: min(r, key=lambda x: x["cpu_s"]) for n, r in runs.items()}})
+    prices = None
+    if args.floor:
+        out = subprocess.run([sys.executable, __file__, "--floor-one"], cwd=ROOT, capture_output=True,
+                             text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        prices = json.loads(out.stdout.strip().splitlines()[-1])
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"grades": rows, "sandbox_prices": prices}, indent=2) if prices
+              else json.dumps(rows, indent=2))
         return
     print(dated(f"CPU seconds per submission, best of {args.rounds} x {args.repeat} (grader + sandbox children)"))
     head = f"{'lesson':<8} {'this: cpu s':>11} {'grader s':>9} {'children s':>10} {'trips':>6} {'calls':>6}"
@@ -157,6 +224,25 @@ def main() -> None:
             ratio = row["baseline"]["cpu_s"] / row["this"]["cpu_s"]
             print(f"  {'meets ' if ratio >= TARGET else 'misses'}  {row['lesson']} hidden grade: "
                   f"{ratio:.2f}x less CPU per submission than the baseline (at least {TARGET:g}x)")
+    if prices:
+        print_floor(rows, prices, bool(args.baseline))
+
+
+def print_floor(rows: list[dict], prices: dict, targets: bool) -> None:
+    us = {k: v * 1e6 for k, v in prices.items()}
+    print(f"\nThe sandbox alone (an echo submission, this checkout; CPU of the grader + the child):\n"
+          f"  a child's start and load {prices['start_s'] * 1e3:.1f} ms; a round trip "
+          f"{us['trip_grader_s']:.0f} + {us['trip_child_s']:.0f} us; each call in it "
+          f"{us['call_grader_s']:.1f} + {us['call_child_s']:.1f} us")
+    for row in rows:
+        t = row["this"]
+        floor = floor_of(t, prices)
+        line = (f"  {row['lesson']}: 2 starts + {t['round_trips']:,} trips + {t['calls']:,} calls "
+                f"= {floor:.3f} s, {floor / t['cpu_s']:.0%} of this grade's {t['cpu_s']:.3f} s")
+        if targets:
+            target = row["baseline"]["cpu_s"] / TARGET
+            line += f"; the target is {target:.3f} s, of which the floor takes {floor / target:.0%}"
+        print(line)
 
 
 if __name__ == "__main__":
