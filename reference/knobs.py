@@ -43,13 +43,16 @@ from reference.shapes import (CONTRACT_REASONS, AdmissionRequest, ChunkContext, 
 
 _HUGE = 1 << 50                                # a limit no request reaches
 _UNLIFTABLE = ("empty_prompt", "no_output_budget")
-# How the limit of each contract rule is lifted for a core that should not enforce it.
-_LIFT: dict[str, Callable] = {
-    "over_max_context": lambda r, m, w: (r, replace(m, max_context=_HUGE), w),
-    "over_pool": lambda r, m, w: (r, m, replace(w, device_bytes=w.device_bytes + _HUGE * w.page_tokens
-                                                * 2 * m.layers * m.kv_heads * m.head_dim * m.dtype_bytes)),
-    "ttft_unreachable": lambda r, m, w: (replace(r, slo=replace(r.slo, ttft_s=float(_HUGE))), m, w),
-    "gap_unreachable": lambda r, m, w: (replace(r, slo=replace(r.slo, gap_s=float(_HUGE))), m, w),
+# How the limit of each contract rule is lifted for a core that should not enforce it: on
+# the model and worker specs, or on the request.
+_LIFT_SPECS: dict[str, Callable] = {
+    "over_max_context": lambda m, w: (replace(m, max_context=_HUGE), w),
+    "over_pool": lambda m, w: (m, replace(w, device_bytes=w.device_bytes + _HUGE * w.page_tokens
+                                          * 2 * m.layers * m.kv_heads * m.head_dim * m.dtype_bytes)),
+}
+_LIFT_REQUEST: dict[str, Callable] = {
+    "ttft_unreachable": lambda r: replace(r, slo=replace(r.slo, ttft_s=float(_HUGE))),
+    "gap_unreachable": lambda r: replace(r, slo=replace(r.slo, gap_s=float(_HUGE))),
 }
 
 
@@ -57,16 +60,32 @@ def _section(sheet: Mapping | None, name: str) -> dict:
     return dict((sheet or {}).get(name) or {})
 
 
+def _lifted(lifts: list[Callable], last: list, model: ModelSpec, worker: WorkerSpec) -> tuple:
+    # A run asks the contract with the same two specs at every arrival: their lifted copies
+    # are made once (``last`` holds the specs themselves, so an identity test is sound).
+    if last and last[0] is model and last[1] is worker:
+        return last[2]
+    out = model, worker
+    for lift in lifts:
+        out = lift(*out)
+    last[:] = [model, worker, out]
+    return out
+
+
 # ---- the contract -----------------------------------------------------------------------
 def enforcing(core: Callable, enforce: tuple[str, ...]) -> Callable:
-    lifted = tuple(r for r in CONTRACT_REASONS if r not in enforce and r in _LIFT)
+    lifted = tuple(r for r in CONTRACT_REASONS if r not in enforce
+                   and (r in _LIFT_SPECS or r in _LIFT_REQUEST))
     if not lifted:
         return core
+    on_specs = [_LIFT_SPECS[r] for r in lifted if r in _LIFT_SPECS]
+    on_request = [_LIFT_REQUEST[r] for r in lifted if r in _LIFT_REQUEST]
+    last: list = []
 
     def check_contract(request: RequestView, model: ModelSpec, worker: WorkerSpec) -> Verdict:
-        for reason in lifted:
-            request, model, worker = _LIFT[reason](request, model, worker)
-        return core(request, model, worker)
+        for lift in on_request:
+            request = lift(request)
+        return core(request, *_lifted(on_specs, last, model, worker))
     return check_contract
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 import numpy as np
@@ -29,8 +30,9 @@ class Request:
     slo: Slo
     cancel_at_s: Optional[float] = None
 
-    @property
+    @cached_property
     def prompt_tokens(self) -> int:
+        # Read at every admission, lookup and publish; the prompt never changes.
         return int(self.prompt.shape[0])
 
     def view(self) -> RequestView:

@@ -446,3 +446,25 @@ def test_run_command_refuses_an_invalid_sheet(tmp_path, capsys):
     bad.write_text("chunk_rule: {rule: budget}\n")
     assert main(["sheet", "run", str(bad)]) == 2
     assert "line 1: chunk_rule.gap_budget_s: missing key (required)" in capsys.readouterr().out
+
+
+def test_a_lifted_contract_rule_lifts_the_specs_of_each_call():
+    """The contract knobs lift a rule's limit on the specs it is asked with; the lifted specs
+    are made once per pair of specs, so a call with other specs must see its own lifted."""
+    from dataclasses import replace
+    from worker_helpers import machine, request
+    from reference.knobs import enforcing
+    from reference.shapes import Verdict
+    seen = []
+    check = enforcing(lambda r, m, w: seen.append((r, m, w)) or Verdict(True, ""),
+                      ("empty_prompt", "no_output_budget"))
+    huge = 1 << 50
+    pairs = [machine(64), machine(128, page_tokens=8, max_context=4096), machine(64)]
+    view = request(0, 0.0, 10, 5).view()
+    for model, worker in pairs + pairs[:1]:
+        check(view, model, worker)
+    # Worked out by hand: the tiny model keeps 2 * 1 * 1 * 64 * 2 = 256 bytes a token.
+    for (model, worker), (r, m, w) in zip(pairs + pairs[:1], seen):
+        assert m == replace(model, max_context=huge)
+        assert w == replace(worker, device_bytes=worker.device_bytes + huge * worker.page_tokens * 256)
+        assert (r.slo.ttft_s, r.slo.gap_s) == (float(huge), float(huge)) and r.id == view.id
