@@ -195,7 +195,10 @@ def _times(parts) -> np.ndarray:
 
 
 def column(requests: Sequence[RequestRecord], name: str) -> tuple:
-    """``tuple(getattr(r, name) for r in requests)``; from Records, without building them."""
+    """``tuple(getattr(r, name) for r in requests)``; from Records, without building them.
+    Not token_times (token_times_of reads them as arrays): KeyError, as for no field."""
+    if name not in _FIELD_AT:
+        raise KeyError(f"{name!r} is not a column of request records")
     if isinstance(requests, Records):
         return requests.column(name)
     return tuple(getattr(r, name) for r in requests)
