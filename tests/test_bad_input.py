@@ -90,6 +90,18 @@ def test_non_finite_numbers_and_deep_nesting_in_a_rubric(course, capsys):
     assert f"{rubric}: not valid YAML (nested too deeply)" in err
 
 
+def test_course_files_read_as_the_pure_python_loader_reads_them():
+    # read_yaml parses with libyaml where PyYAML has it: the values must be the pure
+    # loader's for every YAML file the course ships (the errors are the pure loader's by
+    # construction: a file libyaml refuses is read again by it).
+    import yaml
+    from grader.engine.layout import read_yaml
+    files = sorted((ROOT / "assignments").rglob("*.yaml")) + sorted((ROOT / "rubrics").glob("*.yaml"))
+    assert len(files) > 20
+    for path in files:
+        assert read_yaml(path) == yaml.safe_load(path.read_text(encoding="utf-8")), path
+
+
 # ---------------------------------------------------------------------------- workloads
 
 @pytest.mark.parametrize("old,new,field", [
