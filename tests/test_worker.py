@@ -1684,6 +1684,21 @@ def test_a_prefix_key_of_at_most_512_characters_is_usable(length, usable):
     assert result.series["prefix_hits"][-1] == (6 if usable else 0)
 
 
+@pytest.mark.parametrize("answer, shows", [
+    (12345, "None"),                           # not a str: no key at all
+    ("", "''"),                                # a str, but empty
+    ("k" * 513, "'" + "k" * 116 + "..."),      # a str, but too long: shown bounded
+])
+def test_an_unusable_prefix_key_is_named_in_the_violation(answer, shows):
+    """The invalid decision's detail shows what prefix_key returned when it was a str, and
+    None when it was not one (as the worker's other decisions show a wrong-typed answer)."""
+    model, worker = machine(60)
+    result = run(model, worker, reference_policy().with_(prefix_key=lambda s, p, t: answer),
+                 (request(0, 0.0, np.arange(1, 101), 3),))
+    (v,) = [v for v in result.violations if v.kind == "invalid_decision"]
+    assert v.detail == f"prefix_key gave no usable key: {shows}"
+
+
 def test_a_prompt_one_token_past_its_full_blocks_hits_them_all():
     """97 tokens: 6 full blocks and one token, the one the lookup leaves to prefill, so r1,
     the same prompt, hits all 6 of r0's blocks."""
