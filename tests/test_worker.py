@@ -466,6 +466,22 @@ def test_poisoned_publish_of_a_partial_page():
     assert v.detail == "r0 published page 2 (block 2) with 8 of 16 slots written and 8 prompt tokens"
 
 
+def test_full_pages_published_beside_a_poisoned_one_are_published():
+    """r0's publish decision takes its two full pages and the partial third in one call: the
+    partial one is refused (poisoned_publish), the full ones enter the cache all the same,
+    so r1, the same prompt later, hits both of them."""
+    model, worker = machine(40)
+    p = np.arange(1, 41)
+    requests = (request(0, 0.0, p, 3), request(1, 5.0, p, 3))
+    for policy in (reference_policy({"cancellation": {"partial": True}}),
+                   reference_policy({"cancellation": {"partial": True}}).with_(prefix_key=None)):
+        result = run(model, worker, policy, requests)
+        # Each refuses its own partial third page (r0's came free and r1 took it).
+        assert [(v.requests, v.pages) for v in of_kind(result, "poisoned_publish")] == [
+            (("r0",), (2,)), (("r1",), (2,))]
+        assert result.series["prefix_hits"][-1] == 2 and outcomes(result) == {"completed": 2}
+
+
 def test_poisoned_publish_on_a_generated_workload():
     model, worker, requests = scenario("heavy")
     sheet = {"chunk_rule": {"rule": "fixed", "fixed_tokens": 64}}   # many multi-chunk prompts
