@@ -17,7 +17,8 @@ And a mutant runs first the tests that run its line: the module's tests are run 
 unmutated under coverage.py with a context per test, so a mutant of a line no test runs
 survives without running anything, one of a line run only at import runs them all, and a
 mutant that survives the tests of its line is run against all of them before it counts.
-Sessions are kept in .mutation/ and resumed; --fresh starts a module over, --survivors
+Sessions are kept in .mutation/ and resumed (one run per module at a time: a second is left
+out); --fresh starts a module over, --survivors
 runs its survivors again (after new tests were written); --rev measures a commit's code and
 tests instead of the working tree (the score before a change). A surviving mutant must be killed
 by a test or listed in bench/mutation-equivalent.txt with the reason it cannot be; the
@@ -489,6 +490,22 @@ def prepare(db, source: Source, module: Module, tool: dict, equivalent: dict) ->
 
 def run_module(source: Source, module: Module, modules: list[Module], tool: dict, *, fresh: bool,
                survivors: bool) -> None:
+    """One run at a time per module: two would share its session, and each would record its
+    mutants' outcomes under the other's ids (killed mutants then show as survivors). The
+    lock is beside the module's state folder, which --fresh removes."""
+    import fcntl
+    source.state.mkdir(parents=True, exist_ok=True)
+    with open(source.state / f"{module.slug}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"{module.path}: another run is measuring it now: left out", flush=True)
+            return
+        _run_module(source, module, modules, tool, fresh=fresh, survivors=survivors)
+
+
+def _run_module(source: Source, module: Module, modules: list[Module], tool: dict, *, fresh: bool,
+                survivors: bool) -> None:
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome
 

@@ -90,3 +90,15 @@ def test_a_local_session_of_the_module_as_it_is_comes_first(tree, monkeypatch):
     # With neither current, the session is what is shown, as stale.
     (source.root / mutation.RESULTS / "pkg.mod.json").unlink()
     assert mutation.latest_result(source, MODULE) == (old, "its source changed since", False)
+
+
+def test_a_module_being_measured_is_left_out_by_a_second_run(tree, capsys):
+    """Two runs of one module would share its session and swap their mutants' outcomes: the
+    second is refused while the first holds the module's lock, and touches nothing."""
+    import fcntl
+    source, _ = tree
+    with open(source.state / f"{MODULE.slug}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        mutation.run_module(source, MODULE, [MODULE], {}, fresh=True, survivors=False)
+    assert capsys.readouterr().out == f"{MODULE.path}: another run is measuring it now: left out\n"
+    assert not (source.state / MODULE.slug).exists()
