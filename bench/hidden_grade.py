@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,6 @@ def tree_cpu(pid: int) -> float:
 
 
 def _self_cpu() -> float:
-    import resource
     own = resource.getrusage(resource.RUSAGE_SELF)
     return own.ru_utime + own.ru_stime
 
@@ -104,7 +104,6 @@ def floor_of(row: dict, prices: dict) -> float:
 
 def _one(lesson: str, repeat: int) -> dict:
     """In a fresh interpreter whose sys.path starts at the checkout under test."""
-    import resource
     from grader.engine.checks import REGISTRY
     from grader.engine.layout import Course
     from grader.engine.pipeline import build_cases, grade_submission
@@ -144,10 +143,9 @@ def _one(lesson: str, repeat: int) -> dict:
     times = []
     for _ in range(repeat):
         children[0], trips[:] = 0.0, [0, 0]
-        own = resource.getrusage(resource.RUSAGE_SELF)
+        own = _self_cpu()
         grade()
-        now = resource.getrusage(resource.RUSAGE_SELF)
-        grader_s = now.ru_utime + now.ru_stime - own.ru_utime - own.ru_stime
+        grader_s = _self_cpu() - own
         times.append((grader_s + children[0], grader_s, children[0], *trips))
     best = min(times)
     return {"lesson": lesson, "cpu_s": best[0], "grader_s": best[1], "children_s": best[2],

@@ -74,12 +74,11 @@ def _lifted(lifts: list[Callable], last: list, model: ModelSpec, worker: WorkerS
 
 # ---- the contract -----------------------------------------------------------------------
 def enforcing(core: Callable, enforce: tuple[str, ...]) -> Callable:
-    lifted = tuple(r for r in CONTRACT_REASONS if r not in enforce
-                   and (r in _LIFT_SPECS or r in _LIFT_REQUEST))
-    if not lifted:
-        return core
+    lifted = [r for r in CONTRACT_REASONS if r not in enforce]
     on_specs = [_LIFT_SPECS[r] for r in lifted if r in _LIFT_SPECS]
     on_request = [_LIFT_REQUEST[r] for r in lifted if r in _LIFT_REQUEST]
+    if not on_specs and not on_request:
+        return core
     last: list = []
 
     def check_contract(request: RequestView, model: ModelSpec, worker: WorkerSpec) -> Verdict:

@@ -70,8 +70,7 @@ def read_yaml(path: Path) -> Any:
         raw = read_regular(path, MAX_COURSE_FILE)
         if len(raw) > MAX_COURSE_FILE:
             raise InputError(where, f"larger than {MAX_COURSE_FILE >> 20} MiB: not read")
-        text = raw.decode("utf-8")
-        return _load(text)
+        return _load(raw.decode("utf-8"))
     except FileNotFoundError:
         raise InputError(where, "no such file") from None
     except Unreadable as e:

@@ -138,7 +138,8 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         pos, total = 0, len(events)
         next_at = events[0][0] if events else math.inf      # the next client event's time
         while pos < total or self.inflight is not None:
-            if self.inflight is not None and (pos == total or self.inflight[1] <= next_at):
+            # Past the last client event next_at is inf, so the step in flight completes.
+            if self.inflight is not None and self.inflight[1] <= next_at:
                 self.now = self.inflight[1]
                 self._complete()
                 self.retry = True
