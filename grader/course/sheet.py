@@ -31,7 +31,7 @@ import yaml
 
 from grader.course import worked
 from grader.engine.files import Unreadable, read_regular
-from grader.engine.layout import YAML_VALUE_ERRORS, short_text
+from grader.engine.layout import YAML_VALUE_ERRORS, nesting_depth, short_text
 from reference import yaml_words
 from reference.shapes import CONTRACT_REASONS
 from reference.sizing import Geometry
@@ -109,22 +109,10 @@ def read_yaml(raw: bytes, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
         return None, [Problem(where, "nested too deeply")]
     except YAML_VALUE_ERRORS as e:
         return None, [Problem(where, f"not valid YAML (a value that cannot be read: {short_text(e)})")]
-    if _depth(data) > MAX_DEPTH:
+    depth = nesting_depth(data)
+    if depth is None or depth > MAX_DEPTH:        # None: shared, which _NoAliases rules out
         return None, [Problem(where, f"nested too deeply (more than {MAX_DEPTH} levels)")]
     return data, []
-
-
-def _depth(data: Any) -> int:
-    """How deep mappings and lists nest (iteratively: the data may be hostile)."""
-    deepest, todo = 0, [(data, 0)]
-    while todo:
-        node, depth = todo.pop()
-        deepest = max(deepest, depth)
-        if isinstance(node, Mapping):
-            todo += [(v, depth + 1) for v in node.values()]
-        elif isinstance(node, list):
-            todo += [(v, depth + 1) for v in node]
-    return deepest
 
 
 def read_bytes(path: Path, limit: int = MAX_BYTES) -> tuple[bytes | None, list[Problem]]:

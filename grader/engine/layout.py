@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -44,6 +44,11 @@ class Course:
 
 
 MAX_COURSE_FILE = 64 << 20       # far above any course file; a bound, not a budget
+# Course files nest at most seven levels. The bound is checked on the loaded data, because
+# how deep a loader itself can go differs: the pure one runs out of stack near 1,000 levels,
+# libyaml's parser has no limit in some builds, and what reads the data next (the schema
+# check, repr, the walkers) recurses.
+MAX_COURSE_DEPTH = 64
 
 
 # libyaml's parser, where PyYAML was built with it, reads a course file about ten times as
@@ -66,11 +71,12 @@ def read_yaml(path: Path) -> Any:
     """A course file (rubric, probes, records, scenarios) as data; every way it can be
     unusable is one InputError naming the file (and the line, for a YAML error)."""
     where = str(path)
+    too_deep = f"not valid YAML (nested more than {MAX_COURSE_DEPTH} levels deep)"
     try:
         raw = read_regular(path, MAX_COURSE_FILE)
         if len(raw) > MAX_COURSE_FILE:
             raise InputError(where, f"larger than {MAX_COURSE_FILE >> 20} MiB: not read")
-        return _load(raw.decode("utf-8"))
+        data = _load(raw.decode("utf-8"))
     except FileNotFoundError:
         raise InputError(where, "no such file") from None
     except Unreadable as e:
@@ -83,15 +89,38 @@ def read_yaml(path: Path) -> Any:
         what = " ".join(str(getattr(e, "problem", None) or e).split())   # one line, always
         raise InputError(where, f"{line}not valid YAML ({what})") from None
     except RecursionError:
-        raise InputError(where, "not valid YAML (nested too deeply)") from None
+        raise InputError(where, too_deep) from None
     except YAML_VALUE_ERRORS as e:      # PyYAML's constructors raise these on bad scalars
         raise InputError(where, f"not valid YAML (a value that cannot be read: {short_text(e)})") from None
+    depth = nesting_depth(data)
+    if depth is None:
+        raise InputError(where, "not valid YAML here (a list or mapping repeated by an alias, *name: "
+                                "write it out)")
+    if depth > MAX_COURSE_DEPTH:
+        raise InputError(where, too_deep)
+    return data
 
 
 # What PyYAML's safe constructors raise, besides YAMLError, on a scalar they cannot build:
 # an impossible date (2001-02-30), an integer over Python's 4,300-digit limit, a malformed
 # explicit !!timestamp.
 YAML_VALUE_ERRORS = (ValueError, TypeError, AttributeError, OverflowError)
+
+
+def nesting_depth(data: Any) -> int | None:
+    """How deep mappings and lists nest, walked without recursion: the data may be hostile.
+    None when a list or mapping is met twice, which only a YAML alias makes (shared, or a
+    cycle): an alias bomb would make any walk over it, this one included, exponential."""
+    deepest, todo, seen = 0, [(data, 0)], set()
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        if isinstance(node, (Mapping, list)):
+            if id(node) in seen:
+                return None
+            seen.add(id(node))
+            todo += [(v, depth + 1) for v in (node.values() if isinstance(node, Mapping) else node)]
+    return deepest
 
 
 def short_text(exc: BaseException, limit: int = 120) -> str:
