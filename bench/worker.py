@@ -112,7 +112,7 @@ class Case:
     violations: int
     aborted: str
     workload_mb: float = 0.0   # RSS once the workload is generated (interpreter, imports, prompts)
-    peak_mb: float = 0.0       # the case's process's peak RSS
+    peak_mb: float = 0.0       # peak RSS of the case's process through its first run
     tree: str = ""             # "" for this checkout, else --baseline's
     # CPU ms per request in each tenth of the arrivals of the best run: within one process,
     # so machine drift between processes does not enter; growth with N would show as a trend.
@@ -152,13 +152,16 @@ def run_case(model, worker, requests: int, cache: str, repeat: int) -> Case:
             marks.append(time.process_time())
         return contract(*args)
     policy = policy.with_(check_contract=marking)
-    best, best_cpu, tenths = float("inf"), 0.0, ()
+    best, best_cpu, tenths, peak_mb = float("inf"), 0.0, (), 0.0
     for _ in range(repeat):
         run, marks[:], arrivals[0] = None, [], 0
         gc.collect()   # start each timing from a clean heap: the last case's garbage is not ours
         c0, t0 = time.process_time(), time.perf_counter()
         run = simulate(model, worker, policy, reqs)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        # The peak of one run in a fresh process: a repetition runs where the last one's
+        # memory was freed, and the allocator's reuse of it (not the worker) adds 20-30 MB.
+        peak_mb = peak_mb or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         if wall < best:
             best, best_cpu = wall, cpu
             tenths = tuple((b - a) * 1e3 / tenth for a, b in zip([c0] + marks, marks))
@@ -171,7 +174,7 @@ def run_case(model, worker, requests: int, cache: str, repeat: int) -> Case:
                 steps=len(run.steps), events=len(reqs) + completed + cancels,
                 completed=completed, violations=len(run.violations), aborted=run.aborted,
                 workload_mb=workload_mb, tenths=tenths,
-                peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                peak_mb=peak_mb)
     del run, reqs
     gc.collect()
     return case
