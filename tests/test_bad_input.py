@@ -132,7 +132,7 @@ def test_a_course_file_that_repeats_a_list_or_mapping_by_alias_is_refused(tmp_pa
     from grader.engine.layout import read_yaml
     path = tmp_path / "alias.yaml"
     path.write_text(body)
-    with pytest.raises(InputError, match=r"repeated by an alias"):
+    with pytest.raises(InputError, match=r"repeated by a YAML alias \(\*name\): not allowed"):
         read_yaml(path)
     path.write_text("a: &x 1\nb: *x\n")           # a scalar repeated is harmless: allowed
     assert read_yaml(path) == {"a": 1, "b": 1}

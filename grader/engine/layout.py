@@ -94,8 +94,8 @@ def read_yaml(path: Path) -> Any:
         raise InputError(where, f"not valid YAML (a value that cannot be read: {short_text(e)})") from None
     depth = nesting_depth(data)
     if depth is None:
-        raise InputError(where, "not valid YAML here (a list or mapping repeated by an alias, *name: "
-                                "write it out)")
+        raise InputError(where, "a list or mapping repeated by a YAML alias (*name): not allowed in "
+                                "a course file, write it out")
     if depth > MAX_COURSE_DEPTH:
         raise InputError(where, too_deep)
     return data
