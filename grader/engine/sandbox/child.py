@@ -488,8 +488,11 @@ class Unsendable(Exception):
 
 def make_decoder(classes):
     def decode(v):
-        if type(v) is list:
-            return tuple(decode(x) for x in v)     # the shapes hold tuples, never lists
+        if type(v) is list:                        # the shapes hold tuples, never lists
+            for x in v:
+                if type(x) is list or type(x) is dict:
+                    return tuple([decode(x) for x in v])
+            return tuple(v)        # a flat list (a request's tokens, decode contexts): as is
         if type(v) is dict:
             if "__type__" not in v:
                 return {k: decode(x) for k, x in v.items()}
