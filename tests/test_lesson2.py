@@ -150,6 +150,9 @@ OTHERS = {
     # Never waits: unsafe, and its efficiency is not shown; the pool-sized request it
     # admits can never fit (liveness); its reservations are exact.
     "admits_everything": ({"safety", "efficiency"}, {"liveness"}),
+    # A large request waits for ever though it fits (the whole-pool probe too), and every
+    # request behind it in the queue.
+    "starves_large": ({"liveness", "efficiency", "reservations"}, set()),
 }
 
 
@@ -159,6 +162,15 @@ def test_other_mistakes_lose_the_property_they_break(name, tmp_path):
     must, may = OTHERS[name]
     assert must <= lost(report), f"{name} kept points on {must - lost(report)}"
     assert lost(report) <= must | may, f"{name} lost {lost(report) - must - may}"
+
+
+def test_a_request_that_fits_but_is_never_admitted_is_a_liveness_failure(tmp_path):
+    # Nothing is rejected: the runs' starved requests alone show it.
+    report = grade("lesson2", wrong_file("lesson2", "starves_large", tmp_path), "check")
+    words = feedback(report, "liveness")
+    starved = re.search(r"(\d+) of \d+ that fit the pool were rejected or never admitted", words)
+    assert starved and int(starved.group(1)) > 0, words
+    assert re.search(r"r\d+ fits the pool \(prompt \d+ .*\) but was never admitted; last told wait", words), words
 
 
 def test_a_ledger_that_admits_nothing_is_not_called_safe():
@@ -332,7 +344,7 @@ def test_readme_table_of_mistakes_is_what_the_worker_records():
     assert "60 over-commits and 3 broken promises" in text
     assert run("prefix-multiscope", inactive_hits="free").counts()["over_commit"] == 6
     assert "6 over-commits, each when a request reactivated" in text
-    good = lambda r: sum(runs.met_slo(x) for x in r.requests)
+    good = lambda r: sum(met_slo(x) for x in r.requests)
     assert good(run("prefix-multiscope", active_hits="as_new")) == 94
     assert good(run("prefix-multiscope")) == 118
     assert "94 requests met their SLO instead of 118 (79.7%)" in text
@@ -341,3 +353,58 @@ def test_readme_table_of_mistakes_is_what_the_worker_records():
     correct = run("never-fit")
     assert sum(r.outcome == "rejected" for r in correct.requests) == 3
     assert "the 3 that can't were rejected" in text
+
+
+# ---- good requests: counted from the compact records, checked one record at a time ----------
+def met_slo(rec) -> bool:
+    """The definition, one record at a time: completed, first token within ttft_s of arrival,
+    no gap between two tokens over gap_s."""
+    if rec.outcome != "completed" or rec.first_token_s is None:
+        return False
+    if rec.first_token_s - rec.arrival_s > rec.slo.ttft_s:
+        return False
+    times = rec.token_times
+    return all(b - a <= rec.slo.gap_s for a, b in zip(times, times[1:]))
+
+
+def test_good_requests_counts_what_each_record_shows_on_every_scenario():
+    course = find_course(str(ROOT))
+    knobs = [{}, {"reserve": "prompt_only"}, {"outstanding": "ignore"}, {"active_hits": "as_new"},
+             {"impossible": "wait"}]
+    counted = 0
+    for path in sorted(PUBLIC.glob("*.scenario.yaml")):
+        s = load_scenario(path, course)
+        for k in knobs:
+            requests = s.run(reference_policy({**s.sheet, "admission_ledger": k})).requests
+            want = sum(met_slo(r) for r in requests)
+            assert runs.good_requests(requests) == want, (path.name, k)
+            assert runs.good_requests(tuple(requests)) == want, (path.name, k)
+            counted += want
+    assert counted > 1000      # the runs hold good requests, and (below) bad ones
+
+
+def test_good_requests_at_the_edges():
+    from dataclasses import replace
+    from reference.shapes import RequestRecord, Slo
+    base = RequestRecord(id="r", scope="s", cls="c", slo=Slo(ttft_s=1.0, gap_s=0.5), arrival_s=2.0,
+                         outcome="completed", prompt_tokens=8, max_new_tokens=4, tokens_out=3,
+                         token_times=(2.5, 3.0, 3.5), first_token_s=2.5)
+    edge = {
+        "fine": base,
+        "gap exactly at the SLO": replace(base, token_times=(2.5, 3.0)),
+        "one gap over": replace(base, token_times=(2.5, 3.0, 3.5000001)),
+        "first token exactly at ttft": replace(base, first_token_s=3.0, token_times=(3.0,)),
+        "first token late": replace(base, first_token_s=3.0001, token_times=(3.0001,)),
+        "no tokens": replace(base, token_times=()),
+        "no first token": replace(base, first_token_s=None, token_times=()),
+        "cancelled": replace(base, outcome="cancelled"),
+        "a gap of no number": replace(base, slo=Slo(ttft_s=1.0, gap_s=float("nan"))),
+    }
+    records = list(edge.values())
+    for name, rec in edge.items():
+        assert runs.good_requests((rec,)) == met_slo(rec), name
+    # In every order, so a request's first token always follows another's last: the step
+    # between two requests is no gap, whichever ends the run (a tokenless one included).
+    for shift in range(len(records)):
+        order = tuple(records[shift:] + records[:shift])
+        assert runs.good_requests(order) == sum(met_slo(r) for r in order) == 4, shift

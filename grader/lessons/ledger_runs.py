@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from grader.engine.codec import persistent
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext
@@ -16,7 +18,7 @@ from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from grader.engine.together import memo_runs
 from grader.lessons.ledger import available, inactive, ledger_words, need, promise, request_words
-from reference.records import Run
+from reference.records import Run, column, token_times_of
 from reference.shapes import AdmissionRequest, LedgerView, RequestRecord
 from reference.sizing import Geometry, pages_for
 
@@ -96,7 +98,7 @@ def oracle_run(case: Case) -> OracleRun:
 
 def _oracle_run(s) -> OracleRun:
     run = s.run(lesson_policy(reference_decisions("lesson2"), s.sheet))
-    return OracleRun(sum(met_slo(x) for x in run.requests), *fit_classes(s))
+    return OracleRun(good_requests(run.requests), *fit_classes(s))
 
 
 def fit_classes(s) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -119,18 +121,27 @@ def fit_classes(s) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(impossible), tuple(possible)
 
 
-def met_slo(rec: RequestRecord) -> bool:
-    """Completed, first token within ttft_s of arrival, and no gap between tokens over gap_s.
-
-    The lesson 5 meaning of a good request, reduced to what lesson 2 needs: a cancelled,
-    rejected or failed request is not good.
-    """
-    if rec.outcome != "completed" or rec.first_token_s is None:
-        return False
-    if rec.first_token_s - rec.arrival_s > rec.slo.ttft_s:
-        return False
-    times = rec.token_times
-    return all(b - a <= rec.slo.gap_s for a, b in zip(times, times[1:]))
+def good_requests(requests) -> int:
+    """How many requests met their SLO: completed, first token within ttft_s of arrival,
+    and no gap between tokens over gap_s. The lesson 5 meaning of a good request, reduced
+    to what lesson 2 needs: a cancelled, rejected or failed request is not good. Read from
+    the run's compact records without building one record (a tuple of records reads the
+    same)."""
+    outcome, first, arrival, slo = (column(requests, n) for n in ("outcome", "first_token_s",
+                                                                   "arrival_s", "slo"))
+    done = [i for i, o in enumerate(outcome) if o == "completed"]
+    times, counts = token_times_of(requests, "completed")
+    # Each token after a request's first one, against that request's gap_s: a gap over it
+    # (or one that is no number) makes the request late.
+    gap_s = np.repeat(np.array([slo[i].gap_s for i in done], dtype=np.float64), counts)
+    owner = np.repeat(np.arange(len(done)), counts)
+    within = np.diff(times) <= gap_s[1:]
+    starts = np.cumsum(counts) - counts          # where each request's tokens begin
+    # A step from one request's last token to the next one's first is no gap.
+    within[starts[(starts > 0) & (starts < len(times))] - 1] = True
+    late = np.bincount(owner[1:][~within], minlength=len(done)) > 0
+    return sum(1 for k, i in enumerate(done) if not late[k] and first[i] is not None
+               and not first[i] - arrival[i] > slo[i].ttft_s)
 
 
 def calls_note(runs: list[LearnerRun]) -> str:
@@ -164,16 +175,23 @@ def explain_violation(v, out: LearnerRun) -> str:
 
 
 def stuck(rec: RequestRecord) -> bool:
-    return rec.outcome == "failed" and rec.reason.startswith("never admitted")
+    return _stuck(rec.outcome, rec.reason)
+
+
+def _stuck(outcome: str, reason: str) -> bool:
+    return outcome == "failed" and reason.startswith("never admitted")
 
 
 def run_liveness(case: Case, out: LearnerRun) -> tuple[list, list, int, int]:
     """What went wrong for liveness in one run: (impossible not rejected, possible refused
-    or starved, impossible count, possible count). Records in arrival order."""
-    ref, records = oracle_run(case), out.run.by_id()
-    stuck_imp = [records[i] for i in ref.impossible if records[i].outcome != "rejected"]
-    refused = [records[i] for i in ref.possible
-               if records[i].outcome == "rejected" or stuck(records[i])]
+    or starved, impossible count, possible count). Records in arrival order; only those
+    are built."""
+    ref, requests = oracle_run(case), out.run.requests
+    outcome, reason = column(requests, "outcome"), column(requests, "reason")
+    at = {rid: i for i, rid in enumerate(column(requests, "id"))}
+    stuck_imp = [requests[at[i]] for i in ref.impossible if outcome[at[i]] != "rejected"]
+    refused = [requests[at[i]] for i in ref.possible
+               if outcome[at[i]] == "rejected" or _stuck(outcome[at[i]], reason[at[i]])]
     return stuck_imp, refused, len(ref.impossible), len(ref.possible)
 
 

@@ -290,7 +290,7 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
         return Measure(0.0, f"your ledger admitted every request, on every workload and on all "
                             f"{len(short)} probes whose capacity was short: efficiency is not shown by "
                             "admitting everything")
-    from grader.lessons.ledger_runs import met_slo, oracle_run
+    from grader.lessons.ledger_runs import good_requests, oracle_run
     # A never-fit workload measures liveness: an impossible request at the head of the
     # queue would make its SLO count a second penalty for the same mistake.
     graded = [(c, out) for c, out in runs if not oracle_run(c).impossible]
@@ -299,7 +299,7 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
     rows = []                                   # (share, case, learner good, oracle good, run)
     for case, out in graded:
         ref = oracle_run(case)
-        good = sum(met_slo(x) for x in out.run.requests)
+        good = good_requests(out.run.requests)
         rows.append((1.0 if ref.good == 0 else min(1.0, good / ref.good), case, good, ref.good, out))
     worst, case, good, ref_good, out = min(rows, key=lambda row: row[0])
     if worst >= 1.0:
