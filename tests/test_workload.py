@@ -431,3 +431,25 @@ def test_instance_digest():
     digest = instance_digest('{"a": 1}')
     assert len(digest) == 16 and int(digest, 16) >= 0
     assert digest != instance_digest('{"a": 2}')
+
+
+def test_a_scenario_generates_its_requests_once_and_travels_without_them():
+    import pickle
+    from grader.course.scenario import load_scenario
+    from grader.engine.layout import find_course
+    root = Path(__file__).resolve().parent.parent
+    s = load_scenario(root / "assignments/lesson2/public/bursts.scenario.yaml", find_course(str(root)))
+    def same(a, b):       # Request compares by identity (eq=False): by their fields here
+        return [(r.id, r.arrival_s, r.prompt.tobytes(), r.output_tokens) for r in a] == \
+               [(r.id, r.arrival_s, r.prompt.tobytes(), r.output_tokens) for r in b]
+    first = s.requests()
+    assert s.requests() is first and same(first, generate(s.workload, s.seed))
+    assert all(not r.prompt.flags.writeable for r in first)       # shared, so read-only
+    # Two runs on the shared requests are the runs of fresh ones.
+    from grader.engine.oracle import reference_policy
+    runs = [s.run(reference_policy(s.sheet)).digest() for _ in range(2)]
+    fresh = load_scenario(root / "assignments/lesson2/public/bursts.scenario.yaml", find_course(str(root)))
+    assert runs == [fresh.run(reference_policy(fresh.sheet)).digest()] * 2
+    back = pickle.loads(pickle.dumps(s))
+    assert back == s and "_requests" not in back.__dict__ and len(pickle.dumps(s)) < 10_000
+    assert same(back.requests(), first)
