@@ -226,6 +226,36 @@ def test_reference_reclaims_exactly_at_the_fence_and_at_cancel_does_not(secret):
     assert early_releases(early) and good.counts()["use_after_free"] == 0
 
 
+def test_release_findings_name_each_kind_of_wrong_release():
+    """Each branch of early_releases and late_releases, on records made for it (a worker
+    run gives them all only with several wrong tables at once)."""
+    from dataclasses import replace
+    from grader.lessons.cancellation_runs import late_releases
+    from reference.shapes import RequestRecord, Slo
+    base = RequestRecord(id="r", scope="s", cls="c", slo=Slo(1.0, 1.0), arrival_s=0.0,
+                         outcome="completed", prompt_tokens=16, max_new_tokens=4, tokens_out=4,
+                         released_s=2.0)
+    records = (
+        base,                                                                  # finished, released
+        replace(base, id="early", outcome="cancelled", cancel_s=1.0, fence_s=1.5, released_s=1.0),
+        replace(base, id="served", outcome="failed", released_s=0.7,
+                reason="its pages were released while it was running"),
+        replace(base, id="lazy", outcome="cancelled", cancel_s=1.0, fence_s=1.5, released_s=1.75),
+        replace(base, id="fence", outcome="cancelled", cancel_s=1.0, fence_s=1.5, released_s=1.5),
+        replace(base, id="never", outcome="cancelled", cancel_s=1.0, fence_s=1.5, released_s=None),
+    )
+    s = hidden_scenarios(find_course(str(ROOT)), "lesson4", b"unit")[0].inputs
+    run = replace(s.run(lesson_policy(reference_decisions("lesson4"), s.sheet)), requests=records)
+    assert early_releases(run) == [
+        ("releases before the fence", "early was cancelled at 1.000 s during a step that ends 1.500 s; "
+                                      "its pages were released at 1.000 s, before that step completed"),
+        ("releases while served", "served's pages were released at 0.700 s while it was still being "
+                                  "served (neither cancelled nor finished)")]
+    assert late_releases(run) == [
+        ("lazy releases", "lazy was cancelled at 1.000 s; its fence was 1.500 s, but its pages came "
+                          "back at 1.750 s (lazy reclamation)")]
+
+
 # ---- the README's timelines are runs of the reference worker ------------------------------------
 def _timeline(sheet: dict, requests: list):
     from grader.course.scenario import course_machines
