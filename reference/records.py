@@ -204,6 +204,21 @@ def column(requests: Sequence[RequestRecord], name: str) -> tuple:
     return tuple(getattr(r, name) for r in requests)
 
 
+def columns(requests: Sequence[RequestRecord], *names: str) -> tuple[tuple, ...]:
+    """``column`` of each name, in order."""
+    return tuple(column(requests, name) for name in names)
+
+
+def within_request(counts: np.ndarray) -> np.ndarray:
+    """For the times token_times_of gives with these counts: True at i when times[i] and
+    times[i + 1] belong to one request (their difference is a gap between its tokens),
+    False across the boundary of two requests."""
+    same = np.ones(max(int(counts.sum()) - 1, 0), dtype=bool)
+    ends = np.cumsum(counts[counts > 0])[:-1]     # where each request but the last ends
+    same[ends - 1] = False
+    return same
+
+
 def token_times_of(requests: Sequence[RequestRecord], outcome: str) -> tuple[np.ndarray, np.ndarray]:
     """The token times of the records with this outcome, in order, as one array, and how
     many each of them has (Records.token_times_of; a tuple of records reads the same)."""

@@ -99,6 +99,22 @@ def test_token_times_of_an_outcome_are_its_records_times_in_one_array(mixed_run,
                 assert column(requests, f.name) == tuple(getattr(r, f.name) for r in mixed_run.requests)
 
 
+@pytest.mark.parametrize("counts", [[], [0], [1], [3], [2, 0, 3], [0, 0, 2, 1], [1, 1, 1], [4, 0, 0]])
+def test_within_request_marks_the_neighbours_of_one_request(counts):
+    from reference.records import within_request
+    owner = [k for k, n in enumerate(counts) for _ in range(n)]        # each time's request
+    want = [a == b for a, b in zip(owner, owner[1:])]
+    assert within_request(np.array(counts, dtype=np.intp)).tolist() == want
+
+
+def test_columns_are_column_of_each_name(mixed_run):
+    from reference.records import column, columns
+    names = ("id", "outcome", "first_token_s")
+    assert columns(mixed_run.requests, *names) == tuple(column(mixed_run.requests, n) for n in names)
+    with pytest.raises(KeyError):
+        columns(mixed_run.requests, "id", "token_times")
+
+
 def test_token_gaps_and_ttfts_read_the_records(mixed_run):
     # Worked out from each record alone: the differences of its neighbouring times.
     from grader.course.experiments.common import token_gaps, ttfts

@@ -115,11 +115,16 @@ def nesting_depth(data: Any) -> int | None:
     while todo:
         node, depth = todo.pop()
         deepest = max(deepest, depth)
-        if isinstance(node, (Mapping, list)):
-            if id(node) in seen:
-                return None
-            seen.add(id(node))
-            todo += [(v, depth + 1) for v in (node.values() if isinstance(node, Mapping) else node)]
+        if isinstance(node, Mapping):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if id(node) in seen:
+            return None
+        seen.add(id(node))
+        todo += [(v, depth + 1) for v in children]
     return deepest
 
 

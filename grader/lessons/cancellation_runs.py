@@ -17,7 +17,7 @@ from grader.engine.checks import CheckContext, Measure, check
 from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from grader.engine.together import memo_runs
-from reference.records import Run, column
+from reference.records import Run, columns
 
 FUNCTIONS = ("on_event", "prefix_key", "publishable")
 HIT_SHARE = 0.95          # prefix hits a correct key reaches, as a share of the oracle's
@@ -96,16 +96,11 @@ LABELS = {"use_after_free": "use-after-free", "leak": "leaks", "double_release":
           "poisoned_publish": "poisoned publishes"}
 
 
-def _columns(run: Run, *names: str):
-    """Fields of every record, one tuple per name, without building the records."""
-    return zip(*(column(run.requests, n) for n in names))
-
-
 def early_releases(run: Run) -> list[Finding]:
     """Requests whose pages were released before their fence, or while still served."""
     out = []
-    for rid, cancel, fence, released, outcome, reason in _columns(
-            run, "id", "cancel_s", "fence_s", "released_s", "outcome", "reason"):
+    for rid, cancel, fence, released, outcome, reason in zip(*columns(
+            run.requests, "id", "cancel_s", "fence_s", "released_s", "outcome", "reason")):
         if cancel is not None and released is not None and released < fence:
             out.append(("releases before the fence",
                         f"{rid} was cancelled at {cancel:.3f} s during a step that ends "
@@ -121,7 +116,8 @@ def early_releases(run: Run) -> list[Finding]:
 def late_releases(run: Run) -> list[Finding]:
     return [("lazy releases", f"{rid} was cancelled at {cancel:.3f} s; its fence was "
              f"{fence:.3f} s, but its pages came back at {released:.3f} s (lazy reclamation)")
-            for rid, cancel, fence, released in _columns(run, "id", "cancel_s", "fence_s", "released_s")
+            for rid, cancel, fence, released in zip(*columns(run.requests, "id", "cancel_s", "fence_s",
+                                                             "released_s"))
             if cancel is not None and released is not None and released > fence]
 
 

@@ -18,7 +18,7 @@ from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from grader.engine.together import memo_runs
 from grader.lessons.ledger import available, inactive, ledger_words, need, promise, request_words
-from reference.records import Run, column, token_times_of
+from reference.records import Run, columns, token_times_of, within_request
 from reference.shapes import AdmissionRequest, LedgerView, RequestRecord
 from reference.sizing import Geometry, pages_for
 
@@ -127,19 +127,14 @@ def good_requests(requests) -> int:
     to what lesson 2 needs: a cancelled, rejected or failed request is not good. Read from
     the run's compact records without building one record (a tuple of records reads the
     same)."""
-    outcome, first, arrival, slo = (column(requests, n) for n in ("outcome", "first_token_s",
-                                                                   "arrival_s", "slo"))
+    outcome, first, arrival, slo = columns(requests, "outcome", "first_token_s", "arrival_s", "slo")
     done = [i for i, o in enumerate(outcome) if o == "completed"]
     times, counts = token_times_of(requests, "completed")
-    # Each token after a request's first one, against that request's gap_s: a gap over it
-    # (or one that is no number) makes the request late.
+    # A gap over its request's gap_s (or one that is no number) makes the request late.
     gap_s = np.repeat(np.array([slo[i].gap_s for i in done], dtype=np.float64), counts)
-    owner = np.repeat(np.arange(len(done)), counts)
-    within = np.diff(times) <= gap_s[1:]
-    starts = np.cumsum(counts) - counts          # where each request's tokens begin
-    # A step from one request's last token to the next one's first is no gap.
-    within[starts[(starts > 0) & (starts < len(times))] - 1] = True
-    late = np.bincount(owner[1:][~within], minlength=len(done)) > 0
+    over = within_request(counts) & ~(np.diff(times) <= gap_s[1:])
+    owner = np.repeat(np.arange(len(done)), counts)[1:]     # the request of each later token
+    late = np.bincount(owner[over], minlength=len(done)) > 0
     return sum(1 for k, i in enumerate(done) if not late[k] and first[i] is not None
                and not first[i] - arrival[i] > slo[i].ttft_s)
 
@@ -187,11 +182,11 @@ def run_liveness(case: Case, out: LearnerRun) -> tuple[list, list, int, int]:
     or starved, impossible count, possible count). Records in arrival order; only those
     are built."""
     ref, requests = oracle_run(case), out.run.requests
-    outcome, reason = column(requests, "outcome"), column(requests, "reason")
-    at = {rid: i for i, rid in enumerate(column(requests, "id"))}
-    stuck_imp = [requests[at[i]] for i in ref.impossible if outcome[at[i]] != "rejected"]
-    refused = [requests[at[i]] for i in ref.possible
-               if outcome[at[i]] == "rejected" or _stuck(outcome[at[i]], reason[at[i]])]
+    outcome, reason, ids = columns(requests, "outcome", "reason", "id")
+    at = {rid: i for i, rid in enumerate(ids)}
+    stuck_imp = [requests[k] for k in map(at.get, ref.impossible) if outcome[k] != "rejected"]
+    refused = [requests[k] for k in map(at.get, ref.possible)
+               if outcome[k] == "rejected" or _stuck(outcome[k], reason[k])]
     return stuck_imp, refused, len(ref.impossible), len(ref.possible)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from grader.course.plots import Bars, Line, Mark, Panel, Plot, plot_path, save_plot  # noqa: F401
 from grader.engine.errors import InputError
 from grader.engine.report import COST_MODEL_NOTE
-from reference.records import Run, column, token_times_of
+from reference.records import Run, columns, token_times_of, within_request
 
 WIDTH = 100            # a table wider than this is wrapped
 
@@ -195,21 +195,14 @@ def _show(value: Any) -> str:
 def token_gaps(run: Run, start_s: float = -math.inf, end_s: float = math.inf) -> np.ndarray:
     """Every gap between consecutive tokens of completed requests, optionally only those whose
     later token came in [start_s, end_s]."""
-    # All their times as one array: a gap is a difference of neighbours, except across
-    # the boundary of two requests.
     times, counts = token_times_of(run.requests, "completed")
-    if len(times) < 2:
-        return np.zeros(0)
     later = times[1:]
-    keep = (later >= start_s) & (later <= end_s)
-    keep[np.cumsum(counts[counts > 0])[:-1] - 1] = False
-    return np.diff(times)[keep]
+    return np.diff(times)[within_request(counts) & (later >= start_s) & (later <= end_s)]
 
 
 def ttfts(run: Run, ids: set[str] | None = None) -> np.ndarray:
     """Time to first token of every request that got one (of ``ids`` when given)."""
-    first = column(run.requests, "first_token_s")
-    arrival, named = column(run.requests, "arrival_s"), column(run.requests, "id")
+    first, arrival, named = columns(run.requests, "first_token_s", "arrival_s", "id")
     return np.asarray([f - a for f, a, i in zip(first, arrival, named)
                        if f is not None and (ids is None or i in ids)])
 
