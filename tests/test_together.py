@@ -9,7 +9,9 @@ import textwrap
 import pytest
 
 from grader.engine.sandbox import CallResult, Sandbox
-from grader.engine.together import together
+from types import SimpleNamespace
+
+from grader.engine.together import memo_runs, together
 
 
 class Recording:
@@ -88,9 +90,18 @@ def test_a_table_read_keeps_its_own_frame_and_the_rounds_go_on():
 
 
 def test_one_run_is_made_with_the_sandbox_itself():
-    box = Recording()
-    assert together(box, [chain(1, 2)]) == [[3, 7]]
+    box, given = Recording(), []
+
+    def job(sandbox):
+        given.append(sandbox)
+        return chain(1, 2)(sandbox)
+    assert together(box, [job]) == [[3, 7]]
+    assert given == [box] and given[0] is box          # no hub, no proxy: nothing to share
     assert box.frames == [[("f", (1,))], [("f", (3,))]]
+    # Two runs already share their rounds, each through the hub's proxy.
+    given.clear()
+    assert together(box, [job, job]) == [[3, 7], [3, 7]]
+    assert len(given) == 2 and all(g is not box for g in given)
 
 
 def test_a_failing_run_ends_the_others_and_propagates():
@@ -107,23 +118,26 @@ def test_a_failing_run_ends_the_others_and_propagates():
         raise ValueError("the worker broke")
 
     box = Recording()
-    with pytest.raises(ValueError, match="the worker broke"):
+    try:
         together(box, [careful, broken])
-    assert ended == ["careful"]             # its finally ran: nothing is left suspended
+    except ValueError as exc:
+        assert str(exc) == "the worker broke"
+        # Its finally ran before the failure reached the caller, not whenever the
+        # suspended run happens to be collected: nothing is left suspended.
+        ended.append("propagated")
+    assert ended == ["careful", "propagated"]
     assert len(box.frames) == 1             # nothing was sent after the failure
 
 
-def test_the_runs_time_between_rounds_is_charged_to_the_budget():
-    import time
-
-    def slow(sandbox):
-        sandbox.call("f", 0)
-        time.sleep(0.05)                     # the worker's own time after an answer
-        return sandbox.call("f", 1).value
-
+def test_the_runs_time_between_rounds_is_charged_to_the_budget(monkeypatch):
+    """Each round's time, from its answers to the runs' next calls, is charged once."""
+    from grader.engine import together as module
+    clock = iter(range(3, 1000, 7))     # every reading 7 s after the one before
+    monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=lambda: next(clock)))
     box = Recording()
-    together(box, [slow, chain(0, 2)])
-    assert box.budget.charged >= 0.05
+    together(box, [chain(0, 2), chain(5, 3)])
+    assert len(box.frames) == 3             # three rounds, each read twice: 7 s each
+    assert box.budget.charged == 3 * 7
 
 
 SOURCE = textwrap.dedent('''
@@ -170,3 +184,25 @@ def test_a_grade_with_its_runs_together_is_the_grade_made_alone(lesson, template
     made_together = criteria()
     monkeypatch.setattr(module, "together", lambda sandbox, jobs: [job(sandbox) for job in jobs])
     assert made_together == criteria()
+
+
+def test_memo_runs_makes_each_run_of_its_family_once_together():
+    """The first measure that needs one run makes the runs of every case of its family not
+    made yet, in one together(): each once, none of another family, each under its name."""
+    def case(name, family):
+        return SimpleNamespace(name=name, family=family)
+    a, b, c = case("a", "run"), case("b", "run"), case("c", "run")
+    # Families named on both sides of "run": neither is made.
+    probe, trial, done = case("p", "probe"), case("t", "trial"), case("d", "run")
+    ctx = SimpleNamespace(sandbox=Recording(), cases=[probe, a, b, done, trial, c],
+                          memo={("run", "d"): "made before"})
+    made = []
+
+    def make(sandbox, case):
+        made.append(case.name)
+        return f"run of {case.name}"
+    assert memo_runs(ctx, b, make) == "run of b"
+    assert sorted(made) == ["a", "b", "c"] and made[0] == "b"
+    assert ctx.memo == {("run", "a"): "run of a", ("run", "b"): "run of b",
+                        ("run", "c"): "run of c", ("run", "d"): "made before"}
+    assert memo_runs(ctx, a, make) == "run of a" and len(made) == 3      # kept, not made again
