@@ -1,0 +1,78 @@
+"""grader.engine.learner_policy: a learner's functions as the worker's decisions.
+
+What must hold: every failed call (raised, timed out, junk, out of its domain) becomes a
+PolicyError for the worker and is counted once, under its function, with the first one's
+words kept; a usable answer reaches the worker as the course's type. The counts are what
+feedback reports ("12 on_event calls gave no usable answer"), so they are checked exactly.
+"""
+import pytest
+
+from grader.engine.learner_policy import CallLog, learner_decisions
+from grader.engine.sandbox import CallResult
+from reference.shapes import EVENTS, STATES, Transition
+from reference.worker import PolicyError
+
+
+class Scripted:
+    """A sandbox stand-in answering each call from a script, in order; it has no budget."""
+
+    def __init__(self, answers):
+        self.answers, self.asked = list(answers), []
+
+    def call(self, fname, *args):
+        self.asked.append((fname, args))
+        return self.answers.pop(0)
+
+    def call_many(self, fname, arg_tuples):
+        return [self.call(fname, *a) for a in arg_tuples]
+
+
+def test_the_log_counts_each_failure_once_and_keeps_the_first_words():
+    log = CallLog()
+    for function, problem in [("admit", "one"), ("prefix_key", "p"), ("admit", "two"), ("admit", "three")]:
+        log.note(function, problem)
+    assert log.failures == {"admit": 3, "prefix_key": 1}
+    assert log.first == {"admit": "one", "prefix_key": "p"}
+    assert log.summary() == "admit failed on 3 calls (first: one); prefix_key failed on 1 calls (first: p)"
+    assert CallLog().summary() == ""
+
+
+def test_each_failed_call_is_a_policy_error_counted_under_its_function():
+    script = [CallResult("ok", "k1"), CallResult("raised", detail="ValueError: no"),
+              CallResult("ok", 7), CallResult("timeout", detail="prefix_key() did not return within 2 s"),
+              CallResult("ok", "k2"), CallResult("bad", detail="returned a non-finite float (nan)")]
+    box, log = Scripted(script), CallLog()
+    prefix_key = learner_decisions(box, ("prefix_key",), log)["prefix_key"]
+    got = []
+    for i in range(len(script)):
+        try:
+            got.append(prefix_key("s", "", (i,)))
+        except PolicyError:
+            got.append(PolicyError)
+    assert got == ["k1", PolicyError, PolicyError, PolicyError, "k2", PolicyError]
+    assert log.failures == {"prefix_key": 4}            # raised, wrong type, timeout, bad
+    assert log.first["prefix_key"] == "prefix_key raised ValueError: no"
+    assert [args for _, args in box.asked] == [("s", "", (i,)) for i in range(len(script))]
+
+
+def test_the_table_is_read_once_and_its_failed_entries_counted_once_each():
+    keys = [(s, e, f) for s in STATES for e in EVENTS for f in (False, True)]
+    # Every third entry fails: alternately it raises and it is not a Transition.
+    script, failing = [], 0
+    for i, _ in enumerate(keys):
+        if i % 3 == 2:
+            failing += 1
+            script.append(CallResult("raised", detail="KeyError: x") if i % 2 else
+                          CallResult("ok", 7))
+        else:
+            script.append(CallResult("ok", {"__type__": "Transition", "next_state": STATES[0], "actions": []}))
+    box, log = Scripted(script), CallLog()
+    on_event = learner_decisions(box, ("on_event",), log)["on_event"]
+    assert len(box.asked) == len(keys) and log.failures == {"on_event": failing}
+    for i, key in enumerate(keys):
+        if i % 3 == 2:
+            with pytest.raises(PolicyError):
+                on_event(*key)
+        else:
+            assert on_event(*key) == Transition(STATES[0], ())
+    assert len(box.asked) == len(keys) and log.failures == {"on_event": failing}   # answered from the table
