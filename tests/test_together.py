@@ -190,11 +190,11 @@ def test_memo_runs_makes_each_run_of_its_family_once_together():
     """The first measure that needs one run makes the runs of every case of its family not
     made yet, in one together(): each once, none of another family, each under its name."""
     def case(name, family):
-        return SimpleNamespace(name=name, family=family)
+        return SimpleNamespace(name=name, family=family, visibility="hidden")
     a, b, c = case("a", "run"), case("b", "run"), case("c", "run")
     # Families named on both sides of "run": neither is made.
     probe, trial, done = case("p", "probe"), case("t", "trial"), case("d", "run")
-    ctx = SimpleNamespace(sandbox=Recording(), cases=[probe, a, b, done, trial, c],
+    ctx = SimpleNamespace(sandbox=Recording(), public_sandbox=None, cases=[probe, a, b, done, trial, c],
                           memo={("run", "d"): "made before"})
     made = []
 
@@ -206,3 +206,26 @@ def test_memo_runs_makes_each_run_of_its_family_once_together():
     assert ctx.memo == {("run", "a"): "run of a", ("run", "b"): "run of b",
                         ("run", "c"): "run of c", ("run", "d"): "made before"}
     assert memo_runs(ctx, a, make) == "run of a" and len(made) == 3      # kept, not made again
+
+
+def test_a_public_cases_run_is_made_in_the_public_child_whichever_measure_needs_it():
+    """A score's measure (the hidden child's) may be the first to need a family's runs;
+    its public cases are still made in the child that never hears a hidden input, since
+    the runs are kept for every later criterion's public feedback too."""
+    def case(name, visibility):
+        return SimpleNamespace(name=name, family="run", visibility=visibility, n=len(name))
+    cases = [case("p", "public"), case("hh", "hidden"), case("qqq", "public"), case("hhhh", "hidden")]
+    public, hidden = Recording(), Recording()
+    ctx = SimpleNamespace(sandbox=hidden, public_sandbox=public, cases=cases, memo={})
+
+    def make(sandbox, case):
+        return sandbox.call("f", case.n).value
+    assert memo_runs(ctx, cases[1], make) == 5                          # 2 * 2 + 1
+    assert {k[1]: v for k, v in ctx.memo.items()} == {"p": 3, "hh": 5, "qqq": 7, "hhhh": 9}
+    assert public.frames == [[("f", (1,)), ("f", (3,))]]               # the public cases alone
+    assert hidden.frames == [[("f", (2,)), ("f", (4,))]]               # the hidden cases alone
+    # A measure of one child (a check, or a criterion on public cases) makes every run there.
+    alone = Recording()
+    ctx = SimpleNamespace(sandbox=alone, public_sandbox=None, cases=cases, memo={})
+    memo_runs(ctx, cases[0], make)
+    assert alone.frames == [[("f", (1,)), ("f", (3,))], [("f", (2,)), ("f", (4,))]]

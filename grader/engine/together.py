@@ -25,13 +25,22 @@ from greenlet import GreenletExit, greenlet
 def memo_runs(ctx, case, make):
     """``ctx.memo[("run", case.name)]``, made by ``make(sandbox, case)`` on first use,
     together with the runs of every other case of its family this measure sees (a measure
-    reads them all, in the lessons' checks; one that stops early makes the rest anyway)."""
+    reads them all, in the lessons' checks; one that stops early makes the rest anyway).
+
+    A public case's run is made in the grade's public child (``ctx.public_sandbox``), the
+    one that never hears a hidden input, whichever measure needs it first: the memo is
+    shared by a criterion's public feedback and its score, so a public run made in the
+    hidden child could carry what that child was told (an echoed argument in an exception)
+    into feedback handed back early. checks.ask routes a public case's call the same way."""
     key = ("run", case.name)
     if key not in ctx.memo:
         todo = [case] + [c for c in ctx.cases if c.family == case.family and c is not case
                          and ("run", c.name) not in ctx.memo]
-        for c, out in zip(todo, together(ctx.sandbox, [partial(make, case=c) for c in todo])):
-            ctx.memo["run", c.name] = out
+        public = ctx.public_sandbox if ctx.public_sandbox is not None else ctx.sandbox
+        for box, group in ((public, [c for c in todo if c.visibility == "public"]),
+                           (ctx.sandbox, [c for c in todo if c.visibility != "public"])):
+            for c, out in zip(group, together(box, [partial(make, case=c) for c in group])):
+                ctx.memo["run", c.name] = out
     return ctx.memo[key]
 
 
