@@ -1,6 +1,6 @@
 """Seeded synthetic workloads, described in YAML.
 
-A workload file (validated by ``rubrics/workload.schema.json``, then by the cross-field
+A workload file (validated by ``reference/workload.schema.json``, then by the cross-field
 checks below)::
 
     name: heavy-load                  # required, free text
@@ -89,7 +89,9 @@ __all__ = [
 ]
 
 VOCAB = 32000
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "rubrics" / "workload.schema.json"
+# Beside this module, so the worker reads nothing outside its package (an install that is
+# not editable has no course folder around it).
+SCHEMA_PATH = Path(__file__).resolve().with_name("workload.schema.json")
 # Refuse workloads whose token arrays would not fit comfortably in memory (4 GiB of int32).
 MAX_TOTAL_TOKENS = 1 << 30
 MAX_PREFIX_GROUPS = 100_000

@@ -313,3 +313,23 @@ def test_a_broken_mutants_file_names_the_file_and_the_mutant(tmp_path, body, whe
     with pytest.raises(InputError) as raised:
         mutations(tmp_path, "lesson2")
     assert "mutants.yaml" in str(raised.value) and where in str(raised.value)
+
+
+def test_outside_any_course_the_cli_says_where_to_run_it(tmp_path, monkeypatch, capsys):
+    """Installed without -e, the package sits in site-packages: run outside the course, the
+    grader must say so, not look for lessons in site-packages."""
+    from grader.engine import layout
+    site, elsewhere = tmp_path / "site-packages", tmp_path / "elsewhere" / "deeper"
+    (site / "grader").mkdir(parents=True)
+    elsewhere.mkdir(parents=True)
+    monkeypatch.setattr(layout, "_PACKAGE_ROOT", site)
+    monkeypatch.chdir(elsewhere)
+    err = refused(capsys, "check", "lesson1")
+    assert str(elsewhere) in err and "no course folder here or above" in err and "--course" in err
+    # A course above the working directory, or the installed package's own folder, is found.
+    (tmp_path / "elsewhere" / "rubrics").mkdir()
+    (tmp_path / "elsewhere" / "assignments").mkdir()
+    assert layout.find_course().root == tmp_path / "elsewhere"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(layout, "_PACKAGE_ROOT", ROOT)
+    assert layout.find_course().root == ROOT

@@ -1,5 +1,6 @@
 import copy
 import math
+import os
 import time
 from pathlib import Path
 
@@ -66,14 +67,22 @@ def test_public_workloads_load_and_generate(path):
     assert spec.source == str(path)
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in SCHEMA_PATH.parent.glob("*.schema.json")))
-def test_course_schemas_are_valid_draft_2020_12(name):
+SCHEMAS = sorted([*(ROOT / "rubrics").glob("*.schema.json"), SCHEMA_PATH], key=lambda p: p.name)
+
+
+def test_every_schema_is_checked():
+    assert [p.name for p in SCHEMAS] == ["design_sheet.schema.json", "diagnosis.schema.json",
+                                         "rubric.schema.json", "workload.schema.json"]
+
+
+@pytest.mark.parametrize("path", SCHEMAS, ids=lambda p: p.name)
+def test_course_schemas_are_valid_draft_2020_12(path):
     # The workload reader no longer checks its schema at run time; this is where a broken
     # schema file shows.
     import json
 
     import jsonschema
-    schema = json.loads((SCHEMA_PATH.parent / name).read_text(encoding="utf-8"))
+    schema = json.loads(path.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)
     broken = dict(schema, type="no-such-type")
     with pytest.raises(jsonschema.SchemaError):
@@ -453,3 +462,36 @@ def test_a_scenario_generates_its_requests_once_and_travels_without_them():
     back = pickle.loads(pickle.dumps(s))
     assert back == s and "_requests" not in back.__dict__ and len(pickle.dumps(s)) < 10_000
     assert same(back.requests(), first)
+
+
+def test_the_worker_stands_alone_outside_the_course(tmp_path):
+    """reference/ is the public worker: installed without the course around it (pip install
+    without -e puts it in site-packages), it reads a workload and runs it. A path from the
+    package to a course folder (the workload schema once lived in rubrics/) breaks that."""
+    import shutil
+    import subprocess
+    import sys
+    shutil.copytree(ROOT / "reference", tmp_path / "reference",
+                    ignore=shutil.ignore_patterns("__pycache__", "solutions"))
+    code = """
+import reference, yaml
+from reference.baselines import baseline_policy
+from reference.specs import model_from, worker_from
+from reference.workload import parse_workload, generate
+from reference.worker import simulate
+machines = yaml.safe_load(open(MACHINES))
+spec = parse_workload({"name": "alone", "seed": 3, "requests": 20,
+                       "arrival": {"process": "poisson", "rate": 4.0},
+                       "prompt": {"dist": "fixed", "value": 300}, "output": {"dist": "fixed", "value": 20},
+                       "scopes": [{"name": "a"}],
+                       "classes": [{"name": "c", "weight": 1, "ttft_s": 10.0, "gap_s": 0.5}]}, "inline")
+run = simulate(model_from(machines["models"]["gqa-8b-bf16"], "m"), worker_from(machines["workers"]["a80"], "w"),
+               baseline_policy(), generate(spec))
+print(reference.__file__, sum(r.outcome == "completed" for r in run.requests))
+""".replace("MACHINES", repr(str(ROOT / "assignments" / "worker.yaml")))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                       env={**env, "PYTHONPATH": str(tmp_path)}, timeout=120)
+    assert p.returncode == 0, p.stderr[-1500:]
+    where, records = p.stdout.split()
+    assert where.startswith(str(tmp_path)) and int(records) == 20

@@ -135,14 +135,16 @@ def short_text(exc: BaseException, limit: int = 120) -> str:
 
 def find_course(explicit: str | None = None) -> Course:
     """--course, else the nearest folder above the working directory with rubrics/, else
-    the folder this package was installed from."""
+    the folder this package was installed from (an editable install: the course itself)."""
     if explicit:
         root = Path(explicit)
         if not (root / "rubrics").is_dir():
             raise InputError(str(root), "not a course folder (no rubrics/ inside)")
         return Course(root.resolve())
     here = Path(os.getcwd()).resolve()
-    for folder in (here, *here.parents):
+    for folder in (here, *here.parents, _PACKAGE_ROOT):
         if (folder / "rubrics").is_dir() and (folder / "assignments").is_dir():
             return Course(folder)
-    return Course(_PACKAGE_ROOT)
+    # Installed without `-e`, the package sits in site-packages, far from the course.
+    raise InputError(str(here), "no course folder here or above (one holding assignments/ and "
+                                "rubrics/): run grader inside the course, or pass --course DIR")
