@@ -178,3 +178,24 @@ def test_a_file_that_does_not_load_says_why(tmp_path):
     assert [r["rule"] for r in outcome.table.rows if r.get("missing")] == [
         "budget: not implemented", "per_token_only: not implemented"]
     assert any(f"not implemented: {path} did not load (" in n for n in outcome.notes), outcome.notes
+
+
+def test_category_labels_of_a_bar_panel_never_run_into_each_other(tmp_path, monkeypatch):
+    """With a learner's rows beside the reference's, a bar panel's categories get long
+    ("reference: key without scope"): drawn side by side, no two labels may overlap."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from grader.course.plots import Bars, Panel, Plot, save_plot
+    drawn, close = [], plt.close
+    monkeypatch.setattr(plt, "close", drawn.append)
+    names = ("design: at the fence", "key without scope", f"{REFERENCE_PREFIX}design: at the fence",
+             f"{REFERENCE_PREFIX}key without scope", f"{REFERENCE_PREFIX}publish unwritten pages")
+    bars = Bars(names, (("right", (1.0,) * 5), ("wrong", (2.0,) * 5)))
+    save_plot(Plot("t", "", (Panel("ms", bars=bars),)), tmp_path / "bars.png")
+    [fig] = drawn
+    renderer = fig.canvas.get_renderer()
+    boxes = sorted((t.get_window_extent(renderer) for t in fig.axes[0].get_xticklabels()), key=lambda b: b.x0)
+    assert len(boxes) == 5
+    assert all(left.x1 < right.x0 for left, right in zip(boxes, boxes[1:]))
+    close(fig)

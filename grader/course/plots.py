@@ -269,7 +269,10 @@ def _bars(ax, panel: Panel, colour: dict) -> None:
         ax.grid(True, axis="x", alpha=0.3)
     else:
         ax.set_xticks(ticks)
-        ax.set_xticklabels(b.categories, fontsize=8)
+        # Wrapped to the room each category has, so labels of neighbours never run together
+        # (a learner's rows beside the reference's: "reference: key without scope").
+        room = max(12, 96 // max(1, len(b.categories)))
+        ax.set_xticklabels([textwrap.fill(c, room) for c in b.categories], fontsize=8)
         # Headroom above the bars for the legend and the notes.
         if b.log:
             ax.set_yscale("log")
