@@ -168,3 +168,23 @@ def test_bad_submission_files_are_named_input_errors(tmp_path, name, content, ne
 def test_missing_submission(tmp_path):
     with pytest.raises(InputError, match="no such submission"):
         load_submission(tmp_path / "nope.py")
+
+
+def test_a_check_skips_only_the_hidden_criteria_and_a_grade_runs_them_all(tmp_path):
+    """A rubric may hold a criterion on hidden cases alone: `grader check` leaves it out and
+    still measures every criterion after it; a grade measures them all, in order."""
+    from conftest import SECRET
+    from grader.engine.checks import REGISTRY
+    from grader.engine.layout import find_course
+    from grader.engine.pipeline import grade_submission
+    import grader.lessons.lesson1  # noqa: F401  (registers its checks)
+    rows = "".join(f"  - {{id: {i}, title: {i.upper()}, points: 1, check: lesson1.kv_bytes, "
+                   f"visibility: {v}, credit: {{rule: all_or_nothing}}}}\n"
+                   for i, v in (("a", "public"), ("h", "hidden"), ("b", "both"), ("c", "public")))
+    rubric = load_rubric(_rubric(tmp_path, GOOD.split("criteria:")[0] + "criteria:\n" + rows), REGISTRY)
+    submission = load_submission(ROOT / "reference" / "solutions" / "lesson1.py")
+    course = find_course(str(ROOT))
+    check = grade_submission("lesson1", submission, course, mode="check", rubric=rubric)
+    assert [(c.id, c.score) for c in check.criteria] == [("a", 1), ("b", 1), ("c", 1)]
+    graded = grade_submission("lesson1", submission, course, mode="grade", secret=SECRET, rubric=rubric)
+    assert [(c.id, c.score) for c in graded.criteria] == [("a", 1), ("h", 1), ("b", 1), ("c", 1)]

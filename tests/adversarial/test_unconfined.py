@@ -52,6 +52,17 @@ def test_a_grade_refuses_in_one_line_and_runs_no_learner_code(no_landlock, tmp_p
     assert not Path(WITNESS.format(tmp_path.name)).exists()
 
 
+def test_the_grading_api_refuses_by_default(no_landlock, tmp_path):
+    """What the CLI and the batch ask for, a caller of grade_submission gets unasked: a grade
+    runs confined or not at all."""
+    from grader.engine.pipeline import grade_submission
+    from grader.engine.submission import load_submission
+    alice = load_submission(witness_submission(tmp_path))
+    with pytest.raises(session.Unconfined, match="refusing to grade"):
+        grade_submission("lesson1", alice, find_course(str(ROOT)), mode="grade", secret=SECRET)
+    assert not Path(WITNESS.format(tmp_path.name)).exists()
+
+
 def test_a_class_refuses_before_any_work(no_landlock, tmp_path):
     folder = tmp_path / "class"
     folder.mkdir()
@@ -82,7 +93,8 @@ def test_a_check_runs_and_says_what_it_lacks(no_landlock, tmp_path, capsys):
     assert main(["check", "lesson1", "--submission", str(HONEST), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["isolation"].startswith("NOT CONFINED (lacks Landlock")
-    assert any("not confined" in n and "lacks Landlock" in n for n in report["notes"])
+    [note] = [n for n in report["notes"] if n.startswith("not confined:")]
+    assert "lacks Landlock" in note and FLAG not in note       # a check needs no flag to run
 
 
 def test_a_check_on_this_machine_is_confined(capsys, monkeypatch):
