@@ -43,3 +43,59 @@ def test_an_unregistered_value_cannot_be_stored():
         codec.dumps(Thing())
     with pytest.raises(TypeError):
         codec.dumps({1: "int keys"})
+
+
+@pytest.mark.parametrize("text,says", [
+    ('{"__type__": 5}', "bad type tag"),
+    ('{"__type__": "no-colon"}', "bad type tag"),
+    ('{"__type__": "grader.no_such_module:X"}', "not a class this grader stores"),
+    # A course class that is never stored, imported beside the registered ones.
+    ('{"__type__": "reference.request:Request"}', "not a class this grader stores"),
+    ('{"__type__": "reference.shapes:Slo", "ttft_s": 1, "gap_s": 1, "evil": 1}', "has no field 'evil'"),
+    ('{"__type__": "reference.shapes:Slo", "zzz": 1, "ttft_s": 1, "evil": 1}', "has no field 'evil'"),   # the first
+    ('{"__type__": "reference.shapes:Slo", "ttft_s": 1}', "Slo: "),            # a field missing
+    ('{"__tuple__": [1], "x": 2}', "without a tag"),                          # an extra key
+    ('{"__frozenset__": [1], "x": 2}', "without a tag"),
+    ('{"__dict__": {}, "x": 2}', "without a tag"),
+    ('{"__frozenset__": 5}', "a frozenset is stored as a list"),
+    ('{"__dict__": [1]}', "a dict is stored as an object"),
+    ('{"__ndarray__": "int64", "shape": [2], "data": [1, 2], "x": 1}', "bad numpy array"),
+    ('{"__ndarray__": "int64", "shape": 2, "data": [1, 2]}', "bad numpy array"),
+    ('{"__ndarray__": "int64", "shape": [2], "data": 12}', "bad numpy array"),
+    ('{"__ndarray__": "int64", "shape": [3], "data": [1, 2]}', "bad numpy array: "),   # data and shape disagree
+    ('{"__ndarray__": "int64", "shape": [1], "data": [{"a": 1}]}', "bad numpy array: "),
+    ("[" * 600 + "]" * 600, "nested too deeply"),                  # JSON reads it, decode recurses
+    ("[" * 5000 + "]" * 5000, "not JSON"),
+    ("5.5e", "not JSON"),
+])
+def test_every_malformed_form_is_a_codec_error_naming_what_is_wrong(text, says):
+    """A reader treats a CodecError as 'compute it again': any other exception would be a
+    crash of the grader on a torn or edited cache file."""
+    with pytest.raises(codec.CodecError) as e:
+        codec.loads(text)
+    assert says in str(e.value)
+
+
+def test_a_tag_naming_a_solution_or_a_foreign_module_imports_nothing(monkeypatch):
+    import sys
+    for name in ("reference.solutions.lesson3", "grader.course.release_plot"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(codec.CodecError):
+        codec.loads('{"__type__": "reference.solutions.lesson3:Plan"}')
+    assert "reference.solutions.lesson3" not in sys.modules       # the answers stay unread
+    with pytest.raises(codec.CodecError):
+        codec.loads('{"__type__": "json.decoder:JSONDecoder"}')
+    # A course module may be imported to find its class: that is how a kept value comes back.
+    with pytest.raises(codec.CodecError):
+        codec.loads('{"__type__": "grader.course.release_plot:NoSuchClass"}')
+    assert "grader.course.release_plot" in sys.modules
+
+
+def test_an_unregistered_dataclass_cannot_be_stored():
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Point:
+        x: int
+    with pytest.raises(TypeError, match="not registered"):
+        codec.dumps(Point(1))
