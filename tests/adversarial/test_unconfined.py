@@ -38,6 +38,9 @@ def no_landlock(tmp_path, monkeypatch):
 def witness_submission(tmp_path) -> Path:
     """Honest answers, and a file written at load: proof of whether learner code ran."""
     mark = WITNESS.format(tmp_path.name)
+    # The name repeats in every session: a witness left by an earlier one (killed, or run
+    # against a planted bug) is no evidence about this one.
+    Path(mark).unlink(missing_ok=True)
     path = tmp_path / "alice.py"
     path.write_text(f"open({mark!r}, 'w').close()\n" + HONEST.read_text())
     return path
@@ -58,9 +61,12 @@ def test_the_grading_api_refuses_by_default(no_landlock, tmp_path):
     from grader.engine.pipeline import grade_submission
     from grader.engine.submission import load_submission
     alice = load_submission(witness_submission(tmp_path))
-    with pytest.raises(session.Unconfined, match="refusing to grade"):
-        grade_submission("lesson1", alice, find_course(str(ROOT)), mode="grade", secret=SECRET)
-    assert not Path(WITNESS.format(tmp_path.name)).exists()
+    try:
+        with pytest.raises(session.Unconfined, match="refusing to grade"):
+            grade_submission("lesson1", alice, find_course(str(ROOT)), mode="grade", secret=SECRET)
+        assert not Path(WITNESS.format(tmp_path.name)).exists()
+    finally:
+        Path(WITNESS.format(tmp_path.name)).unlink(missing_ok=True)
 
 
 def test_a_class_refuses_before_any_work(no_landlock, tmp_path):
