@@ -1,4 +1,5 @@
 """The grading engine's inputs: rubrics, submissions and notebooks, scoring rules."""
+import dataclasses
 import json
 import shutil
 
@@ -149,6 +150,41 @@ def test_notebook_code_cells_in_order_magics_dropped_with_a_note(tmp_path):
     assert report.notes == sub.notes
 
 
+def test_a_notebooks_source_is_its_code_cells_each_headed_by_its_number(tmp_path):
+    """The source names each code cell by its place among all cells (1-based), so a
+    traceback's line shows which cell it is in; cells of any other type, or of none,
+    are left out; a dropped magic keeps the cell's line numbers and its first 60 characters
+    go into the note."""
+    long_magic = "%timeit " + "x" * 80
+    p = tmp_path / "work.ipynb"
+    p.write_text(_nb([
+        {"cell_type": "markdown", "source": "notes"},
+        {"cell_type": "code", "source": ["a = 1\n", long_magic + "\n", "b = 2"]},
+        {"cell_type": "blob", "source": "not code = at all"},      # a type sorting before "code"
+        {"source": "no type either"},
+        {"cell_type": "raw", "source": "raw text"},
+        {"cell_type": "code", "source": "c = 3\n"},
+    ]))
+    sub = load_submission(p)
+    assert sub.source == "# --- cell 2 ---\na = 1\n\nb = 2\n\n# --- cell 6 ---\nc = 3\n"
+    assert sub.notes == (f"cell 2: dropped {long_magic[:60]!r} (IPython magic or shell escape)",)
+
+
+@pytest.mark.parametrize("others,note", [
+    (1, "not graded: f00"),
+    (10, "not graded: " + ", ".join(f"f{i:02}" for i in range(10))),
+    (11, "not graded: " + ", ".join(f"f{i:02}" for i in range(10)) + " ..."),
+])
+def test_a_folder_submission_names_at_most_ten_files_it_leaves_alone(tmp_path, others, note):
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "diagnosis.yaml").write_text("x: 1\n")
+    for i in range(others):
+        (folder / f"f{i:02}").write_text("")
+    sub = load_submission(folder, ("diagnosis.yaml", "design_sheet.yaml"))
+    assert sub.notes == (note,)
+
+
 @pytest.mark.parametrize("name,content,needle", [
     ("empty.py", b"   \n", "empty"),
     ("binary.py", b"\x00\x01\x02", "binary"),
@@ -156,6 +192,7 @@ def test_notebook_code_cells_in_order_magics_dropped_with_a_note(tmp_path):
     ("bad.ipynb", b"{not json", "not a readable Jupyter notebook"),
     ("nocode.ipynb", _nb([{"cell_type": "markdown", "source": "hi"}]).encode(), "no code cells"),
     ("notes.txt", b"def f(): pass", ".py file or a .ipynb"),
+    ("notes.html", b"def f(): pass", ".py file or a .ipynb"),      # a suffix sorting before .ipynb
 ])
 def test_bad_submission_files_are_named_input_errors(tmp_path, name, content, needle):
     p = tmp_path / name
@@ -188,3 +225,18 @@ def test_a_check_skips_only_the_hidden_criteria_and_a_grade_runs_them_all(tmp_pa
     assert [(c.id, c.score) for c in check.criteria] == [("a", 1), ("b", 1), ("c", 1)]
     graded = grade_submission("lesson1", submission, course, mode="grade", secret=SECRET, rubric=rubric)
     assert [(c.id, c.score) for c in graded.criteria] == [("a", 1), ("h", 1), ("b", 1), ("c", 1)]
+
+
+def test_a_submission_of_exactly_the_limit_is_read_and_one_byte_more_is_refused(tmp_path):
+    from grader.engine.submission import MAX_BYTES
+    at = tmp_path / "at.py"
+    at.write_bytes(b"x = 1\n" + b"#" * (MAX_BYTES - 7) + b"\n")
+    assert len(at.read_bytes()) == MAX_BYTES
+    sub = load_submission(at)
+    assert len(sub.source) == MAX_BYTES
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sub.source = "changed"                       # what was graded stays what was read
+    over = tmp_path / "over.py"
+    over.write_bytes(at.read_bytes() + b"\n")
+    with pytest.raises(InputError, match="larger than"):
+        load_submission(over)
