@@ -224,8 +224,10 @@ def test_a_public_cases_run_is_made_in_the_public_child_whichever_measure_needs_
     assert {k[1]: v for k, v in ctx.memo.items()} == {"p": 3, "hh": 5, "qqq": 7, "hhhh": 9}
     assert public.frames == [[("f", (1,)), ("f", (3,))]]               # the public cases alone
     assert hidden.frames == [[("f", (2,)), ("f", (4,))]]               # the hidden cases alone
-    # A measure of one child (a check, or a criterion on public cases) makes every run there.
-    alone = Recording()
-    ctx = SimpleNamespace(sandbox=alone, public_sandbox=None, cases=cases, memo={})
-    memo_runs(ctx, cases[0], make)
-    assert alone.frames == [[("f", (1,)), ("f", (3,))], [("f", (2,)), ("f", (4,))]]
+    # A measure of one child (a check, or a criterion on public cases) makes every run
+    # there, all of them together: one frame for their one round.
+    for of_public in (None, "itself"):
+        alone = Recording()
+        ctx = SimpleNamespace(sandbox=alone, public_sandbox=of_public and alone, cases=cases, memo={})
+        memo_runs(ctx, cases[0], make)
+        assert alone.frames == [[("f", (1,)), ("f", (2,)), ("f", (3,)), ("f", (4,))]]

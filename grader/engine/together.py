@@ -36,9 +36,13 @@ def memo_runs(ctx, case, make):
     if key not in ctx.memo:
         todo = [case] + [c for c in ctx.cases if c.family == case.family and c is not case
                          and ("run", c.name) not in ctx.memo]
-        public = ctx.public_sandbox if ctx.public_sandbox is not None else ctx.sandbox
-        for box, group in ((public, [c for c in todo if c.visibility == "public"]),
-                           (ctx.sandbox, [c for c in todo if c.visibility != "public"])):
+        public = ctx.public_sandbox
+        if public is None or public is ctx.sandbox:
+            groups = ((ctx.sandbox, todo),)             # one child: every run shares its rounds
+        else:
+            groups = ((public, [c for c in todo if c.visibility == "public"]),
+                      (ctx.sandbox, [c for c in todo if c.visibility != "public"]))
+        for box, group in groups:
             for c, out in zip(group, together(box, [partial(make, case=c) for c in group])):
                 ctx.memo["run", c.name] = out
     return ctx.memo[key]
