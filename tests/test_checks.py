@@ -85,9 +85,7 @@ def test_a_criterion_this_edition_cannot_check_scores_nothing_and_says_why():
 def test_what_crosses_into_a_report_is_frozen():
     for value in (Measure(1.0, "ok"), Answer(case("x"), value=1)):
         with pytest.raises(dataclasses.FrozenInstanceError):
-            value.problem = "changed" if isinstance(value, Answer) else None
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            setattr(value, "value", 0)
+            value.value = 0
 
 
 class Scripted:
