@@ -69,8 +69,7 @@ FILES = {1: "check_contract", 2: "admit", 3: "choose_chunk", 4: "on_event prefix
 
 def _written(sandbox, function: str) -> bool:
     result = sandbox.call(function, *PROBES[function])
-    return not (result.status == "missing" or (result.status == "raised"
-                                               and result.detail.startswith("NotImplementedError")))
+    return not (result.status == "missing" or result.stub)
 
 
 @dataclass(frozen=True)
@@ -146,8 +145,7 @@ def _qualifies(sandbox) -> bool:
     from reference.shapes import RequestRecord
     record = RequestRecord("probe", "s", "c", Slo(1.0, 1.0), 0.0, "completed", 16, 2, 2, (0.5, 0.75))
     result = sandbox.call("qualify", record, None)
-    return not (result.status == "missing" or (result.status == "raised"
-                                               and result.detail.startswith("NotImplementedError")))
+    return not (result.status == "missing" or result.stub)
 
 
 def _gate(sandbox) -> tuple[Callable, Callable]:

@@ -68,7 +68,7 @@ class CheckContext:
 def call_failure(function: str, result) -> str:
     """One line on why a call gave no usable value."""
     detail = (result.detail or "").strip()
-    if result.status == "raised" and detail.startswith("NotImplementedError"):
+    if result.stub:
         return f"{function} is not implemented yet (it raises NotImplementedError)"
     return {
         "raised": f"{function} raised {detail}",

@@ -115,6 +115,11 @@ class CallResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def stub(self) -> bool:
+        """The exercise file's stub answered: the function raises NotImplementedError."""
+        return self.status == "raised" and self.detail.lstrip().startswith("NotImplementedError")
+
 
 class Budget:
     """The wall-clock seconds a submission may spend in one sandbox: its calls, and the
