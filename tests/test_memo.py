@@ -168,3 +168,128 @@ def test_a_warm_check_never_imports_jsonschema(cache):
     seen = [subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=120).stderr.strip().splitlines()[-1] for _ in range(2)]
     assert seen == ["True", "False"]
+
+
+# ---- the folder, the code's digest and the file's rules, one by one -------------------------
+def test_the_folder_is_the_setting_else_the_users_cache(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    for off in ("off", "OFF", "Off"):
+        monkeypatch.setenv("GRADER_CACHE", off)
+        assert memo.cache_folder() is None
+    monkeypatch.setenv("GRADER_CACHE", "zz-cache")          # any other word is a folder's name
+    assert memo.cache_folder() == memo.Path("zz-cache")
+    monkeypatch.setenv("GRADER_CACHE", "")
+    assert memo.cache_folder() == tmp_path / "xdg" / "serving-grader"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert memo.cache_folder() == home / ".cache" / "serving-grader"
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(memo.Path, "home", staticmethod(no_home))
+    assert memo.cache_folder() is None                      # memory only, not a crash
+
+
+def test_the_code_digest_covers_every_course_source_and_nothing_else(tmp_path, monkeypatch):
+    assert (memo.PACKAGE_ROOT / "grader" / "engine" / "memo.py").is_file()
+    for package in ("grader", "reference"):
+        (tmp_path / package / "sub" / "__pycache__").mkdir(parents=True)
+    monkeypatch.setattr(memo, "PACKAGE_ROOT", tmp_path)
+
+    def digest():
+        memo.code_digest.cache_clear()
+        return memo.code_digest()
+    seen = [digest()]
+    for name in ("grader/a.py", "reference/sub/b.yaml", "reference/c.json"):
+        (tmp_path / name).write_text("x")
+        seen.append(digest())
+        (tmp_path / name).write_text("y")                   # an edit, not only a new file
+        seen.append(digest())
+    assert len(set(seen)) == len(seen)
+    for ignored in ("grader/notes.txt", "reference/sub/__pycache__/b.py", "docs.py"):
+        (tmp_path / ignored).write_text("z")
+        assert digest() == seen[-1], ignored
+    memo.code_digest.cache_clear()
+
+
+def test_the_files_digest_covers_every_file_of_every_folder(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b" / "deep"
+    second.mkdir(parents=True)
+    first.mkdir()
+    seen = [memo.files_digest(first, second.parent)]
+    for path in (first / "x.yaml", second / "y.csv"):
+        path.write_text("1")
+        seen.append(memo.files_digest(first, second.parent))
+        path.write_text("2")
+        seen.append(memo.files_digest(first, second.parent))
+    assert len(set(seen)) == len(seen)
+
+
+def test_an_array_is_read_back_as_it_was_written(cache):
+    import numpy as np
+    value = np.arange(6, dtype=np.int32).reshape(2, 3)
+    assert memo.remember("unit", "array", lambda: value) is value
+    memo._memory.clear()
+    back = memo.remember("unit", "array", lambda: pytest.fail("computed again"))
+    assert back.dtype == value.dtype and (back == value).all()
+
+
+def test_a_large_value_is_read_back_not_computed_again(cache, monkeypatch):
+    value = {"runs": list(range(40_000))}             # about 230 KB on disk
+    memo.remember("unit", "large", lambda: value)
+    [path] = cache.iterdir()
+    memo._memory.clear()
+    assert memo.remember("unit", "large", lambda: pytest.fail("computed again")) == value
+    # The size limit: a file of exactly MAX_FILE bytes is read, one byte more is not.
+    monkeypatch.setattr(memo, "MAX_FILE", path.stat().st_size)
+    memo._memory.clear()
+    assert memo.remember("unit", "large", lambda: pytest.fail("computed again")) == value
+    monkeypatch.setattr(memo, "MAX_FILE", path.stat().st_size - 1)
+    memo._memory.clear()
+    assert memo.remember("unit", "large", lambda: "recomputed") == "recomputed"
+
+
+def test_a_linked_memo_file_is_not_followed(cache, tmp_path):
+    memo.remember("unit", "k", lambda: 1)
+    [path] = cache.iterdir()
+    elsewhere = tmp_path / "elsewhere.json"
+    path.rename(elsewhere)                  # a valid file for this slot, planted as a link
+    path.symlink_to(elsewhere)
+    memo._memory.clear()
+    assert memo.remember("unit", "k", lambda: 2) == 2
+    assert not path.is_symlink()            # the link was replaced, not written through
+
+
+def test_a_body_that_matches_its_digest_but_not_the_codec_is_computed_again(cache):
+    import hashlib
+    memo.remember("unit", "k", lambda: 1)
+    [path] = cache.iterdir()
+    slot = path.read_bytes().split(b"\n", 1)[0].split()[2]
+    for body in (b"not json at all", b'{"__ndarray__": "complex1024", "data": []}'):
+        path.write_bytes(b" ".join((memo.MAGIC, slot, hashlib.sha256(body).hexdigest().encode()))
+                         + b"\n" + body)
+        memo._memory.clear()
+        assert memo.remember("unit", "k", lambda: 3) == 3
+
+
+def test_the_folder_is_made_private_with_its_parents(tmp_path, monkeypatch):
+    folder = tmp_path / "not" / "yet" / "there"
+    monkeypatch.setenv("GRADER_CACHE", str(folder))
+    monkeypatch.setattr(memo, "_memory", {})
+    old = os.umask(0o022)
+    try:
+        memo.remember("unit", "k", lambda: 1)
+    finally:
+        os.umask(old)
+    assert len(list(folder.iterdir())) == 1
+    assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_failed_write_leaves_no_temporary_file(cache, monkeypatch):
+    def refused(src, dst):
+        raise PermissionError(13, "Permission denied")
+    memo.remember("unit", "first", lambda: 1)                # the folder exists
+    monkeypatch.setattr(memo.os, "replace", refused)
+    assert memo.remember("unit", "k", lambda: 2) == 2         # the speed-up lost, nothing else
+    assert [p.name.startswith("unit-") for p in cache.iterdir()] == [True]
