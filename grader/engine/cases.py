@@ -61,6 +61,12 @@ class Case:
     inputs: Any          # frozen values the check uses
     label: str = ""      # how feedback names the case to a learner
 
+    def __post_init__(self):
+        # Everything shown about a case branches on this: a misspelt one must not pass for
+        # either kind.
+        if self.visibility not in ("public", "hidden"):
+            raise ValueError(f"case {self.name!r}: visibility must be public or hidden, not {self.visibility!r}")
+
     @cached_property
     def digest(self) -> str:
         # A scenario names itself by what determines its run, not by where its files lie.
