@@ -1,0 +1,182 @@
+"""The grader's half of the sandbox's wire, in this process: how an argument is written for
+the child, and how a frame from the child becomes an answer (or is refused). Everything a
+child sends is a learner's; nothing in it may reach a report unbounded or unparsed."""
+import collections
+import dataclasses
+import json
+import types
+
+import numpy as np
+import pytest
+
+from grader.engine.sandbox import session
+from reference.shapes import CostModel, PageInfo, Slo
+
+PAGE = PageInfo(index=3, prompt_tokens=16, page_tokens=16, written_tokens=8, published=False)
+PAGE_FIELDS = [3, 16, 16, 8, False]
+
+
+def answer(frame: bytes):
+    return session.Sandbox._result(types.SimpleNamespace(_filename="exercise.py"), "f", frame)
+
+
+# ---- arguments, as the child receives them ---------------------------------------------------
+def test_a_shape_is_sent_as_its_field_values_in_order():
+    assert session.wire_arg(PAGE) == {"__type__": "PageInfo", "__fields__": PAGE_FIELDS}
+    assert session.wire_arg((PAGE, 7, "s")) == [{"__type__": "PageInfo", "__fields__": PAGE_FIELDS}, 7, "s"]
+    assert session.wire_arg([(PAGE,)]) == [[{"__type__": "PageInfo", "__fields__": PAGE_FIELDS}]]
+    assert session.wire_arg(Slo(2.0, 0.5)) == {"__type__": "Slo", "__fields__": [2.0, 0.5]}
+
+
+def test_the_keyed_form_names_every_field():
+    assert session.encode_arg(PAGE) == {"__type__": "PageInfo", "index": 3, "prompt_tokens": 16,
+                                        "page_tokens": 16, "written_tokens": 8, "published": False}
+    cost = session.encode_arg(CostModel())
+    assert cost["__type__"] == "CostModel"
+    assert set(cost) - {"__type__"} == {f.name for f in dataclasses.fields(CostModel)}
+
+
+def test_plain_containers_and_numbers_are_sent_as_their_plain_values():
+    Pair = collections.namedtuple("Pair", "a b")
+
+    class Name(str):
+        pass
+    sent = session.encode_arg({"pair": Pair(1, 2), "name": Name("x"), "n": np.int64(3),
+                               "x": np.float32(0.5), "pages": [PAGE]})
+    assert sent == {"pair": [1, 2], "name": "x", "n": 3, "x": 0.5, "pages": [session.encode_arg(PAGE)]}
+    assert [type(sent[k]) for k in ("name", "n", "x")] == [str, int, float]
+    assert json.loads(json.dumps(sent)) == sent
+
+
+def test_what_is_not_the_courses_is_never_sent():
+    @dataclasses.dataclass(frozen=True)
+    class PageInfo:                      # a lookalike: a shape's name, another class
+        index: int
+
+    @dataclasses.dataclass(frozen=True)
+    class Other:
+        index: int
+
+    for value in (PageInfo(1), Other(1), {1: "int key"}, {"a": object()}, object(), b"bytes",
+                  lambda: None, {"nested": [Other(2)]}):
+        with pytest.raises(TypeError, match="cannot send"):
+            session.encode_arg(value)
+        with pytest.raises(TypeError, match="cannot send"):
+            session.wire_arg(value)
+
+
+# ---- answers, as the grader reads them --------------------------------------------------------
+def test_an_answer_is_parsed_whole_and_its_output_cleaned():
+    got = answer(json.dumps({"ok": [1, 2.5, "s", None, True], "stdout": "hi\n\tthere\x1b[31m"}).encode())
+    assert (got.status, got.value, got.detail) == ("ok", [1, 2.5, "s", None, True], "")
+    assert got.stdout == "hi\n\tthere\ufffd[31m"
+
+
+def test_a_non_finite_float_is_refused_by_name_whatever_else_the_answer_holds():
+    for frame, why in ((b'{"ok": [1, 2, NaN]}', "returned a non-finite float (NaN)"),
+                       (b'{"ok": [1, -Infinity]}', "returned a non-finite float (-Infinity)"),
+                       (b'{"ok": {"a": 1, "b": 1e999}}', "returned a non-finite float (1e999)")):
+        got = answer(frame)
+        assert (got.status, got.detail) == ("bad", why)
+    long = "9" * (session.MAX_INT_DIGITS + 1)
+    got = answer(f'{{"ok": [1, 22, {long}]}}'.encode())
+    assert (got.status, got.detail) == ("bad", f"returned an integer with {len(long)} digits")
+    ok = "9" * session.MAX_INT_DIGITS             # the longest integer that is an answer
+    assert answer(f'{{"ok": [1, {ok}, 2.5]}}'.encode()).value == [1, int(ok), 2.5]
+    assert answer(f'{{"ok": [-{ok}, 1e3]}}'.encode()).value == [-int(ok), 1000.0]
+
+
+@pytest.mark.parametrize("frame", [b"[1]", b'"ok"', b"3", b"not json", b'{"ok": 1', b"\xff\xfe"])
+def test_a_frame_that_is_not_an_object_is_a_protocol_error(frame):
+    with pytest.raises(session._Protocol, match="^sent "):
+        answer(frame)
+
+
+def test_raised_and_bad_answers_are_one_bounded_printable_line():
+    long = "ValueError: " + "x" * 2000
+    got = answer(json.dumps({"raised": long}).encode())
+    assert got.status == "raised"
+    assert len(got.detail) == session.DETAIL_CHARS and got.detail.endswith("...")
+    assert got.detail[:-3] == long[:session.DETAIL_CHARS - 3]
+    got = answer(json.dumps({"bad": "a\nb\u202ec\u200bd"}).encode())
+    assert (got.status, got.detail) == ("bad", "a b\ufffdc\ufffdd")
+    with pytest.raises(session._Protocol):
+        answer(json.dumps({"raised": ["not", "text"]}).encode())
+
+
+def test_a_line_is_cut_after_its_whitespace_is_folded():
+    limit = session.DETAIL_CHARS
+    spaced = " " * (3 * limit) + "the message"
+    assert session._one_line(spaced) == "the message"
+    exact = "y" * limit
+    assert session._one_line(exact) == exact
+    assert session._one_line(exact + "z") == "y" * (limit - 3) + "..."
+    assert session._one_line("a  b\n\tc", limit=10) == "a b c"
+
+
+# ---- what a call gave, and what a submission may still spend ----------------------------------
+def test_a_call_result_is_frozen_and_only_a_raised_not_implemented_is_the_stub():
+    stub = session.CallResult("raised", detail="  NotImplementedError: write me")
+    assert stub.stub and not stub.ok
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        stub.status = "ok"
+    for status in ("ok", "bad", "missing", "crashed", "timeout", "unavailable"):
+        assert not session.CallResult(status, detail="NotImplementedError").stub, status
+    assert not session.CallResult("raised", detail="ValueError: NotImplementedError").stub
+    assert session.CallResult("ok", 1).ok
+
+
+def test_a_budget_starts_whole_and_is_spent_by_what_is_charged():
+    budget = session.Budget(5)
+    assert (budget.seconds, budget.spent, budget.remaining) == (5.0, 0.0, 5.0)
+    budget.charge(0.25)
+    budget.charge(-3.0)                  # a clock that went backwards gives no time back
+    budget.charge(0.0)
+    assert budget.remaining == 4.75
+
+
+def test_every_status_but_ok_is_not_ok():
+    for status in session.STATUSES:
+        assert session.CallResult(status).ok is (status == "ok"), status
+
+
+def test_the_first_reason_an_answer_is_refused_is_the_one_given():
+    got = answer(b'{"ok": [NaN, 1e999, Infinity]}')
+    assert got.detail == "returned a non-finite float (NaN)"
+    text = "1" + "0" * 30 + "e999"               # a long literal is cut in the sentence
+    got = answer(f'{{"ok": {text}}}'.encode())
+    assert got.detail == f"returned a non-finite float ({text[:20]})"
+
+
+def test_the_careful_decoder_keeps_every_integer_within_the_bound():
+    # A long digit run inside a string sends the frame to the careful decoder, which must
+    # accept the longest integer allowed beside it.
+    edge = "9" * session.MAX_INT_DIGITS
+    frame = f'{{"ok": ["{"1" * (session.MAX_INT_DIGITS + 5)}", {edge}, -{edge}, 2.5]}}'.encode()
+    got = answer(frame)
+    assert got.status == "ok" and got.value[1:] == [int(edge), -int(edge), 2.5]
+
+
+def test_a_shape_the_constructor_takes_by_keyword_is_sent_keyed(monkeypatch):
+    from reference import shapes
+
+    @dataclasses.dataclass(frozen=True)
+    class OneField:
+        tokens: int
+
+    @dataclasses.dataclass(frozen=True)
+    class Keyed:
+        a: int
+        b: int = dataclasses.field(default=0, kw_only=True)
+
+    @dataclasses.dataclass(frozen=True)
+    class Derived:
+        a: int
+        b: int = dataclasses.field(default=0, init=False)
+
+    for cls in (OneField, Keyed, Derived):
+        monkeypatch.setattr(shapes, cls.__name__, cls, raising=False)
+        monkeypatch.setattr(shapes, "__all__", [*shapes.__all__, cls.__name__])
+    assert session.wire_arg(OneField(5)) == {"__type__": "OneField", "__fields__": [5]}
+    assert session.wire_arg(Keyed(1, b=2)) == {"__type__": "Keyed", "a": 1, "b": 2}
+    assert session.wire_arg(Derived(1)) == {"__type__": "Derived", "a": 1, "b": 0}
