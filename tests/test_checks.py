@@ -49,6 +49,14 @@ def test_only_a_stub_that_answers_nothing_is_called_not_implemented(problems, sa
     assert not_implemented(answers) == said
 
 
+def test_a_stub_beside_any_other_problem_is_judged_as_written():
+    # A set of problems has no order: with 25 different second problems, a rule that looked
+    # only at whichever came first would be caught on some of them, whatever the hash seed.
+    for other in [f"f raised ValueError: {i}" for i in range(24)] + [""]:
+        answers = [Answer(case("a"), problem=STUB), Answer(case("b"), value=1, problem=other)]
+        assert not_implemented(answers) == "", other
+
+
 def right_if_one(c, value):
     return "" if value == 1 else f"said {value}"
 
