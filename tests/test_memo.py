@@ -191,7 +191,15 @@ def test_the_folder_is_the_setting_else_the_users_cache(tmp_path, monkeypatch):
     assert memo.cache_folder() is None                      # memory only, not a crash
 
 
-def test_the_code_digest_covers_every_course_source_and_nothing_else(tmp_path, monkeypatch):
+@pytest.fixture
+def fresh_digest():
+    """The code digest computed anew, and forgotten after the test whatever it did."""
+    memo.code_digest.cache_clear()
+    yield
+    memo.code_digest.cache_clear()
+
+
+def test_the_code_digest_covers_every_course_source_and_nothing_else(tmp_path, monkeypatch, fresh_digest):
     assert (memo.PACKAGE_ROOT / "grader" / "engine" / "memo.py").is_file()
     for package in ("grader", "reference"):
         (tmp_path / package / "sub" / "__pycache__").mkdir(parents=True)
@@ -210,7 +218,6 @@ def test_the_code_digest_covers_every_course_source_and_nothing_else(tmp_path, m
     for ignored in ("grader/notes.txt", "reference/sub/__pycache__/b.py", "docs.py"):
         (tmp_path / ignored).write_text("z")
         assert digest() == seen[-1], ignored
-    memo.code_digest.cache_clear()
 
 
 def test_the_files_digest_covers_every_file_of_every_folder(tmp_path):
