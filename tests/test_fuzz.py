@@ -21,7 +21,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT
+from conftest import ROOT, answer_to
 from grader.engine.checks import REGISTRY
 from grader.engine.errors import InputError
 from grader.lessons import lesson_module
@@ -202,7 +202,7 @@ def test_every_valid_value_survives_the_protocol_and_validation(data):
     expected = data.draw(st.sampled_from(TYPES))
     value = data.draw(valid(expected))
     frame = json.dumps({"ok": session.encode_arg(value)}).encode()   # what the child sends
-    result = session.Sandbox._result(types.SimpleNamespace(_filename="exercise.py"), "f", frame)
+    result = answer_to(frame)
     assert result.status == "ok"
     assert coerce(result.value, expected) == value
 
@@ -214,7 +214,7 @@ def test_every_valid_value_survives_the_protocol_and_validation(data):
                                  st.sampled_from(["ok", "raised", "missing", "bad", "stdout"]), JUNK)))
 def test_any_frame_is_an_answer_or_a_protocol_error(frame):
     try:
-        result = session.Sandbox._result(types.SimpleNamespace(_filename="exercise.py"), "f", frame)
+        result = answer_to(frame)
     except session._Protocol as e:
         assert str(e).startswith("sent ")
         return

@@ -4,20 +4,16 @@ child sends is a learner's; nothing in it may reach a report unbounded or unpars
 import collections
 import dataclasses
 import json
-import types
 
 import numpy as np
 import pytest
 
+from conftest import answer_to
 from grader.engine.sandbox import session
 from reference.shapes import CostModel, PageInfo, Slo
 
 PAGE = PageInfo(index=3, prompt_tokens=16, page_tokens=16, written_tokens=8, published=False)
 PAGE_FIELDS = [3, 16, 16, 8, False]
-
-
-def answer(frame: bytes):
-    return session.Sandbox._result(types.SimpleNamespace(_filename="exercise.py"), "f", frame)
 
 
 # ---- arguments, as the child receives them ---------------------------------------------------
@@ -67,7 +63,7 @@ def test_what_is_not_the_courses_is_never_sent():
 
 # ---- answers, as the grader reads them --------------------------------------------------------
 def test_an_answer_is_parsed_whole_and_its_output_cleaned():
-    got = answer(json.dumps({"ok": [1, 2.5, "s", None, True], "stdout": "hi\n\tthere\x1b[31m"}).encode())
+    got = answer_to(json.dumps({"ok": [1, 2.5, "s", None, True], "stdout": "hi\n\tthere\x1b[31m"}).encode())
     assert (got.status, got.value, got.detail) == ("ok", [1, 2.5, "s", None, True], "")
     assert got.stdout == "hi\n\tthere\ufffd[31m"
 
@@ -76,32 +72,32 @@ def test_a_non_finite_float_is_refused_by_name_whatever_else_the_answer_holds():
     for frame, why in ((b'{"ok": [1, 2, NaN]}', "returned a non-finite float (NaN)"),
                        (b'{"ok": [1, -Infinity]}', "returned a non-finite float (-Infinity)"),
                        (b'{"ok": {"a": 1, "b": 1e999}}', "returned a non-finite float (1e999)")):
-        got = answer(frame)
+        got = answer_to(frame)
         assert (got.status, got.detail) == ("bad", why)
     long = "9" * (session.MAX_INT_DIGITS + 1)
-    got = answer(f'{{"ok": [1, 22, {long}]}}'.encode())
+    got = answer_to(f'{{"ok": [1, 22, {long}]}}'.encode())
     assert (got.status, got.detail) == ("bad", f"returned an integer with {len(long)} digits")
     ok = "9" * session.MAX_INT_DIGITS             # the longest integer that is an answer
-    assert answer(f'{{"ok": [1, {ok}, 2.5]}}'.encode()).value == [1, int(ok), 2.5]
-    assert answer(f'{{"ok": [-{ok}, 1e3]}}'.encode()).value == [-int(ok), 1000.0]
+    assert answer_to(f'{{"ok": [1, {ok}, 2.5]}}'.encode()).value == [1, int(ok), 2.5]
+    assert answer_to(f'{{"ok": [-{ok}, 1e3]}}'.encode()).value == [-int(ok), 1000.0]
 
 
 @pytest.mark.parametrize("frame", [b"[1]", b'"ok"', b"3", b"not json", b'{"ok": 1', b"\xff\xfe"])
 def test_a_frame_that_is_not_an_object_is_a_protocol_error(frame):
     with pytest.raises(session._Protocol, match="^sent "):
-        answer(frame)
+        answer_to(frame)
 
 
 def test_raised_and_bad_answers_are_one_bounded_printable_line():
     long = "ValueError: " + "x" * 2000
-    got = answer(json.dumps({"raised": long}).encode())
+    got = answer_to(json.dumps({"raised": long}).encode())
     assert got.status == "raised"
     assert len(got.detail) == session.DETAIL_CHARS and got.detail.endswith("...")
     assert got.detail[:-3] == long[:session.DETAIL_CHARS - 3]
-    got = answer(json.dumps({"bad": "a\nb\u202ec\u200bd"}).encode())
+    got = answer_to(json.dumps({"bad": "a\nb\u202ec\u200bd"}).encode())
     assert (got.status, got.detail) == ("bad", "a b\ufffdc\ufffdd")
     with pytest.raises(session._Protocol):
-        answer(json.dumps({"raised": ["not", "text"]}).encode())
+        answer_to(json.dumps({"raised": ["not", "text"]}).encode())
 
 
 def test_a_line_is_cut_after_its_whitespace_is_folded():
@@ -141,10 +137,10 @@ def test_every_status_but_ok_is_not_ok():
 
 
 def test_the_first_reason_an_answer_is_refused_is_the_one_given():
-    got = answer(b'{"ok": [NaN, 1e999, Infinity]}')
+    got = answer_to(b'{"ok": [NaN, 1e999, Infinity]}')
     assert got.detail == "returned a non-finite float (NaN)"
     text = "1" + "0" * 30 + "e999"               # a long literal is cut in the sentence
-    got = answer(f'{{"ok": {text}}}'.encode())
+    got = answer_to(f'{{"ok": {text}}}'.encode())
     assert got.detail == f"returned a non-finite float ({text[:20]})"
 
 
@@ -153,7 +149,7 @@ def test_the_careful_decoder_keeps_every_integer_within_the_bound():
     # accept the longest integer allowed beside it.
     edge = "9" * session.MAX_INT_DIGITS
     frame = f'{{"ok": ["{"1" * (session.MAX_INT_DIGITS + 5)}", {edge}, -{edge}, 2.5]}}'.encode()
-    got = answer(frame)
+    got = answer_to(frame)
     assert got.status == "ok" and got.value[1:] == [int(edge), -int(edge), 2.5]
 
 
