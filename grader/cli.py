@@ -23,7 +23,7 @@ from reference.workload import WorkloadError
 
 EXAMPLES = """examples:
   grader check lesson1                          check assignments/lesson1/exercise.py (public cases)
-  grader check lesson1 --submission my.ipynb --json
+  grader check lesson1 my.ipynb --json           the same as --submission my.ipynb
   grader grade lesson1 alice.py bob.py --secret-file course.secret --json
   grader grade lesson1 submissions/ --secret-file course.secret --jobs 4   a whole class, into the gradebook
   grader export --format csv --out grades.csv      (also nbgrader); grader feedback --out fb/
@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="example: grader check lesson1 --json",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("lesson", help="lesson1 .. lesson6")
+    c.add_argument("file", nargs="?", metavar="SUBMISSION", help="the same as --submission")
     c.add_argument("--submission", help="a .py or .ipynb file (default: assignments/LESSON/exercise.py); "
                                         "lesson6: a folder (default: assignments/lesson6/submission/)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -72,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("-h", "--help", action=_ExperimentHelp, nargs=0,
                    help="show this help, with every experiment and its settings, and exit")
     e.add_argument("name", help="the experiment, e.g. prefill-deadline")
+    e.add_argument("file", nargs="?", metavar="SUBMISSION", help="the same as --submission")
     e.add_argument("--submission", help="the exercise file whose functions it plugs in (default: "
                    + ("assignments/LESSON/exercise.py of the experiment's lesson" if learner else
                       "the reference's; the learner edition: assignments/LESSON/exercise.py") + ")")
@@ -247,10 +249,22 @@ def _experiment(args, course) -> int:
     return 0
 
 
+def _one_submission(args) -> None:
+    """`grader check lesson3 my.py` means what `--submission my.py` means: a learner reaches for
+    the positional form first. Two different paths are refused rather than one quietly chosen."""
+    file = getattr(args, "file", None)
+    if file is None:
+        return
+    if args.submission is not None and Path(args.submission) != Path(file):
+        raise InputError(file, f"given with --submission {args.submission} as well; give one submission")
+    args.submission = file
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from grader.engine.pipeline import folder_files, grade_path   # after parsing: --help stays instant
     try:
+        _one_submission(args)
         course = find_course(args.course)
         if args.command == "experiment":
             return _experiment(args, course)

@@ -50,6 +50,27 @@ def test_input_errors_exit_2_with_one_line(args, needle):
     assert needle in err and err.count("\n") == 1 and out == ""
 
 
+def test_check_takes_the_submission_as_a_positional_path_too():
+    code, out, _ = run("check", "lesson1", REF, "--json")
+    assert code == 0 and json.loads(out)["score"] == json.loads(out)["max_score"] > 0
+    # Both forms naming one file is not a conflict.
+    code, out, _ = run("check", "lesson1", REF, "--submission", REF, "--json")
+    assert code == 0 and json.loads(out)["score"] > 0
+
+
+@pytest.mark.parametrize("command", [("check", "lesson1"), ("experiment", "goodput")])
+def test_two_different_submissions_are_refused_not_one_chosen(command):
+    code, out, err = run(*command, REF, "--submission", "other.py")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert REF in err and "--submission other.py" in err
+
+
+def test_experiment_takes_the_submission_as_a_positional_path_too(tmp_path):
+    # A file that does not exist proves the positional path is the one used.
+    code, _, err = run("experiment", "goodput", str(tmp_path / "mine.py"))
+    assert code == 2 and "mine.py" in err
+
+
 def test_empty_secret_is_refused(tmp_path):
     (tmp_path / "s").write_text("  \n")
     code, _, err = run("grade", "lesson1", REF, "--secret-file", str(tmp_path / "s"))
