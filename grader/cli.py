@@ -56,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
                        epilog="example: grader check lesson1 --json",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("lesson", help="lesson1 .. lesson6")
-    c.add_argument("file", nargs="?", metavar="SUBMISSION", help="the same as --submission")
+    c.add_argument("submission_path", nargs="?", metavar="SUBMISSION", help="the same as --submission")
     c.add_argument("--submission", help="a .py or .ipynb file (default: assignments/LESSON/exercise.py); "
                                         "lesson6: a folder (default: assignments/lesson6/submission/)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("-h", "--help", action=_ExperimentHelp, nargs=0,
                    help="show this help, with every experiment and its settings, and exit")
     e.add_argument("name", help="the experiment, e.g. prefill-deadline")
-    e.add_argument("file", nargs="?", metavar="SUBMISSION", help="the same as --submission")
+    e.add_argument("submission_path", nargs="?", metavar="SUBMISSION", help="the same as --submission")
     e.add_argument("--submission", help="the exercise file whose functions it plugs in (default: "
                    + ("assignments/LESSON/exercise.py of the experiment's lesson" if learner else
                       "the reference's; the learner edition: assignments/LESSON/exercise.py") + ")")
@@ -252,7 +252,7 @@ def _experiment(args, course) -> int:
 def _one_submission(args) -> None:
     """`grader check lesson3 my.py` means what `--submission my.py` means: a learner reaches for
     the positional form first. Two different paths are refused rather than one quietly chosen."""
-    file = getattr(args, "file", None)
+    file = getattr(args, "submission_path", None)
     if file is None:
         return
     if args.submission is not None and Path(args.submission) != Path(file):
