@@ -60,6 +60,9 @@ class Report:
         return d
 
 
+FEEDBACK_MIN = 24       # columns of feedback text per line, however narrow the terminal
+
+
 def _fmt(x: float) -> str:
     return f"{x:g}"
 
@@ -76,7 +79,10 @@ def render(report: Report, width: int | None = None) -> str:
             mark, pts = "n/a ", f"-/{_fmt(c.max_score)}"
         lines.append(f"  {c.id:<{name_w}}  {pts:>11}  {mark}  {c.title}")
         if not c.passed:
-            for part in textwrap.wrap(c.feedback, width - name_w - 8) or [""]:
+            # The indent and the arrow take name_w + 9 columns: the rest is the feedback's, and
+            # never less than FEEDBACK_MIN (a pane narrower than that wraps the lines itself).
+            room = max(FEEDBACK_MIN, width - name_w - 9)
+            for part in textwrap.wrap(c.feedback, room) or [""]:
                 lines.append(f"  {'':<{name_w}}    -> {part}")
     lines += ["", f"  total {_fmt(report.score)} / {_fmt(report.max_score)}"
                   f"   ({len(report.cases)} cases; isolation: {report.isolation})"]

@@ -1,0 +1,1 @@
+"""Where the course lives, and how a course file is read (grader/engine/layout.py)."""
