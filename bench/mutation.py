@@ -72,6 +72,10 @@ RESULTS = "bench/mutation-results"
 COUNTED = ("killed", "survived", "equivalent", "pending")
 NICE = ["nice", "-n", "19"]
 NOT_RUN = "no test of this module runs this line"
+# cosmic-ray's own operator failing on a construct it does not expect (its exception
+# replacer on `except (A, *more)`): the mutant does not exist, so it is neither killed nor
+# survived, and the report says how many there were.
+NOT_MADE = "cosmic-ray could not make this mutant"
 # Deterministic hypothesis runs: a mutant is killed or not, never by luck (tests/conftest.py).
 TEST_ENV = {"HYPOTHESIS_PROFILE": "mutation", "PYTHONDONTWRITEBYTECODE": "1"}
 
@@ -412,7 +416,12 @@ def exec_session(session: Path, tree: Path, module: Module, timeout: float,
             path = tree / m.module_path
             original = path.read_text()
             operator = cosmic_ray.plugins.get_operator(m.operator_name)(**(m.operator_args or {}))
-            mutated = MutationVisitor.mutate_code(original, operator, m.occurrence)
+            try:
+                mutated = MutationVisitor.mutate_code(original, operator, m.occurrence)
+            except Exception as e:      # noqa: BLE001 - the tool's bug, recorded, not fatal
+                db.set_result(item.job_id, WorkResult(output=f"{NOT_MADE}: {type(e).__name__}: {e}",
+                                                      worker_outcome=WorkerOutcome.EXCEPTION))
+                continue
             if mutated is None:
                 db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.NO_TEST))
                 continue
@@ -592,6 +601,8 @@ def tally(source: Source, module: Module):
                 survivors.append((mutant.key(), result.diff or "", result.output == NOT_RUN))
         elif result.worker_outcome == WorkerOutcome.NO_TEST:
             counts["no mutation"] += 1
+        elif (result.output or "").startswith(NOT_MADE):
+            counts["not made"] += 1
         else:
             counts["killed"] += 1      # a failing test, a crash or a hang (timeout)
     return counts, survivors
@@ -639,6 +650,8 @@ def session_result(source: Source, module: Module) -> dict | None:
     if result["source_sha256"] == now["source_sha256"]:
         counts, survivors = tally(source, module)
         result["counts"] = {k: counts[k] for k in COUNTED}
+        if counts["not made"]:
+            result["not_made"] = counts["not made"]
         result["survivors"] = [{"id": key, "diff": diff, "not_run": not_run}
                                for key, diff, not_run in survivors]
     return result
@@ -714,6 +727,8 @@ def write_report(source: Source, modules) -> str:
         n = counts["killed"] + counts["survived"] + counts["equivalent"]
         score = f"{counts['killed'] / (n - counts['equivalent']):.1%}" if n > counts["equivalent"] else "-"
         note = f" ({counts['pending']} pending)" if counts["pending"] else ""
+        if result.get("not_made"):
+            note += f" ({result['not_made']} not made)"
         lines.append(f"| {m.path}{'' if not m.only else ' (' + ', '.join(m.only) + ')'}{note} | {n} | "
                      f"{counts['killed']} | {counts['survived']} | {counts['equivalent']} | {score} | "
                      f"{measured} |")
@@ -723,7 +738,8 @@ def write_report(source: Source, modules) -> str:
                      f"{total['equivalent']} | {total['killed'] / max(1, n - total['equivalent']):.1%} | |")
     lines += ["", "Score: killed / (mutants - equivalent). Killed includes hangs (a mutant whose "
               "tests time out). A stale module's result measured another version of it and is "
-              "not counted: run it again.", ""]
+              "not counted: run it again. \"Not made\": mutants cosmic-ray's operator failed to "
+              "produce (listed in no column).", ""]
     if all_survivors:
         lines += ["## Survivors to kill or explain", ""]
         for key, diff, not_run in all_survivors:

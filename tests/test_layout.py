@@ -1,1 +1,157 @@
-"""Where the course lives, and how a course file is read (grader/engine/layout.py)."""
+"""Where the course lives, and how a course file is read (grader/engine/layout.py).
+
+tests/test_bad_input.py holds the refusals as a person meets them through the CLI; these
+are the module's own edges."""
+import os
+
+import pytest
+
+from conftest import ROOT
+from grader.engine import layout
+from grader.engine.errors import InputError
+from grader.engine.layout import Course, find_course, nesting_depth, read_yaml, short_text
+
+
+def test_a_course_names_its_folders_and_lists_lessons_in_order(tmp_path):
+    (tmp_path / "rubrics").mkdir()
+    for name in ("lesson3.yaml", "lesson1.yaml", "lesson10.yaml", "notes.yaml", "lesson2.yml"):
+        (tmp_path / "rubrics" / name).write_text("version: 1\n")
+    c = Course(tmp_path)
+    assert c.rubrics == tmp_path / "rubrics"
+    assert c.rubric_path("lesson3") == tmp_path / "rubrics" / "lesson3.yaml"
+    assert c.assignment("lesson3") == tmp_path / "assignments" / "lesson3"
+    # One digit, .yaml: lesson10 and lesson2.yml are no lessons.
+    assert c.lessons() == ["lesson1", "lesson3"]
+    assert "def step_time_of" in c.shapes_source or "class " in c.shapes_source
+    assert c.shapes_source == (ROOT / "reference" / "shapes.py").read_text(encoding="utf-8")
+
+
+def course_at(folder, *lessons, assignments=True):
+    (folder / "rubrics").mkdir(parents=True)
+    if assignments:
+        (folder / "assignments").mkdir()
+    for lesson in lessons:
+        (folder / "rubrics" / f"{lesson}.yaml").write_text("version: 1\n")
+    return folder
+
+
+def test_a_missing_lesson_names_the_course_and_the_lessons_it_has(tmp_path):
+    c = Course(course_at(tmp_path / "c", "lesson2", "lesson1"))
+    c.require_lesson("lesson2")
+    with pytest.raises(InputError) as e:
+        c.require_lesson("lesson7")
+    assert str(e.value) == f"lesson7: no such lesson in {tmp_path / 'c'} (lessons here: lesson1, lesson2)"
+    with pytest.raises(InputError, match=r"\(lessons here: none\)$"):
+        Course(course_at(tmp_path / "empty")).require_lesson("lesson1")
+
+
+def test_an_explicit_course_needs_only_rubrics_and_is_resolved(tmp_path, monkeypatch):
+    course_at(tmp_path / "c", "lesson1", assignments=False)
+    monkeypatch.chdir(tmp_path)
+    assert find_course("c") == Course(tmp_path / "c") and find_course("c").root.is_absolute()
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(InputError) as e:
+        find_course("plain")
+    assert str(e.value) == "plain: not a course folder (no rubrics/ inside)"
+
+
+def test_the_nearest_course_above_the_working_directory_is_found(tmp_path, monkeypatch):
+    outer = course_at(tmp_path / "outer")
+    inner = course_at(outer / "deep" / "inner")
+    (inner / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(inner / "a" / "b")
+    assert find_course() == Course(inner.resolve())
+    monkeypatch.chdir(outer / "deep")
+    assert find_course(None) == Course(outer.resolve())
+    # rubrics/ without assignments/ is not a course to stop at.
+    course_at(outer / "deep" / "half", assignments=False)
+    monkeypatch.chdir(outer / "deep" / "half")
+    assert find_course("") == Course(outer.resolve())
+
+
+def test_outside_any_course_the_installed_course_else_a_clear_refusal(tmp_path, monkeypatch):
+    (tmp_path / "nowhere").mkdir()
+    monkeypatch.chdir(tmp_path / "nowhere")
+    assert find_course() == Course(ROOT)            # an editable install: the course itself
+    monkeypatch.setattr(layout, "_PACKAGE_ROOT", tmp_path / "site-packages")
+    with pytest.raises(InputError) as e:
+        find_course()
+    assert str(e.value).startswith(f"{tmp_path / 'nowhere'}: no course folder here or above")
+    assert "--course DIR" in str(e.value)
+
+
+@pytest.mark.parametrize("data, depth", [
+    (1, 0), ("text", 0), (None, 0), ([], 0), ({}, 0), ([1], 1), ({"a": 1}, 1),
+    ([[1]], 2), ({"a": [1, {"b": [2]}]}, 4), ([1, [2, [3]], [4]], 3),
+    ([[], [[[]]]], 3),
+])
+def test_nesting_depth_counts_lists_and_mappings_below_the_top(data, depth):
+    assert nesting_depth(data) == depth
+
+
+def test_nesting_depth_refuses_a_list_or_mapping_met_twice_not_a_scalar():
+    shared = [1]
+    assert nesting_depth({"a": shared, "b": shared}) is None
+    cycle = []
+    cycle.append(cycle)
+    assert nesting_depth(cycle) is None
+    text = "x" * 50
+    assert nesting_depth([text, text, 7, 7]) == 1
+    # A tuple is no YAML container: its insides are not walked.
+    assert nesting_depth((shared, shared)) == 0
+
+
+def test_short_text_is_one_line_and_cut_to_its_limit():
+    assert short_text(ValueError("a\n  b\tc ")) == "a b c"
+    assert short_text(ValueError("x" * 120)) == "x" * 120
+    assert short_text(ValueError("x" * 121)) == "x" * 117 + "..."
+    assert short_text(ValueError("abcdef"), limit=5) == "ab..."
+    assert short_text(ValueError("abcde"), limit=5) == "abcde"
+
+
+def test_a_course_file_at_the_size_bound_is_read_and_one_byte_more_is_not(tmp_path, monkeypatch):
+    monkeypatch.setattr(layout, "MAX_COURSE_FILE", 1 << 20)
+    path = tmp_path / "big.yaml"
+    path.write_text("a: 1\n" + "#" * ((1 << 20) - 6) + "\n")
+    assert path.stat().st_size == 1 << 20 and read_yaml(path) == {"a": 1}
+    path.write_text("a: 1\n" + "#" * ((1 << 20) - 5) + "\n")
+    with pytest.raises(InputError) as e:
+        read_yaml(path)
+    assert str(e.value) == f"{path}: larger than 1 MiB: not read"
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["as-built", "pure"])
+@pytest.mark.parametrize("body, says", [
+    (b"a: 1\nb: [\n", "line 3: not valid YAML (expected the node content, but found '<stream end>')"),
+    (b"a: 1\n  b: 2\n", "line 2: not valid YAML (mapping values are not allowed here)"),
+    (b"d: 2001-02-30\n", "not valid YAML (a value that cannot be read: day is out of range for month)"),
+    (b"a: \xff\n", "cannot read: 'utf-8' codec can't decode byte 0xff in position 3: invalid start byte"),
+])
+def test_every_unusable_course_file_is_one_error_naming_it(tmp_path, monkeypatch, fast, body, says):
+    import yaml
+    monkeypatch.setattr(layout, "_FAST_LOADER", getattr(yaml, "CSafeLoader", None) if fast else None)
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(body)
+    with pytest.raises(InputError) as e:
+        read_yaml(path)
+    assert str(e.value) == f"{path}: {says}"
+    with pytest.raises(InputError) as e:
+        read_yaml(tmp_path / "absent.yaml")
+    assert str(e.value) == f"{tmp_path / 'absent.yaml'}: no such file"
+
+
+def test_a_file_the_fast_loader_refuses_gets_the_pure_loaders_error(tmp_path, monkeypatch):
+    import yaml
+
+    class Refusing(yaml.SafeLoader):
+        def __init__(self, stream):
+            raise yaml.YAMLError("the fast loader's own words")
+
+    monkeypatch.setattr(layout, "_FAST_LOADER", Refusing)
+    path = tmp_path / "ok.yaml"
+    path.write_text("a: [1, 2]\n")
+    assert read_yaml(path) == {"a": [1, 2]}        # read again by the pure loader
+    path.write_text("a: [1, 2\n")
+    with pytest.raises(InputError, match="line 2: not valid YAML") as e:
+        read_yaml(path)
+    assert "fast loader" not in str(e.value)

@@ -102,3 +102,48 @@ def test_a_module_being_measured_is_left_out_by_a_second_run(tree, capsys):
         mutation.run_module(source, MODULE, [MODULE], {}, fresh=True, survivors=False)
     assert capsys.readouterr().out == f"{MODULE.path}: another run is measuring it now: left out\n"
     assert not (source.state / MODULE.slug).exists()
+
+
+def test_mutants_the_tool_could_not_make_are_named_in_the_row_and_counted_nowhere(tree):
+    source, summary = tree
+    (source.root / mutation.RESULTS / "pkg.mod.json").write_text(json.dumps({**summary, "not_made": 2}))
+    row, _ = _row(source)
+    assert row == f"| {MODULE.path} (2 not made) | 7 | 5 | 1 | 1 | 83.3% | abc1234, 2026-12-01 |"
+
+
+def test_a_mutant_the_operator_fails_to_make_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    # cosmic-ray's exception replacer raises on `except (A, *more)`: the session must record
+    # that mutant as not made and run the next one, not end the whole module's run.
+    from types import SimpleNamespace
+    from cosmic_ray.mutating import MutationVisitor
+    from cosmic_ray.work_item import WorkerOutcome
+    calls = []
+
+    def mutate_code(original, operator, occurrence):
+        calls.append(occurrence)
+        if occurrence == 0:
+            raise AttributeError("'PythonNode' object has no attribute 'value'")
+        return None
+
+    class Db:
+        def __init__(self):
+            self.results = {}
+            item = lambda job, occ: SimpleNamespace(job_id=job, mutations=[SimpleNamespace(
+                module_path="m.py", operator_name="core/ExceptionReplacer", operator_args={},
+                occurrence=occ, start_pos=(1, 0), end_pos=(1, 1))])
+            self.pending_work_items = [item("a", 0), item("b", 1)]
+
+        def set_result(self, job, result):
+            self.results[job] = result
+
+    db = Db()
+    monkeypatch.setattr(MutationVisitor, "mutate_code", staticmethod(mutate_code))
+    import cosmic_ray.work_db
+    import contextlib
+    monkeypatch.setattr(cosmic_ray.work_db, "use_db", lambda *a, **k: contextlib.nullcontext(db))
+    (tmp_path / "m.py").write_text("x = 1\n")
+    mutation.exec_session(tmp_path / "s.sqlite", tmp_path, MODULE, 10, {}, {})
+    assert calls == [0, 1]
+    assert db.results["a"].output.startswith(mutation.NOT_MADE + ": AttributeError")
+    assert db.results["a"].worker_outcome == WorkerOutcome.EXCEPTION
+    assert db.results["b"].worker_outcome == WorkerOutcome.NO_TEST

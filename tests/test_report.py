@@ -2,7 +2,9 @@
 
 Expected values are written out by hand: the totals from the criteria listed here, the
 table's lines as a learner reads them."""
+import dataclasses
 import json
+import os
 import textwrap
 
 import pytest
@@ -30,8 +32,18 @@ def test_totals_count_only_the_criteria_this_edition_checked():
 
 def test_totals_are_rounded_to_four_places():
     # 0.1 + 0.2 is 0.30000000000000004 in floating point; a report shows 0.3.
-    r = report(crit("a", 0.1, 0.1), crit("b", 0.2, 0.2), crit("c", 1 / 3, 1))
-    assert r.score == 0.6333 and r.max_score == 1.3
+    r = report(crit("a", 0.1, 0.1), crit("b", 0.2, 0.2), crit("c", 1 / 3, 2 / 3, passed=False))
+    assert r.score == 0.6333 and r.max_score == 0.9667
+
+
+def test_a_criterion_counts_unless_said_otherwise_and_crosses_boundaries_frozen():
+    plain = CriterionResult(id="a", title="t", score=1, max_score=2, passed=False, feedback="",
+                            visibility="public")
+    assert plain.checked is True and report(plain).max_score == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plain.score = 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report(plain).lesson = "lesson1"
 
 
 def test_json_form_holds_every_field_the_totals_and_the_cost_model_note():
@@ -83,34 +95,50 @@ def test_failed_criterion_with_no_feedback_still_gets_its_arrow_line():
     assert lines[4] == " " * (2 + 9 + 4) + "-> "
 
 
-@pytest.mark.parametrize("width", [40, 60, 100])
+def fitting(room: int) -> str:
+    """Feedback whose first line is exactly `room` characters and whose next two words make
+    room + 1: wrapped one column narrower or wider, it breaks elsewhere."""
+    half = room // 2
+    return " ".join(("a" * half, "b" * (room - half - 1), "c" * half, "d" * (room - half)))
+
+
+def test_fitting_breaks_only_at_its_own_room():
+    assert textwrap.wrap(fitting(42), 42) == ["a" * 21 + " " + "b" * 20, "c" * 21, "d" * 21]
+    assert len(textwrap.wrap(fitting(42), 41)) == 4 and len(textwrap.wrap(fitting(42), 43)) == 2
+
+
+@pytest.mark.parametrize("width", [42, 60, 100])   # 42: the least above the 24-column floor
 def test_feedback_wraps_to_the_width_left_beside_the_id_column(width):
-    words = " ".join(f"word{i:02d}" for i in range(40))
-    lines = render(report(crit("abc", 0, 1, feedback=words)), width=width).splitlines()
-    arrows = [l for l in lines if "-> " in l]
     name_w = len("criterion")
-    assert [l.split("-> ", 1)[1] for l in arrows] == \
-        textwrap.wrap(words, width - name_w - 9)
+    room = width - name_w - 9               # the indent and the arrow take name_w + 9
+    lines = render(report(crit("abc", 0, 1, feedback=fitting(room))), width=width).splitlines()
+    arrows = [l for l in lines if "-> " in l]
+    assert [l.split("-> ", 1)[1] for l in arrows] == textwrap.wrap(fitting(room), room)
     assert all(l.startswith(" " * (2 + name_w + 4) + "-> ") for l in arrows)
-    # Each line fits the width: the indent and the arrow take name_w + 9 of it.
-    assert max(len(l) for l in arrows) <= width
+    assert max(len(l) for l in arrows) == width
 
 
 def test_without_a_width_the_terminal_width_is_used_up_to_100(monkeypatch):
     import shutil
-    words = " ".join(["abcdefghi"] * 30)
-    r = report(crit("a", 0, 1, feedback=words))
-    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback: type("S", (), {"columns": 50})())
-    assert max(len(l) for l in render(r).splitlines() if "-> " in l) <= 50
-    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback: type("S", (), {"columns": 300})())
-    assert 90 < max(len(l) for l in render(r).splitlines() if "-> " in l) <= 100
+    r = report(crit("a", 0, 1, feedback=fitting(100 - 18) + " " + fitting(50 - 18)))
+    for columns, like in ((50, 50), (100, 100), (101, 100), (300, 100)):
+        monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback: os.terminal_size((columns, 20)))
+        assert render(r) == render(r, width=like)
+
+
+def test_without_a_terminal_the_width_is_100(monkeypatch):
+    # shutil.get_terminal_size: $COLUMNS, else the terminal of stdout, else the fallback.
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+    monkeypatch.setattr(os, "get_terminal_size", lambda *a: (_ for _ in ()).throw(OSError("no tty")))
+    r = report(crit("a", 0, 1, feedback=fitting(100 - 18) + " " + fitting(99 - 18)))
+    assert render(r) == render(r, width=100) != render(r, width=99)
 
 
 @pytest.mark.parametrize("width", [1, 20, 36])
 def test_a_terminal_too_narrow_for_the_columns_still_gets_the_feedback(width):
     # A 36-column pane and a 29-character criterion id left no room: textwrap refused a
     # negative width, and `grader check` died after grading. Feedback keeps 24 columns.
-    words = " ".join(f"w{i:02d}" for i in range(30))
-    r = report(crit("table-no-release-while-pinned", 0, 1, feedback=words))
+    r = report(crit("table-no-release-while-pinned", 0, 1, feedback=fitting(24)))
     parts = [l.split("-> ", 1)[1] for l in render(r, width=width).splitlines() if "-> " in l]
-    assert parts == textwrap.wrap(words, 24)
+    assert parts == textwrap.wrap(fitting(24), 24)
