@@ -90,6 +90,12 @@ def test_a_long_id_widens_the_column_and_a_passed_criterion_shows_no_feedback():
     assert "kept quiet" not in render(r, width=80)
 
 
+def test_any_points_at_all_is_part_not_fail():
+    lines = render(report(crit("a", 0.5, 1), crit("b", 0.0001, 1)), width=80).splitlines()
+    assert lines[3].split()[1:3] == ["0.5/1", "part"]
+    assert lines[5].split()[1:3] == ["0.0001/1", "part"]
+
+
 def test_failed_criterion_with_no_feedback_still_gets_its_arrow_line():
     lines = render(report(crit("a", 0, 1)), width=80).splitlines()
     assert lines[4] == " " * (2 + 9 + 4) + "-> "
