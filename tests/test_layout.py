@@ -26,6 +26,12 @@ def test_a_course_names_its_folders_and_lists_lessons_in_order(tmp_path):
     assert c.shapes_source == (ROOT / "reference" / "shapes.py").read_text(encoding="utf-8")
 
 
+def test_a_course_crosses_boundaries_frozen(tmp_path):
+    import dataclasses
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Course(tmp_path).root = ROOT
+
+
 def course_at(folder, *lessons, assignments=True):
     (folder / "rubrics").mkdir(parents=True)
     if assignments:
