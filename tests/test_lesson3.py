@@ -56,6 +56,36 @@ def test_edge_cases_of_the_verdicts():
     assert chunk_search.search(over).verdict == "infeasible"
 
 
+def test_an_expected_plan_is_recorded_and_read_back_as_itself():
+    # The learner edition reads the oracle's plans for its public probes from a record.
+    import dataclasses
+    from grader.engine import codec
+    plan = chunk_oracle.Expected("starved", 48, 0.0123)
+    assert codec.loads(codec.dumps(plan)) == plan and type(codec.loads(codec.dumps(plan))) is chunk_oracle.Expected
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.largest = 64
+
+
+def test_a_budget_on_a_knife_edge_is_nudged_off_it_by_a_hair_and_a_clear_one_is_left():
+    # Drawn probes keep their family's point (a budget a hair above or below a chunk's step
+    # time): moving the budget off an edge changes it by 10 EDGE relative, no more.
+    base = ChunkContext(0.0, CostModel(), (2048,) * 32, 16352, 5000, 16, 64)
+    on_edge = 0
+    for pages in (0, 4, 40, 100):
+        t = chunk_oracle.step_s(base, pages * 16)
+        for budget in (t, t * (1 + chunk_oracle.EDGE / 2), t * (1 - chunk_oracle.EDGE / 2)):
+            ctx = replace(base, gap_budget_s=budget)
+            moved = lesson3._clear_of_edges(ctx)
+            assert not chunk_search.knife_edges(moved)
+            if chunk_search.knife_edges(ctx):
+                on_edge += 1
+                assert abs(moved.gap_budget_s / budget - 1) <= 10.5 * chunk_oracle.EDGE, (pages, budget)
+            else:
+                assert moved is ctx
+            assert replace(moved, gap_budget_s=0.0) == replace(ctx, gap_budget_s=0.0)
+    assert on_edge >= 3          # the decode-only time and a largest chunk's, at least
+
+
 @pytest.mark.parametrize("probe_secret", [*SECRETS.values(), b"one", b"two", b"three"],
                          ids=[*SECRETS, "one", "two", "three"])
 def test_hidden_probes_are_never_on_a_knife_edge_and_the_reference_agrees(probe_secret):

@@ -1,5 +1,7 @@
 """Lesson 4 graded end to end: each mistake loses the criteria that name it, and only those."""
+import ast
 import importlib.util
+import re
 from itertools import product
 from pathlib import Path
 
@@ -112,6 +114,31 @@ def test_wrong_solution_loses_where_it_is_wrong(name, tmp_path):
     for c in report.criteria:
         if c.id in must:
             assert c.feedback and "not implemented" not in c.feedback, c
+
+
+def _publish_feedback(tmp_path, body: str) -> str:
+    path = tmp_path / "mine.py"
+    path.write_text((SUBMISSIONS / "lesson4" / "plain_correct.py").read_text() + "\n\n" + body)
+    (c,) = [c for c in grade("lesson4", path, "check").criteria if c.id == "publishable-pages"]
+    assert c.score == 0
+    return c.feedback
+
+
+def test_publishable_feedback_names_the_first_index_returned_that_was_never_offered(tmp_path):
+    feedback = _publish_feedback(tmp_path, (
+        "def publishable(pages):\n"
+        "    top = max(p.index for p in pages)\n"
+        "    return (top + 1001, top + 1000)\n"))
+    named = int(re.search(r"returned index (\d+), not the index of an offered page", feedback)[1])
+    offered = ast.literal_eval(re.search(r"offered page \((\[[\d, ]*\])\)", feedback)[1])
+    assert named == max(offered) + 1001, feedback
+
+
+def test_publishable_feedback_names_the_lowest_page_left_out(tmp_path):
+    feedback = _publish_feedback(tmp_path, "def publishable(pages):\n    return ()\n")
+    named = int(re.search(r"leaves out page (\d+) \(full, written, not published\)", feedback)[1])
+    expected = ast.literal_eval(re.search(r"expected (\[[\d, ]*\])", feedback)[1])
+    assert len(expected) > 1 and named == min(expected), feedback
 
 
 # What a mistake may also cost on some hidden scenarios, drawn by some secrets and not others.

@@ -13,8 +13,8 @@ from reference.shapes import PageInfo
 from reference.sizing import pages_for
 
 
-def offered_pages(page_tokens: int, prompt_tokens: int, written_tokens: int, first: int = 0,
-                  published: frozenset = frozenset()) -> tuple[PageInfo, ...]:
+def offered_pages(page_tokens: int, prompt_tokens: int, written_tokens: int, first: int,
+                  published: frozenset) -> tuple[PageInfo, ...]:
     """One request's prompt pages as the worker offers them to publishable: from ``first``
     (the pages before were prefix hits) through the first page not fully written
     (reference/worker.py: _publish). ``published`` marks pages already in the cache, which
