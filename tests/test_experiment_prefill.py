@@ -147,3 +147,35 @@ def test_parse_settings_keeps_defaults_and_parses_lists():
         parse_settings("e", knobs, ["xs=4,x"])
     with pytest.raises(InputError, match="a number"):
         parse_settings("e", knobs, ["a=nan"])
+
+
+def test_a_knob_refuses_values_past_its_bounds_and_says_them():
+    size = Knob("n", 4, "n", "int", minimum=1, maximum=100)
+    sizes = Knob("xs", (1,), "xs", "ints", minimum=1, maximum=1 << 20)
+    share = Knob("f", 0.5, "f", "float", minimum=0, maximum=1)
+    tiny = Knob("t", 0.1, "t", "float", minimum=1e-6)
+    cap = Knob("c", 3, "c", "int", maximum=9)
+    assert parse_settings("e", (size, sizes, share), ["n=100", "xs=1,1048576", "f=1"]) == \
+        {"n": 100, "xs": (1, 1 << 20), "f": 1.0}
+    assert parse_settings("e", (size, share), ["n=1", "f=0"]) == {"n": 1, "f": 0.0}
+    for knob, text, says in [(size, "n=101", "n: must be <= 100, got 101"),
+                             (size, "n=0", "n: must be >= 1, got 0"),
+                             (sizes, "xs=4,1048577", "xs: must be <= 1048576, got 1048577"),
+                             (share, "f=1.0001", "f: must be <= 1, got 1.0001"),
+                             (cap, "c=10", "c: must be <= 9, got 10")]:
+        with pytest.raises(InputError) as e:
+            parse_settings("e", (knob,), [text])
+        assert str(e.value) == f"--set {text}: {says}"
+    assert [k.bounds() for k in (size, sizes, share, tiny, cap, Knob("u", 1.0, "u"))] == [
+        "; 1 to 100", "; each 1 to 1048576", "; 0 to 1", "; at least 1e-06", "; at most 9", ""]
+
+
+def test_every_size_an_experiment_takes_is_bounded():
+    # A typo (rates=100000) once started a run that went on silently for hours: every count
+    # of runs, requests, prompts or tokens has an upper bound.
+    sizes = {"goodput": {"rates", "requests", "seeds"},
+             "prefill-deadline": {"prompt", "prompts", "decode_batch", "decode_context", "chunks"},
+             "prefix-ownership": {"requests", "chunk", "cancel", "cancel_rates", "repeat"}}
+    for name, knobs in sizes.items():
+        table = {k.name: k for k in experiments.find(name).knobs}
+        assert all(table[k].maximum is not None for k in knobs), name

@@ -171,7 +171,10 @@ def test_without_the_scope_variant_the_plot_has_no_probe_and_says_why():
 
 @pytest.mark.parametrize("args,needle", [
     (("prefix-ownership", "--set", "variants=at_cancel,magic"), "'magic' is not one of"),
-    (("prefix-ownership", "--set", "cancel=1.5"), "cancel is a share in 0..1"),
+    (("prefix-ownership", "--set", "cancel=1.5"), "--set cancel=1.5: cancel: must be <= 1, got 1.5"),
+    (("prefix-ownership", "--set", "cancel_rates=0,101"), "cancel_rates: must be <= 100, got 101"),
+    (("prefix-ownership", "--set", "repeat=101"), "repeat: must be <= 100, got 101"),
+    (("prefix-ownership", "--set", "requests=20001"), "requests: must be <= 20000, got 20001"),
     (("prefix-ownership", "--set", "chunk=0"), "must be >= 1"),
 ])
 def test_input_errors_exit_2_with_one_line(args, needle):

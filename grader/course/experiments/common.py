@@ -34,6 +34,9 @@ class Knob:
     help: str
     kind: str = "float"                  # float | int | ints (comma list) | words (comma list)
     minimum: float | None = None         # numbers (and each item of ints) must be >= this
+    # ... and <= this: a size that would run for hours, or a share past its whole, is a typo
+    # to refuse, not a run to start (the settings multiply; docs/experiments.md).
+    maximum: float | None = None
     choices: tuple[str, ...] = ()        # words must be among these
 
     def parse(self, text: str, where: str) -> Any:
@@ -53,7 +56,9 @@ class Knob:
             raise InputError(where, f"{self.name}: expected {self._expects()}, got {text!r}") from None
         for v in values:
             if self.minimum is not None and v < self.minimum:
-                raise InputError(where, f"{self.name}: must be >= {self.minimum:g}, got {v}")
+                raise InputError(where, f"{self.name}: must be >= {_number(self.minimum)}, got {v}")
+            if self.maximum is not None and v > self.maximum:
+                raise InputError(where, f"{self.name}: must be <= {_number(self.maximum)}, got {v}")
             if self.choices and v not in self.choices:
                 raise InputError(where, f"{self.name}: {v!r} is not one of {', '.join(self.choices)}")
         return tuple(values) if self.kind in ("ints", "words") else values[0]
@@ -66,13 +71,24 @@ class Knob:
         """What a value must be, beyond its kind: '' when anything of the kind goes."""
         if self.choices:
             return f"; one or more of {', '.join(self.choices)}"
-        if self.minimum is not None:
-            return f"; {'each ' if self.kind == 'ints' else ''}at least {self.minimum:g}"
+        each = "each " if self.kind == "ints" else ""
+        low, high = (None if x is None else _number(x) for x in (self.minimum, self.maximum))
+        if low is not None and high is not None:
+            return f"; {each}{low} to {high}"
+        if low is not None:
+            return f"; {each}at least {low}"
+        if high is not None:
+            return f"; {each}at most {high}"
         return ""
 
     def _expects(self) -> str:
         return {"float": "a number", "int": "an integer", "ints": "integers separated by commas",
                 "words": f"names separated by commas ({', '.join(self.choices)})"}[self.kind]
+
+
+def _number(x: float) -> str:
+    """A bound as a person writes it: 1048576, not 1.04858e+06; 1e-06 and 0.01 as they are."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
 
 
 def parse_settings(experiment: str, knobs: Sequence[Knob], assignments: Sequence[str]) -> dict:

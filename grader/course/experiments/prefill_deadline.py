@@ -59,16 +59,18 @@ KNOBS = (
          "float", minimum=0),
     Knob("per_attention_pair", _COST.per_attention_pair, "cost model: seconds per prefill attention pair",
          "float", minimum=0),
-    Knob("prompt", 8192, "tokens of each long prompt", "int", minimum=1),
-    Knob("prompts", 10, "how many long prompts arrive", "int", minimum=1),
+    # Sizes are bounded so a typo cannot start an hours-long run (each at its bound alone:
+    # seconds).
+    Knob("prompt", 8192, "tokens of each long prompt", "int", minimum=1, maximum=1 << 20),
+    Knob("prompts", 10, "how many long prompts arrive", "int", minimum=1, maximum=1000),
     Knob("interval", 1.0, "seconds between long prompts", "float", minimum=0),
-    Knob("decode_batch", 32, "requests decoding through the whole run", "int", minimum=0),
+    Knob("decode_batch", 32, "requests decoding through the whole run", "int", minimum=0, maximum=4096),
     Knob("decode_context", 1024, "prompt tokens of each decoding request (its context grows from there)",
-         "int", minimum=1),
+         "int", minimum=1, maximum=1 << 20),
     Knob("min_chunk", 64, "min_chunk_tokens of the budget rules (their floor when starved)", "int",
          minimum=0),
     Knob("chunks", (64, 128, 256, 512, 1024, 2048, 4096, 8192), "fixed chunk sizes to compare", "ints",
-         minimum=1),
+         minimum=1, maximum=1 << 20),
     Knob("rules", RULES, "rule variants of lesson 3 to compare", "words", choices=RULES),
 )
 LONG_OUTPUT = 16          # tokens each long prompt emits: enough to have gaps of its own
