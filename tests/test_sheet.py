@@ -441,6 +441,29 @@ def test_run_command_on_the_template_uses_its_own_workload_and_machine(capsys):
     assert "lesson5/public/release.yaml" in out and "(seeds 4, 5)" in out and "violations: none" in out
 
 
+@pytest.mark.parametrize("seeds, says", [
+    ("4,x", "expected seeds like 4,5,6,7; got '4,x'"),
+    ("4,-1", "a seed is an integer from 0 to 2147483647; got -1"),
+    ("4,2147483648", "a seed is an integer from 0 to 2147483647; got 2147483648"),
+    ("3,4,3", "seed 3 is given twice: paired seeds are distinct"),
+    ("4", "2 to 32 paired seeds; got 1"),
+    (",".join(map(str, range(33))), "2 to 32 paired seeds; got 33"),
+])
+def test_run_command_takes_the_seeds_a_sheet_may_hold_and_no_others(capsys, seeds, says):
+    # A seed given twice would count one run twice and narrow the noise band of the rule.
+    assert main(["sheet", "run", str(TEMPLATE), "--seeds", seeds]) == 2
+    assert capsys.readouterr().err == f"grader: --seeds: {says}\n"
+
+
+def test_the_seed_bounds_are_the_sheet_schemas():
+    from grader.course import replay
+    schema = json.loads((ROOT / "rubrics" / "design_sheet.schema.json").read_text())
+    paired = schema["$defs"]["release_criteria"]["properties"]["paired_seeds"]
+    assert (paired["minItems"], paired["maxItems"], paired["items"]["minimum"], paired["items"]["maximum"],
+            paired["uniqueItems"]) == (replay.SEEDS_MIN, replay.SEEDS_MAX, 0, replay.SEED_MAX, True)
+    assert main(["sheet", "run", str(TEMPLATE), "--seeds", f"0,{replay.SEED_MAX}"]) == 0
+
+
 def test_run_command_refuses_an_invalid_sheet(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("chunk_rule: {rule: budget}\n")

@@ -233,6 +233,28 @@ def _find(name: str, sheet_path: Path, course) -> Path:
     raise InputError(name, f"no such workload file (looked next to {sheet_path.name} and in {course.root})")
 
 
+# --seeds obeys what the design sheet's schema asks of release_criteria.paired_seeds: a seed
+# given twice would count one run twice and shrink the noise band lesson 5's rule reads, and
+# one seed has no band at all.
+SEEDS_MIN, SEEDS_MAX, SEED_MAX = 2, 32, 2**31 - 1
+
+
+def _paired_seeds(text: str) -> tuple[int, ...]:
+    try:
+        chosen = tuple(int(s) for s in text.split(","))
+    except ValueError:
+        raise InputError("--seeds", f"expected seeds like 4,5,6,7; got {text!r}") from None
+    bad = next((s for s in chosen if not 0 <= s <= SEED_MAX), None)
+    if bad is not None:
+        raise InputError("--seeds", f"a seed is an integer from 0 to {SEED_MAX}; got {bad}")
+    twice = next((s for i, s in enumerate(chosen) if s in chosen[:i]), None)
+    if twice is not None:
+        raise InputError("--seeds", f"seed {twice} is given twice: paired seeds are distinct")
+    if not SEEDS_MIN <= len(chosen) <= SEEDS_MAX:
+        raise InputError("--seeds", f"{SEEDS_MIN} to {SEEDS_MAX} paired seeds; got {len(chosen)}")
+    return chosen
+
+
 def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = None,
               seeds: str | None = None) -> Bench:
     """--workload (a scenario or a workload file), else the sheet's release_criteria.workload,
@@ -265,10 +287,7 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
                    if v is not None and v != now}
         spec = with_overrides(spec, **changes) if changes else spec
     if seeds:
-        try:
-            chosen = tuple(int(s) for s in seeds.split(","))
-        except ValueError:
-            raise InputError("--seeds", f"expected seeds like 4,5,6,7; got {seeds!r}") from None
+        chosen = _paired_seeds(seeds)
     else:
         chosen = tuple(criteria.get("paired_seeds") or range(spec.seed, spec.seed + 4))
     return Bench(model, worker, spec, chosen, str(path))
