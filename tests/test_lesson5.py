@@ -1,6 +1,7 @@
 """Lesson 5 graded end to end: the verdicts' edges, the release suite, each mistake losing
 where it is wrong, and the goodput experiment."""
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from grader.engine.errors import InputError
 from grader.lessons import lesson5, release_decisions, verdicts
 from grader.engine.pipeline import build_cases
 from grader.course.trials import KINDS, public_suites, suite_from
-from reference.shapes import QUALIFICATIONS, Slo
+from reference.shapes import QUALIFICATIONS, RequestRecord, Slo
 from reference.solutions import lesson5 as reference
 
 L5 = SUBMISSIONS / "lesson5"
@@ -132,11 +133,41 @@ def test_readme_numbers_are_the_reference_s(public_cases):
             assert f"| `{reference.qualify(record, slo)}` |" in row, row
 
 
-def test_public_records_reach_every_topic_clear_of_edges(public_cases):
+def nearest_edge_s(r) -> float:
+    """How close a record's deciding times come to their deadlines, worked out here: the
+    first token against arrival + ttft, each gap against the gap deadline, and a client's
+    cancel against both."""
+    due, gap = r.arrival_s + r.slo.ttft_s, r.slo.gap_s
+    t = r.token_times
+    near = ([t[0] - due] if t else []) + [b - a - gap for a, b in zip(t, t[1:])]
+    if r.outcome == "cancelled_by_client" and r.cancel_s is not None:
+        near += [r.cancel_s - due] + ([r.cancel_s - t[-1] - gap] if t else [])
+    return min((abs(x) for x in near), default=math.inf)
+
+
+def test_public_and_hidden_records_reach_every_topic_clear_of_edges(public_cases, secret):
     families = {c.family for c in public_cases}
     assert {f"qualify-{t}" for t in verdicts.TOPICS} <= families
-    real = [c.inputs[0] for c in public_cases if c.family.startswith("qualify-") and c.inputs[0].scope != "probe"]
-    assert real and all(verdicts.clear_of_edges(r) for r in real)
+    hidden = [c for c in build_cases("lesson5", COURSE, secret) if c.visibility == "hidden"]
+    real = [c.inputs[0] for c in [*public_cases, *hidden]
+            if c.family.startswith("qualify-") and c.inputs[0].scope != "probe"]
+    assert len(real) > 20 and {r.outcome for r in real} >= {"completed", "cancelled_by_client"}
+    # A microsecond from every deadline: float rounding never decides a real record's verdict.
+    assert min(nearest_edge_s(r) for r in real) > 1e-6
+
+
+def test_clear_of_edges_refuses_a_record_a_hair_from_a_deadline():
+    slo = Slo(ttft_s=1.0, gap_s=0.1)
+    def record(times, **kw):
+        return RequestRecord("r", "s", "c", slo, 10.0, kw.pop("outcome", "completed"), 8, 4, len(times),
+                             tuple(times), **kw)
+    assert verdicts.clear_of_edges(record([10.5, 10.55, 10.6]))
+    assert not verdicts.clear_of_edges(record([11.0 + 5e-7, 11.05]))          # the first token
+    assert not verdicts.clear_of_edges(record([10.5, 10.6 - 5e-7]))           # a gap
+    assert verdicts.clear_of_edges(record([11.0 + 2e-6, 11.05]))
+    assert not verdicts.clear_of_edges(record([10.5], outcome="cancelled_by_client", cancel_s=10.6 + 5e-7))
+    assert not verdicts.clear_of_edges(record([], outcome="cancelled_by_client", cancel_s=11.0 - 5e-7))
+    assert verdicts.clear_of_edges(record([], outcome="cancelled_by_client", cancel_s=10.9))
 
 
 def test_hidden_cases_depend_on_the_secret(secret):
@@ -428,3 +459,12 @@ def test_a_kind_even_the_reserve_cannot_settle_stops_the_grade(monkeypatch):
     monkeypatch.setattr(lesson5, "settled", lambda probe, expect: probe.kind != "noise" and real(probe, expect))
     with pytest.raises(InputError, match=r"lesson5\.yaml.*families\.release.*noise"):
         lesson5.hidden_release_cases(COURSE, UNSETTLED_NOISE, suites)
+
+
+def test_a_release_probe_crosses_boundaries_frozen_and_is_read_back_as_itself(public_cases):
+    import dataclasses
+    from grader.engine import codec
+    probe = next(c.inputs for c in public_cases if isinstance(c.inputs, release_decisions.ReleaseProbe))
+    assert codec.loads(codec.dumps(probe)) == probe
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        probe.kind = "gain"
