@@ -126,3 +126,15 @@ def test_restart_restarts_each_child_once():
     assert (one.restarts, other.restarts) == (2, 1)
     CheckContext(one, []).restart()
     assert one.restarts == 3
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1e-9, 1 + 1e-9, -float("inf")])
+def test_a_measure_outside_zero_to_one_is_a_checks_bug_never_graded(value):
+    # NaN compares false both ways: a linear credit would have paid it in full.
+    with pytest.raises(ValueError, match="a measure is a share from 0 to 1"):
+        Measure(value, "")
+
+
+def test_a_measure_at_either_end_is_kept():
+    import numpy as np
+    assert [Measure(v, "").value for v in (0.0, -0.0, 1.0, np.float64(0.5))] == [0.0, 0.0, 1.0, 0.5]

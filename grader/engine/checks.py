@@ -33,6 +33,12 @@ class Measure:
     evidence: tuple[str, ...] = ()
     checked: bool = True               # False: no evidence here (see not_checked_here)
 
+    def __post_init__(self):
+        # A NaN (numpy's mean of nothing) compares false both ways, and a linear credit would
+        # then pay in full: a measure outside 0..1 is a check's bug, stopped here, not graded.
+        if not 0.0 <= self.value <= 1.0:
+            raise ValueError(f"a measure is a share from 0 to 1, not {self.value!r}")
+
 
 def not_checked_here(why: str) -> Measure:
     """A criterion this edition cannot check: the learner edition lacks what its evidence
