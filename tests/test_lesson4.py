@@ -13,6 +13,8 @@ from grader.engine.layout import find_course
 from grader.lessons import lesson4
 from grader.lessons.cancellation_runs import early_releases
 from grader.lessons.publishing import may_publish
+from grader.engine.checks import CheckContext
+from grader.lessons import transition_table
 from grader.lessons.transition_table import TableFaults
 from grader.engine.pipeline import grade_submission
 from grader.course.scenario import hidden_scenarios
@@ -211,6 +213,98 @@ def test_notifying_twice_and_a_live_terminal_state_are_caught():
     found = TableFaults(_table(chatty)).found
     assert any("notifies the client again" in line for line in found["stop"])
     assert found["terminal"]
+
+
+def _with(entries: dict):
+    """The reference's table with some entries replaced: {(state, event, in_flight): Transition}."""
+    table = _table(ref.on_event)
+    table.update({k: ref.Transition(*v) for k, v in entries.items()})
+    return table
+
+
+def test_reclaim_feedback_tells_lazy_from_leaked_and_finished_from_cancelled():
+    stop_notify = ("stop_scheduling", "notify_client")
+    # Cancelled with nothing in flight, it waits for a step completion to release: lazy.
+    lazy = TableFaults(_with({("running", "cancel", False): ("cancelling", stop_notify)})).found["reclaim"]
+    assert any("the pages come back only a step completion after the fence" in l for l in lazy), lazy
+    # ... and the completion never releases either: a leak of a cancelled request.
+    leak = TableFaults(_with({("running", "cancel", False): ("cancelling", stop_notify),
+                              ("cancelling", "step_completed", False): ("done",)})).found["reclaim"]
+    assert any("the cancelled request's pages are never released (a leak)" in l for l in leak), leak
+    assert not any("come back only" in l for l in leak)
+    # A finished request done without its release: the finished one leaks.
+    done = TableFaults(_with({("running", "finished", False): ("done", ("stop_scheduling",))})).found["reclaim"]
+    assert any("the finished request's pages are never released (a leak)" in l for l in done), done
+
+
+def test_an_end_under_a_pinning_step_straight_into_done_leaks_with_no_event_to_come():
+    cancel = TableFaults(_with({("running", "cancel", True): ("done", ("stop_scheduling", "notify_client"))}))
+    assert any("no event comes after this, so the cancelled request's pages are never released" in l
+               for l in cancel.found["reclaim"]), cancel.found
+    finish = TableFaults(_with({("running", "finished", True): ("done", ("stop_scheduling",))}))
+    assert any("no event comes after this, so the finished request's pages are never released" in l
+               for l in finish.found["reclaim"]), finish.found
+
+
+@pytest.mark.parametrize("actions,says", [
+    (("stop_scheduling",), "does not notify the client at once"),
+    (("stop_scheduling", "notify_client", "notify_client"), "notifies the client 2 times"),
+])
+def test_a_cancel_must_notify_exactly_once(actions, says):
+    found = TableFaults(_with({("admitted", "cancel", False): ("done", actions + ("release_pages",))})).found
+    assert any(says in l for l in found["stop"]), found["stop"]
+
+
+def test_a_lost_admission_and_a_lost_holder_are_told_apart():
+    waiting = TableFaults(_with({("waiting", "admit", False): ("waiting",)})).found["reclaim"]
+    assert any("forgets the admission: a waiting request holds no pages" in l for l in waiting), waiting
+    holder = TableFaults(_with({("admitted", "step_launched", True): ("waiting",)})).found["reclaim"]
+    assert any("moves a request that still holds its pages to 'waiting'" in l for l in holder), holder
+    assert not any("forgets the admission" in l for l in holder)
+
+
+# The model walks the entries the worker fires, with the worker's in-flight flag: admit and
+# a cancel between steps come with False, a launch with True. An entry with the other flag
+# is none of the paths' business (unless a rule judges it directly).
+_LEAK_IF_FINISHED_ADMITTED = {("admitted", "finished", False): ("done", ("stop_scheduling",))}
+
+
+@pytest.mark.parametrize("entries,rule,found", [
+    # Asked by the worker: a fault there is found on the path.
+    ({("waiting", "admit", False): ("admitted", ("release_pages",))}, "pinned", True),
+    ({("running", "finished", False): ("done", ("stop_scheduling",))}, "reclaim", True),
+    ({("running", "cancel", False): ("done", ("stop_scheduling", "notify_client"))}, "reclaim", True),
+    # Never asked with this flag: the same entry there costs nothing.
+    ({("waiting", "admit", True): ("admitted", ("release_pages",))}, "pinned", False),
+    ({("admitted", "step_launched", False): ("running", ("release_pages",))}, "pinned", False),
+    ({("running", "step_launched", False): ("running", ("release_pages",))}, "pinned", False),
+    # A completion never comes with a step in flight: this one would lead a running request
+    # back to admitted, where finishing leaks, on no path the worker makes.
+    ({("running", "step_completed", True): ("admitted", ()), **_LEAK_IF_FINISHED_ADMITTED}, "reclaim", False),
+])
+def test_the_model_walks_each_entry_with_the_flag_the_worker_fires_it_with(entries, rule, found):
+    faults = TableFaults(_with(entries)).found
+    if found:
+        assert faults[rule], faults
+    else:
+        assert all(not f for f in faults.values()), faults
+
+
+def _measured(table, problem=""):
+    ctx = CheckContext(None, [], memo={"table": (table, problem)})
+    return {rule: transition_table._table_measure(ctx, rule) for rule in TableFaults.RULES}
+
+
+def test_an_unusable_or_idle_table_earns_nothing_on_the_rules_it_cannot_show():
+    # One invalid entry: no rule is judged, each says why.
+    for m in _measured({}, "on_event('done', 'admit', False): next_state 'gone' is not one of ...").values():
+        assert (m.value, m.feedback) == (0.0, "on_event('done', 'admit', False): next_state 'gone' is not one of ...")
+    # A table that never releases keeps "never while pinned" and "once" only by doing nothing.
+    idle = _measured({k: ref.Transition(t.next_state, tuple(a for a in t.actions if a != "release_pages"))
+                      for k, t in _table(ref.on_event).items()})
+    for rule in ("pinned", "once"):
+        assert idle[rule].value == 0.0 and "releases a request's pages on no event path" in idle[rule].feedback
+    assert {rule: m.value for rule, m in _measured(_table(ref.on_event)).items()} == dict.fromkeys(TableFaults.RULES, 1.0)
 
 
 # ---- probes, in process --------------------------------------------------------------------

@@ -183,15 +183,11 @@ class TableFaults:
                                    "the scheduler serves")
 
     def _after_fence(self, state: str, phase: str) -> str:
-        """Lazy or leaked: follow the step completions that still come after the fence."""
-        for k in range(1, 9):
-            if state != "cancelling":
-                break
-            tr = self.table[state, "step_completed", False]
-            if RELEASE in tr.actions:
-                return (f"the pages come back only {k} step completion{'s' if k > 1 else ''} "
-                        "after the fence (lazy reclamation: they sit idle meanwhile)")
-            state = tr.next_state
+        """Lazy or leaked. Past the fence only "cancelling" still hears step completions, and
+        it answers each with the same entry: it releases at the first one, or never."""
+        if state == "cancelling" and RELEASE in self.table[state, "step_completed", False].actions:
+            return ("the pages come back only a step completion after the fence (lazy "
+                    "reclamation: they sit idle meanwhile)")
         what = "finished" if phase == "ended" else "cancelled"
         return f"the {what} request's pages are never released (a leak)"
 
