@@ -400,6 +400,19 @@ def tests_of(module: Module, contexts: set[str], took: dict[str, float]) -> list
     return sorted(contexts, key=lambda t: (took.get(t, 0.0), t))
 
 
+def statement_starts(source: str) -> dict[int, int]:
+    """Each line's innermost enclosing statement's first line. coverage.py records a
+    statement that spans lines on the lines its bytecode names, not on every line: a tuple
+    on the eighth line of a dict literal had no coverage, so its mutants were called
+    survivors that no test runs. A mutant is run by the tests that run its statement."""
+    starts: dict[int, int] = {}
+    for node in ast.walk(ast.parse(source)):      # outer statements first: inner ones overwrite
+        if isinstance(node, ast.stmt):
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                starts[line] = node.lineno
+    return starts
+
+
 def exec_session(session: Path, tree: Path, module: Module, timeout: float,
                  lines: dict[int, set[str]], took: dict[str, float]) -> None:
     """Run every pending mutant of the session (cosmic-ray's mutation, our runner), each
@@ -426,7 +439,8 @@ def exec_session(session: Path, tree: Path, module: Module, timeout: float,
                 db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.NO_TEST))
                 continue
             diff = "\n".join(_make_diff(original, mutated, m.module_path))
-            covering = set().union(*(lines.get(n, set()) for n in range(m.start_pos[0], m.end_pos[0] + 1)))
+            first = statement_starts(original).get(m.start_pos[0], m.start_pos[0])
+            covering = set().union(*(lines.get(n, set()) for n in range(first, m.end_pos[0] + 1)))
             if not covering:
                 db.set_result(item.job_id, WorkResult(
                     output=NOT_RUN, diff=diff, test_outcome=TestOutcome.SURVIVED,

@@ -237,6 +237,17 @@ def test_reclaim_feedback_tells_lazy_from_leaked_and_finished_from_cancelled():
     assert any("the finished request's pages are never released (a leak)" in l for l in done), done
 
 
+@pytest.mark.parametrize("parked", ["waiting", "admitted"])
+def test_only_cancelling_hears_completions_past_the_fence(parked):
+    # A cancel that parks the request in a served state, whose completion entry releases:
+    # the worker fires no completion to a cancelled request outside "cancelling", so that
+    # release never comes. The pages leak; they do not come back late.
+    found = TableFaults(_with({("running", "cancel", False): (parked, ("stop_scheduling", "notify_client")),
+                               (parked, "step_completed", False): (parked, ("release_pages",))})).found
+    assert any("the cancelled request's pages are never released (a leak)" in l for l in found["reclaim"]), found
+    assert not any("come back only" in l for l in found["reclaim"])
+
+
 def test_an_end_under_a_pinning_step_straight_into_done_leaks_with_no_event_to_come():
     cancel = TableFaults(_with({("running", "cancel", True): ("done", ("stop_scheduling", "notify_client"))}))
     assert any("no event comes after this, so the cancelled request's pages are never released" in l

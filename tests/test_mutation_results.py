@@ -147,3 +147,18 @@ def test_a_mutant_the_operator_fails_to_make_is_recorded_and_the_run_goes_on(tmp
     assert db.results["a"].output.startswith(mutation.NOT_MADE + ": AttributeError")
     assert db.results["a"].worker_outcome == WorkerOutcome.EXCEPTION
     assert db.results["b"].worker_outcome == WorkerOutcome.NO_TEST
+
+
+def test_a_mutant_on_a_continuation_line_is_run_by_the_tests_of_its_statement():
+    source = ("TABLE = {\n"            # 1
+              "    'a': (1, 2),\n"     # 2: no line event of its own
+              "    'b': (3, 4),\n"     # 3
+              "}\n"                    # 4
+              "def f(x):\n"            # 5
+              "    if x:\n"            # 6
+              "        return (x,\n"   # 7
+              "                x)\n"   # 8
+              "    return 0\n")        # 9
+    starts = mutation.statement_starts(source)
+    assert [starts[n] for n in (1, 2, 3, 4)] == [1, 1, 1, 1]
+    assert [starts[n] for n in (5, 6, 7, 8, 9)] == [5, 6, 7, 7, 9]
