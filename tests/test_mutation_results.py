@@ -113,10 +113,12 @@ def test_mutants_the_tool_could_not_make_are_named_in_the_row_and_counted_nowher
 
 def test_a_mutant_the_operator_fails_to_make_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
     # cosmic-ray's exception replacer raises on `except (A, *more)`: the session must record
-    # that mutant as not made and run the next one, not end the whole module's run.
-    from types import SimpleNamespace
-    from cosmic_ray.mutating import MutationVisitor
-    from cosmic_ray.work_item import WorkerOutcome
+    # that mutant as not made and run the next one, not end the whole module's run. The
+    # suite runs without cosmic-ray installed (it is a quality extra), so exec_session meets
+    # stand-ins of the four cosmic-ray modules it imports.
+    import contextlib
+    import enum
+    from types import ModuleType, SimpleNamespace
     calls = []
 
     def mutate_code(original, operator, occurrence):
@@ -137,16 +139,26 @@ def test_a_mutant_the_operator_fails_to_make_is_recorded_and_the_run_goes_on(tmp
             self.results[job] = result
 
     db = Db()
-    monkeypatch.setattr(MutationVisitor, "mutate_code", staticmethod(mutate_code))
-    import cosmic_ray.work_db
-    import contextlib
-    monkeypatch.setattr(cosmic_ray.work_db, "use_db", lambda *a, **k: contextlib.nullcontext(db))
+    outcome = enum.Enum("WorkerOutcome", "NORMAL EXCEPTION ABNORMAL NO_TEST SKIPPED")
+    fakes = {
+        "cosmic_ray": ModuleType("cosmic_ray"),
+        "cosmic_ray.plugins": SimpleNamespace(get_operator=lambda name: lambda **kw: object()),
+        "cosmic_ray.mutating": SimpleNamespace(MutationVisitor=SimpleNamespace(mutate_code=mutate_code),
+                                               _make_diff=lambda *a: []),
+        "cosmic_ray.work_db": SimpleNamespace(WorkDB=SimpleNamespace(Mode=SimpleNamespace(open="open")),
+                                              use_db=lambda *a, **k: contextlib.nullcontext(db)),
+        "cosmic_ray.work_item": SimpleNamespace(TestOutcome=enum.Enum("TestOutcome", "SURVIVED KILLED"),
+                                                WorkerOutcome=outcome, WorkResult=SimpleNamespace),
+    }
+    fakes["cosmic_ray"].plugins = fakes["cosmic_ray.plugins"]
+    for name, module in fakes.items():
+        monkeypatch.setitem(sys.modules, name, module)
     (tmp_path / "m.py").write_text("x = 1\n")
     mutation.exec_session(tmp_path / "s.sqlite", tmp_path, MODULE, 10, {}, {})
     assert calls == [0, 1]
     assert db.results["a"].output.startswith(mutation.NOT_MADE + ": AttributeError")
-    assert db.results["a"].worker_outcome == WorkerOutcome.EXCEPTION
-    assert db.results["b"].worker_outcome == WorkerOutcome.NO_TEST
+    assert db.results["a"].worker_outcome == outcome.EXCEPTION
+    assert db.results["b"].worker_outcome == outcome.NO_TEST
 
 
 def test_a_mutant_on_a_continuation_line_is_run_by_the_tests_of_its_statement():

@@ -234,12 +234,13 @@ def _find(name: str, sheet_path: Path, course) -> Path:
 
 
 # --seeds obeys what the design sheet's schema asks of release_criteria.paired_seeds: a seed
-# given twice would count one run twice and shrink the noise band lesson 5's rule reads, and
-# one seed has no band at all.
+# given twice would count one run twice and shrink the noise band lesson 5's rule reads. A
+# release decision (--baseline) needs two seeds at least, for a band; one replay may look at
+# a single seed's run.
 SEEDS_MIN, SEEDS_MAX, SEED_MAX = 2, 32, 2**31 - 1
 
 
-def _paired_seeds(text: str) -> tuple[int, ...]:
+def _paired_seeds(text: str, paired: bool) -> tuple[int, ...]:
     try:
         chosen = tuple(int(s) for s in text.split(","))
     except ValueError:
@@ -250,13 +251,16 @@ def _paired_seeds(text: str) -> tuple[int, ...]:
     twice = next((s for i, s in enumerate(chosen) if s in chosen[:i]), None)
     if twice is not None:
         raise InputError("--seeds", f"seed {twice} is given twice: paired seeds are distinct")
-    if not SEEDS_MIN <= len(chosen) <= SEEDS_MAX:
-        raise InputError("--seeds", f"{SEEDS_MIN} to {SEEDS_MAX} paired seeds; got {len(chosen)}")
+    if len(chosen) > SEEDS_MAX:
+        raise InputError("--seeds", f"at most {SEEDS_MAX} seeds; got {len(chosen)}")
+    if paired and len(chosen) < SEEDS_MIN:
+        raise InputError("--seeds", f"a release decision (--baseline) pairs runs seed by seed and "
+                                    f"needs {SEEDS_MIN} to {SEEDS_MAX} seeds; got {len(chosen)}")
     return chosen
 
 
 def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = None,
-              seeds: str | None = None) -> Bench:
+              seeds: str | None = None, paired: bool = False) -> Bench:
     """--workload (a scenario or a workload file), else the sheet's release_criteria.workload,
     else lesson 6's incident scenario; a bare workload runs on the sheet's own model and worker.
     Seeds: --seeds, else the sheet's paired_seeds, else four from the workload's seed."""
@@ -287,7 +291,7 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
                    if v is not None and v != now}
         spec = with_overrides(spec, **changes) if changes else spec
     if seeds:
-        chosen = _paired_seeds(seeds)
+        chosen = _paired_seeds(seeds, paired)
     else:
         chosen = tuple(criteria.get("paired_seeds") or range(spec.seed, spec.seed + 4))
     return Bench(model, worker, spec, chosen, str(path))
@@ -304,7 +308,7 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
     from grader.course.trials import rule_from
     core = core or reference_core()
     decision = None
-    bench = bench_for(sheet, path, course, workload, seeds)
+    bench = bench_for(sheet, path, course, workload, seeds, paired=bool(baseline))
     mine = replay(bench.model, design("sheet", sheet, bench.worker), bench.workload, bench.seeds, core=core)
     out = {"file": str(path), "workload": bench.source, "figures": figures(mine),
            "core": core.note or "the reference's decisions"}
