@@ -408,3 +408,39 @@ def test_good_requests_at_the_edges():
     for shift in range(len(records)):
         order = tuple(records[shift:] + records[:shift])
         assert runs.good_requests(order) == sum(met_slo(r) for r in order) == 4, shift
+
+
+def test_fit_classes_skips_a_request_the_contract_refuses_and_classifies_the_rest():
+    # Which requests can never fit is a property of the workload and the worker; a request
+    # the contract refuses is neither, and the requests after it are still classified.
+    from types import SimpleNamespace
+    from grader.course.scenario import public_scenarios
+    from reference.shapes import RequestView, Slo
+    from reference.sizing import Geometry
+    never_fit = next(c.inputs for c in public_scenarios(find_course(str(ROOT)), "lesson2") if c.name == "never-fit")
+    pool, pt = Geometry.of(never_fit.model, never_fit.worker).pool_pages, never_fit.worker.page_tokens
+    assert pool * pt + 1 <= never_fit.model.max_context     # too big for the pool, not for the model
+
+    def request(i, prompt, new, cancel=None):
+        view = RequestView(f"r{i}", "s", prompt, new, Slo(1.0, 0.1))
+        return SimpleNamespace(id=f"r{i}", prompt_tokens=prompt, max_new_tokens=new, cancel_at_s=cancel,
+                               view=lambda: view)
+    workload = [request(0, 0, 5),                       # an empty prompt: the contract refuses it
+                request(1, 100, 10),
+                request(2, pool * pt, 1),               # one page more than the pool
+                request(3, pool * pt, 1, cancel=0.5),   # the same, cancelled first: no evidence
+                request(4, pt, pt)]
+    s = SimpleNamespace(sheet=never_fit.sheet, model=never_fit.model, worker=never_fit.worker,
+                        requests=lambda: workload)
+    assert runs.fit_classes(s) == (("r2",), ("r1", "r4"))
+
+
+def test_what_crosses_from_a_run_is_frozen_and_an_oracle_run_reads_back_as_itself():
+    import dataclasses
+    from grader.engine import codec
+    summary = runs.OracleRun(7, ("a",), ("b", "c"))
+    assert codec.loads(codec.dumps(summary)) == summary
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        summary.good = 8
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        runs.LearnerRun(None, None, runs.Book()).run = None
