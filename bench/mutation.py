@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import ast
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -400,6 +401,7 @@ def tests_of(module: Module, contexts: set[str], took: dict[str, float]) -> list
     return sorted(contexts, key=lambda t: (took.get(t, 0.0), t))
 
 
+@functools.lru_cache(maxsize=4)        # one module's source, parsed once for all its mutants
 def statement_starts(source: str) -> dict[int, int]:
     """Each line's innermost enclosing statement's first line. coverage.py records a
     statement that spans lines on the lines its bytecode names, not on every line: a tuple

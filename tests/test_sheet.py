@@ -447,6 +447,7 @@ def test_run_command_on_the_template_uses_its_own_workload_and_machine(capsys):
     ("4,2147483648", "a seed is an integer from 0 to 2147483647; got 2147483648"),
     ("3,4,3", "seed 3 is given twice: paired seeds are distinct"),
     (",".join(map(str, range(33))), "at most 32 seeds; got 33"),
+    (",".join(["7"] * 100_000), "at most 32 seeds; got 100000"),    # counted before it is searched
 ])
 def test_run_command_takes_the_seeds_a_sheet_may_hold_and_no_others(capsys, seeds, says):
     # A seed given twice would count one run twice and narrow the noise band of the rule.

@@ -245,14 +245,15 @@ def _paired_seeds(text: str, paired: bool) -> tuple[int, ...]:
         chosen = tuple(int(s) for s in text.split(","))
     except ValueError:
         raise InputError("--seeds", f"expected seeds like 4,5,6,7; got {text!r}") from None
+    # The count first: the checks after it then look at 32 seeds at most.
+    if len(chosen) > SEEDS_MAX:
+        raise InputError("--seeds", f"at most {SEEDS_MAX} seeds; got {len(chosen)}")
     bad = next((s for s in chosen if not 0 <= s <= SEED_MAX), None)
     if bad is not None:
         raise InputError("--seeds", f"a seed is an integer from 0 to {SEED_MAX}; got {bad}")
     twice = next((s for i, s in enumerate(chosen) if s in chosen[:i]), None)
     if twice is not None:
         raise InputError("--seeds", f"seed {twice} is given twice: paired seeds are distinct")
-    if len(chosen) > SEEDS_MAX:
-        raise InputError("--seeds", f"at most {SEEDS_MAX} seeds; got {len(chosen)}")
     if paired and len(chosen) < SEEDS_MIN:
         raise InputError("--seeds", f"a release decision (--baseline) pairs runs seed by seed and "
                                     f"needs {SEEDS_MIN} to {SEEDS_MAX} seeds; got {len(chosen)}")
