@@ -204,3 +204,16 @@ def test_safe_names_stay_inside_the_folder():
 def test_table_without_results_is_just_a_header(tmp_path):
     with open_gradebook(str(tmp_path / "empty.db")) as book:
         assert table(book) == (["student", "notes"], [])
+
+
+def test_markdown_feedback_writes_a_students_name_and_file_name_as_literal_text():
+    """Both come from what was handed in (a class folder's file names): a name that is HTML
+    or a Markdown link must not become one in the page."""
+    from grader.instructor.exports.feedback import markdown
+    hostile = "x<img src=x onerror=alert(1)>[click](http://evil)"
+    page = markdown(hostile, [("lesson1: T: 0 / 10", [f"Graded; submission {hostile}.py (sha256 0)",
+                                                      f"Not graded: {hostile}.py: SyntaxError"], [], [])])
+    assert page.startswith("# Feedback for x\\<img src=x onerror=alert\\(1\\)\\>\\[click\\]\\(http://evil\\)\n")
+    unescaped = page.replace("\\<", "").replace("\\[", "").replace("\\(", "")
+    assert "<img" not in unescaped and "[click]" not in unescaped and "](" not in unescaped
+    assert page.count("x\\<img") == 3

@@ -65,9 +65,11 @@ def _md_text(text: str) -> str:
 
 
 def markdown(student: str, sections) -> str:
-    out = [f"# Feedback for {student}", ""]
+    # The student's name and the facts (a file's name, an error quoting it) come from what
+    # was handed in: literal text, like the feedback lines.
+    out = [f"# Feedback for {_md_text(student)}", ""]
     for heading, facts, rows, fixes in sections:
-        out += [f"## {heading}", ""] + facts + [""]
+        out += [f"## {heading}", ""] + [_md_text(f) for f in facts] + [""]
         if rows:
             out += ["| criterion | | points | result |", "|---|---|---:|---|"]
             out += [f"| {_md_cell(a)} | {_md_cell(b)} | {c} | {d} |" for a, b, c, d in rows]
