@@ -1,5 +1,6 @@
 """The grading engine's inputs: rubrics, submissions and notebooks, scoring rules."""
 import dataclasses
+import hashlib
 import json
 import shutil
 
@@ -168,6 +169,79 @@ def test_a_notebooks_source_is_its_code_cells_each_headed_by_its_number(tmp_path
     sub = load_submission(p)
     assert sub.source == "# --- cell 2 ---\na = 1\n\nb = 2\n\n# --- cell 6 ---\nc = 3\n"
     assert sub.notes == (f"cell 2: dropped {long_magic[:60]!r} (IPython magic or shell escape)",)
+
+
+MAGIC_LIKE = [
+    # (a cell's lines, the indexes of the lines kept: None where a magic was dropped)
+    (["def pages_for(tokens, page_tokens):", "    rem = (tokens", "           % page_tokens", "           )",
+      "    return tokens // page_tokens + (1 if rem else 0)"], "all"),
+    (['HELP = """', "!important: not a shell escape", "%d pages", '"""', "x = [1,", "     2]", "!ls"],
+     [0, 1, 2, 3, 4, 5, None]),
+    (["y = 1 \\", "    % 2", "%time y"], [0, 1, None]),
+    (["s = '(' # [", "%who", "t = {'a': \"}\",", "     'b': 2}", "!pip list"], [0, None, 2, 3, None]),
+    (["u = '''a ''' + (", "    !=_ if 0 else 1)"], "all"),
+    (["if True:", "    %timeit f()", "v = r'\\' + '#'", "!echo"], [0, None, 2, None]),
+]
+
+
+@pytest.mark.parametrize("lines,kept", MAGIC_LIKE)
+def test_only_a_line_that_starts_a_statement_is_dropped_as_a_magic(tmp_path, lines, kept):
+    """'%' or '!' at the start of a line is an IPython magic or shell escape only where a
+    statement starts there: on a bracket's continuation line, a triple-quoted string's line
+    or after a backslash it is Python (modulo, !=, text) and is graded as written."""
+    p = tmp_path / "cell.ipynb"
+    p.write_text(_nb([{"cell_type": "code", "source": "\n".join(lines)}]))
+    sub = load_submission(p)
+    kept = range(len(lines)) if kept == "all" else kept
+    expect = [lines[i] if i is not None else "" for i in kept]
+    assert sub.source == "# --- cell 1 ---\n" + "\n".join(expect) + "\n"
+    dropped = [line for line, i in zip(lines, kept) if i is None]
+    assert sub.notes == tuple(f"cell 1: dropped {d.strip()!r} (IPython magic or shell escape)" for d in dropped)
+
+
+def test_a_modulo_on_a_notebooks_continuation_line_grades_as_in_a_py_file(tmp_path):
+    ref = (ROOT / "reference" / "solutions" / "lesson1.py").read_text()
+    p = tmp_path / "work.ipynb"
+    p.write_text(_nb([{"cell_type": "code", "source": ref + "\n\n" + "\n".join(MAGIC_LIKE[0][0]) + "\n"}]))
+    report = grade("lesson1", p, "check")
+    assert report.score == report.max_score and not report.notes
+
+
+@pytest.mark.parametrize("suffix", [".py", ".ipynb"])
+def test_a_byte_order_mark_is_not_part_of_the_submission(tmp_path, suffix):
+    text = "x = 1\n" if suffix == ".py" else _nb([{"cell_type": "code", "source": "x = 1"}])
+    raw = b"\xef\xbb\xbf" + text.encode()
+    p = tmp_path / f"bom{suffix}"
+    p.write_bytes(raw)
+    sub = load_submission(p)
+    assert "\ufeff" not in sub.source and "x = 1" in sub.source
+    assert sub.digest == hashlib.sha256(raw).hexdigest()          # what was handed in, byte for byte
+
+
+def test_a_byte_not_utf8_after_a_byte_order_mark_is_named_by_its_place_in_the_file(tmp_path):
+    p = tmp_path / "bom.py"
+    p.write_bytes(b"\xef\xbb\xbfx = '\xe9'\n")
+    with pytest.raises(InputError, match=r"is not UTF-8 text \(byte 8\)"):
+        load_submission(p)
+
+
+def test_a_submission_named_as_a_symbolic_link_is_refused_unread(tmp_path):
+    """Named on the command line (grader grade a.py b.py, grader check lesson1 a.py), a link
+    could lead to a reference solution or the secret: it is not read, whatever it leads to."""
+    target = tmp_path / "real.py"
+    target.write_text((ROOT / "reference" / "solutions" / "lesson1.py").read_text())
+    link = tmp_path / "mallory.py"
+    link.symlink_to(target)
+    with pytest.raises(InputError) as e:
+        load_submission(link)
+    assert str(e.value) == f"{link}: is a symbolic link: not read; hand in the file itself"
+    # In a class folder the batch allows a link to a file of the folder, not one out of it.
+    assert load_submission(link, links_within=tmp_path).source == target.read_text()
+    inner = tmp_path / "class"
+    inner.mkdir()
+    (inner / "bob.py").symlink_to(target)
+    with pytest.raises(InputError, match="leads outside the class folder"):
+        load_submission(inner / "bob.py", links_within=inner)
 
 
 @pytest.mark.parametrize("others,note", [

@@ -2,6 +2,7 @@
 a folder of YAML files, read as bytes and never run."""
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import re
@@ -64,15 +65,26 @@ def load_folder(path: Path, names: tuple[str, ...], student: str = "") -> Submis
     return Submission(where, "", h.hexdigest(), tuple(notes), tuple(files), student or _student_of(path))
 
 
-def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: str = "") -> Submission:
-    """``folder``: the files of a lesson whose submission is a folder (None: a code file)."""
+def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: str = "",
+                    links_within: Path | None = None) -> Submission:
+    """``folder``: the files of a lesson whose submission is a folder (None: a code file).
+
+    A code file given as a symbolic link is refused unread, unless ``links_within`` (a
+    class folder) holds what it leads to: a link named on the command line could lead
+    anywhere the grader may read (a reference solution, the secret), and its text would
+    be graded and quoted back."""
     if folder is not None:
         return load_folder(path, folder, student)
     where = str(path)
     if path.is_dir():
         raise InputError(where, "is a folder; give the exercise file (.py or .ipynb)")
+    linked = path.is_symlink()
+    if linked and (links_within is None or Path(links_within).resolve() not in path.resolve().parents):
+        raise InputError(where, "is a symbolic link: not read; hand in the file itself"
+                         + ("" if links_within is None else " (it leads outside the class folder)"))
     try:
-        raw = read_regular(path, MAX_BYTES, single_name=True)   # a huge file is refused unread
+        # A huge file is refused unread; a link is followed only where it was allowed above.
+        raw = read_regular(path, MAX_BYTES, single_name=True, follow_links=linked)
     except FileNotFoundError:
         raise InputError(where, "no such submission file") from None
     except Unreadable as e:
@@ -83,9 +95,12 @@ def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: 
     if b"\x00" in raw:
         raise InputError(where, "is a binary file, not Python source or a notebook")
     try:
-        text = raw.decode("utf-8")
+        # utf-8-sig: an editor's byte-order mark is not part of the text (Python ignores it
+        # in a .py file; a notebook's JSON would not parse with it).
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise InputError(where, f"is not UTF-8 text (byte {e.start})") from None
+        bom = 3 if raw.startswith(codecs.BOM_UTF8) else 0      # the decoder counts after it
+        raise InputError(where, f"is not UTF-8 text (byte {e.start + bom})") from None
     digest = hashlib.sha256(raw).hexdigest()
     if path.suffix == ".ipynb":
         source, notes = _notebook_source(text, where)
@@ -116,15 +131,76 @@ def _notebook_source(text: str, where: str) -> tuple[str, tuple[str, ...]]:
         if not isinstance(src, str):
             raise InputError(where, f"cells[{n}].source: expected text or a list of strings, "
                                     f"got {type(src).__name__}")
-        lines = src.splitlines()
-        kept = []
-        for line in lines:
-            if _MAGIC.match(line):
+        kept, code = [], _Statements()
+        for line in src.splitlines():
+            # Only where a statement starts: '%' or '!' opening a bracket's continuation line
+            # or a line of a triple-quoted string is Python, as IPython reads it too.
+            if code.at_start() and _MAGIC.match(line):
                 notes.append(f"cell {n + 1}: dropped {line.strip()[:60]!r} (IPython magic or shell escape)")
                 kept.append("")          # keep line numbers stable within the cell
             else:
+                code.read(line)
                 kept.append(line)
         parts.append(f"# --- cell {n + 1} ---\n" + "\n".join(kept))
     if not parts:
         raise InputError(where, "cells: the notebook has no code cells")
     return "\n\n".join(parts) + "\n", tuple(notes)
+
+
+class _Statements:
+    """Where a cell's lines stand, read one line at a time: inside brackets, a triple-quoted
+    string or after a backslash, a line continues a statement instead of starting one. A
+    scan, not a parse: a cell that does not parse fails to load later, with Python's own
+    message; this only has to find the lines a magic may be on."""
+
+    def __init__(self):
+        self.depth = 0          # open brackets
+        self.quote = ""         # the open triple quote, if any
+        self.joined = False     # the last line ended with a backslash
+
+    def at_start(self) -> bool:
+        return not (self.depth or self.quote or self.joined)
+
+    def read(self, line: str) -> None:
+        i, n = 0, len(line)
+        self.joined = False
+        while i < n:
+            if self.quote:
+                end = _close(line, i, self.quote)
+                if end < 0:
+                    return
+                self.quote, i = "", end
+                continue
+            c = line[i]
+            if c == "#":
+                return
+            if c in "([{":
+                self.depth += 1
+            elif c in ")]}":
+                self.depth = max(0, self.depth - 1)
+            elif c in "'\"":
+                if line.startswith(c * 3, i):
+                    self.quote, i = c * 3, i + 3
+                    continue
+                end = _close(line, i + 1, c)
+                if end < 0:          # unclosed on its line: continued only by a backslash
+                    self.joined = line.endswith("\\")
+                    return
+                i = end
+                continue
+            elif c == "\\" and i == n - 1:
+                self.joined = True
+            i += 1
+
+
+def _close(line: str, i: int, quote: str) -> int:
+    """The index just past ``quote`` closing a string in ``line`` from ``i``, or -1."""
+    n = len(line)
+    while i < n:
+        if line[i] == "\\":
+            i += 2
+        elif line.startswith(quote, i):
+            return i + len(quote)
+        else:
+            i += 1
+    return -1

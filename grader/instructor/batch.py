@@ -60,6 +60,11 @@ def _pick(folder: Path, lesson: str) -> tuple[str, str]:
     return str(folder), f"several submission files ({names}); keep one, or name it exercise.py"
 
 
+def class_root(folder: Path) -> Path:
+    """Where a class folder's students are: its submitted/ (nbgrader's layout), or itself."""
+    return folder / "submitted" if (folder / "submitted").is_dir() else folder
+
+
 def discover(folder: Path, lesson: str) -> list[Entry]:
     """Every student found in ``folder``, sorted by name. For a lesson whose submission is a
     folder, ``<student>/<lesson>/`` (nbgrader) or ``<student>/`` itself is the submission."""
@@ -68,7 +73,7 @@ def discover(folder: Path, lesson: str) -> list[Entry]:
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(str(folder), "no such submissions folder")
-    root = folder / "submitted" if (folder / "submitted").is_dir() else folder
+    root = class_root(folder)
     found: dict[str, list[Entry]] = {}
     for item in sorted(root.iterdir()):
         if item.name.startswith("."):
@@ -339,7 +344,8 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
             book.record_error(e.student, info, e.path, e.problem)
             continue
         try:
-            sub = load_submission(Path(e.path), folder_files(lesson), e.student)
+            sub = load_submission(Path(e.path), folder_files(lesson), e.student,
+                                  links_within=class_root(Path(folder)))
         except InputError as err:
             failed.append((e.student, str(err)))
             book.record_error(e.student, info, e.path, err.message)
