@@ -220,3 +220,21 @@ def test_check_on_the_command_line():
     assert p.returncode == 0, p.stderr
     report = json.loads(p.stdout)
     assert report["score"] == report["max_score"] == 12
+
+
+@pytest.mark.parametrize("body,says", [
+    # The same plan everywhere: within the budget and page-aligned by luck, shown nowhere.
+    ("return ChunkPlan(0, 'starved')", "the same"),
+    # Different plans, none an ok chunk: no chunk of the rule's to judge.
+    ("return ChunkPlan(ctx.prefill_remaining // 2, 'starved')", "no usable ok chunk"),
+])
+def test_a_rule_that_never_chooses_an_ok_chunk_earns_nothing_for_its_chunks(tmp_path, body, says):
+    """Within the budget and page-aligned judge the ok chunks a rule chooses: with none to
+    judge they pay nothing, not full marks for mistakes never made."""
+    p = tmp_path / "never_ok.py"
+    p.write_text("from reference.shapes import ChunkPlan\n\n\ndef choose_chunk(ctx):\n    " + body + "\n")
+    report = grade("lesson3", p, "check")
+    by_id = {c.id: c for c in report.criteria}
+    for cid in ("within-budget", "page-aligned"):
+        assert by_id[cid].score == 0, (cid, by_id[cid].feedback)
+        assert says in by_id[cid].feedback
