@@ -468,3 +468,28 @@ def test_a_release_probe_crosses_boundaries_frozen_and_is_read_back_as_itself(pu
     assert codec.loads(codec.dumps(probe)) == probe
     with pytest.raises(dataclasses.FrozenInstanceError):
         probe.kind = "gain"
+
+
+def test_a_decisions_feedback_shows_the_paired_figures_the_rule_read_and_names_the_run_left_out(public_cases):
+    """paired-small's candidate has a run on a seed the baseline lacks. The rule leaves it
+    out of everything (README: "pair them by seed"), so the feedback's attainment is over
+    the paired runs, as the oracle's decision is, and the stray seed is named."""
+    from reference.shapes import ReleaseDecision
+    probe = next(c.inputs for c in public_cases
+                 if isinstance(c.inputs, release_decisions.ReleaseProbe) and c.inputs.kind == "paired-small")
+    base_seeds = {r.seed for r in probe.baseline}
+    [stray] = [r for r in probe.candidate if r.seed not in base_seeds]
+    paired = [r for r in probe.candidate if r.seed in base_seeds]
+
+    def pooled(runs, cls):          # good over counted requests, summed over the runs
+        rows = [c for r in runs for c in r.classes if c.cls == cls]
+        return sum(c.good for c in rows) / sum(c.requests - c.excluded for c in rows)
+    case = next(c for c in public_cases if c.inputs is probe)
+    said = release_decisions._judge_decision(case, ReleaseDecision("rollback", ("x",)))
+    assert said.startswith("decided rollback, expected inconclusive")
+    assert f"left out, without a pair: candidate seed {stray.seed}" in said
+    for cls in (c.cls for c in probe.baseline[0].classes):
+        assert f"{cls} attainment {pooled(probe.baseline, cls):.1%} -> {pooled(paired, cls):.1%}" in said
+    # Over every run the figures differ, so the test tells the two apart.
+    assert any(f"{pooled(probe.candidate, c.cls):.1%}" != f"{pooled(paired, c.cls):.1%}"
+               for c in probe.baseline[0].classes)

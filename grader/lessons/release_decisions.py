@@ -87,15 +87,25 @@ def _decision_args(case: Case) -> tuple:
 
 
 def _show_runs(p: ReleaseProbe) -> str:
-    names = [c.cls for c in p.baseline[0].classes]
+    """The figures the rule reads: over the paired runs only, as the README's rule computes
+    them, with the seeds it leaves out named (figures over every run would disagree with
+    the decision they explain)."""
+    seeds = {r.seed for r in p.baseline} & {r.seed for r in p.candidate}
+    base, cand = ([r for r in runs if r.seed in seeds] for runs in (p.baseline, p.candidate))
     parts = []
-    for name in names:
-        before, after = slo.attainment(p.baseline, name), slo.attainment(p.candidate, name)
+    if not base:
+        return "no baseline and candidate runs share a seed"
+    for name in [c.cls for c in base[0].classes]:
+        before, after = slo.attainment(base, name), slo.attainment(cand, name)
         if before is not None and after is not None:
             parts.append(f"{name} attainment {before:.1%} -> {after:.1%}")
-    parts.append(f"rejected {slo.rejected_share(p.baseline):.1%} -> {slo.rejected_share(p.candidate):.1%}")
-    tpot = [sum(r.mean_tpot_s for r in runs) / len(runs) * 1000 for runs in (p.baseline, p.candidate)]
+    parts.append(f"rejected {slo.rejected_share(base):.1%} -> {slo.rejected_share(cand):.1%}")
+    tpot = [sum(r.mean_tpot_s for r in runs) / len(runs) * 1000 for runs in (base, cand)]
     parts.append(f"mean TPOT {tpot[0]:.1f} -> {tpot[1]:.1f} ms")
+    alone = [f"{side} seed {r.seed}" for side, runs in (("baseline", p.baseline), ("candidate", p.candidate))
+             for r in runs if r.seed not in seeds]
+    if alone:
+        parts.append(f"over the {len(seeds)} paired seeds; left out, without a pair: {', '.join(alone)}")
     return "; ".join(parts)
 
 

@@ -60,7 +60,8 @@ NOTES = {
     "under-min-gain": "goodput up beyond the noise band, but by less than min_gain",
     "fall": "goodput down beyond the noise band; every class inside its guard",
     "paired": "seeds far apart, the candidate's runs in another order and one on a seed the baseline lacks",
-    "paired-small": "seeds far apart, runs in another order; a gain inside the paired band",
+    "paired-small": "seeds far apart, runs in another order and one on a seed the baseline lacks; "
+                    "a gain inside the paired band",
     "class-rejected": "one small class loses requests to rejections; the service's rejected share barely moves",
     "class-inside": "one class dips, inside its guard, while goodput rises",
     "rejections-inside": "the rejected share rises, inside its allowance, while goodput rises",
