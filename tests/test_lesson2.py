@@ -444,3 +444,21 @@ def test_what_crosses_from_a_run_is_frozen_and_an_oracle_run_reads_back_as_itsel
         summary.good = 8
     with pytest.raises(dataclasses.FrozenInstanceError):
         runs.LearnerRun(None, None, runs.Book()).run = None
+
+
+@pytest.mark.parametrize("body,first", [
+    ("raise ValueError('oops')", "admit raised ValueError: oops"),
+    ("return 'admit'", "expected Admission"),
+])
+def test_an_admit_with_no_usable_answer_is_told_so_not_described_as_a_ledger(tmp_path, body, first):
+    """Every probe failed: efficiency once said such a ledger 'admitted every request'. Each
+    run criterion now says what happened, and no worker run is made for it."""
+    p = tmp_path / "broken.py"
+    p.write_text(f"def admit(request, ledger):\n    {body}\n")
+    report = grade("lesson2", p, "check")
+    for c in report.criteria:
+        assert c.score == 0, c
+    for cid in ("safety", "efficiency", "liveness"):
+        feedback = next(c.feedback for c in report.criteria if c.id == cid)
+        assert feedback.startswith("admit gave no usable answer on any of the") and first in feedback, feedback
+        assert "admitted every request" not in feedback and "admitted no request" not in feedback

@@ -194,8 +194,13 @@ def _probe_answers(ctx: CheckContext) -> list[Answer]:
 
 
 def _not_implemented(ctx: CheckContext) -> Measure | None:
-    """The stub: every probe answered NotImplementedError. No worker run is worth doing."""
-    problem = not_implemented(_probe_answers(ctx))
+    """The stub, or an admit with no usable answer on any probe (it raises, hangs or returns
+    no Admission): no worker run is worth doing, and a criterion that judged its runs anyway
+    would describe a ledger that never decided ("admitted every request")."""
+    answers = _probe_answers(ctx)
+    problem = not_implemented(answers)
+    if not problem and answers and all(a.value is None for a in answers):
+        problem = f"admit gave no usable answer on any of the {len(answers)} probes; first: {answers[0].problem}"
     return Measure(0.0, problem) if problem else None
 
 
