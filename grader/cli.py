@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -261,7 +263,23 @@ def _one_submission(args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = None
+    try:
+        args = _parser().parse_args(argv)       # --help prints: a closed pipe can meet it too
+        return _run(args)
+    except BrokenPipeError:
+        # The reader stopped early (grader check lesson1 | head): nothing is wrong, and the
+        # rest of the output has nowhere to go, including what the interpreter flushes at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    except KeyboardInterrupt:
+        kept = (" A class grade keeps every result it recorded: the same command grades the rest."
+                if args is not None and args.command == "grade" else "")
+        print(f"\ngrader: interrupted.{kept}", file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
+def _run(args) -> int:
     from grader.engine.pipeline import folder_files, grade_path   # after parsing: --help stays instant
     try:
         _one_submission(args)

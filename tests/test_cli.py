@@ -103,3 +103,36 @@ def test_experiment_help_lists_every_experiment_and_setting_with_its_default():
             assert f"{knob.name} (default {default}): {' '.join(knob.help.split())}" in flat, knob.name
     assert "budget (default 0.1): token-gap budget of the chunk rule (s); at least 1e-06" in flat
     assert "rules (default budget,per_token_only):" in flat and "one or more of budget, per_token_only" in flat
+
+
+@pytest.mark.parametrize("args", [("check", "lesson1", REF), ("--help",)])
+def test_a_reader_that_stops_early_gets_no_traceback(args):
+    """grader check lesson1 | head: the pipe closes before the report is written. The exit
+    is SIGPIPE's (141), with nothing on stderr."""
+    import os
+    import subprocess
+    import sys
+    read, write = os.pipe()
+    os.close(read)                       # the reader is gone before the first byte
+    try:
+        p = subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=ROOT, stdout=write,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert p.stderr == "", p.stderr
+    # --help's text waits in stdout's buffer until the interpreter's exit, which stays quiet.
+    assert p.returncode == (0 if args == ("--help",) else 141)
+
+
+def test_an_interrupted_command_says_so_in_one_line_without_a_traceback(monkeypatch, capsys):
+    from grader import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "_run", interrupted)
+    assert cli.main(["grade", "lesson1", "class/", "--secret-file", "s"]) == 130
+    err = capsys.readouterr().err
+    assert err == ("\ngrader: interrupted. A class grade keeps every result it recorded: the same "
+                   "command grades the rest.\n")
+    assert cli.main(["check", "lesson1"]) == 130
+    assert capsys.readouterr().err == "\ngrader: interrupted.\n"
