@@ -320,6 +320,13 @@ def _grade(args, course) -> int:
         require_confinement()                   # refused before any file is graded
     book = _gradebook(args, course) if args.gradebook else None
     try:
+        if book is not None:
+            from grader.engine.checks import REGISTRY
+            from grader.engine.rubric import load_rubric
+            from grader.instructor.batch import refuse_changed_rubric
+            from grader.lessons import lesson_module
+            lesson_module(args.lesson)
+            refuse_changed_rubric(book, load_rubric(course.rubric_path(args.lesson), REGISTRY))
         for path in args.paths:
             try:
                 report = grade_path(args.lesson, Path(path), course, mode="grade", secret=secret,

@@ -215,3 +215,51 @@ def test_a_class_of_every_kind_grades_resumes_exports_and_nbgrader_agrees(lesson
     odd names) and is killed once mid-run; the class of 200 is bench/class_of_200.py."""
     check_class(lesson, covering_size(lesson), tmp_path, secret_file, standalone_scores(lesson),
                 cover=True)
+
+
+def test_a_rubric_edited_without_a_new_version_is_refused_before_any_grade(tmp_path, course):
+    """The same version must mean the same rubric: else a resumed class keeps the old
+    grades of the students already done, and the totals mix two rubrics."""
+    import shutil
+    from grader.engine.errors import InputError
+    from grader.engine.layout import Course
+    folder = tmp_path / "class"
+    folder.mkdir()
+    shutil.copy(ROOT / "reference" / "solutions" / "lesson1.py", folder / "alice.py")
+    url = f"sqlite:///{tmp_path / 'gb.db'}"
+    with open_gradebook(url) as book:
+        first = run_batch("lesson1", folder, Course(course), SECRET, book, jobs=1, progress=False)
+        assert first.graded == 1
+        rubric = course / "rubrics" / "lesson1.yaml"
+        text = rubric.read_text()
+        edited = text.replace("points: 3\n", "points: 4\n", 1)
+        assert edited != text
+        rubric.write_text(edited)
+        with pytest.raises(InputError) as e:
+            run_batch("lesson1", folder, Course(course), SECRET, book, jobs=1, progress=False)
+        assert str(e.value) == (f"{rubric}: changed since the gradebook's results of version 1 "
+                                "(contract-ok 3 -> 4 points; total 10 -> 11): raise its version to "
+                                "grade with it (every result is then graded again)")
+        rubric.write_text(edited.replace("version: 1\n", "version: 2\n", 1))
+        again = run_batch("lesson1", folder, Course(course), SECRET, book, jobs=1, progress=False)
+        assert again.graded == 1 and [l.max_score for l in book.lessons()] == [11]
+
+
+def test_a_students_name_is_one_name_however_unicode_spells_it(tmp_path):
+    """A macOS zip spells "José Núñez" decomposed (NFD): the same student as the composed
+    spelling, and two files of theirs are two submissions, not two students."""
+    import unicodedata
+    nfc = "José Núñez"
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert nfd != nfc
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / f"{nfd}.py").write_text("x = 1\n")
+    [entry] = discover(alone, "lesson1")
+    assert entry.student == nfc and not entry.problem
+    both = tmp_path / "both"
+    both.mkdir()
+    (both / f"{nfd}.py").write_text("x = 1\n")
+    (both / f"{nfc}.py").write_text("x = 2\n")
+    [entry] = discover(both, "lesson1")
+    assert entry.student == nfc and entry.problem.startswith("two submissions")

@@ -131,3 +131,31 @@ def test_plain_paths_and_bad_urls(tmp_path):
         open_gradebook("nosuchdialect://x/y")
     with pytest.raises(InputError, match="cannot open the gradebook"):
         open_gradebook(f"sqlite:///{tmp_path}/missing/dir/x.db")
+
+
+def test_a_rubric_rolled_back_is_the_one_the_lesson_totals_follow(book):
+    """Graded under version 2 (one criterion worth 3), then under version 1 again: the
+    lesson's total and criteria are version 1's, as its results are."""
+    newer = fake_report(rubric_version=2, points=(3.0, 1.0), got=(3.0, 1.0))
+    book.record("alice", newer)
+    book.record("alice", fake_report())
+    [info] = book.lessons()
+    assert (info.rubric_version, info.max_score) == (1, 3.0)
+    assert [(c.id, c.max_score) for c in info.criteria] == [("c0", 2.0), ("c1", 1.0)]
+
+
+def _info(version=1, points=(2.0, 1.0), ids=("c0", "c1")):
+    from grader.instructor.gradebook import CriterionInfo
+    return LessonInfo("lesson1", "T", version, sum(points),
+                      tuple(CriterionInfo(i, i, p, "both") for i, p in zip(ids, points)))
+
+
+def test_a_rubric_changed_under_the_same_version_is_a_conflict_another_version_is_not(book):
+    assert book.rubric_conflict(_info()) == ""                     # nothing graded yet
+    book.record("alice", fake_report())                            # c0 2, c1 1, version 1
+    assert book.rubric_conflict(_info()) == ""
+    assert book.rubric_conflict(_info(points=(3.0, 1.0))) == "c0 2 -> 3 points; total 3 -> 4"
+    assert book.rubric_conflict(_info(points=(2.0, 1.0, 1.0), ids=("c0", "c1", "c2"))) == \
+        "c2 is new; total 3 -> 4"
+    assert book.rubric_conflict(_info(points=(2.0,), ids=("c0",))) == "total 3 -> 2"
+    assert book.rubric_conflict(_info(version=2, points=(3.0, 1.0))) == ""

@@ -544,3 +544,11 @@ def test_evidence_asked_before_a_release_is_still_recorded_for_it():
     assert again == first
     assert list(tables["figures-lesson6-sealed-evidence"].values()) == [first]
     assert "figures-lesson6-evidence" not in tables         # the plain form is never recorded
+
+
+def test_a_students_incident_is_the_same_whatever_unicode_form_their_name_comes_in():
+    import unicodedata
+    key = incidents_key(SECRET)
+    composed = student_incident(COURSE, key, "José Núñez")
+    assert student_incident(COURSE, key, unicodedata.normalize("NFD", "José Núñez")).id == composed.id
+    assert student_incident(COURSE, key, "Jose Nunez").id != composed.id       # another student

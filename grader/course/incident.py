@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import unicodedata
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -401,7 +402,9 @@ def incidents_key(secret: bytes) -> str:
 
 
 def student_incident(course, key: str, student: str) -> Incident:
-    name = student.replace("\x1f", " ")
+    # NFC: "José" typed on one machine and read from a macOS zip's file name on another
+    # (decomposed, NFD) is one student with one incident.
+    name = unicodedata.normalize("NFC", student.replace("\x1f", " "))
     seed = derive_seed(bytes.fromhex(key), "lesson6", name)
     return draw(course, seed, f"i{hashlib.sha256(str(seed).encode()).hexdigest()[:8]}")
 

@@ -19,6 +19,7 @@ import statistics
 import sys
 import threading
 import time
+import unicodedata
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Callable, Iterator
 from grader.engine.layout import Course
 from grader.engine.sandbox import affinity
 from grader.engine.errors import InputError
-from grader.instructor.gradebook import Gradebook, GradebookWriteError, LessonInfo, cases_digest
+from grader.instructor.gradebook import CriterionInfo, Gradebook, GradebookWriteError, LessonInfo, cases_digest
 from grader.instructor.progress import Progress
 from grader.engine.submission import Submission, is_submission_folder, load_submission
 
@@ -78,6 +79,10 @@ def discover(folder: Path, lesson: str) -> list[Entry]:
     for item in sorted(root.iterdir()):
         if item.name.startswith("."):
             continue
+        # A student is their name in NFC: a macOS zip spells "José" decomposed (NFD), and
+        # the two spellings must be one student (and two files of theirs, two submissions).
+        student = unicodedata.normalize("NFC", item.name if item.is_dir() or item.suffix not in SOURCE_SUFFIXES
+                                        else item.stem)
         if item.is_dir():
             where = item / lesson
             if files is not None and not where.is_dir() and is_submission_folder(item, files):
@@ -86,12 +91,12 @@ def discover(folder: Path, lesson: str) -> list[Entry]:
                 path, problem = (str(where), "") if files is not None else _pick(where, lesson)
             else:
                 path, problem = str(where), f"no submission for {lesson} (no folder {where.name}/)"
-            found.setdefault(item.name, []).append(Entry(item.name, path, problem))
+            found.setdefault(student, []).append(Entry(student, path, problem))
         elif item.suffix in SOURCE_SUFFIXES:
-            found.setdefault(item.stem, []).append(Entry(item.stem, str(item)))
+            found.setdefault(student, []).append(Entry(student, str(item)))
         else:
-            found.setdefault(item.name, []).append(
-                Entry(item.name, str(item), "not a submission (a .py file or a .ipynb notebook)"))
+            found.setdefault(student, []).append(
+                Entry(student, str(item), "not a submission (a .py file or a .ipynb notebook)"))
     inside = root.resolve()
     for options in found.values():
         for i, e in enumerate(options):
@@ -302,6 +307,20 @@ def distribution(scores, max_score: float, bins: int = 10) -> dict:
             "bins": [{"label": lab, "count": c} for lab, c in zip(labels, counts)]}
 
 
+def refuse_changed_rubric(book: Gradebook, rubric) -> None:
+    """A rubric edited without a new version would grade some students under one rubric and
+    leave the others under another, all under one number, and resuming would not regrade
+    the ones already done: refused before any work, naming what changed."""
+    info = LessonInfo(rubric.lesson, rubric.title, rubric.version,
+                      round(sum(c.points for c in rubric.criteria), 4),
+                      tuple(CriterionInfo(c.id, c.title, c.points, c.visibility) for c in rubric.criteria))
+    changed = book.rubric_conflict(info)
+    if changed:
+        raise InputError(str(rubric.path), f"changed since the gradebook's results of version "
+                                           f"{rubric.version} ({changed}): raise its version to "
+                                           "grade with it (every result is then graded again)")
+
+
 def pending(entry: Entry, submission: Submission, done: set, rubric_version: int,
             cases: str) -> bool:
     """Resuming: does this submission still need grading? Only a graded result of the same
@@ -329,6 +348,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
         require_confinement()
     lesson_module(lesson)
     rubric = load_rubric(course.rubric_path(lesson), REGISTRY)
+    refuse_changed_rubric(book, rubric)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
     info = LessonInfo(lesson, rubric.title, rubric.version,
                       round(sum(c.points for c in rubric.criteria), 4), ())

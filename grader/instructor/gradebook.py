@@ -342,10 +342,12 @@ class Gradebook:
 
     @staticmethod
     def _ensure_lesson(conn, lesson: LessonInfo) -> None:
-        """The lesson's row and criteria as the newest rubric graded so far has them."""
+        """The lesson's row and criteria as the rubric that graded last has them: a rubric
+        rolled back to an older version is the one in force, and the report, the exports
+        and the feedback must total what its results were graded out of."""
         have = conn.execute(sa.select(lessons).where(lessons.c.id == lesson.id)).first()
-        if have is not None and (not lesson.criteria or lesson.rubric_version < have.rubric_version):
-            return        # an error row knows only totals; an older rubric does not rename
+        if have is not None and not lesson.criteria:
+            return        # an error row knows only totals
         values = dict(title=lesson.title, rubric_version=lesson.rubric_version,
                       max_score=lesson.max_score)
         if have is None:
@@ -387,6 +389,22 @@ class Gradebook:
             q = q.where(results.c.cases_digest == cases)
         with self.engine.connect() as conn:
             return conn.execute(q).first() is not None
+
+    def rubric_conflict(self, lesson: LessonInfo) -> str:
+        """How a rubric about to grade differs from what the gradebook's results of the same
+        version were graded with ("" when it does not, or the version is another): a
+        version names one rubric, and results of two under one number could not be told
+        apart. Points and criteria are what the gradebook keeps; a check's parameters
+        changed alone are not seen."""
+        have = next((l for l in self.lessons() if l.id == lesson.id), None)
+        if have is None or have.rubric_version != lesson.rubric_version or not have.criteria:
+            return ""
+        theirs = {c.id: c.max_score for c in have.criteria}
+        changes = [f"{c.id} {theirs[c.id]:g} -> {c.max_score:g} points" if c.id in theirs else f"{c.id} is new"
+                   for c in lesson.criteria if theirs.get(c.id) != c.max_score]
+        if have.max_score != lesson.max_score:
+            changes.append(f"total {have.max_score:g} -> {lesson.max_score:g}")
+        return "; ".join(changes)
 
     def graded_keys(self, lesson: str) -> set[tuple[str, str, int, str]]:
         """(student, digest, rubric_version, cases_digest) of every graded result: one
