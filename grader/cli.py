@@ -400,8 +400,10 @@ def _release(args, course) -> int:
 
     def listed(text: str | None) -> tuple[str, ...] | None:
         return None if text is None else tuple(x.strip() for x in text.split(",") if x.strip())
+    def say(step: str) -> None:
+        print(f"grader release: {step} ...", file=sys.stderr, flush=True)
     print(build_learner_edition(course, Path(args.out), lessons=listed(args.lessons),
-                                publish=listed(args.publish_solutions) or ()).render())
+                                publish=listed(args.publish_solutions) or (), say=say).render())
     return 0
 
 

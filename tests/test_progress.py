@@ -1,6 +1,7 @@
 """The batch's progress bar: one redrawn line on a terminal, a plain line every few seconds
 in a log, nothing when turned off; time is a fake clock, never slept."""
 import io
+import threading
 
 from grader.instructor.progress import Progress
 
@@ -29,9 +30,49 @@ def test_in_a_log_a_plain_line_every_few_seconds():
     bar.advance()
     lines = log.getvalue().splitlines()
     assert lines == ["grading lesson1 [###########.................] 4/10  40/min  elapsed 0:06  left 0:09"]
+    bar.finish()                                      # the same moment: not written twice
+    assert log.getvalue().splitlines() == lines
+    bar = Progress(10, "grading lesson1", stream=log, log_every_s=5.0, clock=clock)
+    clock.now = 107.0
+    bar.advance()
     bar.finish()
     assert "\r" not in log.getvalue() and log.getvalue().count("\n") == 2
-    assert log.getvalue().splitlines()[-1].startswith("grading lesson1 [") and " 4/10 " in log.getvalue()
+    assert log.getvalue().splitlines()[-1].startswith("grading lesson1 [") and " 1/10 " in log.getvalue()
+    bar.finish()                                      # again, from an error path: nothing
+    assert log.getvalue().count("\n") == 2
+
+
+def test_between_results_the_line_keeps_moving():
+    """A submission that takes minutes: in a log a line is still due every few seconds,
+    on a terminal the elapsed time is redrawn."""
+    clock, log = Clock(), io.StringIO()
+    bar = Progress(12, "grading lesson2", stream=log, log_every_s=5.0, clock=clock)
+    clock.now = 103.0
+    bar.tick()
+    assert log.getvalue() == ""
+    clock.now = 110.0
+    bar.tick()
+    assert log.getvalue() == "grading lesson2 [............................] 0/12  0/min  elapsed 0:10  left ?\n"
+    clock, tty = Clock(), Terminal()
+    bar = Progress(3, "grading lesson2", stream=tty, clock=clock)
+    clock.now += 65
+    bar.tick()
+    assert tty.getvalue() == "\rgrading lesson2 [............................] 0/3  0/min  elapsed 1:05  left ?"
+
+
+def test_the_heartbeat_ticks_by_itself_and_stops_with_the_bar():
+    tty = Terminal()
+    bar = Progress(3, "x", stream=tty, heartbeat_s=0.01)
+    for _ in range(3000):                       # polled, never timed: however slow the machine
+        if tty.getvalue().count("\r") >= 2:
+            break
+        threading.Event().wait(0.01)
+    assert tty.getvalue().count("\r") >= 2 and bar.done == 0
+    bar.finish()
+    assert not bar._beat.is_alive()
+    written = tty.getvalue()
+    threading.Event().wait(0.05)
+    assert tty.getvalue() == written and written.endswith("\n")
 
 
 def test_on_a_terminal_one_line_redrawn():

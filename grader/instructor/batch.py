@@ -384,7 +384,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     else:
         n = min(n, len(todo))
         outcomes, workers = _local_pool(todo, n, args), f"{n} processes"
-    bar = Progress(len(todo), f"grading {lesson}", stream=stream, enabled=progress)
+    bar = Progress(len(todo), f"grading {lesson}", stream=stream, enabled=progress, heartbeat_s=1.0)
     graded = 0
     try:
         for job, result in outcomes:
@@ -403,7 +403,8 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
         raise GradebookWriteError(e.where, f"{e.message}; stopped after {graded} of {len(todo)} "
                                   f"results this run, and every result written is kept: free "
                                   f"space and run again to grade the rest") from None
-    bar.finish()
+    finally:
+        bar.finish()            # an interrupt too: the heartbeat stops before anything is said
 
     students = {e.student for e in entries}
     scores = tuple(r.score for r in book.results(lesson)

@@ -11,6 +11,7 @@ so it gets a plain line every few seconds; that and the redrawn line are the who
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 
@@ -23,7 +24,8 @@ def _clock(seconds: float) -> str:
 
 class Progress:
     def __init__(self, total: int, label: str, stream=None, width: int = 28,
-                 log_every_s: float = 5.0, enabled: bool = True, clock=time.monotonic):
+                 log_every_s: float = 5.0, enabled: bool = True, clock=time.monotonic,
+                 heartbeat_s: float | None = None):
         self.total, self.label, self.width = total, label, width
         self.clock = clock
         self.stream = stream if stream is not None else sys.stderr
@@ -33,6 +35,17 @@ class Progress:
         self.done = 0
         self.started = clock()
         self._last_log = self.started
+        self._last_line = ""
+        # The heartbeat and the caller both write: one at a time.
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._beat = None
+        if self.enabled and heartbeat_s:
+            # One submission may take minutes (a function that hangs on every call): the
+            # line keeps moving between results, so a busy grader does not look stuck.
+            self._beat = threading.Thread(target=self._heartbeat, args=(heartbeat_s,),
+                                          name="progress", daemon=True)
+            self._beat.start()
 
     def line(self) -> str:
         elapsed = self.clock() - self.started
@@ -45,20 +58,47 @@ class Progress:
                 f"elapsed {_clock(elapsed)}  left {eta}")
 
     def advance(self, n: int = 1) -> None:
-        self.done += n
+        with self._lock:
+            self.done += n
+            self._show()
+
+    def tick(self) -> None:
+        """Between results: the elapsed time moves on (redrawn on a terminal, a line in a
+        log when one is due)."""
+        with self._lock:
+            self._show()
+
+    def _heartbeat(self, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            self.tick()
+
+    def _show(self) -> None:
         if not self.enabled:
             return
         now = self.clock()
         if self.live:
-            self.stream.write("\r" + self.line())
-            self.stream.flush()
+            self._write("\r" + self.line())
         elif now - self._last_log >= self.log_every_s:
             self._last_log = now
-            self.stream.write(self.line() + "\n")
-            self.stream.flush()
+            self._write(self.line() + "\n")
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+        self._last_line = text.strip("\r\n")
 
     def finish(self) -> None:
+        """The last line, once (a second call, from an error path, writes nothing)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
         if not self.enabled:
             return
-        self.stream.write(("\r" if self.live else "") + self.line() + "\n")
-        self.stream.flush()
+        with self._lock:
+            line = self.line()
+            if self.live:
+                self._write("\r" + line + "\n")
+            elif line != self._last_line:       # a log just given this line needs it once
+                self._write(line + "\n")

@@ -478,9 +478,11 @@ def _readme(lessons: tuple[str, ...], published: tuple[str, ...]) -> str:
 
 
 def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...] | None = None,
-                          publish: tuple[str, ...] = (), verify: bool = True) -> EditionManifest:
+                          publish: tuple[str, ...] = (), verify: bool = True,
+                          say=lambda step: None) -> EditionManifest:
     """The learner edition of ``lessons`` (default: every lesson with a rubric) in ``out``,
-    with the reference solutions of ``publish`` (lessons whose deadline passed)."""
+    with the reference solutions of ``publish`` (lessons whose deadline passed). ``say``
+    hears each step as it starts: a build takes a minute or two."""
     known = tuple(course.lessons())
     chosen = tuple(known if lessons is None else lessons)
     for lesson in (*chosen, *publish):
@@ -488,6 +490,7 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
             raise InputError(lesson, f"no such lesson (known: {', '.join(known)})")
     _prepare(out, course)
     out = out.resolve()
+    say(f"copying the course into {out}")
     try:
         _copy(out, course)
     except OSError as e:
@@ -499,11 +502,13 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
     for lesson in left_out:
         _drop_lesson(out, lesson)
     recorded, expectations = {}, {}
-    for lesson in chosen:
+    for n, lesson in enumerate(chosen, 1):
+        say(f"recording what {lesson}'s public checks ask of the reference ({n} of {len(chosen)})")
         answers = record_expectations(course, lesson)
         for namespace, table in answers.items():
             recorded.setdefault(namespace, {}).update(table)
         expectations[lesson] = sum(len(t) for t in answers.values())
+    say("recording the reference's rows of the experiments")
     experiments = record_experiments(course, chosen)
     for namespace, table in experiments.items():
         recorded.setdefault(namespace, {}).update(table)
@@ -522,6 +527,7 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
     (out / "grader" / MARKER.name).write_text(json.dumps(manifest.to_dict(), indent=2, sort_keys=True)
                                               + "\n", encoding="utf-8")
 
+    say("proving it: no reference solution's text in any file")
     leaks = find_leaks(out, solution_fingerprints(PACKAGE_ROOT / SOLUTIONS),
                        allowed=tuple(out / SOLUTIONS / f"{p}.py" for p in publish))
     if leaks:
@@ -529,7 +535,9 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
                            + "; ".join(leaks[:5]))
     proof: list[str] = []
     if verify:
+        say("proving it: grader check inside the edition gives the reference full marks")
         _verify(out, manifest.lessons)
+        say("proving it: no callable it ships earns more than half of a lesson as it stands")
         proof = _prove(out, course, manifest.lessons)
     files = sum(1 for p in out.rglob("*") if p.is_file())
     return EditionManifest(**{**manifest.__dict__, "files": files, "proof": tuple(proof)})
