@@ -100,7 +100,14 @@ def test_check_grades_the_practice_incident_the_diagnosis_names(practice, tmp_pa
     assert report.score < 10
     # A diagnosis that names no practice incident (the demo's) is graded on the first.
     demo_answer = grade("lesson6", WRONG / "alt_correct")
-    assert "you are graded on incident 'p1'" in " ".join(c.feedback for c in demo_answer.criteria)
+    judged = [c for c in demo_answer.criteria if c.id in ("causes-found", "causes-precision", "evidence")]
+    practice = ", ".join(i.id for i in practice_incidents(COURSE))
+    # Said first, before verdicts about another incident's evidence.
+    assert judged and all(c.score == c.max_score or c.feedback.startswith(
+        f"your diagnosis names incident 'demo', but this check grades the practice incidents "
+        f"({practice}), so 'p1' is graded; the demo is the README's worked example. Judged against 'p1': ")
+        for c in judged), [c.feedback for c in judged]
+    assert any(c.score < c.max_score for c in judged)
 
 
 # ---- wrong diagnoses lose exactly where they are wrong -------------------------------------
@@ -384,7 +391,10 @@ def test_grading_a_student_uses_their_own_incident(tmp_path, secret):
     # Alice's answer handed in by bob is graded on bob's incident.
     bob = grade_path("lesson6", answer, COURSE, mode="grade", secret=secret, student="bob")
     assert bob.score < report.score
-    assert "you are graded on incident" in " ".join(c.feedback for c in bob.criteria)
+    assert any(c.feedback.startswith(f"your diagnosis names incident {alice.id!r}, but your own incident "
+                                     f"{student_incident(COURSE, incidents_key(secret), 'bob').id!r} "
+                                     "(the id in your bundle's incident.yaml) is graded. Judged against ")
+               for c in bob.criteria), [c.feedback for c in bob.criteria]
 
 
 def test_every_fault_combination_is_settled_and_its_reference_gets_full_marks(tmp_path):

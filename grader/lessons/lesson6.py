@@ -187,12 +187,21 @@ def _claims(ctx: CheckContext) -> tuple[list[Claim], str]:
 
 
 def _elsewhere(ctx: CheckContext) -> str:
-    """A note when the diagnosis names another incident than the one graded."""
+    """What the feedback says first when the diagnosis names another incident than the one
+    graded: every verdict after it is about the graded incident's evidence, and a learner
+    who reads them as about their own would chase the wrong items."""
     handed: Handed = ctx.submission
     said = (handed.diagnosis or {}).get("incident")
     graded = _incident(ctx).id
-    return f" (your diagnosis is of incident {said!r}; you are graded on incident {graded!r})" \
-        if said is not None and said != graded else ""
+    if said is None or said == graded:
+        return ""
+    if any(c.visibility == "hidden" for c in ctx.cases):
+        where = f"your own incident {graded!r} (the id in your bundle's incident.yaml) is graded"
+    else:
+        practice = ", ".join(c.inputs.id for c in ctx.cases if c.family == "incident")
+        where = (f"this check grades the practice incidents ({practice}), so {graded!r} is graded; "
+                 "the demo is the README's worked example")
+    return f"your diagnosis names incident {said!r}, but {where}. Judged against {graded!r}: "
 
 
 @check("lesson6.causes_found")
@@ -211,7 +220,7 @@ def causes_found(ctx: CheckContext, params: dict) -> Measure:
     parts.append(f"{left} root cause{'s are' if left > 1 else ' is'} not demonstrated yet; every report "
                  f"in symptoms.md follows from some root cause")
     return Measure(len(found) / len(faults),
-                   f"{len(found)} of {len(faults)} root causes found; " + "; ".join(parts) + _elsewhere(ctx),
+                   _elsewhere(ctx) + f"{len(found)} of {len(faults)} root causes found; " + "; ".join(parts),
                    tuple(sorted(found)))
 
 
@@ -228,8 +237,8 @@ def causes_precision(ctx: CheckContext, params: dict) -> Measure:
     # A count, never which: naming the harmless changes would answer the question.
     unknown = [f"{c.change}: {c.why}" for c in claims if not c.known]
     return Measure(len(right) / len(named),
-                   f"{len(right)} of the {len(named)} changes you named are demonstrated root causes"
-                   + (f" ({'; '.join(unknown[:SHOWN])})" if unknown else "") + _elsewhere(ctx),
+                   _elsewhere(ctx) + f"{len(right)} of the {len(named)} changes you named are demonstrated root causes"
+                   + (f" ({'; '.join(unknown[:SHOWN])})" if unknown else ""),
                    (f"{len(wrong)} of {len(named)}",))
 
 
@@ -240,8 +249,7 @@ def evidence(ctx: CheckContext, params: dict) -> Measure:
         return Measure(0.0, none)
     judged = [c for c in claims if c.at_fault]
     if not any(c.demonstrated for c in claims):
-        return Measure(0.0, "no cause of yours is demonstrated, so no evidence can be credited"
-                       + _elsewhere(ctx))
+        return Measure(0.0, _elsewhere(ctx) + "no cause of yours is demonstrated, so no evidence can be credited")
     unsound = [c for c in judged if not c.sound]
     if not unsound:
         return Measure(1.0, "every cause names its mechanism and cites evidence that shows it")
@@ -250,8 +258,8 @@ def evidence(ctx: CheckContext, params: dict) -> Measure:
     said = [c for c in claims if c.why]
     first = said[0]
     return Measure((len(judged) - len(unsound)) / len(judged),
-                   f"{len(said)} of your {len(claims)} causes are not supported as stated; cause "
-                   f"{first.n} ({first.change}, {first.mechanism}): {first.why}" + _elsewhere(ctx),
+                   _elsewhere(ctx) + f"{len(said)} of your {len(claims)} causes are not supported as stated; cause "
+                   f"{first.n} ({first.change}, {first.mechanism}): {first.why}",
                    tuple(f"cause {c.n}" for c in said))
 
 
