@@ -318,7 +318,7 @@ def _grade(args, course) -> int:
     if files is None and not args.unconfined_ok:
         from grader.engine.sandbox.session import require_confinement
         require_confinement()                   # refused before any file is graded
-    book = _gradebook(args, course) if args.gradebook else None
+    book = _gradebook(args, course, create=True) if args.gradebook else None
     try:
         if book is not None:
             from grader.engine.checks import REGISTRY
@@ -327,15 +327,16 @@ def _grade(args, course) -> int:
             from grader.lessons import lesson_module
             lesson_module(args.lesson)
             refuse_changed_rubric(book, load_rubric(course.rubric_path(args.lesson), REGISTRY))
+        unread = 0
         for path in args.paths:
             try:
                 report = grade_path(args.lesson, Path(path), course, mode="grade", secret=secret,
                                     unconfined_ok=args.unconfined_ok)
             except InputError as e:
-                # One unreadable submission must not stop the others.
+                # One unreadable submission must not stop the others; the exit code still
+                # tells a script that one was not graded.
                 print(f"grader: {e}", file=sys.stderr)
-                if len(args.paths) == 1:
-                    return 2
+                unread += 1
                 continue
             if book is not None:
                 book.record(Path(path).stem, report.to_dict())
@@ -343,17 +344,18 @@ def _grade(args, course) -> int:
     finally:
         if book is not None:
             book.close()
-    return 0
+    return 2 if unread else 0
 
 
-def _gradebook(args, course):
+def _gradebook(args, course, create: bool = False):
+    """The gradebook a command names; only grade may create it (the others read it)."""
     from grader.instructor.gradebook import default_url, open_gradebook
-    return open_gradebook(args.gradebook or default_url(course.root))
+    return open_gradebook(args.gradebook or default_url(course.root), create=create)
 
 
 def _grade_class(args, course, secret: bytes, folder: Path) -> int:
     from grader.instructor.batch import run_batch
-    with _gradebook(args, course) as book:
+    with _gradebook(args, course, create=True) as book:
         summary = run_batch(args.lesson, folder, course, secret, book, jobs=args.jobs,
                             force=args.force, scheduler=args.scheduler, progress=not args.quiet,
                             unconfined_ok=args.unconfined_ok)

@@ -283,13 +283,14 @@ def test_secret_file_that_is_empty_or_unreadable(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("url,message", [
-    ("nosuchdialect://x/y", "not a usable database URL"),
-    ("sqlite:///{tmp}/missing/dir/grades.db", "cannot open the gradebook"),
+    ("nosuchdialect://x/y", "nosuchdialect://x/y: not a usable database URL"),
+    ("sqlite:///{tmp}/missing/dir/grades.db",
+     "{tmp}/missing/dir/grades.db: cannot make the gradebook: the folder {tmp}/missing/dir does not exist"),
 ])
 def test_gradebook_that_cannot_be_opened(tmp_path, capsys, secret, url, message):
-    url = url.format(tmp=tmp_path)
+    url, message = url.format(tmp=tmp_path), message.format(tmp=tmp_path)
     err = refused(capsys, "grade", "lesson1", REF, "--secret-file", secret, "--gradebook", url)
-    assert f"{url}: {message}" in err
+    assert message in err
     assert not (tmp_path / "missing").exists()
 
 

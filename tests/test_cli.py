@@ -136,3 +136,36 @@ def test_an_interrupted_command_says_so_in_one_line_without_a_traceback(monkeypa
                    "command grades the rest.\n")
     assert cli.main(["check", "lesson1"]) == 130
     assert capsys.readouterr().err == "\ngrader: interrupted.\n"
+
+
+def test_grading_files_with_one_unreadable_grades_the_rest_and_exits_2(tmp_path):
+    """The bad file is named on stderr and the others are graded, but a script must be able
+    to tell that one was not: the exit code is an input error's."""
+    secret = tmp_path / "s"
+    secret.write_text("class of 2026\n")
+    empty = tmp_path / "empty.py"
+    empty.write_text("")
+    code, out, err = run("grade", "lesson1", REF, str(empty), "--secret-file", str(secret), "--json")
+    assert code == 2
+    assert json.loads(out)["score"] == 10
+    assert err == f"grader: {empty}: the submission is empty\n"
+
+
+@pytest.mark.parametrize("command", [("export", "--format", "csv"), ("feedback", "--out", "fb"),
+                                     ("report", "lesson1")])
+def test_a_command_that_reads_the_gradebook_refuses_one_that_is_not_there(tmp_path, command):
+    typo = tmp_path / "typo.db"
+    code, out, err = run(*command, "--gradebook", str(typo), cwd=tmp_path)
+    assert code == 2 and out == ""
+    assert err == (f"grader: {typo}: no gradebook here: grade into it first (grader grade ... "
+                   "--gradebook), or give the gradebook your grades went to\n")
+    assert not typo.exists()
+
+
+def test_grading_into_a_gradebook_whose_folder_is_missing_says_so(tmp_path):
+    secret = tmp_path / "s"
+    secret.write_text("class of 2026\n")
+    where = tmp_path / "nope" / "gb.db"
+    code, _, err = run("grade", "lesson1", REF, "--secret-file", str(secret), "--gradebook", str(where))
+    assert code == 2
+    assert err == f"grader: {where}: cannot make the gradebook: the folder {where.parent} does not exist\n"

@@ -129,8 +129,11 @@ def test_plain_paths_and_bad_urls(tmp_path):
         assert b.url.startswith("sqlite:///") and b.results() == []
     with pytest.raises(InputError, match="not a usable database URL"):
         open_gradebook("nosuchdialect://x/y")
-    with pytest.raises(InputError, match="cannot open the gradebook"):
+    with pytest.raises(InputError, match="the folder .*/missing/dir does not exist"):
         open_gradebook(f"sqlite:///{tmp_path}/missing/dir/x.db")
+    with pytest.raises(InputError, match="no gradebook here"):
+        open_gradebook(str(tmp_path / "typo.db"), create=False)
+    assert not (tmp_path / "typo.db").exists()
 
 
 def test_a_rubric_rolled_back_is_the_one_the_lesson_totals_follow(book):

@@ -479,12 +479,15 @@ class GradebookWriteError(InputError):
     """A result could not be written; nothing written before it is lost."""
 
 
-def open_gradebook(url: str) -> Gradebook:
+def open_gradebook(url: str, *, create: bool = True) -> Gradebook:
     """A gradebook at a SQLAlchemy URL, or at a plain file path (taken as SQLite).
 
     A plain path is a gradebook only if it ends in .db, .sqlite or .sqlite3 or already is
     a SQLite file: ``--gradebook garbage`` is a typo, not a request for a new file named
-    garbage. An in-memory SQLite URL is refused: a class graded into it would be lost."""
+    garbage. An in-memory SQLite URL is refused: a class graded into it would be lost.
+    ``create=False`` (a command that only reads it: report, export, feedback) refuses a
+    SQLite file that does not exist: a mistyped path would otherwise be an empty
+    gradebook, and an export of no one."""
     if "://" not in url:
         path = Path(url)
         if path.suffix.lower() not in SQLITE_SUFFIXES and not _is_sqlite(path):
@@ -500,6 +503,14 @@ def open_gradebook(url: str) -> Gradebook:
             and parsed.database in (None, "", ":memory:") or "mode=memory" in url:
         raise InputError(shown_url(url), "an in-memory SQLite gradebook would lose every result "
                                          "when the grader ends; give a file (sqlite:///PATH.db)")
+    if parsed is not None and parsed.get_backend_name() == "sqlite":
+        where = Path(parsed.database)
+        if not create and not where.exists():
+            raise InputError(str(where), "no gradebook here: grade into it first (grader grade ... "
+                                         "--gradebook), or give the gradebook your grades went to")
+        if create and not where.parent.is_dir():
+            raise InputError(str(where), f"cannot make the gradebook: the folder {where.parent} "
+                                         "does not exist")
     return Gradebook(url)
 
 

@@ -490,8 +490,8 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
             raise InputError(lesson, f"no such lesson (known: {', '.join(known)})")
     _prepare(out, course)
     out = out.resolve()
-    say(f"copying the course into {out}")
-    try:
+    try:                        # a second or two: said with the next step, not before it
+
         _copy(out, course)
     except OSError as e:
         raise InputError(str(out), f"cannot write the learner edition: {e.strerror or e}") from None
