@@ -199,3 +199,15 @@ def test_category_labels_of_a_bar_panel_never_run_into_each_other(tmp_path, monk
     assert len(boxes) == 5
     assert all(left.x1 < right.x0 for left, right in zip(boxes, boxes[1:]))
     close(fig)
+
+
+@pytest.mark.parametrize("name", ["prefill-deadline", "prefix-ownership"])
+def test_another_lessons_file_is_named_as_such_not_as_a_stub(name):
+    """lesson 1's exercise handed to an experiment about lesson 3 or 4 defines none of its
+    functions: the note says so, and asks whether it is the right file."""
+    other = ROOT / "assignments" / "lesson1" / "exercise.py"
+    outcome = experiments.run(name, SMALL[name], COURSE, submission=str(other))
+    wanted = {"prefill-deadline": "choose_chunk", "prefix-ownership": "on_event, prefix_key, publishable"}[name]
+    assert any(f"{other} defines no {wanted}: is it your {LESSON[name]} exercise file?" in n
+               for n in outcome.notes), outcome.notes
+    assert not any("the stub raises NotImplementedError" in n for n in outcome.notes)

@@ -67,9 +67,11 @@ FILES = {1: "check_contract", 2: "admit", 3: "choose_chunk", 4: "on_event prefix
          5: "qualify decide_release"}
 
 
-def _written(sandbox, function: str) -> bool:
+def _standing(sandbox, function: str) -> str:
+    """"written", "stub" (it raises NotImplementedError) or "absent" (the file defines no
+    such function: likely another lesson's file)."""
     result = sandbox.call(function, *PROBES[function])
-    return not (result.status == "missing" or result.stub)
+    return "absent" if result.status == "missing" else "stub" if result.stub else "written"
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class Written:
     note: str                      # what falls back and why; "" when everything is written
     log: object = None             # the CallLog of its sandboxed decisions
     error: str = ""                # why the file did not load ("" when it did)
+    absent: tuple[str, ...] = ()   # of missing, those the file does not define at all
 
 
 def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
@@ -107,15 +110,20 @@ def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
             return Written(lesson, path, sub.digest, {}, _gate(sandbox), (), "")
         return Written(lesson, path, sub.digest, {}, None, names,
                        f"{lesson}: qualify is not written yet: no goodput or attainment")
-    wanted = tuple(name for name in names if _written(sandbox, name))
+    standing = {name: _standing(sandbox, name) for name in names}
+    wanted = tuple(name for name in names if standing[name] == "written")
     missing = tuple(name for name in names if name not in wanted)
+    absent = tuple(name for name in names if standing[name] == "absent")
     log = CallLog()
     decisions = learner_decisions(sandbox, wanted, log)
     if "prefix_key" in decisions:
         # Every request asks again for the keys of the blocks it shares with others.
         decisions["prefix_key"] = lru_cache(maxsize=1 << 16)(decisions["prefix_key"])
-    note = f"{lesson}: {', '.join(missing)} not written yet: the course baseline" if missing else ""
-    return Written(lesson, path, sub.digest, decisions, None, missing, note, log)
+    stubs = [name for name in missing if name not in absent]
+    why = ([f"{', '.join(stubs)} not written yet"] if stubs else []) + \
+          ([f"{', '.join(absent)} not defined in {path.name} (is it {lesson}'s exercise file?)"] if absent else [])
+    note = f"{lesson}: {'; '.join(why)}: the course baseline" if why else ""
+    return Written(lesson, path, sub.digest, decisions, None, missing, note, log, absent=absent)
 
 
 @contextmanager

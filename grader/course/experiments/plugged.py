@@ -52,6 +52,7 @@ class Plugged:
     notes: tuple[str, ...] = () # what falls back to a baseline
     log: Any = None             # the CallLog of the file's sandboxed decisions
     error: str = ""             # why the file did not load ("" when it did)
+    absent: tuple[str, ...] = ()  # the lesson's functions the file does not define at all
 
 
 def _lesson_core(lesson: str, identity: str, decisions: Mapping[str, Callable], note: str = "") -> Core:
@@ -92,7 +93,8 @@ def plugged(course, lesson: str, submission: str | None = None) -> Iterator[Plug
             return
         mine = open_lesson(stack, lesson, path)
         core = _lesson_core(lesson, f"own-{lesson}:{mine.digest}", mine.decisions) if mine.decisions else None
-        yield Plugged(lesson, core, str(path), False, (mine.note,) if mine.note else (), mine.log, mine.error)
+        yield Plugged(lesson, core, str(path), False, (mine.note,) if mine.note else (), mine.log, mine.error,
+                      mine.absent)
 
 
 def _inputs(course, lesson: str) -> dict[str, str]:
@@ -158,6 +160,8 @@ class Sides:
         rows = ", ".join(labels)
         if p.core is None:
             why = (f"{p.source} did not load ({p.error})" if p.error else
+                   f"{p.source} defines no {', '.join(p.absent)}: is it your {p.lesson} exercise file?"
+                   if p.absent else
                    f"{names} of {p.source} not written yet (the stub raises NotImplementedError)")
             return [f"rows {rows}: not implemented: {why}"] + self._beside(reference)
         out = [f"rows {rows}: your {names} from {p.source}", *p.notes]
