@@ -288,7 +288,11 @@ def test_syntax_error_is_a_load_error_with_its_line():
 
 def test_module_level_failures_are_load_errors():
     with Sandbox("import numpy\n", "exercise.py") as b:
-        assert b.load_error == "ModuleNotFoundError: No module named 'numpy' (exercise.py line 1)"
+        assert b.load_error == ("ModuleNotFoundError: No module named 'numpy' (exercise.py line 1): a "
+                                "submission runs with the standard library and reference.shapes only")
+    with Sandbox("from reference import sizing\n", "exercise.py") as b:     # the course's other modules
+        assert b.load_error.startswith("ImportError: cannot import name 'sizing' from 'reference'")
+        assert b.load_error.endswith(": a submission runs with the standard library and reference.shapes only")
     with Sandbox("import os\nos._exit(3)\n", "exercise.py") as b:
         assert "exited with code 3" in b.load_error
     with Sandbox("while True:\n    pass\n", "exercise.py", load_timeout_s=0.5) as b:

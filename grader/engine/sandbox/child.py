@@ -568,6 +568,10 @@ def describe(exc, filename):
             text += " (%s line %d)" % (filename, line)
     except BaseException:
         pass
+    if type(exc) in (ImportError, ModuleNotFoundError):
+        # The learner's own machine has it, and the message alone reads like an install
+        # problem: say what a submission can import.
+        text += ": a submission runs with the standard library and reference.shapes only"
     return one_line(text)
 
 
