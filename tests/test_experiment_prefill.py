@@ -122,6 +122,10 @@ def test_set_changes_one_constraint():
     (("prefill-deadline", "--set", "budget"), "expected key=value"),
     (("prefill-deadline", "--set", "rules=budget,magic"), "'magic' is not one of"),
     (("prefill-deadline", "--set", "prompt=-5"), "must be >= 1"),
+    # Within the knob's bound, but past the model's context: every long prompt rejected.
+    (("prefill-deadline", "--set", "prompt=32753"), "--set prompt=32753: 32753 tokens and the 16 its request "
+     "emits are over gqa-8b-bf16's max_context of 32768: the contract would reject every one; at most 32752"),
+    (("prefill-deadline", "--set", "decode_context=32768"), "at most 32767"),
     (("prefill-deadline", "--plot", "out.pdf"), "ending in .png"),
     (("no-such-experiment",), "no such experiment"),
 ])

@@ -426,6 +426,19 @@ def test_goodput_experiment_plot_shows_the_decision_the_target_and_the_rejected_
     assert "rejected share (%)" not in [p.ylabel for p in plain.plot.panels]
 
 
+def test_goodput_experiment_with_one_seed_knows_no_band():
+    """One seed: no spread is known, and lesson 5's band is infinite. The table shows "-"
+    (not a band of 0.00), the JSON null, and the plot draws no band around the line."""
+    outcome = experiments.run("goodput", ["rates=1", "rate_from=3", "seeds=1", "requests=20"], COURSE)
+    rows = outcome.to_dict()["rows"]
+    assert rows and all(r["band"] is None and r["att_band_interactive"] is None for r in rows)
+    assert all(r["diff_band"] is None for r in rows if r["design"] != "baseline")
+    lines = [l for p in outcome.plot.panels for l in p.lines if l.band is not None]
+    assert lines and all(lo == hi for l in lines for lo, hi in zip(*l.band))
+    from grader.course.experiments.common import _cell
+    assert all(_cell(r["band"], ".2f") == "-" for r in outcome.table.rows)
+
+
 def test_goodput_experiment_rejects_a_bad_setting():
     with pytest.raises(InputError, match="candidates"):
         experiments.run("goodput", ["candidates=nonsense"], COURSE)

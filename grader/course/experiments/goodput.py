@@ -51,9 +51,10 @@ KNOBS = (
 )
 
 
-def _band(values: list[float], k: float, alone: float = 0.0) -> float:
-    """k standard errors of the mean over the seeds (``alone`` with one seed: no spread known)."""
-    return k * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else alone
+def _band(values: list[float], k: float) -> float:
+    """k standard errors of the mean over the seeds; infinite with one seed, as lesson 5's
+    rule has it (no spread is known): the table shows "-", the plot no band."""
+    return k * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.inf
 
 
 def _side(runs: tuple[RunSummary, ...], classes: tuple[str, ...], k: float) -> dict:
@@ -106,7 +107,7 @@ def _measure(s: dict, course):
                     mine = {r.seed: r for r in runs}
                     diffs = [run_goodput(mine[b.seed]) - run_goodput(b) for b in base if b.seed in mine]
                     decision = core.decide(base, runs, rule)
-                    row.update(diff=statistics.fmean(diffs), diff_band=_band(diffs, rule.noise_k, math.inf),
+                    row.update(diff=statistics.fmean(diffs), diff_band=_band(diffs, rule.noise_k),
                                decision=decision.decision)
                     notes.append(f"rate {rate:g}, {design.name}: {decision.decision}: "
                                  f"{'; '.join(decision.reasons)}")
@@ -157,7 +158,7 @@ def _plot(rows: list[dict], groups: list[list[str]], classes: tuple[str, ...], r
         mine = [r for r in rows if r["design"] == name and r[key] is not None]
         xs = tuple(float(r["rate"]) for r in mine)
         ys = tuple(float(r[key]) * scale for r in mine)
-        bands = tuple(float(r[band_key]) * scale for r in mine)
+        bands = tuple(float(r[band_key]) * scale if math.isfinite(r[band_key]) else 0.0 for r in mine)
         return Line(label, xs, ys, band=(tuple(max(0.0, y - b) for y, b in zip(ys, bands)),
                                          tuple(min(top, y + b) for y, b in zip(ys, bands))))
 

@@ -39,6 +39,7 @@ from grader.course.experiments.common import (
     ttfts,
 )
 from grader.course.scenario import course_machines
+from grader.engine.errors import InputError
 from grader.course.experiments.plugged import Side, Sides
 from grader.course.trials import truncation
 from reference.baselines import baseline_policy
@@ -108,7 +109,19 @@ def _schedule(s: dict, cost: CostModel, page_tokens: int) -> tuple[float, int]:
     return start, int(min(1.1 * end / quickest, 1 << 20)) + 64
 
 
+def _within_context(s: dict, model: ModelSpec) -> None:
+    """A request over the model's context is rejected by the contract: a prompt that long
+    would leave every row empty ("-"), so the setting is refused, saying how long may be."""
+    for knob, tokens, more in (("prompt", s["prompt"], LONG_OUTPUT), ("decode_context", s["decode_context"], 1)):
+        if tokens + more > model.max_context:
+            raise InputError(f"--set {knob}={tokens}",
+                             f"{tokens} tokens and the {more} its request emits are over {MODEL}'s "
+                             f"max_context of {model.max_context}: the contract would reject every "
+                             f"one; at most {model.max_context - more}")
+
+
 def workload(s: dict, model: ModelSpec, worker: WorkerSpec) -> tuple[tuple[Request, ...], float, list[str]]:
+    _within_context(s, model)
     start, out = _schedule(s, worker.cost, worker.page_tokens)
     notes = []
     room = model.max_context - s["decode_context"]
