@@ -240,7 +240,7 @@ def _experiment(args, course) -> int:
     from grader.course import experiments
     from grader.course.experiments.common import plot_path, save_plot
     path = plot_path(args.plot) if args.plot else None
-    outcome = experiments.run(args.name, args.settings, course, args.submission)
+    outcome = experiments.run(args.name, args.settings, course, args.submission, progress=True)
     plot = str(save_plot(outcome.plot, path)) if path and outcome.plot else None
     if args.json:
         print(json.dumps({**outcome.to_dict(), "plot": plot}, sort_keys=True))

@@ -211,3 +211,25 @@ def test_another_lessons_file_is_named_as_such_not_as_a_stub(name):
     assert any(f"{other} defines no {wanted}: is it your {LESSON[name]} exercise file?" in n
                for n in outcome.notes), outcome.notes
     assert not any("the stub raises NotImplementedError" in n for n in outcome.notes)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_every_worker_run_an_experiment_makes_is_counted_for_its_progress(name):
+    """grader experiment shows a count of worker runs once a run takes a few seconds: each
+    experiment reports every run it makes, once."""
+    from grader.course.experiments.common import parse_settings
+    from grader.course.experiments.plugged import Sides, plugged
+    exp = experiments.find(name)
+    settings = parse_settings(name, exp.knobs, SMALL[name])
+    counted = []
+    with plugged(COURSE, exp.lesson, None) as chosen:          # the reference: one side computed
+        exp.run(settings, COURSE, Sides(name, settings, COURSE, chosen, ran=counted.append))
+    expected = {
+        # each fixed chunk and each rule: one run
+        "prefill-deadline": lambda: len(set(settings["chunks"])) + len(settings["rules"]),
+        # the design, each variant, each other cancel rate; the probes of the design and no_scope
+        "prefix-ownership": lambda: 1 + 2 + 1 + 2,
+        # every design (the baseline and each candidate) at every rate, on every seed
+        "goodput": lambda: settings["rates"] * (1 + len(settings["candidates"])) * settings["seeds"],
+    }[name]()
+    assert sum(counted) == expected, counted

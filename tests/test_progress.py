@@ -3,7 +3,7 @@ in a log, nothing when turned off; time is a fake clock, never slept."""
 import io
 import threading
 
-from grader.instructor.progress import Progress
+from grader.engine.progress import Progress
 
 
 class Clock:
@@ -92,3 +92,31 @@ def test_turned_off_or_nothing_to_do_writes_nothing():
         bar.advance()
         bar.finish()
         assert bar.stream.getvalue() == ""
+
+
+def test_work_of_unknown_size_is_a_count_and_a_quick_one_says_nothing():
+    """An experiment's worker runs: no total, so no bar and no estimate; nothing at all
+    before delay_s, so the default settings (a second or two) print no line."""
+    clock, log = Clock(), io.StringIO()
+    quick = Progress(None, "goodput", stream=log, clock=clock, delay_s=3.0, unit="worker runs")
+    clock.now = 101.0
+    quick.advance(4)
+    quick.tick()
+    quick.finish()
+    assert log.getvalue() == ""
+    slow = Progress(None, "goodput", stream=log, clock=clock, delay_s=3.0, log_every_s=5.0, unit="worker runs")
+    clock.now = 107.0
+    slow.advance(20)
+    assert log.getvalue() == "goodput: 20 worker runs  elapsed 0:06\n"
+    clock.now = 109.0
+    slow.advance(10)
+    slow.finish()
+    assert log.getvalue().splitlines()[-1] == "goodput: 30 worker runs  elapsed 0:08"
+    tty = Terminal()
+    live = Progress(None, "prefix-ownership", stream=tty, clock=clock, delay_s=3.0, unit="worker runs")
+    clock.now += 2.0
+    live.tick()
+    assert tty.getvalue() == ""
+    clock.now += 2.0
+    live.tick()
+    assert tty.getvalue() == "\rprefix-ownership: 0 worker runs  elapsed 0:04"

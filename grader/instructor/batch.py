@@ -29,7 +29,7 @@ from grader.engine.layout import Course
 from grader.engine.sandbox import affinity
 from grader.engine.errors import InputError
 from grader.instructor.gradebook import CriterionInfo, Gradebook, GradebookWriteError, LessonInfo, cases_digest
-from grader.instructor.progress import Progress
+from grader.engine.progress import Progress
 from grader.engine.submission import Submission, is_submission_folder, load_submission
 
 SOURCE_SUFFIXES = (".py", ".ipynb")

@@ -35,6 +35,7 @@ class Experiment:
 
 
 REGISTRY: dict[str, Experiment] = {}
+PROGRESS_AFTER_S = 3.0      # an experiment's count of runs appears once it has run this long
 _SHARED = {"common", "plugged"}          # modules of the package that are machinery, not experiments
 
 
@@ -78,15 +79,22 @@ def describe() -> str:
     return "\n".join(lines)
 
 
-def run(name: str, assignments: list[str], course, submission: str | None = None) -> Outcome:
+def run(name: str, assignments: list[str], course, submission: str | None = None,
+        progress: bool = False) -> Outcome:
     """Run experiment ``name`` with ``--set`` assignments (["key=value", ...]) on the
     functions of ``submission`` (default: the reference in the course, the learner's
-    exercise file in the learner edition)."""
+    exercise file in the learner edition). ``progress``: once the runs have taken a few
+    seconds, a count of them on stderr, moving every second (large settings take minutes)."""
     from grader.course.experiments.plugged import Sides, plugged
+    from grader.engine.progress import Progress
     exp = find(name)
     settings = parse_settings(exp.name, exp.knobs, assignments)
-    with plugged(course, exp.lesson, submission) as chosen:
-        return exp.run(settings, course, Sides(exp.name, settings, course, chosen))
+    bar = Progress(None, name, enabled=progress, heartbeat_s=1.0, delay_s=PROGRESS_AFTER_S, unit="worker runs")
+    try:
+        with plugged(course, exp.lesson, submission) as chosen:
+            return exp.run(settings, course, Sides(exp.name, settings, course, chosen, ran=bar.advance))
+    finally:
+        bar.finish()
 
 
 def record(course, lessons: tuple[str, ...]) -> list[str]:

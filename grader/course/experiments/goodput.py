@@ -91,7 +91,7 @@ def _setup(s: dict, course) -> tuple[Trial, list[Design], tuple[int, ...]]:
 
 
 # ---- the runs: every design at every rate on one core ------------------------------------------
-def _measure(s: dict, course):
+def _measure(s: dict, course, ran):
     """core -> its Side: a row per (rate, design), qualified and decided by the core's gate."""
     def side(core) -> Side:
         some, designs, seeds = _setup(s, course)
@@ -100,8 +100,12 @@ def _measure(s: dict, course):
         for rate in _rates(s):
             workload = with_overrides(some.workload, **{"arrival.rate": rate, "requests": s["requests"]})
             base = summaries(some.model, some.baseline, workload, seeds, core)
+            ran(len(seeds))
             for design in designs:
-                runs = base if design is some.baseline else summaries(some.model, design, workload, seeds, core)
+                runs = base
+                if design is not some.baseline:
+                    runs = summaries(some.model, design, workload, seeds, core)
+                    ran(len(seeds))
                 row = {"rate": rate, "design": design.name, **_side(runs, classes, s["noise_k"])}
                 if design is not some.baseline:
                     mine = {r.seed: r for r in runs}
@@ -125,7 +129,7 @@ def goodput_sweep(s: dict, course, sides: Sides) -> Outcome:
     some, designs, seeds = _setup(s, course)
     classes = tuple(c.name for c in some.workload.classes)
     labels = tuple(d.name for d in designs)
-    both = sides.both(_measure(s, course), "design", labels)
+    both = sides.both(_measure(s, course, sides.ran), "design", labels)
     rows, notes = both.rows, list(both.notes)
     columns = (Column("rate", "rate\n/s", "g"), Column("design", "design"),
                Column("goodput", "goodput\n/s", ".2f"), Column("band", "+-\nband", ".2f"),

@@ -104,6 +104,10 @@ def _inputs(course, lesson: str) -> dict[str, str]:
     return {str(p.relative_to(root)): p.read_text(encoding="utf-8") for p in files}
 
 
+def _no_progress(runs: int = 1) -> None:
+    pass
+
+
 @dataclass(frozen=True)
 class Sides:
     """An experiment's two sides: the plugged-in core's, and the reference's beside it."""
@@ -111,6 +115,9 @@ class Sides:
     settings: Mapping[str, Any]
     course: Any
     plugged: Plugged
+    # Called with the worker runs each measure just made (grader experiment shows a count
+    # of them when a run takes more than a few seconds).
+    ran: Callable[[int], None] = _no_progress
 
     def _reference(self, measure: Callable[[Core], Side]) -> Optional[Side]:
         lesson = self.plugged.lesson

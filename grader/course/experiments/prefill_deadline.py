@@ -190,7 +190,7 @@ COLUMNS = (
 
 
 # ---- the runs: one row per chunk rule ----------------------------------------------------
-def _rows(policy, variants, s: dict, course) -> Side:
+def _rows(policy, variants, s: dict, course, ran) -> Side:
     """A row per (label, chunk, rule knob) of ``variants`` on ``policy`` under that knob, with
     each row's steps along the first long prompt (for the plot) and what stopped a run."""
     model, worker = _machine(s, course)
@@ -199,6 +199,7 @@ def _rows(policy, variants, s: dict, course) -> Side:
     rows, along, notes = [], {}, []
     for label, chunk, rule in variants:
         run = simulate(model, worker, with_knobs(policy, _sheet(s, **rule)), reqs)
+        ran(1)
         row = {"rule": label, "chunk": chunk, **measure(run, start, s["budget"])}
         if run.aborted:
             notes.append(f"{label}: {truncation(run)}")
@@ -211,16 +212,16 @@ def _rows(policy, variants, s: dict, course) -> Side:
     return {"rows": rows, "extras": {"along": along}, "notes": notes}
 
 
-def _fixed(s: dict, course, core) -> Side:
+def _fixed(s: dict, course, core, ran) -> Side:
     # The fixed-chunk knob replaces whatever rule it distorts: these rows hold for any core.
     policy = core.policy if core is not None else baseline_policy()
     return _rows(policy, [(f"fixed {c}", c, {"rule": "fixed", "fixed_tokens": c})
-                          for c in sorted(set(s["chunks"]))], s, course)
+                          for c in sorted(set(s["chunks"]))], s, course, ran)
 
 
-def _rules(s: dict, course):
+def _rules(s: dict, course, ran):
     """core -> its Side: the core as it is ("budget") and under the per-token-only knob."""
-    return lambda core: _rows(core.policy, [(name, None, {"rule": name}) for name in s["rules"]], s, course)
+    return lambda core: _rows(core.policy, [(name, None, {"rule": name}) for name in s["rules"]], s, course, ran)
 
 
 @experiment("prefill-deadline", title="chunk size against the token-gap budget and TTFT", knobs=KNOBS,
@@ -228,8 +229,8 @@ def _rules(s: dict, course):
 def prefill_deadline(s: dict, course, sides: Sides) -> Outcome:
     model, worker = _machine(s, course)
     _, start, notes = workload(s, model, worker)
-    fixed = _fixed(s, course, sides.plugged.core)
-    rules = sides.both(_rules(s, course), "rule", tuple(s["rules"]))
+    fixed = _fixed(s, course, sides.plugged.core, sides.ran)
+    rules = sides.both(_rules(s, course, sides.ran), "rule", tuple(s["rules"]))
     rows = fixed["rows"] + (rules.rows if s["rules"] else [])
     along = {**fixed["extras"]["along"], **rules.extras.get("along", {})}
     notes += fixed["notes"] + rules.notes

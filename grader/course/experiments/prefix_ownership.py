@@ -197,7 +197,7 @@ def _labels(s: dict) -> tuple[str, ...]:
             *(f"design, {pct}% cancelled" for pct in s["cancel_rates"] if pct / 100 != s["cancel"]))
 
 
-def _measure(s: dict, course):
+def _measure(s: dict, course, ran):
     """core -> its Side: a row per variant (the core, each knob around it, each cancellation
     rate), and the probe's TTFTs of the design and the key without scope."""
     def side(core) -> Side:
@@ -208,6 +208,7 @@ def _measure(s: dict, course):
         def add(label: str, scenario, changes: dict, cancel: float) -> None:
             policy = with_knobs(core.policy, {**scenario.sheet, "cancellation": changes})
             run = simulate(scenario.model, scenario.worker, policy, requests(scenario, s["repeat"]))
+            ran(1)
             ends[label] = run.end_s
             rows.append({"variant": label, "cancel_pct": round(cancel * 100), **measure(run, pt),
                          "probe_gap_ms": None})
@@ -219,6 +220,7 @@ def _measure(s: dict, course):
             policy = with_knobs(core.policy, {**base.sheet, "cancellation": changes})
             extra = probes(base, ends[label] + 1.0)
             run = simulate(base.model, base.worker, policy, requests(base, s["repeat"]) + extra)
+            ran(1)
             t = probed[label] = probe_ttfts_ms(run)
             row = next(r for r in rows if r["variant"] == label)
             # Rounded to the nanosecond: TTFTs are differences of absolute times, and two equal
@@ -244,7 +246,7 @@ def _measure(s: dict, course):
 def prefix_ownership(s: dict, course, sides: Sides) -> Outcome:
     base = _scenario(s, course, s["cancel"])
     pt = base.worker.page_tokens
-    both = sides.both(_measure(s, course), "variant", _labels(s))
+    both = sides.both(_measure(s, course, sides.ran), "variant", _labels(s))
     rows, probed, stopped = both.rows, both.extras.get("probed", {}), both.notes
     n = len(next(iter(probed.values()))["right"]) if probed else 0
     notes = (f"{base.workload.requests} requests in 3 tenants sharing system-prompt text, "

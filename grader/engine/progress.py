@@ -7,6 +7,9 @@ Why not tqdm or rich: tqdm redraws with carriage returns in a log too (one long 
 overwrites) or, told to, writes nothing there; rich writes a log nothing until the batch
 ends. A grading run's log is where an instructor looks when a batch of 200 seems stuck,
 so it gets a plain line every few seconds; that and the redrawn line are the whole module.
+
+Work of unknown size (an experiment's worker runs) gets a count and the elapsed time, and
+shows nothing until it has taken a few seconds (``delay_s``): a quick run stays quiet.
 """
 from __future__ import annotations
 
@@ -23,13 +26,14 @@ def _clock(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, total: int, label: str, stream=None, width: int = 28,
+    def __init__(self, total: int | None, label: str, stream=None, width: int = 28,
                  log_every_s: float = 5.0, enabled: bool = True, clock=time.monotonic,
-                 heartbeat_s: float | None = None):
+                 heartbeat_s: float | None = None, delay_s: float = 0.0, unit: str = ""):
         self.total, self.label, self.width = total, label, width
+        self.unit, self.delay_s = unit, delay_s
         self.clock = clock
         self.stream = stream if stream is not None else sys.stderr
-        self.enabled = enabled and total > 0
+        self.enabled = enabled and (total is None or total > 0)
         self.live = self.enabled and getattr(self.stream, "isatty", lambda: False)()
         self.log_every_s = log_every_s
         self.done = 0
@@ -49,6 +53,8 @@ class Progress:
 
     def line(self) -> str:
         elapsed = self.clock() - self.started
+        if self.total is None:             # no bar and no estimate: a count and the time
+            return f"{self.label}: {self.done} {self.unit or 'done'}  elapsed {_clock(elapsed)}"
         rate = self.done / elapsed if elapsed > 0 else 0.0
         left = (self.total - self.done) / rate if rate > 0 else float("nan")
         filled = int(self.width * self.done / self.total) if self.total else self.width
@@ -76,6 +82,8 @@ class Progress:
         if not self.enabled:
             return
         now = self.clock()
+        if now - self.started < self.delay_s:
+            return
         if self.live:
             self._write("\r" + self.line())
         elif now - self._last_log >= self.log_every_s:
@@ -98,6 +106,8 @@ class Progress:
             return
         with self._lock:
             line = self.line()
+            if self.delay_s and not self._last_line:
+                return              # quick enough that nothing was shown: nothing to close
             if self.live:
                 self._write("\r" + line + "\n")
             elif line != self._last_line:       # a log just given this line needs it once
