@@ -263,3 +263,5 @@ def test_a_students_name_is_one_name_however_unicode_spells_it(tmp_path):
     (both / f"{nfc}.py").write_text("x = 2\n")
     [entry] = discover(both, "lesson1")
     assert entry.student == nfc and entry.problem.startswith("two submissions")
+    # Named within the class folder: the student reads it in their feedback.
+    assert entry.problem == f"two submissions: {nfd}.py and {nfc}.py; keep one" and str(tmp_path) not in entry.problem

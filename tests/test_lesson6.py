@@ -290,7 +290,7 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n
 @pytest.mark.parametrize("diagnosis,needle", [
     (BOMB, "anchors"),
     (b"\x00" * 64, "binary"),
-    ("x: " + "y" * (300 * 1024), "the limit is"),
+    ("x: " + "y" * (300 * 1024), "more than 262144 bytes, the limit"),
     ("[" * 4000, "nested too deeply"),
     ("", "diagnosis.yaml is empty"),
     ("- just\n- a list\n", "expected a mapping; got a list"),

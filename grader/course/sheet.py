@@ -92,7 +92,8 @@ def read_yaml(raw: bytes, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
     """(data, problems) of YAML bytes; data is None when there are problems."""
     where = "(file)"
     if len(raw) > limit:
-        return None, [Problem(where, f"{len(raw)} bytes; the limit is {limit}")]
+        # "more than": the bytes were read only up to a bound, so their count is not the file's.
+        return None, [Problem(where, f"more than {limit} bytes, the limit")]
     if b"\x00" in raw:
         return None, [Problem(where, "a binary file, not YAML text")]
     try:

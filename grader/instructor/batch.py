@@ -110,7 +110,9 @@ def discover(folder: Path, lesson: str) -> list[Entry]:
         if len(options) == 1:
             entries.append(options[0])
         else:
-            paths = " and ".join(e.path for e in options)
+            # Named within the class folder: the student reads this in their feedback, and the
+            # instructor's own paths are not theirs to see.
+            paths = " and ".join(os.path.relpath(e.path, root) for e in options)
             entries.append(Entry(student, options[0].path, f"two submissions: {paths}; keep one"))
     return entries
 
