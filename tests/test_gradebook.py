@@ -162,3 +162,15 @@ def test_a_rubric_changed_under_the_same_version_is_a_conflict_another_version_i
         "c2 is new; total 3 -> 4"
     assert book.rubric_conflict(_info(points=(2.0,), ids=("c0",))) == "total 3 -> 2"
     assert book.rubric_conflict(_info(version=2, points=(3.0, 1.0))) == ""
+
+
+def test_a_new_sqlite_gradebook_is_private_to_its_owner(tmp_path):
+    """It holds every hidden case's feedback (as the Gradescope zip holds the secret: 0600)."""
+    import os
+    import stat
+    path = tmp_path / "class.db"
+    with open_gradebook(str(path)) as b:
+        b.record("alice", fake_report())
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with open_gradebook(str(path)) as b:                   # and it reads back
+        assert [r.student for r in b.results()] == ["alice"]

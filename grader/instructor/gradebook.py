@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -511,6 +512,15 @@ def open_gradebook(url: str, *, create: bool = True) -> Gradebook:
         if create and not where.parent.is_dir():
             raise InputError(str(where), f"cannot make the gradebook: the folder {where.parent} "
                                          "does not exist")
+        if create and not where.exists():
+            # Made private before SQLite writes to it: it holds every hidden case's feedback.
+            # (An empty file is an empty SQLite database; SQLite gives its journal the same mode.)
+            try:
+                os.close(os.open(where, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except FileExistsError:
+                pass
+            except OSError as e:
+                raise InputError(str(where), f"cannot make the gradebook: {e.strerror or e}") from None
     return Gradebook(url)
 
 
