@@ -214,3 +214,27 @@ def test_report_refuses_an_unknown_lesson_in_one_line(graded_class, tmp_path):
     code, out, err = run_grader("report", "lesson4", "--gradebook", url, "--out", str(tmp_path / "r"))
     assert code == 2 and "no results for this lesson" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
+
+
+def test_results_graded_on_two_sets_of_cases_are_flagged_not_merged(tmp_path):
+    """A regrade under another secret, stopped part-way: the report says the class is not
+    one grading, in the terminal, the JSON and the page."""
+    from grader.instructor.class_report import write_report
+    from test_gradebook import fake_report
+    one = ({"family": "models", "name": "m", "visibility": "public"},)
+    other = ({"family": "models", "name": "m2", "visibility": "public"},)
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        for student in ("a", "b", "c"):
+            book.record(student, fake_report(cases=one))
+        book.record("d", fake_report(cases=other))
+        written = write_report(book, "lesson1", tmp_path / "report")
+    n = written.numbers
+    assert [count for _, count in n.case_sets] == [3, 1]
+    assert n.mixed().startswith(f"graded on 2 sets of cases (3 on cases {n.case_sets[0][0][:12]}, "
+                                f"1 on cases {n.case_sets[1][0][:12]}): two secrets")
+    assert f"warning: {n.mixed()}" in written.render()
+    assert json.loads(json.dumps(n.to_dict()))["case_sets"] == [[d, c] for d, c in n.case_sets]
+    assert "Not one grading:" in (tmp_path / "report" / "index.html").read_text()
+    with open_gradebook(str(tmp_path / "one.db")) as book:
+        book.record("a", fake_report(cases=one))
+        assert write_report(book, "lesson1", tmp_path / "r1").numbers.mixed() == ""

@@ -75,6 +75,21 @@ class ClassNumbers:
     hardest_hidden: tuple[CaseHit, ...]
     rubric_versions: tuple[int, ...]
     graded_between: tuple[str, str] | None
+    # (cases digest, graded results) of each set of cases the results were graded on: more
+    # than one means two secrets, or a regrade not finished, and scores not comparable.
+    case_sets: tuple[tuple[str, int], ...] = ()
+
+    def mixed(self) -> str:
+        """What makes the class's results not one grading ("" when nothing does)."""
+        out = []
+        if len(self.case_sets) > 1:
+            sets = ", ".join(f"{n} on cases {d[:12]}" for d, n in self.case_sets)
+            out.append(f"graded on {len(self.case_sets)} sets of cases ({sets}): two secrets, or a "
+                       "regrade not finished; grade the class again with one secret")
+        if len(self.rubric_versions) > 1:
+            out.append(f"graded under rubric versions {', '.join(map(str, self.rubric_versions))}: "
+                       "a regrade not finished")
+        return "; ".join(out)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -171,4 +186,5 @@ def class_numbers(book, lesson: str) -> ClassNumbers:
         full_marks=sum(1 for s in scores if s >= info.max_score), criteria=tuple(stats),
         problems=tuple(sorted(problems, key=lambda p: (p.kind, p.student))),
         hardest_hidden=hardest, rubric_versions=tuple(sorted({r.rubric_version for r in results})),
+        case_sets=tuple(sorted(Counter(r.cases_digest for r in graded).items(), key=lambda kv: (-kv[1], kv[0]))),
         graded_between=(f"{when[0]:%Y-%m-%d %H:%M} UTC", f"{when[-1]:%Y-%m-%d %H:%M} UTC") if when else None)
