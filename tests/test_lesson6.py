@@ -562,3 +562,13 @@ def test_a_students_incident_is_the_same_whatever_unicode_form_their_name_comes_
     composed = student_incident(COURSE, key, "José Núñez")
     assert student_incident(COURSE, key, unicodedata.normalize("NFD", "José Núñez")).id == composed.id
     assert student_incident(COURSE, key, "Jose Nunez").id != composed.id       # another student
+
+
+def test_a_sheet_beside_a_diagnosis_that_fixes_nothing_earns_no_replay(tmp_path):
+    """The fix is the diagnosis's design-sheet values, carried by the sheet: a readable
+    diagnosis with no cause (the stub's) and a sheet that ships (the last good release's
+    own, or the reference's) is no fix of anything found."""
+    report = grade("lesson6", folder(tmp_path, diagnosis="incident: p1\ncauses: []\n"))
+    fix = next(c for c in report.criteria if c.id == "fix-replayed")
+    assert fix.score == 0 and fix.feedback.startswith("your diagnosis states no fix")
+    assert scores(report)["rollback-rule"] == 1            # the sheet's own criterion still pays

@@ -294,7 +294,15 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
     if sheet is None:
         return Measure(0.0, why)
     handed: Handed = ctx.submission
-    for cause in (handed.diagnosis or {}).get("causes", []):
+    causes = (handed.diagnosis or {}).get("causes", [])
+    if handed.diagnosis is not None and not any(list(_leaves(cause["fix"])) for cause in causes):
+        # Nothing stated, nothing shown: the last good release's own sheet, handed in beside a
+        # diagnosis that fixes nothing, would replay as a fix (README: the fix is the
+        # diagnosis's design-sheet values, carried by the sheet). A diagnosis that cannot be
+        # read is charged on the three criteria that read it, not here as well.
+        return Measure(0.0, "your diagnosis states no fix (each cause's fix: its design-sheet values): "
+                            "the replay judges the fix of the causes you found, and there is none yet")
+    for cause in causes:
         for path, value in _leaves(cause["fix"]):
             have = get_path(sheet, path, "(absent)")
             if have != value or isinstance(have, bool) != isinstance(value, bool):
