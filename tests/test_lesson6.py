@@ -157,7 +157,8 @@ def test_feedback_says_what_is_wrong_and_where(demo):
     assert ("the evidence you cite for C1, E6 (the 20 longest steps without a prefill chunk, 20 rows), "
             "does not show stall_hidden_by_average") in fb("irrelevant_evidence")["evidence"]
     assert "your claim of C1 (stall_hidden_by_average) earns nothing" in fb("unsupported_claims")["causes-found"]
-    assert "nothing in it ties outstanding_ignored to C3" in fb("wrong_mechanism")["causes-found"]
+    assert ("E4, E14, E15 and E17 show outstanding_ignored, but nothing in them ties outstanding_ignored "
+            "to C3") in fb("wrong_mechanism")["causes-found"]
     assert "2 of the 4 changes you named are demonstrated root causes" in fb("guess_all")["causes-precision"]
     missed = fb("missed_cause")["causes-found"]
     assert "1 of 2 root causes found" in missed and "1 root cause is not demonstrated yet" in missed
@@ -572,3 +573,21 @@ def test_a_sheet_beside_a_diagnosis_that_fixes_nothing_earns_no_replay(tmp_path)
     fix = next(c for c in report.criteria if c.id == "fix-replayed")
     assert fix.score == 0 and fix.feedback.startswith("your diagnosis states no fix")
     assert scores(report)["rollback-rule"] == 1            # the sheet's own criterion still pays
+
+
+def test_a_cause_citing_one_item_that_shows_nothing_and_one_that_shows_its_mechanism_says_which():
+    """'E8 does not show it; what you cite shows it' read as a contradiction: each sentence
+    names its items."""
+    from grader.lessons.lesson6 import _judge
+    p1 = {i.id: i for i in practice_incidents(COURSE)}["p1"]
+    harmless = next(c for c in p1.changes if not c.fault)
+    items = p1.evidence()
+    mechanism = next(m for m in MECHANISMS if any(i.shows(m) for i in items)
+                     and any(not i.shows(m) for i in items))
+    shows = next(i.id for i in items if i.shows(mechanism))
+    blank = next(i for i in items if not i.shows(mechanism))
+    claim = _judge(p1, {"change": harmless.id, "mechanism": mechanism, "evidence": [blank.id, shows],
+                        "fix": {}}, 1)
+    assert claim.why == (f"the evidence you cite for {harmless.id}, {blank.id} ({blank.select}, {blank.count} "
+                         f"rows), does not show {mechanism}; {shows} shows {mechanism}, but nothing in it "
+                         f"ties {mechanism} to {harmless.id}")

@@ -169,7 +169,11 @@ def _judge(incident: Incident, cause: dict, n: int) -> Claim:
                            f"rows), does not show {mechanism}")
     if fault is not None and showing and not demonstrated:
         # A harmless change, or a true cause with another mechanism: one sentence for both.
-        reasons.append(f"what you cite shows {mechanism}, but nothing in it ties {mechanism} to {change}")
+        # Named, so that beside an item that shows nothing the sentence does not read as a
+        # contradiction ("E8 does not show it; what you cite shows it").
+        named = showing[0] if len(showing) == 1 else f"{', '.join(showing[:-1])} and {showing[-1]}"
+        reasons.append(f"{named} {'shows' if len(showing) == 1 else 'show'} {mechanism}, "
+                       f"but nothing in {'it' if len(showing) == 1 else 'them'} ties {mechanism} to {change}")
     return Claim(n, change, mechanism, cited, cause["fix"], fault is not None, at_fault, demonstrated,
                  demonstrated and not reasons, "; ".join(reasons))
 
