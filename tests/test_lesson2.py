@@ -462,3 +462,23 @@ def test_an_admit_with_no_usable_answer_is_told_so_not_described_as_a_ledger(tmp
         feedback = next(c.feedback for c in report.criteria if c.id == cid)
         assert feedback.startswith("admit gave no usable answer on any of the") and first in feedback, feedback
         assert "admitted every request" not in feedback and "admitted no request" not in feedback
+
+
+def test_the_readmes_replay_command_gives_the_tables_row(tmp_path):
+    """The command the README gives for replaying a faulty knob, run as written (from the
+    course folder, on a copy of the sheet with the knob set): the row's count and its
+    first victim, as the table and the sentence after the command say."""
+    text = README.read_text()
+    [line] = [l for l in text.splitlines() if l.startswith("grader sheet run prompt_only.yaml")]
+    sheet = (ROOT / "assignments" / "design_sheet.yaml").read_text()
+    faulty = sheet.replace("\n  reserve: prompt_and_output", "\n  reserve: prompt_only", 1)
+    assert faulty != sheet
+    (tmp_path / "prompt_only.yaml").write_text(faulty)
+    args = line.split()[1:]
+    args[2] = str(tmp_path / "prompt_only.yaml")
+    p = subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=ROOT, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert "violations: broken_promise 14\n" in p.stdout
+    assert "first broken_promise: r17, r23 at 1.253 s (seed 7)" in p.stdout
+    assert "for this row, r17 at 1.253 s" in " ".join(text.split())

@@ -139,6 +139,17 @@ def _ms(x: float) -> float:
     return round(x * 1000, 2)
 
 
+def _first_violations(r: Replay) -> dict:
+    """Per kind, where to start reading: the earliest one of the first seed that has one."""
+    first: dict = {}
+    for seed, (_, run) in zip(r.seeds, r.runs):
+        for v in sorted(run.violations, key=lambda v: v.time_s):
+            if v.kind not in first:
+                first[v.kind] = {"seed": seed, "time_s": round(v.time_s, 3), "requests": list(v.requests),
+                                 "detail": v.detail}
+    return first
+
+
 def figures(r: Replay) -> dict:
     """The release-relevant figures of a replay, pooled over its seeds. Without summaries (a
     core with no qualify) the classes say what their requests became, and there is no goodput."""
@@ -151,7 +162,8 @@ def figures(r: Replay) -> dict:
            "completed": sum(rec.outcome == "completed" for _, run in r.runs for rec in run.requests),
            "truncated": truncated,
            "p99_largest_gap_ms": _ms(gaps[min(len(gaps) - 1, int(0.99 * len(gaps)))]) if gaps else 0.0,
-           "violations": {k: n for k, n in r.violations.items() if n}, "client_reports": r.reports}
+           "violations": {k: n for k, n in r.violations.items() if n},
+           "first_violations": _first_violations(r), "client_reports": r.reports}
     if not r.summaries:
         outcomes: dict = {}
         for _, run in r.runs:
@@ -207,6 +219,10 @@ def render_figures(title: str, f: dict) -> str:
         lines += _table(f["classes"], ("requests", *QUALIFIED), "attainment")
     v = ", ".join(f"{k} {n}" for k, n in f["violations"].items()) or "none"
     lines.append(f"  violations: {v}")
+    for kind, at in f.get("first_violations", {}).items():
+        who = ", ".join(at["requests"]) or "no request"
+        lines.append(f"    first {kind}: {who} at {at['time_s']:.3f} s (seed {at['seed']})"
+                     + (f": {at['detail']}" if at["detail"] else ""))
     reports = ", ".join(f"{k} {n}" for k, n in f["client_reports"].items()) or "none"
     lines.append(f"  client reports: {reports}")
     return "\n".join(lines)
