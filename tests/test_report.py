@@ -78,7 +78,9 @@ def test_table_lines_as_a_learner_reads_them():
     assert lines[9] == "                -> not in this edition"
     assert lines[10] == ""
     assert lines[11] == "  total 4.25 / 9.5   (2 cases; isolation: none here)"
-    assert lines[12:] == ["  note: first note", "  note: second note", f"  {COST_MODEL_NOTE}"]
+    assert lines[12:] == ["  note: first note", "  note: second note",
+                          *textwrap.wrap(f"  {COST_MODEL_NOTE}", 80, subsequent_indent="  ")]
+    assert max(len(l) for l in lines) <= 80
 
 
 def test_a_long_id_widens_the_column_and_a_passed_criterion_shows_no_feedback():
@@ -86,7 +88,9 @@ def test_a_long_id_widens_the_column_and_a_passed_criterion_shows_no_feedback():
     lines = render(r, width=80).splitlines()
     # 26 characters of id: the heading is padded to them.
     assert lines[2] == "  criterion" + " " * 17 + "  " + "     points  result"
-    assert lines[3] == "  a_rather_long_criterion_id          1/1  pass  title of a_rather_long_criterion_id"
+    # The title wraps in the columns left beside the row (80 - 49), continuing under itself.
+    assert lines[3] == "  a_rather_long_criterion_id          1/1  pass  title of"
+    assert lines[4] == " " * 49 + "a_rather_long_criterion_id"
     assert "kept quiet" not in render(r, width=80)
 
 
@@ -144,7 +148,25 @@ def test_without_a_terminal_the_width_is_100(monkeypatch):
 @pytest.mark.parametrize("width", [1, 20, 36])
 def test_a_terminal_too_narrow_for_the_columns_still_gets_the_feedback(width):
     # A 36-column pane and a 29-character criterion id left no room: textwrap refused a
-    # negative width, and `grader check` died after grading. Feedback keeps 24 columns.
+    # negative width, and `grader check` died after grading. There, the feedback goes under
+    # the row behind a short arrow, in the pane's width and never fewer than 24 columns.
     r = report(crit("table-no-release-while-pinned", 0, 1, feedback=fitting(24)))
-    parts = [l.split("-> ", 1)[1] for l in render(r, width=width).splitlines() if "-> " in l]
-    assert parts == textwrap.wrap(fitting(24), 24)
+    arrows = [l for l in render(r, width=width).splitlines() if "-> " in l]
+    room = max(24, width - 7)
+    assert [l.split("-> ", 1)[1] for l in arrows] == textwrap.wrap(fitting(24), room)
+    assert all(l.startswith("    -> ") for l in arrows)
+
+
+def test_a_narrow_pane_puts_titles_and_the_total_under_the_row_within_its_width():
+    """COLUMNS=40 with lesson 4's 29-character ids: the title went out to column 100 and the
+    total's isolation line to 530; both now wrap within the pane."""
+    title = "No release while a step that reads the pages is in flight, on every path"
+    r = report(crit("table-no-release-while-pinned", 0, 1, feedback="freed too soon"))
+    r = dataclasses.replace(r, criteria=(dataclasses.replace(r.criteria[0], title=title),),
+                            isolation="bwrap(" + "a long list of the confinement's parts, " * 8 + ")")
+    lines = render(r, width=40).splitlines()
+    assert lines[3] == "  table-no-release-while-pinned  " + f"{'0/1':>11}" + "  FAIL"   # the row alone
+    assert [l[4:] for l in lines[4:4 + len(textwrap.wrap(title, 36))]] == textwrap.wrap(title, 36)
+    below = lines[4 + len(textwrap.wrap(title, 36)):]
+    assert below[0] == "    -> freed too soon"
+    assert all(len(l) <= 40 for l in below)

@@ -72,20 +72,32 @@ def render(report: Report, width: int | None = None) -> str:
     name_w = max(len("criterion"), *(len(c.id) for c in report.criteria))
     lines = [f"{report.lesson}: {report.title}  ({report.mode}, {report.submission})", ""]
     lines.append(f"  {'criterion':<{name_w}}  {'points':>11}  result")
+    # Titles and feedback take the columns beside the id, points and result; where those
+    # leave fewer than FEEDBACK_MIN (a narrow pane, a long id), they go under the row with
+    # a short indent instead of in a strip at its far right.
+    row_w = name_w + 23
+    beside = width - row_w >= FEEDBACK_MIN
+    arrow = f"  {'':<{name_w}}    -> " if width - name_w - 9 >= FEEDBACK_MIN else "    -> "
     for c in report.criteria:
         mark = "pass" if c.passed else ("part" if c.score > 0 else "FAIL")
         pts = f"{_fmt(c.score)}/{_fmt(c.max_score)}"
         if not c.checked:
             mark, pts = "n/a ", f"-/{_fmt(c.max_score)}"
-        lines.append(f"  {c.id:<{name_w}}  {pts:>11}  {mark}  {c.title}")
+        row = f"  {c.id:<{name_w}}  {pts:>11}  {mark}"
+        title = textwrap.wrap(c.title, width - row_w if beside else max(FEEDBACK_MIN, width - 4)) or [""]
+        if beside:
+            lines.append(f"{row}  {title[0]}")
+            lines += [" " * row_w + part for part in title[1:]]
+        else:
+            lines.append(row)
+            lines += ["    " + part for part in title]
         if not c.passed:
-            # The indent and the arrow take name_w + 9 columns: the rest is the feedback's, and
-            # never less than FEEDBACK_MIN (a pane narrower than that wraps the lines itself).
-            room = max(FEEDBACK_MIN, width - name_w - 9)
-            for part in textwrap.wrap(c.feedback, room) or [""]:
-                lines.append(f"  {'':<{name_w}}    -> {part}")
-    lines += ["", f"  total {_fmt(report.score)} / {_fmt(report.max_score)}"
-                  f"   ({len(report.cases)} cases; isolation: {report.isolation})"]
-    lines += [f"  note: {n}" for n in report.notes]
-    lines.append(f"  {COST_MODEL_NOTE}")
+            for part in textwrap.wrap(c.feedback, max(FEEDBACK_MIN, width - len(arrow))) or [""]:
+                lines.append(arrow + part)
+    lines += ["", *textwrap.wrap(f"  total {_fmt(report.score)} / {_fmt(report.max_score)}   "
+                                 f"({len(report.cases)} cases; isolation: {report.isolation})",
+                                 max(FEEDBACK_MIN, width), subsequent_indent="    ")]
+    for n in report.notes:
+        lines += textwrap.wrap(f"  note: {n}", max(FEEDBACK_MIN, width), subsequent_indent="        ")
+    lines += textwrap.wrap(f"  {COST_MODEL_NOTE}", max(FEEDBACK_MIN, width), subsequent_indent="  ")
     return "\n".join(lines)
