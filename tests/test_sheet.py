@@ -243,7 +243,11 @@ def test_a_sheet_with_every_answer_right_validates_with_nothing_unfilled():
     (lambda d: d["change_record"][0]["changes"][0].update(diff=[]), "change_record[0].changes[0].diff", "at least 1"),
     # lesson 3's worked numbers, by what makes each the answer
     (lambda d: d["chunk_rule"]["worked"].update(decode_only_s=0.0256), "chunk_rule.worked.decode_only_s",
-     "not the step of 48 requests decoding at context 4096"),
+     "not the step of 48 requests decoding at context 4096 under the default cost model (to within "
+     "0.01%: five significant figures, in seconds)"),
+    # the right step, in milliseconds
+    (lambda d: d["chunk_rule"]["worked"].update(decode_only_s=(0.004 + 4e-5 * 48 + 1e-7 * 48 * 4096) * 1000),
+     "chunk_rule.worked.decode_only_s", ": that is the step in milliseconds, and the sheet takes seconds"),
     (lambda d: d["chunk_rule"]["worked"].update(first_chunk_tokens=1760), "chunk_rule.worked.first_chunk_tokens",
      "1760 is not the largest chunk that fits at the start of the prompt"),
     (lambda d: d["chunk_rule"]["worked"].update(first_chunk_tokens=1792), "chunk_rule.worked.first_chunk_tokens",

@@ -86,8 +86,12 @@ def chunk_problems(chunk: Mapping, page_tokens: int) -> Iterator[tuple[str, str]
     budget, n, context_sum = chunk["gap_budget_s"], w["decode_requests"], w["decode_requests"] * w["decode_context"]
     alone = COST.step_time_of(n, context_sum)
     if not blank(w["decode_only_s"]) and not math.isclose(w["decode_only_s"], alone, rel_tol=DECODE_ONLY_REL):
+        ms = math.isclose(w["decode_only_s"] / 1000, alone, rel_tol=DECODE_ONLY_REL)
         yield f"{at}.decode_only_s", (f"{w['decode_only_s']} s is not the step of {n} requests decoding at "
-                                      f"context {w['decode_context']} under the default cost model")
+                                      f"context {w['decode_context']} under the default cost model"
+                                      + (": that is the step in milliseconds, and the sheet takes seconds"
+                                         if ms else f" (to within {DECODE_ONLY_REL:.2%}: five significant "
+                                                    "figures, in seconds)"))
     for key, done in (("first_chunk_tokens", 0), ("late_chunk_tokens", w["late_done"])):
         if not blank(w[key]):
             why = _not_the_largest(w[key], done, w["prompt_tokens"] - done, page_tokens,
