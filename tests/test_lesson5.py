@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 import mutants
 from conftest import ROOT, SUBMISSIONS, full, grade, other_than, scores
@@ -506,3 +507,17 @@ def test_a_decisions_feedback_shows_the_paired_figures_the_rule_read_and_names_t
     # Over every run the figures differ, so the test tells the two apart.
     assert any(f"{pooled(probe.candidate, c.cls):.1%}" != f"{pooled(paired, c.cls):.1%}"
                for c in probe.baseline[0].classes)
+
+
+def test_the_readme_states_each_criterions_credit_as_the_rubric_sets_it():
+    """A learner reads how a share right becomes points in the README: it must be the rubric's."""
+    rubric = yaml.safe_load((ROOT / "rubrics" / "lesson5.yaml").read_text())
+    credit = {c["id"]: (c["credit"]["rule"], c["credit"].get("floor"), c["credit"].get("target"))
+              for c in rubric["criteria"]}
+    verdicts = ("completed", "largest-gap", "cancels", "rejected-failed", "goodput")
+    assert {credit[c] for c in verdicts} == {("linear", 0.8, 1.0)}
+    assert {credit[c] for c in credit if c not in verdicts} == {("linear", 0.0, 1.0)}
+    assert len(credit) == len(verdicts) + 8
+    text = " ".join((ROOT / "assignments" / "lesson5" / "README.md").read_text().split())
+    assert "linear between a share right of 80% (no points) and 100% (all)" in text
+    assert "The eight release criteria are linear from 0" in text
