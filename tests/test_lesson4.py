@@ -442,3 +442,49 @@ def test_readme_timelines_are_computed():
     careless = _timeline({**chunk40, "cancellation": {"require_written": False}}, t3)
     assert [v.kind for v in careless.violations] == ["poisoned_publish"] * 2
     assert all(said(v.detail) for v in careless.violations)
+
+
+# ---- prefix keys: what no key shows, the key's length, and which rule a collision breaks ------
+def _key_report(tmp_path, body: str, name: str = "key.py"):
+    p = tmp_path / name
+    p.write_text("import hashlib\n\n\ndef prefix_key(scope, parent_key, block_tokens):\n    " + body + "\n")
+    return {c.id: c for c in grade("lesson4", p, "check").criteria}
+
+
+def test_a_stub_or_a_constant_key_earns_nothing_on_the_key_criteria(tmp_path):
+    stub = _key_report(tmp_path, "raise NotImplementedError", "stub.py")
+    for cid in ("key-scope-separation", "key-position", "key-deterministic"):
+        assert stub[cid].score == 0 and "not implemented" in stub[cid].feedback, (cid, stub[cid].feedback)
+    constant = _key_report(tmp_path, "return 'k'", "constant.py")
+    assert constant["key-deterministic"].score == 0
+    assert constant["key-deterministic"].feedback.startswith("prefix_key gave the same answer"), \
+        constant["key-deterministic"].feedback
+
+
+@pytest.mark.parametrize("length,ok", [(512, True), (513, False)])
+def test_a_key_of_the_workers_longest_length_is_usable_and_one_more_is_not(tmp_path, length, ok):
+    body = (f"return (hashlib.sha256(repr((scope, parent_key, tuple(block_tokens))).encode()).hexdigest()"
+            f" * 9)[:{length}]")
+    c = _key_report(tmp_path, body, f"long{length}.py")
+    for cid in ("key-scope-separation", "key-position"):
+        if ok:
+            assert c[cid].score == c[cid].max_score, (cid, c[cid].feedback)
+        else:
+            assert c[cid].score == 0
+            assert f"returned a key of {length} characters; the worker takes at most 512" in c[cid].feedback
+
+
+@pytest.mark.parametrize("body,words", [
+    # the parent left out: one key for two positions
+    ("return hashlib.sha256(repr((scope, tuple(block_tokens))).encode()).hexdigest()",
+     "one key for two positions: the parent key must be part of the key"),
+    # the tokens left out: one key for two blocks
+    ("return hashlib.sha256(repr((scope, parent_key)).encode()).hexdigest()",
+     "one key for two different blocks of tokens"),
+])
+def test_key_position_names_the_rule_the_collision_breaks(tmp_path, body, words):
+    """Both the public pair and the grader's own search (which names the rule by how its two
+    inputs differ) say which rule the key breaks."""
+    c = _key_report(tmp_path, body)["key-position"]
+    pairs, search = c.feedback.split("; and the grader's search", 1)
+    assert c.score < c.max_score and pairs.endswith(words) and search.endswith(words), c.feedback
