@@ -238,3 +238,81 @@ def test_a_rule_that_never_chooses_an_ok_chunk_earns_nothing_for_its_chunks(tmp_
     for cid in ("within-budget", "page-aligned"):
         assert by_id[cid].score == 0, (cid, by_id[cid].feedback)
         assert says in by_id[cid].feedback
+
+
+# ---- the end-to-end runs' feedback, against the worker's own runs ----------------------------
+def _fixed_run(scenario: str, tokens: int | None, max_steps: int | None = None):
+    """The public scenario run on the worker: the reference's rule (tokens None) or a fixed
+    chunk of ``tokens``, computed here from the worker and the records, not chunk_runs."""
+    from grader.course.scenario import load_scenario
+    from grader.engine.oracle import lesson_policy, reference_decisions
+    from reference.knobs import with_knobs
+    s = load_scenario(ROOT / "assignments" / "lesson3" / "public" / f"{scenario}.scenario.yaml", COURSE)
+    policy = lesson_policy(reference_decisions("lesson3"), s.sheet)
+    if tokens is not None:
+        policy = with_knobs(policy, {"chunk_rule": {"rule": "fixed", "fixed_tokens": tokens}})
+    run = s.run(policy, max_steps=max_steps) if max_steps else s.run(policy)
+    firsts = [r.first_token_s - r.arrival_s for r in run.requests if r.first_token_s is not None]
+    chunks = [int(c) for c in run.steps.chunk_tokens if c > 0]
+    return run, firsts, sum(chunks) / len(chunks)
+
+
+def test_a_rule_stopped_at_twice_the_oracles_steps_is_told_its_numbers(tmp_path):
+    """One page per step: the run stops at 2x the oracle rule's steps (and 500 more); the
+    feedback's steps, requests still waiting and mean chunks are the worker's."""
+    report = grade("lesson3", L3 / "fixed_tiny.py", "check")
+    ttft = next(c.feedback for c in report.criteria if c.id == "e2e-ttft")
+    oracle, oracle_firsts, oracle_chunk = _fixed_run("busy-decode", None)
+    steps = len(oracle.steps)
+    mine, my_firsts, my_chunk = _fixed_run("busy-decode", 16, max_steps=2 * steps + 500)
+    assert mine.aborted
+    assert (f"first, public scenario busy-decode: TTFT far above the oracle rule's: your rule needed "
+            f"more than 2x its {steps} steps, so the run was stopped with "
+            f"{len(oracle_firsts) - len(my_firsts)} requests still waiting for a first token; your "
+            f"chunks averaged {my_chunk:.0f} tokens, the oracle rule's {oracle_chunk:.0f}") in ttft, ttft
+
+
+def test_a_slow_rule_that_finishes_is_told_how_far_above_the_oracles_ttft(tmp_path):
+    """A fixed chunk of 512 finishes both public runs (within twice the oracle rule's steps)
+    with a mean TTFT above the oracle rule's by more than the 10% allowed: the percent and
+    the means are the worker's."""
+    p = tmp_path / "fixed512.py"
+    p.write_text("from reference.shapes import ChunkPlan\n\n\ndef choose_chunk(ctx):\n"
+                 "    return ChunkPlan(min(512, ctx.prefill_remaining), 'ok')\n")
+    ttft = next(c for c in grade("lesson3", p, "check").criteria if c.id == "e2e-ttft")
+    shown = []
+    for scenario in ("busy-decode", "long-prompts"):
+        _, best, best_chunk = _fixed_run(scenario, None)
+        run, mine, my_chunk = _fixed_run(scenario, 512)
+        assert not run.aborted and len(mine) == len(best)
+        m, b = sum(mine) / len(mine), sum(best) / len(best)
+        if m > b * 1.10:
+            shown.append(f"public scenario {scenario}: mean TTFT {m:.4g} s is {m / b - 1:.0%} above the "
+                         f"oracle rule's {b:.4g} s (allowed 10%); your chunks averaged {my_chunk:.0f} "
+                         f"tokens, the oracle rule's {best_chunk:.0f}")
+    assert shown and ttft.score < ttft.max_score
+    assert f"first, {shown[0]}" in ttft.feedback, ttft.feedback
+
+
+@pytest.mark.parametrize("body,says", [
+    ("raise NotImplementedError", "choose_chunk is not implemented yet"),
+    ("raise ValueError('no plan')", "choose_chunk failed during the run, so the worker could not use your "
+                                    "rule (choose_chunk raised ValueError: no plan"),
+])
+def test_a_run_whose_rule_fails_says_whether_it_was_never_written_or_failed(tmp_path, body, says):
+    p = tmp_path / "fails.py"
+    p.write_text(f"def choose_chunk(ctx):\n    {body}\n")
+    for c in grade("lesson3", p, "check").criteria:
+        if c.id.startswith("e2e"):
+            assert c.score == 0 and says in c.feedback, c.feedback
+            assert ("failed during the run" in c.feedback) == ("ValueError" in body)
+
+
+def test_what_the_runs_keep_crosses_boundaries_frozen():
+    import dataclasses
+    from grader.lessons.chunk_runs import OracleRun, RunPair
+    o = OracleRun(10, 1.0, 3, 64.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.steps = 11
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        RunPair(None, o, 0.1, "stopped").failure = ""

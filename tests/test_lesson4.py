@@ -488,3 +488,22 @@ def test_key_position_names_the_rule_the_collision_breaks(tmp_path, body, words)
     c = _key_report(tmp_path, body)["key-position"]
     pairs, search = c.feedback.split("; and the grader's search", 1)
     assert c.score < c.max_score and pairs.endswith(words) and search.endswith(words), c.feedback
+
+
+@pytest.mark.parametrize("key", [ref.prefix_key,                                     # no glue to read
+                                 lambda s, p, b: f"{s}|{p}|" + ",".join(map(str, b))])  # glue everywhere
+def test_the_key_search_asks_at_most_the_1500_inputs_the_readme_promises_all_different(key):
+    """README and grading-gaps.md: up to 1,500 inputs, each asked once. The families built
+    on the scouts' keys, then a sample to fill the budget (repeats dropped)."""
+    from grader.lessons import key_search
+    asked = key_search.inputs([key(*t) for t in key_search.SCOUTS])
+    assert 1400 <= len(asked) <= 1500 and len(set(asked)) == len(asked)
+
+
+def test_readable_glue_reads_every_scouts_key_that_is_text():
+    """A scout answered with something other than text (a learner's key may be anything) is
+    skipped, not the end of the reading: the keys after it still give their glue."""
+    from grader.lessons.key_search import readable_glue
+    scouts = [("aa", "pp", (7, 8)), ("bb", "qq", (5, 6))]
+    assert readable_glue(scouts, [17, "bb|qq|5,6"]) == ["", "|", ","]
+    assert readable_glue(scouts, ["aa/pp/7;8", None]) == ["", "/", ";"]
