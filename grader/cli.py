@@ -315,6 +315,11 @@ def _grade(args, course) -> int:
         if len(args.paths) != 1:
             raise InputError(folders[0], "a class folder must be the only path given")
         return _grade_class(args, course, secret, Path(folders[0]))
+    for flag, given in (("--scheduler", args.scheduler), ("--jobs", args.jobs)):
+        if given is not None:
+            # Quietly grading here, one file after another, is not what the flag asked for.
+            raise InputError(flag, "applies to a class folder (a folder of submissions); files named "
+                                   "one by one are graded in this process, one after another")
     if files is None and not args.unconfined_ok:
         from grader.engine.sandbox.session import require_confinement
         require_confinement()                   # refused before any file is graded
