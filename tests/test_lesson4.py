@@ -507,3 +507,55 @@ def test_readable_glue_reads_every_scouts_key_that_is_text():
     scouts = [("aa", "pp", (7, 8)), ("bb", "qq", (5, 6))]
     assert readable_glue(scouts, [17, "bb|qq|5,6"]) == ["", "|", ","]
     assert readable_glue(scouts, ["aa/pp/7;8", None]) == ["", "/", ";"]
+
+
+# ---- the scenario runs' criteria: what a failing or idle function shows ----------------------
+def _with(tmp_path, name: str, override: str):
+    """The reference answer with one function replaced (a later def wins)."""
+    p = tmp_path / f"{name}.py"
+    p.write_text((ROOT / "reference" / "solutions" / "lesson4.py").read_text() + "\n\n" + override + "\n")
+    return {c.id: c for c in grade("lesson4", p, "check").criteria}
+
+
+def test_a_reference_key_meets_the_hit_rate_target_and_is_told_no_hint():
+    c = {c.id: c for c in grade("lesson4", ROOT / "reference" / "solutions" / "lesson4.py", "check").criteria}
+    hit = c["run-hit-rate"]
+    assert hit.score == hit.max_score
+    assert hit.feedback.endswith("(100%; at least 95% is the target)"), hit.feedback
+
+
+@pytest.mark.parametrize("function,override,says", [
+    ("prefix_key", "def prefix_key(scope, parent_key, block_tokens):\n    raise ValueError('nope')",
+     "prefix_key calls gave no usable answer; first: prefix_key raised ValueError: nope"),
+    ("prefix_key", "def prefix_key(scope, parent_key, block_tokens):\n    raise NotImplementedError",
+     "prefix_key is not implemented yet"),
+    ("on_event", "def on_event(state, event, step_in_flight):\n    raise ValueError('nope')",
+     "on_event calls gave no usable answer; first: on_event raised ValueError: nope"),
+])
+def test_a_run_criterion_of_a_function_that_failed_earns_nothing_and_says_how(tmp_path, function, override, says):
+    """A property cannot be credited on runs where the worker fell back for the function;
+    the feedback tells a stub from a function that failed."""
+    c = _with(tmp_path, f"{function}_fails", override)
+    criteria = ["run-hit-rate", "run-hits-in-scope"] if function == "prefix_key" else \
+        ["run-no-use-after-free", "run-reclaim-at-fence", "run-release-once", "run-stop-after-cancel"]
+    for cid in criteria:
+        assert c[cid].score == 0 and says in c[cid].feedback, (cid, c[cid].feedback)
+        assert ("gave no usable answer" in c[cid].feedback) == ("ValueError" in override)
+
+
+def test_a_table_that_never_serves_a_request_shows_no_hit_rate(tmp_path):
+    """on_event stops scheduling every request it admits: no request completes, so the hit
+    rate of its runs shows nothing of the keys (a run where nothing happened is no evidence)."""
+    c = _with(tmp_path, "never_serves", "def on_event(state, event, step_in_flight):\n"
+                                        "    if event == 'admit':\n"
+                                        "        return Transition(state, ('stop_scheduling',))\n"
+                                        "    return Transition(state)")
+    hit = c["run-hit-rate"]
+    assert hit.score == 0 and "no request completed in this run" in hit.feedback, hit.feedback
+
+
+def test_a_learner_run_crosses_boundaries_frozen():
+    import dataclasses
+    from grader.lessons.cancellation_runs import LearnerRun
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        LearnerRun(None, None).published = 3
