@@ -221,8 +221,9 @@ def test_deeply_nested_workload(course, capsys):
     ("empty.py", b"  \n\n", "the submission is empty"),
     ("binary.py", b"\x7fELF\x02\x01\x01\x00\x00", "is a binary file"),
     ("latin1.py", "x = 'café'\n".encode("latin-1"), "is not UTF-8 text (byte 8)"),
-    ("corrupt.ipynb", b'{"cells": [{"cell_type": "code", "source": ',
-     "cells: not a readable Jupyter notebook"),
+    ("corrupt.ipynb", b'{"cells": [{"cell_type": "code", "source": ',   # cut off: where the JSON breaks
+     "not a readable Jupyter notebook: its JSON breaks at line 1, column 44 (Expecting value)"),
+    ("list.ipynb", b'[1, 2]', "cells: not a readable Jupyter notebook"),
     ("nocode.ipynb", b'{"cells": [{"cell_type": "markdown", "source": "hi"}]}',
      "cells: the notebook has no code cells"),
     ("exercise.txt", b"def f(): pass\n", "a submission is a .py file or a .ipynb notebook"),

@@ -116,11 +116,14 @@ def _notebook_source(text: str, where: str) -> tuple[str, tuple[str, ...]]:
     """Code cells in order; IPython magics and shell escapes dropped, with a note each."""
     try:
         nb = json.loads(text)
-        cells = nb["cells"]
-        if not isinstance(cells, list):
-            raise TypeError
-    except (ValueError, KeyError, TypeError, RecursionError):   # RecursionError: nested too deep
+    except json.JSONDecodeError as e:       # a truncated or hand-edited file: say where it breaks
+        raise InputError(where, f"not a readable Jupyter notebook: its JSON breaks at line {e.lineno}, "
+                                f"column {e.colno} ({e.msg})") from None
+    except (ValueError, RecursionError):    # RecursionError: nested too deep
         raise InputError(where, "cells: not a readable Jupyter notebook") from None
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    if not isinstance(cells, list):
+        raise InputError(where, "cells: not a readable Jupyter notebook")
     parts, notes = [], []
     for n, cell in enumerate(cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
