@@ -510,7 +510,7 @@ def test_readable_glue_reads_every_scouts_key_that_is_text():
 
 
 # ---- the scenario runs' criteria: what a failing or idle function shows ----------------------
-def _with(tmp_path, name: str, override: str):
+def _reference_but(tmp_path, name: str, override: str):
     """The reference answer with one function replaced (a later def wins)."""
     p = tmp_path / f"{name}.py"
     p.write_text((ROOT / "reference" / "solutions" / "lesson4.py").read_text() + "\n\n" + override + "\n")
@@ -535,7 +535,7 @@ def test_a_reference_key_meets_the_hit_rate_target_and_is_told_no_hint():
 def test_a_run_criterion_of_a_function_that_failed_earns_nothing_and_says_how(tmp_path, function, override, says):
     """A property cannot be credited on runs where the worker fell back for the function;
     the feedback tells a stub from a function that failed."""
-    c = _with(tmp_path, f"{function}_fails", override)
+    c = _reference_but(tmp_path, f"{function}_fails", override)
     criteria = ["run-hit-rate", "run-hits-in-scope"] if function == "prefix_key" else \
         ["run-no-use-after-free", "run-reclaim-at-fence", "run-release-once", "run-stop-after-cancel"]
     for cid in criteria:
@@ -546,7 +546,7 @@ def test_a_run_criterion_of_a_function_that_failed_earns_nothing_and_says_how(tm
 def test_a_table_that_never_serves_a_request_shows_no_hit_rate(tmp_path):
     """on_event stops scheduling every request it admits: no request completes, so the hit
     rate of its runs shows nothing of the keys (a run where nothing happened is no evidence)."""
-    c = _with(tmp_path, "never_serves", "def on_event(state, event, step_in_flight):\n"
+    c = _reference_but(tmp_path, "never_serves", "def on_event(state, event, step_in_flight):\n"
                                         "    if event == 'admit':\n"
                                         "        return Transition(state, ('stop_scheduling',))\n"
                                         "    return Transition(state)")
