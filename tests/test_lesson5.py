@@ -440,6 +440,21 @@ def test_goodput_experiment_with_one_seed_knows_no_band():
     assert all(_cell(r["band"], ".2f") == "-" for r in outcome.table.rows)
 
 
+def test_goodput_experiment_refuses_settings_whose_product_is_too_much_work():
+    """Each size within its bound, together 1,600,000 requests to run: refused before any
+    run, saying how the product came about. Just at the bound is allowed."""
+    with pytest.raises(InputError) as e:
+        experiments.run("goodput", ["rates=100", "seeds=100"], COURSE)
+    assert str(e.value) == ("--set rates, seeds, requests: 100 rates x 100 seeds x 2 designs is 20,000 runs "
+                            "of 80 requests, 1,600,000 in all; at most 500,000 (each setting is within its "
+                            "bound, but they multiply)")
+    from grader.course.experiments import goodput
+    at = {"rates": 50, "seeds": 50, "requests": 100, "candidates": ("gain",)}       # 500,000 exactly
+    goodput._within_work(at)
+    with pytest.raises(InputError):
+        goodput._within_work({**at, "requests": 101})
+
+
 def test_goodput_experiment_rejects_a_bad_setting():
     with pytest.raises(InputError, match="candidates"):
         experiments.run("goodput", ["candidates=nonsense"], COURSE)
