@@ -559,3 +559,11 @@ def test_a_learner_run_crosses_boundaries_frozen():
     from grader.lessons.cancellation_runs import LearnerRun
     with pytest.raises(dataclasses.FrozenInstanceError):
         LearnerRun(None, None).published = 3
+
+
+def test_a_key_pair_crosses_boundaries_frozen():
+    import dataclasses
+    from grader.lessons.prefix_keys import KeyPair
+    pair = KeyPair("scope", ("a", "", (1,)), ("b", "", (1,)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pair.kind = "block"
