@@ -567,3 +567,11 @@ def test_a_key_pair_crosses_boundaries_frozen():
     pair = KeyPair("scope", ("a", "", (1,)), ("b", "", (1,)))
     with pytest.raises(dataclasses.FrozenInstanceError):
         pair.kind = "block"
+
+
+def test_the_key_searchs_material_crosses_boundaries_frozen():
+    import dataclasses
+    from grader.lessons.key_search import Material
+    m = Material(("s",), ("",), ((1,),), ("|",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.glue = ()
