@@ -170,3 +170,35 @@ def test_a_narrow_pane_puts_titles_and_the_total_under_the_row_within_its_width(
     below = lines[4 + len(textwrap.wrap(title, 36)):]
     assert below[0] == "    -> freed too soon"
     assert all(len(l) <= 40 for l in below)
+
+
+@pytest.mark.parametrize("width,beside", [(56, True), (55, False)])
+def test_a_title_stays_beside_its_row_while_24_columns_are_left_there(width, beside):
+    """The row takes 2 + 9 + 2 + 11 + 2 + 4 + 2 = 32 columns here: at 56 the title has its 24
+    beside the row (wrapped there, continued under itself); at 55 it goes under the row."""
+    r = report(crit("abc", 1, 1))
+    r = dataclasses.replace(r, criteria=(dataclasses.replace(r.criteria[0], title=fitting(24)),))
+    lines = render(r, width=width).splitlines()
+    row = "  abc      " + "  " + f"{'1/1':>11}" + "  pass"
+    if beside:
+        parts = textwrap.wrap(fitting(24), 24)
+        assert lines[3] == row + "  " + parts[0]
+        assert lines[4:4 + len(parts) - 1] == [" " * 32 + p for p in parts[1:]]
+    else:
+        parts = textwrap.wrap(fitting(24), width - 4)
+        assert lines[3] == row and lines[4:4 + len(parts)] == ["    " + p for p in parts]
+
+
+@pytest.mark.parametrize("width,long", [(42, True), (41, False)])
+def test_the_feedback_arrow_keeps_its_column_while_24_are_left_beside_the_id(width, long):
+    arrows = [l for l in render(report(crit("abc", 0, 1, feedback="why")), width=width).splitlines() if "-> " in l]
+    assert arrows == [(" " * 15 if long else "    ") + "-> why"]
+
+
+def test_a_title_under_its_row_wraps_at_the_panes_width_less_its_indent():
+    r = report(crit("table-no-release-while-pinned", 1, 1))
+    r = dataclasses.replace(r, criteria=(dataclasses.replace(r.criteria[0], title=fitting(36)),))
+    lines = render(r, width=40).splitlines()
+    parts = textwrap.wrap(fitting(36), 36)
+    assert lines[4:4 + len(parts)] == ["    " + p for p in parts]
+    assert parts != textwrap.wrap(fitting(36), 35) and parts != textwrap.wrap(fitting(36), 37)
