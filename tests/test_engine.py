@@ -181,6 +181,8 @@ MAGIC_LIKE = [
     (["s = '(' # [", "%who", "t = {'a': \"}\",", "     'b': 2}", "!pip list"], [0, None, 2, 3, None]),
     (["u = '''a ''' + (", "    !=_ if 0 else 1)"], "all"),
     (["if True:", "    %timeit f()", "v = r'\\' + '#'", "!echo"], [0, None, 2, None]),
+    # nested brackets: one closed, the outer still open
+    (["x = ((1,", "      2)", "     % 3)", "%who"], [0, 1, 2, None]),
 ]
 
 
