@@ -558,7 +558,7 @@ def test_a_learner_run_crosses_boundaries_frozen():
     import dataclasses
     from grader.lessons.cancellation_runs import LearnerRun
     with pytest.raises(dataclasses.FrozenInstanceError):
-        LearnerRun(None, None).published = 3
+        LearnerRun(None, None, 0).published = 3
 
 
 def test_a_key_pair_crosses_boundaries_frozen():
@@ -575,3 +575,11 @@ def test_the_key_searchs_material_crosses_boundaries_frozen():
     m = Material(("s",), ("",), ((1,),), ("|",))
     with pytest.raises(dataclasses.FrozenInstanceError):
         m.glue = ()
+
+
+def test_kind_names_the_first_field_two_inputs_differ_in_whatever_their_order():
+    from grader.lessons.key_search import kind
+    for a, b in ((("s", "p0", (1,)), ("s", "p1", (1,))), (("s", "p1", (1,)), ("s", "p0", (1,)))):
+        assert kind(a, b) == "parent"
+    assert kind(("s", "p", (1,)), ("s", "p", (2,))) == "block"
+    assert kind(("s", "p", (1,)), ("t", "q", (2,))) == kind(("t", "p", (1,)), ("s", "p", (1,))) == "scope"
