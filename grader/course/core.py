@@ -119,7 +119,7 @@ def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
     if "prefix_key" in decisions:
         # Every request asks again for the keys of the blocks it shares with others.
         decisions["prefix_key"] = lru_cache(maxsize=1 << 16)(decisions["prefix_key"])
-    stubs = [name for name in missing if name not in absent]
+    stubs = [name for name in names if standing[name] == "stub"]
     why = ([f"{', '.join(stubs)} not written yet"] if stubs else []) + \
           ([f"{', '.join(absent)} not defined in {path.name} (is it {lesson}'s exercise file?)"] if absent else [])
     note = f"{lesson}: {'; '.join(why)}: the course baseline" if why else ""

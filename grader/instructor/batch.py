@@ -21,7 +21,7 @@ import threading
 import time
 import unicodedata
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -309,14 +309,18 @@ def distribution(scores, max_score: float, bins: int = 10) -> dict:
             "bins": [{"label": lab, "count": c} for lab, c in zip(labels, counts)]}
 
 
+def rubric_info(rubric) -> LessonInfo:
+    """The gradebook's view of a rubric: its lesson's total and criteria."""
+    return LessonInfo(rubric.lesson, rubric.title, rubric.version,
+                      round(sum(c.points for c in rubric.criteria), 4),
+                      tuple(CriterionInfo(c.id, c.title, c.points, c.visibility) for c in rubric.criteria))
+
+
 def refuse_changed_rubric(book: Gradebook, rubric) -> None:
     """A rubric edited without a new version would grade some students under one rubric and
     leave the others under another, all under one number, and resuming would not regrade
     the ones already done: refused before any work, naming what changed."""
-    info = LessonInfo(rubric.lesson, rubric.title, rubric.version,
-                      round(sum(c.points for c in rubric.criteria), 4),
-                      tuple(CriterionInfo(c.id, c.title, c.points, c.visibility) for c in rubric.criteria))
-    changed = book.rubric_conflict(info)
+    changed = book.rubric_conflict(rubric_info(rubric))
     if changed:
         raise InputError(str(rubric.path), f"changed since the gradebook's results of version "
                                            f"{rubric.version} ({changed}): raise its version to "
@@ -352,8 +356,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     rubric = load_rubric(course.rubric_path(lesson), REGISTRY)
     refuse_changed_rubric(book, rubric)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
-    info = LessonInfo(lesson, rubric.title, rubric.version,
-                      round(sum(c.points for c in rubric.criteria), 4), ())
+    info = replace(rubric_info(rubric), criteria=())     # an error row's lesson: its totals only
     entries = discover(folder, lesson)
 
     failed: list[tuple[str, str]] = []

@@ -491,7 +491,6 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
     _prepare(out, course)
     out = out.resolve()
     try:                        # a second or two: said with the next step, not before it
-
         _copy(out, course)
     except OSError as e:
         raise InputError(str(out), f"cannot write the learner edition: {e.strerror or e}") from None

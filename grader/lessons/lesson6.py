@@ -299,7 +299,7 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
         return Measure(0.0, why)
     handed: Handed = ctx.submission
     causes = (handed.diagnosis or {}).get("causes", [])
-    if handed.diagnosis is not None and not any(list(_leaves(cause["fix"])) for cause in causes):
+    if handed.diagnosis is not None and not any(cause["fix"] for cause in causes):
         # Nothing stated, nothing shown: the last good release's own sheet, handed in beside a
         # diagnosis that fixes nothing, would replay as a fix (README: the fix is the
         # diagnosis's design-sheet values, carried by the sheet). A diagnosis that cannot be

@@ -30,8 +30,9 @@ class Written:
         lines = [f"{n.lesson}: {n.title}: {n.graded} of {n.students} students graded"
                  + (f", mean {d['mean']:g} / {n.max_score:g}, median {d['median']:g}, "
                     f"{n.full_marks} at full marks" if n.scores else "")]
-        if n.mixed():
-            lines.append(f"  warning: {n.mixed()}")
+        mixed = n.mixed()
+        if mixed:
+            lines.append(f"  warning: {mixed}")
         width = max((len(c.id) for c in n.criteria), default=9)
         lines += [f"  {c.id:<{width}}  passed {c.passed:>4} of {c.graded:<4} ({100 * c.pass_rate:3.0f}%)  "
                   f"mean {c.mean_score:g} / {c.max_score:g}" for c in n.criteria]

@@ -99,6 +99,7 @@ def render(numbers, *, gradebook: str, figures: dict[str, str]) -> str:
     n = numbers
     d = n.distribution
     title = f"{n.lesson}: {n.title}"
+    mixed = n.mixed()
     sub = [f"{n.students} students in the gradebook ({e(gradebook)})"]
     if n.graded_between:
         a, b = n.graded_between
@@ -110,7 +111,7 @@ def render(numbers, *, gradebook: str, figures: dict[str, str]) -> str:
            f"<title>{e(title)}: class report</title><style>{STYLE}</style>",
            f"<script>{SCRIPT}</script></head><body><main>",
            f"<h1>{e(title)}</h1>", f'<p class="sub">Class report: {"; ".join(sub)}.</p>',
-           *([f'<p class="warn"><strong>Not one grading:</strong> {e(n.mixed())}.</p>'] if n.mixed() else []),
+           *([f'<p class="warn"><strong>Not one grading:</strong> {e(mixed)}.</p>'] if mixed else []),
            '<div class="cards">',
            _card("graded", n.graded, f"graded of {n.students}"),
            _card("mean", d["mean"] if n.scores else "-", f"mean score of {_g(n.max_score)}"),
