@@ -19,6 +19,7 @@ from grader.engine.errors import InputError
 from grader.engine.report import render
 from grader.engine.sandbox.session import UNCONFINED_FLAG
 from grader.engine.secret import SecretError, load_secret
+from grader.engine.text import terminal
 from reference.specs import SpecError
 from reference.units import UnitError
 from reference.workload import WorkloadError
@@ -229,6 +230,11 @@ def _sheet_commands(sub) -> None:
                    "into a PNG file")
 
 
+def _error(e: Exception) -> None:
+    """An input error's one line: it may name a learner's file, so it is shown, not obeyed."""
+    print(terminal([f"grader: {e}"]), file=sys.stderr)
+
+
 def _emit(report, as_json: bool) -> None:
     if as_json:
         print(json.dumps(report.to_dict(), sort_keys=True))
@@ -297,7 +303,7 @@ def _run(args) -> int:
             _emit(grade_path(args.lesson, path, course, mode="check"), args.json)
         return 0
     except INPUT_ERRORS as e:
-        print(f"grader: {e}", file=sys.stderr)
+        _error(e)
         return 2
 
 
@@ -340,7 +346,7 @@ def _grade(args, course) -> int:
             except InputError as e:
                 # One unreadable submission must not stop the others; the exit code still
                 # tells a script that one was not graded.
-                print(f"grader: {e}", file=sys.stderr)
+                _error(e)
                 unread += 1
                 continue
             if book is not None:
@@ -429,7 +435,7 @@ def _sheet(args, course) -> int:
             head = f"{path}: valid" if not problems else f"{path}: {plural(len(problems), 'problem')}"
             if blanks:
                 head += f"; {plural(len(blanks), 'answer')} not yet filled"
-            print("\n".join([head] + [f"  {p}" for p in problems + blanks]))
+            print(terminal([head] + [f"  {p}" for p in problems + blanks]))     # the sheet's keys
         return 0 if not problems else 2
     from grader.course import core, replay
     from grader.course.plots import plot_path

@@ -23,6 +23,7 @@ from grader.engine.report import CriterionResult, Report
 from grader.engine.rubric import Criterion, Rubric, load_rubric
 from grader.engine.sandbox.session import UNCONFINED_FLAG, Sandbox
 from grader.engine.submission import Submission, load_submission
+from grader.engine.text import one_line
 
 
 def build_cases(lesson: str, course: Course, secret: bytes | None) -> list[Case]:
@@ -58,12 +59,15 @@ HIDDEN_LATER = "(feedback on hidden cases is published later)"
 
 
 def score(criterion: Criterion, measure: Measure, public_feedback: str) -> CriterionResult:
+    # Feedback quotes what the learner returned, raised or wrote (a verdict's reason, a
+    # design sheet's key): it enters the report here as one printable line, so neither the
+    # gradebook nor any output made from it holds an escape, a line break or an override.
     share = criterion.credit.share(measure.value) if measure.checked else 0.0
     return CriterionResult(id=criterion.id, title=criterion.title,
                            score=round(criterion.points * share, 4), max_score=criterion.points,
-                           passed=measure.checked and share >= 1.0, feedback=measure.feedback,
+                           passed=measure.checked and share >= 1.0, feedback=one_line(measure.feedback),
                            visibility=criterion.visibility, evidence=measure.evidence,
-                           checked=measure.checked, public_feedback=public_feedback)
+                           checked=measure.checked, public_feedback=one_line(public_feedback))
 
 
 def run_criteria(rubric: Rubric, cases: list[Case], course: Course, mode: str, public_box,
@@ -160,7 +164,8 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
                   submission_digest=submission.digest, rubric_version=rubric.version,
                   criteria=results, cases=tuple(c.summary() for c in cases),
                   isolation=isolation, grader_version=__version__,
-                  duration_s=round(time.perf_counter() - started, 3), notes=notes)
+                  duration_s=round(time.perf_counter() - started, 3),
+                  notes=tuple(one_line(n) for n in notes))     # they name the learner's files
 
 
 def folder_files(lesson: str) -> tuple[str, ...] | None:

@@ -9,6 +9,8 @@ import shutil
 import textwrap
 from dataclasses import asdict, dataclass
 
+from grader.engine.text import terminal
+
 COST_MODEL_NOTE = ("The service-cost model is synthetic: a teaching model, not a measurement "
                    "of any engine or GPU.")
 
@@ -100,4 +102,4 @@ def render(report: Report, width: int | None = None) -> str:
     for n in report.notes:
         lines += textwrap.wrap(f"  note: {n}", max(FEEDBACK_MIN, width), subsequent_indent="        ")
     lines += textwrap.wrap(f"  {COST_MODEL_NOTE}", max(FEEDBACK_MIN, width), subsequent_indent="  ")
-    return "\n".join(lines)
+    return terminal(lines)        # the submission's name and its feedback are the learner's

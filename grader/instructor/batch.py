@@ -31,6 +31,7 @@ from grader.engine.errors import InputError
 from grader.instructor.gradebook import CriterionInfo, Gradebook, GradebookWriteError, LessonInfo, cases_digest
 from grader.engine.progress import Progress
 from grader.engine.submission import Submission, is_submission_folder, load_submission
+from grader.engine.text import terminal
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
 DASK_CONNECT_TIMEOUT = "10s"
@@ -291,7 +292,7 @@ class BatchSummary:
         if self.failed:
             lines.append("failed:")
             lines += [f"  {s}: {e}" for s, e in self.failed]
-        return "\n".join(lines)
+        return terminal(lines)        # students are named by their files: the learner's text
 
 
 def distribution(scores, max_score: float, bins: int = 10) -> dict:

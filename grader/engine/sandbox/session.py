@@ -55,6 +55,7 @@ from pathlib import Path
 from grader.engine.errors import InputError
 from grader.engine.sandbox import affinity
 from grader.engine.sandbox import isolation as containment
+from grader.engine.text import one_line, printable
 from reference import shapes
 
 CHILD = Path(__file__).with_name("child.py")
@@ -315,16 +316,12 @@ def _ms_left(deadline):
 
 def _one_line(text, limit=DETAIL_CHARS):
     """Learner text for feedback: one line, bounded, and only printable characters (no
-    terminal escapes, bidirectional overrides or zero-width characters survive)."""
-    text = " ".join(str(text)[:limit * 4].split())
-    text = text.encode("utf-8", "replace").decode("utf-8")   # lone surrogates from JSON escapes
-    text = "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    terminal escapes, bidirectional overrides or lone surrogates survive: grader.engine.text)."""
+    return one_line(str(text)[:limit * 4], limit)
 
 
 def _clean_stdout(text):
-    text = text[:STDOUT_SEND].encode("utf-8", "replace").decode("utf-8")
-    return "".join(ch if ch.isprintable() or ch in "\n\t" else "\ufffd" for ch in text)
+    return printable(text[:STDOUT_SEND], keep="\n\t")
 
 
 class _Doubt(Exception):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.engine.errors import InputError
+from grader.engine.text import terminal
 from grader.instructor.class_report.numbers import ClassNumbers, class_numbers
 
 PAGE = "index.html"
@@ -41,7 +42,7 @@ class Written:
                          + ", ".join(f"{p.student} ({p.kind})" for p in n.problems[:8])
                          + (" ..." if len(n.problems) > 8 else ""))
         lines.append(f"wrote {self.page} and {len(self.figures)} figures")
-        return "\n".join(lines)
+        return terminal(lines)        # students are named by their files: the learner's text
 
 
 def write_report(book, lesson: str, out: Path) -> Written:

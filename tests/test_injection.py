@@ -1,0 +1,124 @@
+"""Learner text in what the grader writes (docs/security.md, "Learner text in the outputs").
+
+A class of hostile lesson 1 submissions, named and written to forge what an instructor
+reads: file names with escape sequences, line breaks, a bidirectional override, markup
+and spreadsheet formulas; code whose exceptions and returned strings carry the same. Each
+output the grader makes of them is read back byte by byte: nothing in it may be obeyed
+(a terminal escape, a forged line, a tag, a formula), and honest names stay as they are.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import ROOT, SECRET, run_grader
+
+# What a terminal, a browser or a spreadsheet acts on rather than shows.
+ESC, CR, RLO, LRI = "\x1b", "\r", "\u202e", "\u2066"
+HOSTILE = (f"{ESC}[2J{ESC}[1;1H10/10 points{CR}{RLO}FORGED\n<script>alert(1)</script> "
+           f"=HYPERLINK(\"http://x\",\"y\") [a](javascript:x) {LRI}&lt;b&gt;")
+EVIL = f'''from reference.shapes import Verdict
+HOSTILE = {HOSTILE!r}
+print(HOSTILE)
+def kv_bytes_per_token(model):
+    raise ValueError(HOSTILE)
+def pages_for(tokens, page_tokens):
+    return HOSTILE
+def worst_case_pages(request, worker):
+    raise RuntimeError("=cmd|' /C calc'!A0")
+def contract_reasons(request, model, worker):
+    return (HOSTILE,)
+def check_contract(request, model, worker):
+    return Verdict(ok=False, reason=HOSTILE)
+'''
+FORMULA = "=cmd|' \\C calc'!A0"          # a spreadsheet formula, as a file name
+SPLIT = "x;=1+2"                         # a formula once a spreadsheet splits on ";"
+MARKUP = "<img src=x onerror=alert(1)>"
+REVERSED = f"{RLO}yp.live"               # reads "evil.py" backwards
+FORGER = f"esc{ESC}[2J{ESC}[1;1Hall 10-10{CR}ok\nFAKE"     # an empty file: listed as failed
+HONEST = ("José", "王", "Zoë Ångström")
+UNSEEN = (ESC, CR, RLO, LRI, "\x00", "\x08")
+
+
+def unseen(text: str) -> list[str]:
+    return [ch for ch in UNSEEN if ch in text]
+
+
+def forged_lines(text: str) -> list[str]:
+    """Lines that begin with the learner's words: only a line break of theirs starts one."""
+    return [line for line in text.split("\n") if line.lstrip("\ufffd").startswith(("FAKE", "FORGED", "<script"))]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The class graded into a gradebook: (folder, gradebook URL, summary stdout)."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    folder = tmp / "class"
+    folder.mkdir()
+    for name in (FORMULA, SPLIT, MARKUP, REVERSED):
+        (folder / f"{name}.py").write_text(EVIL, encoding="utf-8")
+    for name in HONEST:
+        shutil.copy(ROOT / "reference" / "solutions" / "lesson1.py", folder / f"{name}.py")
+    (folder / f"{FORGER}.py").write_bytes(b"")
+    secret = tmp / "course.secret"
+    secret.write_bytes(SECRET)
+    url = f"sqlite:///{tmp / 'gb.db'}"
+    code, out, err = run_grader("grade", "lesson1", str(folder), "--secret-file", str(secret),
+                                "--gradebook", url, "--jobs", "1", "--quiet")
+    assert code == 0, err
+    return folder, secret, url, out
+
+
+def test_terminal_reports_show_learner_text_and_obey_none_of_it(graded, tmp_path):
+    folder, secret, url, summary = graded
+    (tmp_path / "evil.py").write_text(EVIL, encoding="utf-8")
+    sheet = tmp_path / "design_sheet.yaml"
+    sheet.write_text(f"{json.dumps(HOSTILE)}: 1\n", encoding="utf-8")     # a key of the learner's
+    outputs = {
+        "grade summary": summary,
+        "check": run_grader("check", "lesson1", str(tmp_path / "evil.py"))[1],
+        "report": run_grader("report", "lesson1", "--gradebook", url, "--out", str(tmp_path / "r"))[1],
+        "an unreadable file": run_grader("grade", "lesson1", str(folder / f"{FORGER}.py"),
+                                         "--secret-file", str(secret))[2],
+        "sheet validate": run_grader("sheet", "validate", str(sheet))[1],
+    }
+    for what, text in outputs.items():
+        assert text.strip(), what
+        assert not unseen(text), (what, unseen(text))
+        assert not forged_lines(text), (what, forged_lines(text))
+    # Shown, not dropped: the instructor still reads who failed and what their code said.
+    assert "10-10" in outputs["grade summary"] and "FAKE" in outputs["grade summary"]
+    assert "FORGED" in outputs["check"] and "<script>" in outputs["check"]
+    assert "the submission is empty" in outputs["an unreadable file"]
+    assert "FORGED" in outputs["sheet validate"]
+
+
+def test_json_stays_json_and_its_feedback_one_printable_line(graded, tmp_path):
+    _, _, url, _ = graded
+    (tmp_path / "evil.py").write_text(EVIL, encoding="utf-8")
+
+    def strict(text):
+        def refuse(constant):
+            raise ValueError(constant)
+        return json.loads(text, parse_constant=refuse)
+    code, out, err = run_grader("check", "lesson1", str(tmp_path / "evil.py"), "--json")
+    assert code == 0, err
+    report = strict(out)
+    said = " ".join(c["feedback"] + c["public_feedback"] for c in report["criteria"])
+    assert "FORGED" in said and "\n" not in said and not unseen(said)
+    code, out, err = run_grader("report", "lesson1", "--gradebook", url, "--json", "--out", str(tmp_path / "r"))
+    assert code == 0, err
+    assert {p["student"] for p in strict(out)["problems"]} == {FORGER}   # the name, exactly
+
+
+def test_the_gradebook_stores_any_name_as_a_value(tmp_path):
+    from grader.instructor.gradebook import open_gradebook
+    from test_gradebook import fake_report
+    name = "x'); DROP TABLE results; --"
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        book.record(name, fake_report())
+        book.record("bob", fake_report())
+        assert [r.student for r in book.results("lesson1")] == ["bob", name]
+        assert book.students() == ["bob", name]
