@@ -8,6 +8,8 @@ output the grader makes of them is read back byte by byte: nothing in it may be 
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 
@@ -82,6 +84,7 @@ def test_terminal_reports_show_learner_text_and_obey_none_of_it(graded, tmp_path
         "report": run_grader("report", "lesson1", "--gradebook", url, "--out", str(tmp_path / "r"))[1],
         "an unreadable file": run_grader("grade", "lesson1", str(folder / f"{FORGER}.py"),
                                          "--secret-file", str(secret))[2],
+        "csv on stdout": run_grader("export", "--gradebook", url, "--format", "csv")[1],
         "sheet validate": run_grader("sheet", "validate", str(sheet))[1],
     }
     for what, text in outputs.items():
@@ -111,6 +114,29 @@ def test_json_stays_json_and_its_feedback_one_printable_line(graded, tmp_path):
     code, out, err = run_grader("report", "lesson1", "--gradebook", url, "--json", "--out", str(tmp_path / "r"))
     assert code == 0, err
     assert {p["student"] for p in strict(out)["problems"]} == {FORGER}   # the name, exactly
+
+
+def test_csv_cells_are_text_never_formulas_and_stay_whole_under_any_separator(graded, tmp_path):
+    _, _, url, _ = graded
+    out = tmp_path / "grades.csv"
+    assert run_grader("export", "--gradebook", url, "--format", "csv", "--out", str(out))[0] == 0
+    raw = out.read_bytes().decode("utf-8-sig")
+    assert not unseen(raw.replace("\r\n", "\n"))              # CRLF ends a row; no other CR
+    with out.open(encoding="utf-8-sig", newline="") as f:
+        header, *rows = list(csv.reader(f))
+    names = [row[0] for row in rows]
+    assert len(rows) == len(HONEST) + 5
+    assert set(HONEST) <= set(names)                                      # honest names, exactly
+    assert {"'" + FORMULA, SPLIT, MARKUP} <= set(names)
+    for row in rows:
+        for cell in (row[0], row[-1]):                                    # the text cells
+            assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")), cell
+        for cell in row[1:-1]:                                            # the numbers stay numbers
+            assert cell == "" or float(cell) >= 0
+    # Quoted, so a spreadsheet that splits rows on ";" keeps "x;=1+2" one cell starting "x".
+    assert f'\r\n"{SPLIT}",' in raw
+    for cells in csv.reader(io.StringIO(raw, newline=""), delimiter=";"):
+        assert not any(c.startswith(("=", "+", "-", "@")) for c in cells), cells
 
 
 def test_the_gradebook_stores_any_name_as_a_value(tmp_path):

@@ -2,8 +2,19 @@
 
 Written with Python's csv module (RFC 4180 quoting, CRLF rows) in UTF-8 with a byte-order
 mark, so a spreadsheet reads accented names right and Python reads it back with
-``encoding="utf-8-sig"``. A text cell that a spreadsheet would run as a formula (it starts
-with = + - @) gets a leading apostrophe: a grade sheet must never execute a student's name.
+``encoding="utf-8-sig"``.
+
+A grade sheet must never execute a student's name. The text cells (a student is named by
+their file, and the notes quote errors naming it) are made safe three ways:
+
+- a cell that a spreadsheet would run as a formula (it starts with = + - @, a tab or a
+  carriage return) gets a leading apostrophe; number cells are the grader's own and are
+  left as they are, so a negative score stays a number;
+- every cell is quoted, so a name like ``x;=1+2`` stays one cell in a spreadsheet that
+  splits rows on semicolons (the list separator of many locales) and not only on commas;
+  a spreadsheet still reads a quoted number as a number;
+- characters that are not shown (escapes, line breaks, bidirectional overrides) become
+  U+FFFD (grader.engine.text.printable): the CSV may be printed to a terminal.
 """
 from __future__ import annotations
 
@@ -13,11 +24,14 @@ import sys
 from pathlib import Path
 
 from grader.engine.errors import InputError
+from grader.engine.text import printable
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _text(value: str) -> str:
+    """A text cell: shown as it reads, never run as a formula."""
+    value = printable(value)
     return "'" + value if value.startswith(_FORMULA_START) else value
 
 
@@ -56,7 +70,7 @@ def table(book, lesson: str | None = None) -> tuple[list[str], list[list[str]]]:
 def export_csv(book, out: str | None, *, lesson: str | None = None) -> str:
     header, rows = table(book, lesson)
     buf = io.StringIO(newline="")
-    writer = csv.writer(buf, quoting=csv.QUOTE_MINIMAL)
+    writer = csv.writer(buf, quoting=csv.QUOTE_ALL)
     writer.writerow(header)
     writer.writerows(rows)
     if out in (None, "-"):
