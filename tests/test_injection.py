@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import shutil
+from html.parser import HTMLParser
 
 import pytest
 
@@ -137,6 +138,57 @@ def test_csv_cells_are_text_never_formulas_and_stay_whole_under_any_separator(gr
     assert f'\r\n"{SPLIT}",' in raw
     for cells in csv.reader(io.StringIO(raw, newline=""), delimiter=";"):
         assert not any(c.startswith(("=", "+", "-", "@")) for c in cells), cells
+
+
+class Page(HTMLParser):
+    """The elements and the text of a page, as a browser parses them."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.handlers, self.text = [], [], []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.handlers += [name for name, _ in attrs if name.startswith("on")]
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_the_class_report_page_shows_names_and_feedback_as_text(graded, tmp_path):
+    _, _, url, _ = graded
+    assert run_grader("report", "lesson1", "--gradebook", url, "--out", str(tmp_path / "r"))[0] == 0
+    text = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    page = Page(text)
+    assert page.tags.count("img") == 2 and page.tags.count("script") == 1   # the page's own
+    assert not page.handlers and not unseen(text)
+    shown = "".join(page.text)
+    assert "<script>alert(1)</script>" in shown                              # a feedback line, shown
+
+
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_feedback_files_quote_names_and_feedback_and_are_named_plainly(graded, tmp_path, fmt):
+    _, _, url, _ = graded
+    out = tmp_path / "fb"
+    assert run_grader("feedback", "--gradebook", url, "--out", str(out), "--format", fmt)[0] == 0
+    files = sorted(out.iterdir())
+    assert len(files) == len(HONEST) + 5
+    assert {f"{name}.{fmt}" for name in HONEST} <= {f.name for f in files}
+    for f in files:
+        assert not unseen(f.name) and "\n" not in f.name
+        text = f.read_text(encoding="utf-8")
+        assert not unseen(text)
+        if fmt == "html":
+            page = Page(text)
+            assert "img" not in page.tags and "script" not in page.tags and not page.handlers
+        else:
+            # Markdown: every < [ & is escaped, so no tag, link or entity of the learner's.
+            for i, ch in enumerate(text):
+                if ch in "<[&":
+                    assert text[i - 1] == "\\", text[max(0, i - 30):i + 30]
+    marked = next(f for f in files if "onerror" in f.name).read_text(encoding="utf-8")
+    assert ("&lt;img src=x onerror=alert(1)&gt;" if fmt == "html" else r"\<img src=x onerror=alert\(1\)\>") in marked
 
 
 def test_the_gradebook_stores_any_name_as_a_value(tmp_path):

@@ -9,11 +9,13 @@ hides text. ``printable`` keeps what a reader sees and replaces the rest with U+
 the reader sees that something was there. Letters, marks and spaces of every script
 stay, and so do the zero-width joiners some scripts spell names with.
 
-The outputs: ``one_line`` (feedback entering a report), ``terminal`` (reports,
-summaries, error lines).
+The outputs: ``terminal`` (reports, summaries, error lines), ``html_text`` (the class
+report, HTML feedback); the CSV export, the Markdown feedback and file names use
+``printable`` with their own escaping (grader.instructor.exports).
 """
 from __future__ import annotations
 
+import html
 import unicodedata
 from typing import Iterable
 
@@ -51,3 +53,8 @@ def terminal(lines: Iterable[str]) -> str:
     a carriage return or an escape of its own and only the grader's own breaks remain."""
     return "\n".join(printable(line) for line in lines)
 
+
+def html_text(text: str) -> str:
+    """Text for an HTML page (element content or a quoted attribute): ``printable``, then
+    escaped (& < > " '), so it is shown, never parsed as markup."""
+    return html.escape(printable(text), quote=True)

@@ -7,9 +7,8 @@ is missing in its place.
 """
 from __future__ import annotations
 
-import html
-
 from grader.engine.report import COST_MODEL_NOTE
+from grader.engine.text import html_text
 
 STYLE = """
 :root{--ink:#30343f;--muted:#6b7076;--line:#e3e5e8;--pass:#3b7d5a;--warn:#a4551c;--bg:#f7f8fa}
@@ -58,7 +57,9 @@ window.addEventListener("load", function () {
 });
 """
 
-e = html.escape
+# Every text the page shows goes through one escape: students are named by their files, and
+# feedback quotes what their code returned and raised.
+e = html_text
 
 
 def _g(x: float) -> str:

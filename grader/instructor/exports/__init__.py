@@ -10,15 +10,18 @@ from __future__ import annotations
 import hashlib
 import re
 
+from grader.engine.text import REPLACEMENT, printable
+
 FORMATS = ("csv", "nbgrader")
 
 _UNSAFE = re.compile(r"[\\/\x00-\x1f:*?\"<>|]")
 
 
 def safe_name(name: str) -> str:
-    """A student id as one file or folder name: no separators, no dot-names. An id that
-    had to change gets a short hash so two ids never land on one file."""
-    clean = _UNSAFE.sub("_", name).strip(" ")
+    """A student id as one file or folder name: no separators, no dot-names, nothing a
+    listing would not show as itself (an escape, an override that reverses how the name
+    reads). An id that had to change gets a short hash so two ids never land on one file."""
+    clean = _UNSAFE.sub("_", printable(name).replace(REPLACEMENT, "_")).strip(" ")
     if clean != name or not clean or clean.startswith("."):
         clean = (clean.lstrip(".") or "student") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
     return clean[:120]

@@ -10,7 +10,6 @@ format (Markdown or HTML): it is quoted, never rendered.
 """
 from __future__ import annotations
 
-import html
 import re
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from grader.engine.errors import InputError
 from grader.instructor.exports import safe_name
 from grader.engine.pipeline import HIDDEN_LATER
 from grader.engine.report import COST_MODEL_NOTE
+from grader.engine.text import html_text, printable
 
 FORMATS = ("md", "html")
 
@@ -56,12 +56,13 @@ def _md_cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~-])")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~&-])")
 
 
 def _md_text(text: str) -> str:
-    """Learner-derived text as literal Markdown: no link, image, emphasis or HTML of its own."""
-    return _MD_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+    """Learner-derived text as literal Markdown: no link, image, emphasis, entity or HTML of
+    its own, and nothing a reader would not see (grader.engine.text.printable)."""
+    return _MD_SPECIAL.sub(r"\\\1", printable(" ".join(text.split())))
 
 
 def markdown(student: str, sections) -> str:
@@ -83,7 +84,7 @@ def markdown(student: str, sections) -> str:
 
 
 def html_page(student: str, sections) -> str:
-    e = html.escape
+    e = html_text
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>Feedback for {e(student)}</title>",
            "<style>body{font-family:sans-serif;max-width:52em;margin:2em auto;padding:0 1em}"
