@@ -191,6 +191,32 @@ def test_feedback_files_quote_names_and_feedback_and_are_named_plainly(graded, t
     assert ("&lt;img src=x onerror=alert(1)&gt;" if fmt == "html" else r"\<img src=x onerror=alert\(1\)\>") in marked
 
 
+def test_gradescope_results_hold_only_text_a_reader_sees():
+    from grader.engine.report import COST_MODEL_NOTE, CriterionResult, Report
+    from grader.engine.rubric import load_rubric
+    from grader.engine.checks import REGISTRY
+    from grader.instructor.gradescope.results import from_report, not_graded, problems
+    from grader.lessons import lesson_module
+    crit = (CriterionResult("a", "A", 0.0, 2.0, False, HOSTILE, "both", public_feedback=HOSTILE),
+            CriterionResult("b", "B", 0.0, 2.0, False, HOSTILE, "hidden"))
+    report = Report("lesson1", "T", "grade", f"{REVERSED}.py", "0" * 64, 1, crit, (), "bwrap", "0", 0.1,
+                    notes=(f"graded {FORGER}.py as exercise.py",))
+    graded = from_report(report, graded=f"{REVERSED}.py", build={"course_digest": "d" * 64})
+    lesson_module("lesson1")
+    rubric = load_rubric(ROOT / "rubrics" / "lesson1.yaml", REGISTRY)
+    refused = not_graded(rubric, f"{FORGER}.py: the submission is empty", build={"course_digest": "d" * 64})
+    for data in (graded, refused):
+        assert not problems(json.loads(json.dumps(data)))
+        texts = [data["output"]] + [t["output"] for t in data["tests"]] + [t["name"] for t in data["tests"]]
+        assert all(not unseen(t) and not forged_lines(t) for t in texts), texts
+        assert all("\n" not in t["output"] for t in data["tests"])
+    # The grader's own lines, one per fact: the header, a blank, graded, cases, isolation,
+    # autograder, the note, a blank, the cost model.
+    lines = graded["output"].split("\n")
+    assert len(lines) == 9 and lines[-1] == COST_MODEL_NOTE and "FAKE" in lines[6]
+    assert all("FORGED" in t["output"] for t in graded["tests"])
+
+
 def test_the_gradebook_stores_any_name_as_a_value(tmp_path):
     from grader.instructor.gradebook import open_gradebook
     from test_gradebook import fake_report

@@ -13,6 +13,10 @@ and the autograder build; ``extra_data`` keeps the same in full for the instruct
 
 A submission that could not be graded (no file, an unreadable one) still gets one test per
 criterion, each at zero with the reason, so the student sees what was expected.
+
+Gradescope shows every output as text. What is shown is made of lines (``terminal``),
+each test's output of one (``printable``): the uploaded files' names and the feedback are
+the student's text, and none of it may start a line or act on how the rest reads.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import jsonschema
 from grader.engine.pipeline import HIDDEN_LATER
 from grader.engine.report import COST_MODEL_NOTE, Report
 from grader.engine.rubric import Rubric
+from grader.engine.text import printable, terminal
 from grader.instructor.gradebook import cases_digest
 
 SCHEMA = Path(__file__).with_name("results.schema.json")
@@ -38,7 +43,7 @@ def _g(x: float) -> str:
 def _test(n: int, cid: str, title: str, score: float, max_score: float, passed: bool,
           output: str, visibility: str) -> dict:
     return {"number": str(n), "name": f"{cid}: {title}", "score": score, "max_score": max_score,
-            "status": "passed" if passed else "failed", "output": output,
+            "status": "passed" if passed else "failed", "output": printable(output),
             "visibility": VISIBILITY[visibility]}
 
 
@@ -70,7 +75,7 @@ def from_report(report: Report, *, graded: str, build: dict, notes: tuple[str, .
     return {
         "score": report.score,
         "execution_time": round(report.duration_s, 3),
-        "output": "\n".join(lines),
+        "output": terminal(lines),
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -89,8 +94,8 @@ def not_graded(rubric: Rubric, why: str, *, build: dict) -> dict:
     tests = [_test(n, c.id, c.title, 0.0, c.points, False, f"not graded: {why}", c.visibility)
              for n, c in enumerate(rubric.criteria, 1)]
     total = sum(c.points for c in rubric.criteria)
-    return {"score": 0.0, "output": f"{rubric.lesson}: {rubric.title}: 0 / {_g(total)}\n\n"
-                                    f"Not graded: {why}",
+    return {"score": 0.0, "output": terminal([f"{rubric.lesson}: {rubric.title}: 0 / {_g(total)}", "",
+                                              f"Not graded: {why}"]),
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
             "extra_data": {"lesson": rubric.lesson, "not_graded": why,
                            "course_digest": build.get("course_digest", "")}}
@@ -100,8 +105,8 @@ def failed(why: str) -> dict:
     """results.json when the autograder itself failed: no score is a grade, and the
     student is told so (the details are in the log only instructors see)."""
     return {"score": 0.0, "visibility": "visible", "stdout_visibility": "hidden",
-            "output": f"The autograder could not grade this submission: {why}\n"
-                      f"This is not a grade: your instructor can see what went wrong.",
+            "output": terminal([f"The autograder could not grade this submission: {why}",
+                                "This is not a grade: your instructor can see what went wrong."]),
             "extra_data": {"autograder_failed": why}}
 
 
