@@ -32,7 +32,7 @@ def _shown(ch: str) -> bool:
 def printable(text: str, keep: str = "") -> str:
     """``text`` with every character a reader would not see as itself replaced by U+FFFD:
     control characters (escape, carriage return, newline, tab, backspace, NUL), format
-    characters (bidirectional overrides and isolates, marks, tags, BOM), line and paragraph
+    characters (bidirectional overrides, isolates and LRM/RLM, tags, BOM), line and paragraph
     separators, surrogates, private-use and unassigned code points. ``keep``: control
     characters the caller lays out itself (a captured print's newlines and tabs)."""
     text = str(text)
