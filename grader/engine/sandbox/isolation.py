@@ -133,7 +133,7 @@ def bwrap_problem(python: str, child: str) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def bwrap_command(python: str, child: str, tmp_bytes: int) -> tuple[str, ...]:
-    """bwrap + setpriv, up to the interpreter (the caller appends `python -I -S ...`)."""
+    """bwrap + setpriv, up to the interpreter (the caller appends `python -P -s -S ...`)."""
     python = os.path.realpath(python)
     setpriv = os.path.realpath(shutil.which("setpriv") or "/usr/bin/setpriv")
     binds: list[str] = []       # read-only, host path == sandbox path

@@ -70,6 +70,18 @@ MAX_INT_DIGITS = 40         # validate bounds ints far below this; longer is ref
 STDOUT_SEND = 1024          # characters of printed output kept per call
 DETAIL_CHARS = 300
 CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}   # nothing of the grader's environment
+# The child's str hash seed is fixed, not drawn at random by each interpreter: a submission
+# whose answers hang on it (a set of strings iterated, hash() itself) gets the same grade
+# every time it is graded. Each start of a Sandbox takes the next seed, so a restarted
+# child is still a process with another seed (lesson 4's key-deterministic check).
+FIRST_HASH_SEED = 1
+# -I without its -E: the environment is CHILD_ENV alone, and PYTHONHASHSEED must be read.
+CHILD_FLAGS = ("-P", "-s", "-S")
+
+
+def child_env(start: int) -> dict[str, str]:
+    """The environment of a Sandbox's ``start``-th child (0 for the first)."""
+    return {**CHILD_ENV, "PYTHONHASHSEED": str(FIRST_HASH_SEED + start)}
 
 
 def _compact_encoder():
@@ -491,6 +503,7 @@ class Sandbox:
         self._pins: list = []            # the CPU pinning of each load (affinity), undone at close
         self._finalizer = weakref.finalize(self, _kill_held, self._holder, self._pins)
         self._load_stdout = ""
+        self._starts = 0                 # children started so far: the next one's hash seed
         self._isolation = f"{self._plan.describe}: the child did not start"
         # The child loads the submission while the grader prepares its cases: the load is
         # awaited at the first use (load_error or a call), not here.
@@ -578,7 +591,7 @@ class Sandbox:
 
     def restart(self) -> None:
         """End the child; the next call loads the submission in a fresh process (new module
-        state, new str hash seed), charged to the same run budget."""
+        state, the next str hash seed: child_env), charged to the same run budget."""
         self._kill()
 
     def close(self) -> None:
@@ -626,8 +639,8 @@ class Sandbox:
         resp_r, resp_w = os.pipe()
         try:
             proc = subprocess.Popen(
-                [*plan.wrapper, plan.python, "-I", "-S", plan.child_path, str(req_r), str(resp_w)],
-                env=dict(CHILD_ENV), cwd=host_dir or "/", stdin=subprocess.DEVNULL,
+                [*plan.wrapper, plan.python, *CHILD_FLAGS, plan.child_path, str(req_r), str(resp_w)],
+                env=child_env(self._starts), cwd=host_dir or "/", stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, pass_fds=(req_r, resp_w))
         except BaseException:
@@ -636,6 +649,7 @@ class Sandbox:
             if host_dir is not None:
                 _remove_tree(host_dir)
             raise
+        self._starts += 1
         os.close(req_r)
         os.close(resp_w)
         os.set_blocking(req_w, False)
