@@ -1,9 +1,18 @@
 """A grade is a function of the submission, the lesson, the rubric and the secret: the same
 bytes give the same report (duration_s aside) whatever else changes between two runs."""
-from conftest import ROOT, SECRET, grade
-from grader.engine.sandbox.session import Sandbox
+import json
+import shutil
+from pathlib import Path
 
+from conftest import ROOT, SECRET, SUBMISSIONS, grade
+from grader.engine.layout import find_course
+from grader.engine.sandbox.session import Sandbox
+from grader.instructor.batch import run_batch
+from grader.instructor.gradebook import open_gradebook
+
+COURSE = find_course(str(ROOT))
 LESSON1 = (ROOT / "reference" / "solutions" / "lesson1.py").read_text()
+WRONG = SUBMISSIONS / "lesson1" / "wrong_types.py"
 
 
 def stable(report) -> dict:
@@ -39,3 +48,42 @@ def test_answers_that_hang_on_str_hashes_grade_the_same_twice(tmp_path):
     wrong, _, total = feedback.partition(" token counts wrong")[0].partition(" of ")
     assert 0 < int(wrong) < int(total), feedback          # which ones: the seed's choice
     assert stable(grade("lesson1", path, mode="grade", secret=SECRET)) == stable(first)
+
+
+# ---------------------------------------------------------------------------- a class
+
+def _class(folder: Path) -> Path:
+    """Three students in nbgrader's layout: a full answer, a wrong one, an unreadable one."""
+    for student, data in (("alice", LESSON1.encode()), ("bob", WRONG.read_bytes()), ("carol", b"\x00\x01")):
+        (folder / "submitted" / student / "lesson1").mkdir(parents=True)
+        (folder / "submitted" / student / "lesson1" / "exercise.py").write_bytes(data)
+    return folder
+
+
+def _stored(url: str) -> dict:
+    with open_gradebook(url) as book:
+        return {r.student: {**{k: v for k, v in vars(r).items() if k not in ("graded_at", "duration_s", "report_json")},
+                            "report": {k: v for k, v in r.report.items() if k != "duration_s"}}
+                for r in book.results()}
+
+
+def test_a_class_is_recorded_the_same_wherever_it_lies(tmp_path, monkeypatch):
+    """Results name a submission by its path inside the class folder: the same class graded
+    from another folder, named by a relative path from another working directory, records
+    the same rows, and no row holds where the instructor keeps it."""
+    here = _class(tmp_path / "spring" / "class")
+    there = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(here, there)
+    with open_gradebook(str(tmp_path / "here.db")) as book:
+        run_batch("lesson1", here, COURSE, SECRET, book, jobs=1, progress=False)
+    monkeypatch.chdir(there.parent)
+    with open_gradebook(str(tmp_path / "there.db")) as book:
+        summary = run_batch("lesson1", Path("copy"), COURSE, SECRET, book, jobs=1, progress=False)
+    assert summary.failed == (("carol", "carol/lesson1/exercise.py: is a binary file, not Python "
+                                        "source or a notebook"),)
+    rows = _stored(f"sqlite:///{tmp_path / 'here.db'}")
+    assert rows == _stored(f"sqlite:///{tmp_path / 'there.db'}")
+    assert {s: r["submission_path"] for s, r in rows.items()} == \
+           {s: f"{s}/lesson1/exercise.py" for s in ("alice", "bob", "carol")}
+    assert rows["alice"]["report"]["submission"] == "alice/lesson1/exercise.py"
+    assert str(tmp_path) not in json.dumps(rows, default=str)

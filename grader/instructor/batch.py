@@ -67,6 +67,13 @@ def class_root(folder: Path) -> Path:
     return folder / "submitted" if (folder / "submitted").is_dir() else folder
 
 
+def within(path: str, root: Path) -> str:
+    """A submission as results name it: its path inside the class folder (``alice.py``,
+    ``alice/lesson1/exercise.py``), so a result does not depend on where the folder lies
+    or how the command line named it."""
+    return Path(os.path.relpath(path, root)).as_posix()
+
+
 def discover(folder: Path, lesson: str) -> list[Entry]:
     """Every student found in ``folder``, sorted by name. For a lesson whose submission is a
     folder, ``<student>/<lesson>/`` (nbgrader) or ``<student>/`` itself is the submission."""
@@ -364,18 +371,20 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     todo: list[Job] = []
     done = set() if force else book.graded_keys(lesson)
     skipped = 0
+    root = class_root(Path(folder))
     for e in entries:
+        shown = within(e.path, root)
         if e.problem:
-            failed.append((e.student, f"{e.path}: {e.problem}"))
-            book.record_error(e.student, info, e.path, e.problem)
+            failed.append((e.student, f"{shown}: {e.problem}"))
+            book.record_error(e.student, info, shown, e.problem)
             continue
         try:
-            sub = load_submission(Path(e.path), folder_files(lesson), e.student,
-                                  links_within=class_root(Path(folder)))
+            sub = load_submission(Path(e.path), folder_files(lesson), e.student, links_within=root)
         except InputError as err:
-            failed.append((e.student, str(err)))
-            book.record_error(e.student, info, e.path, err.message)
+            failed.append((e.student, f"{shown}: {err.message}"))
+            book.record_error(e.student, info, shown, err.message)
             continue
+        sub = replace(sub, path=shown)          # read; from here it is named, not opened
         if pending(e, sub, done, rubric.version, expected_cases):
             todo.append(Job(e.student, sub))
         else:
