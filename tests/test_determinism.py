@@ -87,3 +87,37 @@ def test_a_class_is_recorded_the_same_wherever_it_lies(tmp_path, monkeypatch):
            {s: f"{s}/lesson1/exercise.py" for s in ("alice", "bob", "carol")}
     assert rows["alice"]["report"]["submission"] == "alice/lesson1/exercise.py"
     assert str(tmp_path) not in json.dumps(rows, default=str)
+
+
+# ---------------------------------------------------------------------------- a notebook
+
+def _notebook(*cells: tuple[str, str]) -> str:
+    return json.dumps({"cells": [{"cell_type": kind, "metadata": {}, "source": text.splitlines(True),
+                                  **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+                                 for kind, text in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+def test_a_notebook_of_the_same_code_gets_the_py_files_report(tmp_path):
+    """The same code as one notebook cell: the same scores and feedback, a line named by its
+    cell (the flattened source's own numbering, one header line further, named nothing
+    the learner can find)."""
+    raises = SUBMISSIONS / "lesson1" / "raises.py"
+    (tmp_path / "raises.ipynb").write_text(_notebook(("code", raises.read_text())))
+    as_py, as_nb = stable(grade("lesson1", raises)), stable(grade("lesson1", tmp_path / "raises.ipynb"))
+    assert "(raises.py line 6)" in json.dumps(as_py)
+    for report in (as_py, as_nb):
+        del report["submission"], report["submission_digest"]
+    assert json.dumps(as_nb).replace("raises.ipynb cell 1, line", "raises.py line") == json.dumps(as_py)
+
+
+def test_a_notebook_line_is_named_by_its_cell(tmp_path):
+    path = tmp_path / "work.ipynb"
+    path.write_text(_notebook(("markdown", "# My answer\n"),
+                              ("code", "%matplotlib inline\nfrom reference.shapes import Verdict\n"),
+                              ("code", "def pages_for(tokens, page_tokens):\n"
+                                       "    raise ValueError('not yet')\n")))
+    feedback = next(c.feedback for c in grade("lesson1", path).criteria if c.id == "pages-for")
+    assert "(work.ipynb cell 3, line 2)" in feedback, feedback
+    path.write_text(_notebook(("code", "x = 1\n"), ("code", "y = 2\ndef f(:\n")))
+    feedback = grade("lesson1", path).criteria[0].feedback
+    assert feedback == "your file did not load: SyntaxError: cell 2, line 2: invalid syntax", feedback

@@ -100,7 +100,8 @@ def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
     sub = load_submission(path)
     # The learner's own tool, not a grade: a replay may ask for many thousands of
     # decisions, so the whole-run budget is an hour (each call keeps its limit).
-    sandbox = stack.enter_context(Sandbox(sub.source, path.name, run_timeout_s=OWN_BUDGET_S))
+    sandbox = stack.enter_context(Sandbox(sub.source, path.name, run_timeout_s=OWN_BUDGET_S,
+                                          cells=sub.cells))
     if sandbox.load_error:
         return Written(lesson, path, sub.digest, {}, None, names,
                        f"{lesson}: {path} did not load ({sandbox.load_error}): the course baseline",

@@ -142,7 +142,8 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
         required = mode == "grade" and not unconfined_ok
         name = Path(submission.path).name
         def opened():
-            return sandbox() if sandbox else Sandbox(submission.source, name, require_confinement=required)
+            return sandbox() if sandbox else Sandbox(submission.source, name, require_confinement=required,
+                                                     cells=submission.cells)
         with contextlib.ExitStack() as stack:
             public_box = stack.enter_context(opened())
             # Each child has the submission's full budget: the hidden child hears only the

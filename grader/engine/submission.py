@@ -24,6 +24,9 @@ class Submission:
     notes: tuple[str, ...] = ()  # what the loader changed, for the report
     files: tuple[tuple[str, bytes], ...] = ()   # a folder submission: (name, bytes), sorted by name
     student: str = ""            # who handed it in, when known (lesson 6 draws their incident)
+    # A notebook's code cells in ``source``: (the line its code starts on, its number in the
+    # notebook), so feedback names a line as the learner sees it (cell 3, line 2).
+    cells: tuple[tuple[int, int], ...] = ()
 
 
 def is_submission_folder(path: Path, names: tuple[str, ...]) -> bool:
@@ -103,8 +106,8 @@ def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: 
         raise InputError(where, f"is not UTF-8 text (byte {e.start + bom})") from None
     digest = hashlib.sha256(raw).hexdigest()
     if path.suffix == ".ipynb":
-        source, notes = _notebook_source(text, where)
-        return Submission(where, source, digest, notes, student=student)
+        source, notes, cells = _notebook_source(text, where)
+        return Submission(where, source, digest, notes, student=student, cells=cells)
     if path.suffix != ".py":
         raise InputError(where, "a submission is a .py file or a .ipynb notebook")
     if not text.strip():
@@ -112,8 +115,9 @@ def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: 
     return Submission(where, text, digest, student=student)
 
 
-def _notebook_source(text: str, where: str) -> tuple[str, tuple[str, ...]]:
-    """Code cells in order; IPython magics and shell escapes dropped, with a note each."""
+def _notebook_source(text: str, where: str) -> tuple[str, tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """Code cells in order; IPython magics and shell escapes dropped, with a note each; and
+    where each cell's code starts in that source (Submission.cells)."""
     try:
         nb = json.loads(text)
     except json.JSONDecodeError as e:       # a truncated or hand-edited file: say where it breaks
@@ -124,7 +128,8 @@ def _notebook_source(text: str, where: str) -> tuple[str, tuple[str, ...]]:
     cells = nb.get("cells") if isinstance(nb, dict) else None
     if not isinstance(cells, list):
         raise InputError(where, "cells: not a readable Jupyter notebook")
-    parts, notes = [], []
+    parts, notes, starts = [], [], []
+    header = 1                           # the line the next part's header is on
     for n, cell in enumerate(cells):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -145,9 +150,11 @@ def _notebook_source(text: str, where: str) -> tuple[str, tuple[str, ...]]:
                 code.read(line)
                 kept.append(line)
         parts.append(f"# --- cell {n + 1} ---\n" + "\n".join(kept))
+        starts.append((header + 1, n + 1))
+        header += parts[-1].count("\n") + 2     # its lines, then the blank line between parts
     if not parts:
         raise InputError(where, "cells: the notebook has no code cells")
-    return "\n\n".join(parts) + "\n", tuple(notes)
+    return "\n\n".join(parts) + "\n", tuple(notes), tuple(starts)
 
 
 class _Statements:

@@ -9,7 +9,8 @@ big-endian length and that many bytes of UTF-8 JSON.
 
 Conversation:
   parent -> {"shapes_source", "submission", "filename", "workdir", "limits",
-             "require_confinement": bool}
+             "require_confinement": bool, "cells": [[first line, cell number], ...]}
+            ("cells": a notebook's, for feedback's line numbers; absent for a .py file)
   child  -> {"isolation": [...], "lacks": "..."}   after hardening, before any learner code
             runs ("lacks": what confinement is missing, "" when none); or, when confinement
             was required and is missing, {"isolation": [...], "refused": "..."} and it exits
@@ -552,6 +553,18 @@ def one_line(text):
     return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 3] + "..."
 
 
+CELLS = []   # a notebook's code cells: [first line in the source, cell number], from setup
+
+
+def line_words(line):
+    """'line 7'; in a notebook 'cell 3, line 2', as the learner's editor numbers it."""
+    if type(line) is int:
+        for first, cell in reversed(CELLS):
+            if line >= first:
+                return "cell %d, line %d" % (cell, line - first + 1)
+    return "line %s" % line
+
+
 def describe(exc, filename):
     """'ValueError: bad size (exercise.py line 7)': the type, the message, the learner's line."""
     try:
@@ -566,7 +579,7 @@ def describe(exc, filename):
                 line = tb.tb_lineno
             tb = tb.tb_next
         if line is not None:
-            text += " (%s line %d)" % (filename, line)
+            text += " (%s %s)" % (filename, line_words(line))
     except BaseException:
         pass
     if type(exc) in (ImportError, ModuleNotFoundError):
@@ -599,7 +612,7 @@ def load_submission(source, filename):
     try:
         code = compile(source, filename, "exec")
     except SyntaxError as exc:
-        return module, one_line("%s: line %s: %s" % (type(exc).__name__, exc.lineno, exc.msg))
+        return module, one_line("%s: %s: %s" % (type(exc).__name__, line_words(exc.lineno), exc.msg))
     except BaseException as exc:          # null bytes, nesting too deep, out of memory
         return module, describe(exc, filename)
     try:
@@ -640,6 +653,8 @@ def main(argv):
     setup = read_frame(rfd)
     limits = setup.get("limits", {})
     filename = os.path.basename(setup.get("filename") or "exercise.py")
+    CELLS[:] = sorted(c for c in setup.get("cells", ()) if type(c) is list and len(c) == 2
+                      and all(type(x) is int for x in c))
     classes = build_reference(setup["shapes_source"])
     decode = make_decoder(classes)
     max_frame = limits.get("max_frame", 8 << 20) - 64

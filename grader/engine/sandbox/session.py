@@ -16,7 +16,7 @@ job; `Sandbox.isolation` says what was in force, and every report carries it.
 The wire protocol (two pipes; a frame is a 4-byte big-endian length, then that many bytes
 of UTF-8 JSON; at most MAX_FRAME bytes):
   grader -> child  {"shapes_source", "submission", "filename", "workdir", "limits",
-                    "require_confinement": bool}
+                    "require_confinement": bool, "cells": [[first line, cell number], ...]}
   child -> grader  {"isolation": [layers...], "lacks": "..."}    hardened, nothing of the
                    learner's has run; "lacks" names what confinement is missing ("" none).
                    With require_confinement and something missing, instead
@@ -476,13 +476,15 @@ class Sandbox:
                  call_timeout_s: float | None = None, run_timeout_s: float | None = None,
                  memory_bytes: int | None = None, cpu_seconds: int | None = None,
                  load_timeout_s: float | None = None, isolation: str | None = None,
-                 require_confinement: bool = False):
+                 require_confinement: bool = False, cells: tuple[tuple[int, int], ...] = ()):
         """Limits not given come from DEFAULT_LIMITS. `isolation`: "auto" (bwrap when it
         works here, else a plain process), "bwrap" (required) or "process"; None reads
         $GRADER_SANDBOX, default auto. `require_confinement`: a child that cannot be
-        confined (see `confined`) loads nothing, and the first use raises Unconfined."""
+        confined (see `confined`) loads nothing, and the first use raises Unconfined.
+        `cells`: a notebook's (Submission.cells), so the child names a line by its cell."""
         d = DEFAULT_LIMITS
         self._source = submission_source
+        self._cells = [[int(first), int(cell)] for first, cell in cells]
         self._filename = os.path.basename(filename) or "exercise.py"
         self.call_timeout_s = d.call_timeout_s if call_timeout_s is None else call_timeout_s
         self.budget = Budget(d.run_timeout_s if run_timeout_s is None else run_timeout_s)
@@ -659,7 +661,7 @@ class Sandbox:
         try:
             self._child.send({"shapes_source": SHAPES_SOURCE, "submission": self._source,
                               "filename": self._filename, "workdir": plan.workdir or host_dir,
-                              "limits": self._limits,
+                              "limits": self._limits, "cells": self._cells,
                               # Under bwrap the empty root is the confinement itself.
                               "require_confinement": self._require and not plan.wrapped},
                              self._loading + self.load_timeout_s)
