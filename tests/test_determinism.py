@@ -1,13 +1,19 @@
 """A grade is a function of the submission, the lesson, the rubric and the secret: the same
 bytes give the same report (duration_s aside) whatever else changes between two runs."""
 import json
+import os
+import random
 import shutil
+import subprocess
+import sys
+import unicodedata
 from pathlib import Path
 
 from conftest import ROOT, SECRET, SUBMISSIONS, grade
 from grader.engine.layout import find_course
 from grader.engine.sandbox.session import Sandbox
-from grader.instructor.batch import run_batch
+from grader.engine.submission import load_folder
+from grader.instructor.batch import discover, run_batch
 from grader.instructor.gradebook import open_gradebook
 
 COURSE = find_course(str(ROOT))
@@ -19,6 +25,34 @@ def stable(report) -> dict:
     d = report.to_dict()
     d.pop("duration_s")
     return d
+
+
+# ---------------------------------------------------------------------------- the grader's process
+
+def test_the_same_grade_under_another_hash_seed_directory_locale_zone_and_course_path(tmp_path):
+    """The grader's own str hash seed, its working directory, its locale and time zone, and
+    a copy of the course reached through a symbolic link: none of them reaches a report."""
+    secret = tmp_path / "course.secret"
+    secret.write_bytes(SECRET)
+    copy = tmp_path / "real" / "course"
+    shutil.copytree(ROOT / "rubrics", copy / "rubrics")
+    shutil.copytree(ROOT / "assignments", copy / "assignments", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "linked").symlink_to(tmp_path / "real", target_is_directory=True)
+    files = [str(ROOT / "reference" / "solutions" / "lesson1.py"), str(WRONG),
+             str(SUBMISSIONS / "lesson1" / "raises.py")]     # absolute: one name in both runs
+
+    def reports(cwd, course, **env):
+        # PYTHONPATH: this checkout's grader, whatever the working directory.
+        p = subprocess.run([sys.executable, "-m", "grader.cli", "--course", str(course), "grade", "lesson1",
+                            *files, "--secret-file", str(secret), "--json"], cwd=cwd, capture_output=True,
+                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+        assert p.returncode == 0, p.stderr
+        return [{k: v for k, v in json.loads(line).items() if k != "duration_s"} for line in p.stdout.splitlines()]
+
+    first = reports(ROOT, ROOT, PYTHONHASHSEED="0", LANG="C.UTF-8", LC_ALL="C.UTF-8", TZ="UTC")
+    assert len(first) == 3 and first[0]["score"] == first[0]["max_score"] > first[1]["score"]
+    assert first == reports(tmp_path, tmp_path / "linked" / "course", PYTHONHASHSEED="1", LANG="C",
+                            LC_ALL="C", TZ="Pacific/Kiritimati")
 
 
 # ---------------------------------------------------------------------------- the learner's child
@@ -121,3 +155,37 @@ def test_a_notebook_line_is_named_by_its_cell(tmp_path):
     path.write_text(_notebook(("code", "x = 1\n"), ("code", "y = 2\ndef f(:\n")))
     feedback = grade("lesson1", path).criteria[0].feedback
     assert feedback == "your file did not load: SyntaxError: cell 2, line 2: invalid syntax", feedback
+
+
+def test_a_class_is_found_the_same_whatever_order_its_folder_lists(tmp_path, monkeypatch):
+    """Discovery and a folder submission's notes never depend on the order in which the file
+    system lists a folder (it differs between file systems, and with the order of creation)."""
+    nb = tmp_path / "nb" / "submitted"
+    for student, names in (("alice", ("b.py", "a.ipynb")), ("bob", ("exercise.py", "scratch.py")),
+                           ("carol", ("lesson1.py",))):
+        (nb / student / "lesson1").mkdir(parents=True)
+        for name in names:
+            (nb / student / "lesson1" / name).write_text("x = 1\n")
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for name in ("dan.py", "dan.ipynb", unicodedata.normalize("NFD", "José") + ".py", "José.ipynb", "eve.py",
+                 "notes.txt"):
+        (flat / name).write_text("x = 1\n")
+    lesson6 = tmp_path / "erin"
+    lesson6.mkdir()
+    for name in ("diagnosis.yaml", "design_sheet.yaml", "z.txt", "a.txt", "m.yaml"):
+        (lesson6 / name).write_text("x: 1\n")
+
+    def found():
+        return (discover(tmp_path / "nb", "lesson1"), discover(flat, "lesson1"),
+                load_folder(lesson6, ("diagnosis.yaml", "design_sheet.yaml")))
+
+    listed = Path.iterdir
+    first = found()
+    for seed in range(4):
+        def shuffled(self, seed=seed):
+            entries = list(listed(self))
+            random.Random(seed).shuffle(entries)
+            return iter(entries)
+        monkeypatch.setattr(Path, "iterdir", shuffled)
+        assert found() == first
