@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import ROOT, SECRET, SUBMISSIONS, grade
 from grader.engine.layout import find_course
 from grader.engine.sandbox.session import Sandbox
-from grader.engine.submission import load_folder
+from grader.engine.submission import load_folder, load_submission
 from grader.instructor.batch import discover, run_batch
 from grader.instructor.gradebook import open_gradebook
 
@@ -189,3 +189,21 @@ def test_a_class_is_found_the_same_whatever_order_its_folder_lists(tmp_path, mon
             return iter(entries)
         monkeypatch.setattr(Path, "iterdir", shuffled)
         assert found() == first
+
+
+def test_a_lesson6_folder_is_the_student_its_path_names(tmp_path, monkeypatch):
+    """A folder named on the command line is the student its path names, as in a class: a
+    symbolic link is not followed to another student's name (and so another incident)."""
+    files = ("diagnosis.yaml", "design_sheet.yaml")
+    alice = tmp_path / "submitted" / "alice" / "lesson6"
+    alice.mkdir(parents=True)
+    (alice / "diagnosis.yaml").write_text("incident: x\n")
+    (tmp_path / "submitted" / "bob").symlink_to("alice", target_is_directory=True)
+    (tmp_path / "carol").symlink_to(alice, target_is_directory=True)
+    assert load_submission(alice, files).student == "alice"
+    assert load_submission(tmp_path / "submitted" / "bob" / "lesson6", files).student == "bob"
+    assert load_submission(tmp_path / "carol", files).student == "carol"
+    assert {e.student for e in discover(tmp_path, "lesson6")} == {"alice", "bob"}
+    monkeypatch.chdir(alice)
+    assert load_submission(Path("."), files).student == "alice"
+    assert load_submission(Path("../lesson6"), files).student == "alice"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +36,11 @@ def is_submission_folder(path: Path, names: tuple[str, ...]) -> bool:
 
 
 def _student_of(path: Path) -> str:
-    """A folder's student: its name, or its parent's in nbgrader's <student>/<lessonN>/ layout."""
-    path = path.resolve()
+    """A folder's student: its name, or its parent's in nbgrader's <student>/<lessonN>/ layout,
+    as the path names it (a class's discovery names them so too): a symbolic link is not
+    followed to another name, which would draw another student's incident. `.` and `..`
+    are the folders they stand for."""
+    path = Path(os.path.abspath(path))
     return path.parent.name if re.fullmatch(r"lesson[0-9]+", path.name) else path.name
 
 
