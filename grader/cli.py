@@ -309,7 +309,7 @@ def _run(args) -> int:
 
 def _grade(args, course) -> int:
     from grader.engine.pipeline import folder_files, grade_path
-    from grader.engine.submission import is_submission_folder
+    from grader.engine.submission import is_submission_folder, student_named
     if args.jobs is not None and args.jobs < 1:
         raise InputError("--jobs", "give at least 1 worker process")
     course.require_lesson(args.lesson)
@@ -350,7 +350,7 @@ def _grade(args, course) -> int:
                 unread += 1
                 continue
             if book is not None:
-                book.record(Path(path).stem, report.to_dict())
+                book.record(student_named(Path(path), files is not None), report.to_dict())
             _emit(report, args.json)
     finally:
         if book is not None:

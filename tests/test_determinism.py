@@ -9,6 +9,8 @@ import sys
 import unicodedata
 from pathlib import Path
 
+import yaml
+
 from conftest import ROOT, SECRET, SUBMISSIONS, grade
 from grader.engine.layout import find_course
 from grader.engine.sandbox.session import Sandbox
@@ -207,3 +209,33 @@ def test_a_lesson6_folder_is_the_student_its_path_names(tmp_path, monkeypatch):
     monkeypatch.chdir(alice)
     assert load_submission(Path("."), files).student == "alice"
     assert load_submission(Path("../lesson6"), files).student == "alice"
+
+
+def test_files_named_one_by_one_are_the_students_a_class_would_name(tmp_path, monkeypatch):
+    """`grade ... --gradebook` of submissions named one by one records each under the
+    student a class's discovery would find: an nbgrader folder's student (not its lesson6
+    folder's name, which made every student one row), a file's name in NFC."""
+    from grader import cli
+    from grader.engine import pipeline
+    from grader.engine.report import Report
+
+    def graded(lesson, path, course, **kw):       # the gradebook's side alone: no grading
+        version = yaml.safe_load((ROOT / "rubrics" / f"{lesson}.yaml").read_text())["version"]
+        return Report(lesson, "t", "grade", str(path), "d" * 64, version, (), (), "-", "0", 0.0)
+
+    monkeypatch.setattr(pipeline, "grade_path", graded)
+    secret = tmp_path / "course.secret"
+    secret.write_bytes(SECRET)
+    nfd = unicodedata.normalize("NFD", "José")
+    folders = [tmp_path / "submitted" / name / "lesson6" for name in ("alice", nfd)]
+    for folder in folders:
+        folder.mkdir(parents=True)
+        (folder / "diagnosis.yaml").write_text("incident: x\n")
+    (tmp_path / f"{nfd}.py").write_text("x = 1\n")
+    url = f"sqlite:///{tmp_path / 'gb.db'}"
+    for lesson, paths in (("lesson6", folders), ("lesson1", [tmp_path / f"{nfd}.py"])):
+        assert cli.main(["grade", lesson, *map(str, paths), "--secret-file", str(secret),
+                         "--gradebook", url, "--json"]) == 0
+    with open_gradebook(url) as book:
+        assert sorted((r.lesson, r.student) for r in book.results()) == \
+               [("lesson1", "José"), ("lesson6", "José"), ("lesson6", "alice")]

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,13 @@ def _student_of(path: Path) -> str:
     are the folders they stand for."""
     path = Path(os.path.abspath(path))
     return path.parent.name if re.fullmatch(r"lesson[0-9]+", path.name) else path.name
+
+
+def student_named(path: Path, folder: bool) -> str:
+    """Who a submission named on the command line is, as a class's discovery would name
+    them: a folder's student (its name, or its parent's in nbgrader's layout), else the file's
+    name without its suffix; in Unicode NFC."""
+    return unicodedata.normalize("NFC", _student_of(path) if folder else Path(path).stem)
 
 
 def load_folder(path: Path, names: tuple[str, ...], student: str = "") -> Submission:
