@@ -8,38 +8,59 @@ reaches it. The check that a listed test really goes through its place: replace 
 at that line with another string, run the test files below, and the listed test must
 fail. Planted that way, every place below fails its test.
 
-place (reference/worker/...)                       kind                    provoking test
--------------------------------------------------  ----------------------  --------------------------------------------------
-admission.py  _arrive       (check_contract)       invalid_decision        test_worker.py::test_invalid_contract_verdict_is_a_violation;
-                                                                           here: test_a_contract_verdict_of_the_wrong_type_...
-admission.py  _admit        (cancelled, queued)    scheduled_after_cancel  here: test_a_cancelled_request_admitted_later_is_flagged_once_...
-admission.py  _admit        (admit's answer)       invalid_decision        test_worker.py::test_invalid_admission_is_a_violation_...,
-                                                                           test_worker.py::test_an_unusable_admission_says_what_was_returned
-admission.py  _admit        (promises > capacity)  over_commit             test_worker.py::test_over_commit_when_outstanding_promises_are_ignored;
-                                                                           here: test_an_over_committed_promise_the_pool_cannot_honour_...
-admission.py  _grow         (running, no page)     broken_promise          test_worker.py::test_broken_promise_when_reserving_the_prompt_only,
-                                                                           test_worker.py::test_preemption_after_a_broken_promise_...,
-                                                                           test_worker.py::test_an_asker_preempted_after_the_others_says_so,
-                                                                           test_preemption.py (three preemptions by hand)
-lifecycle.py  _read_table   (on_event)             invalid_decision        test_worker.py::test_invalid_transition_table_is_a_violation_...
-lifecycle.py  _cancel       (no stop on cancel)    scheduled_after_cancel  test_worker.py::test_scheduled_after_cancel_without_stop_scheduling
-pages.py      _allocate_prompt (admission)         broken_promise          here: test_a_prompt_beyond_its_promise_... and
-                                                                           test_an_over_committed_promise_the_pool_cannot_honour_...
-pages.py      _use_after_free                      use_after_free          test_worker.py::test_use_after_free_names_cancel_page_owner_and_step
-                via _allocate (one page)                                   test_page_oracle.py::test_pages_taken_one_at_a_time_...
-                via _allocate_prompt (take_many)                           test_worker.py::test_use_after_free_when_releasing_at_cancel
-pages.py      _release      (second release)       double_release          test_worker.py::test_double_release_and_release_of_referenced_...
-pages.py      _release      (pages still held)     release_of_referenced   test_worker.py::test_double_release_and_release_of_referenced_...
-prefix_cache.py _key        (prefix_key)           invalid_decision        test_worker.py::test_an_unusable_prefix_key_is_named_in_the_violation;
-                via _lookup / via _publish                                 here: test_an_unusable_key_is_flagged_by_whichever_asks_it_first
-prefix_cache.py _verify_hit (other scope)          cross_scope_hit         test_worker.py::test_cross_scope_hit_by_hand
-prefix_cache.py _verify_hit (other block/tokens)   wrong_prefix_hit        test_worker.py::test_a_hit_on_a_later_block_..., ::test_a_hit_whose_block_differs_in_one_token_...
-prefix_cache.py _publish    (publishable)          invalid_decision        test_worker.py::test_invalid_decision_once_per_request_...[publish-*];
-                                                                           here: test_an_unusable_publish_choice_is_named_in_the_violation
-prefix_cache.py _publish    (unwritten/partial)    poisoned_publish        test_worker.py::test_poisoned_publish_of_unwritten_pages, ::..._of_a_partial_page
-steps.py      _plan_chunk   (choose_chunk)         invalid_decision        test_worker.py::test_invalid_decision_once_per_request_...[chunk-*];
-                                                                           here: test_an_unusable_chunk_plan_is_named_in_the_violation
-recorder.py   _finish_run   (pages at the end)     leak                    test_worker.py::test_a_leak_says_how_many_pages_are_held_...
+Each place (a module of reference/worker/, the method, what provokes it), its kind, and the
+tests that fail when the kind at that place is changed ("here" is this file):
+
+admission.py _arrive: check_contract's answer unusable                    invalid_decision
+    test_worker.py test_invalid_contract_verdict_is_a_violation
+    here test_a_contract_verdict_of_the_wrong_type_is_invalid_and_rejects
+admission.py _admit: a cancelled request still queued (records nothing)   scheduled_after_cancel
+    here test_a_cancelled_request_admitted_later_is_flagged_once_by_its_cancel
+admission.py _admit: admit's answer unusable                              invalid_decision
+    test_worker.py test_invalid_admission_is_a_violation_and_the_request_is_rejected,
+    test_an_unusable_admission_says_what_was_returned
+admission.py _admit: outstanding promises beyond free capacity            over_commit
+    test_worker.py test_over_commit_when_outstanding_promises_are_ignored
+    here test_an_over_committed_promise_the_pool_cannot_honour_breaks_at_admission
+admission.py _grow: a running request finds no page (three sentences)     broken_promise
+    test_worker.py test_broken_promise_when_reserving_the_prompt_only (asker alone),
+    test_an_asker_preempted_after_the_others_says_so (others, then the asker),
+    test_preemption_after_a_broken_promise_keeps_the_run_going (others; asker served);
+    test_preemption.py test_over_admission_preempts_the_latest_admitted_...
+lifecycle.py _read_table: on_event's transition unusable                  invalid_decision
+    test_worker.py test_invalid_transition_table_is_a_violation_and_treated_as_no_change
+lifecycle.py _cancel: the cancel transition does not stop                 scheduled_after_cancel
+    test_worker.py test_scheduled_after_cancel_without_stop_scheduling
+pages.py _allocate_prompt: a prompt page beyond what can be had           broken_promise
+    here test_a_prompt_beyond_its_promise_breaks_it_at_admission_once_however_often_retried,
+    test_an_over_committed_promise_the_pool_cannot_honour_breaks_at_admission
+pages.py _use_after_free                                                  use_after_free
+    reached from _allocate (one page):      test_page_oracle.py
+                                            test_pages_taken_one_at_a_time_are_checked_...
+    reached from _allocate_prompt (batch):  test_worker.py
+                                            test_use_after_free_names_cancel_page_owner_and_step
+pages.py _release: released a second time                                 double_release
+    test_worker.py test_double_release_and_release_of_referenced_shared_prefix_pages
+pages.py _release: the second release would drop a held page              release_of_referenced
+    test_worker.py test_double_release_and_release_of_referenced_shared_prefix_pages
+prefix_cache.py _key: prefix_key's answer unusable                        invalid_decision
+    test_worker.py test_an_unusable_prefix_key_is_named_in_the_violation
+    here test_an_unusable_key_is_flagged_by_whichever_asks_it_first (lookup, publish)
+prefix_cache.py _verify_hit: a hit published under another scope          cross_scope_hit
+    test_worker.py test_cross_scope_hit_by_hand
+prefix_cache.py _verify_hit: a hit of another block or other tokens       wrong_prefix_hit
+    test_worker.py test_a_hit_on_a_later_block_of_the_same_tokens_is_a_wrong_prefix_hit,
+    test_a_hit_whose_block_differs_in_one_token_is_a_wrong_prefix_hit
+prefix_cache.py _publish: publishable's answer unusable                   invalid_decision
+    test_worker.py test_invalid_decision_once_per_request_and_the_run_goes_on[publish-*]
+    here test_an_unusable_publish_choice_is_named_in_the_violation
+prefix_cache.py _publish: an unwritten or partial page chosen             poisoned_publish
+    test_worker.py test_poisoned_publish_of_unwritten_pages, ..._of_a_partial_page
+steps.py _plan_chunk: choose_chunk's answer unusable                      invalid_decision
+    test_worker.py test_invalid_decision_once_per_request_and_the_run_goes_on[chunk-*]
+    here test_an_unusable_chunk_plan_is_named_in_the_violation
+recorder.py _finish_run: an ended request still holds pages               leak
+    test_worker.py test_a_leak_says_how_many_pages_are_held_and_names_the_first_four
 
 The test files of that check: tests/test_worker.py, tests/test_preemption.py,
 tests/test_page_oracle.py, tests/test_records.py, tests/test_decisions.py and this one.
@@ -47,8 +68,8 @@ tests/test_page_oracle.py, tests/test_records.py, tests/test_decisions.py and th
 One place records nothing of its own: admission.py's ``scheduled_after_cancel`` at
 admission. A request only reaches it cancelled and still queued, which means its cancel
 transition did not stop it, and ``_cancel`` has then flagged the same kind for it already
-(once per request). Its test pins that: the run's violations are exactly the one the
-cancel recorded, so a change of kind at that line shows as a second violation.
+(once per request). Its test pins that: the run's violations are exactly the cancel's
+and the leak that follows, so a change of kind at that line shows as one more.
 
 Expected values are worked out by hand below from pool sizes, promises and the free stack;
 none is computed with the worker's own helpers.
@@ -87,7 +108,7 @@ def test_a_prompt_beyond_its_promise_breaks_it_at_admission_once_however_often_r
     asked again at every step's completion and fails the same way each time: one violation,
     however many retries. r0's 100 tokens take 100 steps (the prefill emits the first), so
     r1 is asked once at arrival and once at each completion, 101 times, the last admitting
-    it when r0's 10 pages come back."""
+    it when r0's 8 pages come back."""
     asks: list = []
     model, worker = machine(10)
     requests = (request(0, 0.0, 16, 100), request(1, 0.001, 48, 4))
@@ -141,7 +162,8 @@ def test_a_cancelled_request_admitted_later_is_flagged_once_by_its_cancel():
         Violation("scheduled_after_cancel", 0.02, ("r1",), (), None,
                   "r1 kept being scheduled after its cancel"),
         Violation("leak", result.end_s, ("r1",), (1, 2), None,
-                  "r1 (cancelled_by_client) still holds 2 pages at the end of the run, e.g. [1, 2]"))
+                  "r1 (cancelled_by_client) still holds 2 pages at the end of the run, "
+                  "e.g. [1, 2]"))
     r0, r1 = result.requests
     assert r1.admitted_s == r0.finish_s > 0.02       # admitted after its cancel: the check ran
 
@@ -165,8 +187,9 @@ def test_an_unusable_chunk_plan_is_named_in_the_violation():
     model, worker = machine(40)
     policy = reference_policy().with_(choose_chunk=lambda ctx: ChunkPlan(64, "ok"))
     result = run(model, worker, policy, (request(0, 0.0, 20, 3),))
-    assert result.violations == (Violation("invalid_decision", 0.0, ("r0",), (), None,
-                                           "choose_chunk returned ChunkPlan(tokens=64, verdict='ok')"),)
+    assert result.violations == (Violation(
+        "invalid_decision", 0.0, ("r0",), (), None,
+        "choose_chunk returned ChunkPlan(tokens=64, verdict='ok')"),)
     assert outcomes(result) == {"completed": 1}
 
 
