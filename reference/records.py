@@ -19,7 +19,7 @@ VIOLATION_KINDS = (
     "broken_promise",          # a running request needed a page and none was free beyond others' promises
     "over_commit",             # an admission made outstanding promises exceed free capacity
     "use_after_free",          # a page freed under an in-flight step was handed out before it completed
-    "leak",                    # a finished or cancelled request's page never released
+    "leak",                    # an ended request's page never released (finished, cancelled, stopped)
     "double_release",          # a request's pages released twice
     "release_of_referenced",   # that second release would drop a page another request references
     "cross_scope_hit",         # a prefix lookup returned a page published under another scope

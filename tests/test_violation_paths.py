@@ -61,6 +61,8 @@ steps.py _plan_chunk: choose_chunk's answer unusable                      invali
     here test_an_unusable_chunk_plan_is_named_in_the_violation
 recorder.py _finish_run: an ended request still holds pages               leak
     test_worker.py test_a_leak_says_how_many_pages_are_held_and_names_the_first_four
+    (completed); here test_a_request_its_machine_stops_for_good_fails_and_what_it_holds_is_a_leak
+    (stopped on another event than its cancel or its finish)
 
 The test files of that check: tests/test_worker.py, tests/test_preemption.py,
 tests/test_page_oracle.py, tests/test_records.py, tests/test_decisions.py and this one.
@@ -80,9 +82,9 @@ import numpy as np
 
 from grader.engine.oracle import reference_policy
 from reference.records import Violation
-from reference.shapes import Admission, ChunkPlan
+from reference.shapes import Admission, ChunkPlan, Transition
 from reference.solutions import lesson4
-from worker_helpers import machine, no_stop_on_event, nonzero, outcomes, request, run
+from worker_helpers import STOP, machine, no_stop_on_event, nonzero, outcomes, request, run
 
 
 def promising(pages: dict[str, int], asks: list | None = None):
@@ -232,3 +234,29 @@ def test_an_unusable_key_is_flagged_by_whichever_asks_it_first():
     assert steps.launch_s[0] == 0.25
     assert at_publish.violations[0].time_s == steps.launch_s[0] + steps.duration_s[0]
     assert nonzero(at_lookup) == nonzero(at_publish) == {"invalid_decision": 1}
+
+
+# ---- leak of a request its machine stops on another event (recorder.py, _finish_run) ---------
+
+def stop_at_launch_on_event(state: str, event: str, step_in_flight: bool):
+    """The reference machine, but a request's first launched step stops it (no release)."""
+    if state == "admitted" and event == "step_launched":
+        return Transition("running", (STOP,))
+    return lesson4.on_event(state, event, step_in_flight)
+
+
+def test_a_request_its_machine_stops_for_good_fails_and_what_it_holds_is_a_leak():
+    """A stop on step_launched is neither a cancel nor a finish: r0 is never scheduled
+    again and never completes, so it ends failed with the worker's reason, and its pages
+    are released by no later event of its own. r0 (20 prompt + 5 output tokens, 16-token
+    pages) is given its ceil(20 / 16) = 2 prompt pages at admission, from a fresh free
+    stack: pages 0 and 1. Before, it ended with no outcome at all and no violation."""
+    model, worker = machine(40)
+    result = run(model, worker, reference_policy().with_(on_event=stop_at_launch_on_event),
+                 (request(0, 0.0, 20, 5),))
+    (r0,) = result.requests
+    assert (r0.outcome, r0.reason) == ("failed", "stopped by its state machine without a cancel or a finish")
+    assert result.unfinished == () and not result.aborted
+    assert result.violations == (
+        Violation("leak", result.end_s, ("r0",), (0, 1), None,
+                  "r0 (failed) still holds 2 pages at the end of the run, e.g. [0, 1]"),)

@@ -87,7 +87,14 @@ class Recorder:
                 else:
                     live.reason = ("never admitted: waited until the end of the run"
                                    if live.phase == "queued" else "did not finish")
-            if live.pages and live.outcome in ("completed", "cancelled_by_client"):
+            if live.phase == "stopped" and not live.outcome:
+                # Its state machine stopped it on an event that was neither its cancel nor its
+                # finish: it will never complete, and no later event of its own comes.
+                live.outcome = "failed"
+                live.reason = "stopped by its state machine without a cancel or a finish"
+            # An ended request holds nothing: completed, cancelled, or stopped for good (what
+            # it holds then, nothing will release). A run stopped under it is not its doing.
+            if live.pages and (live.phase == "stopped" or live.outcome in ("completed", "cancelled_by_client")):
                 self._violate("leak", live, pages=tuple(live.pages), detail=(
                     f"{live.req.id} ({live.outcome}) still holds {len(live.pages)} pages at the "
                     f"end of the run, e.g. {live.pages[:4]}"))
