@@ -1,10 +1,10 @@
 """Every place in the worker that records a violation, provoked through that very place.
 
 A kind can be recorded from several places (``invalid_decision`` from six decisions,
-``broken_promise`` at admission and at a running request's growth, ``scheduled_after_cancel``
-at the cancel and at a later admission). A test of the kind that happens to go through one
-of them says nothing of the others, so each place is listed here with the test that
-reaches it. The check that a listed test really goes through its place: replace the kind
+``broken_promise`` at admission and at a running request's growth, ``leak`` for a request
+that completed, was cancelled or was stopped for good). A test of the kind that happens to
+go through one of them says nothing of the others, so each place is listed here with the
+test that reaches it. The check that a listed test really goes through its place: replace the kind
 at that line with another string, run the test files below, and the listed test must
 fail. Planted that way, every place below fails its test.
 
@@ -14,8 +14,6 @@ tests that fail when the kind at that place is changed ("here" is this file):
 admission.py _arrive: check_contract's answer unusable                    invalid_decision
     test_worker.py test_invalid_contract_verdict_is_a_violation
     here test_a_contract_verdict_of_the_wrong_type_is_invalid_and_rejects
-admission.py _admit: a cancelled request still queued (records nothing)   scheduled_after_cancel
-    here test_a_cancelled_request_admitted_later_is_flagged_once_by_its_cancel
 admission.py _admit: admit's answer unusable                              invalid_decision
     test_worker.py test_invalid_admission_is_a_violation_and_the_request_is_rejected,
     test_an_unusable_admission_says_what_was_returned
@@ -67,11 +65,11 @@ recorder.py _finish_run: an ended request still holds pages               leak
 The test files of that check: tests/test_worker.py, tests/test_preemption.py,
 tests/test_page_oracle.py, tests/test_records.py, tests/test_decisions.py and this one.
 
-One place records nothing of its own: admission.py's ``scheduled_after_cancel`` at
-admission. A request only reaches it cancelled and still queued, which means its cancel
-transition did not stop it, and ``_cancel`` has then flagged the same kind for it already
-(once per request). Its test pins that: the run's violations are exactly the cancel's
-and the leak that follows, so a change of kind at that line shows as one more.
+The admission once flagged ``scheduled_after_cancel`` for a cancelled request it admitted.
+It could record nothing of its own: a request only got there cancelled and still queued,
+which means its cancel transition did not stop it, and ``_cancel`` had then flagged the
+same kind for it already (once per request). It is gone; the test below pins that such a
+request is flagged once, by its cancel, with the cancel's sentence.
 
 Expected values are worked out by hand below from pool sizes, promises and the free stack;
 none is computed with the worker's own helpers.
@@ -146,15 +144,14 @@ def test_an_over_committed_promise_the_pool_cannot_honour_breaks_at_admission():
     assert r1.admitted_s == r0.finish_s and outcomes(result) == {"completed": 2}
 
 
-# ---- scheduled_after_cancel at admission (admission.py, _admit) ---------------------------------
+# ---- scheduled_after_cancel, once, for a request admitted after its cancel ----------------------
 
 def test_a_cancelled_request_admitted_later_is_flagged_once_by_its_cancel():
     """One request runs at a time. r1 queues behind r0 and is cancelled at 0.02 s by a
     machine that does not stop it: the cancel flags it then (its machine goes to "done"
     and will act on no later event). It stays queued, and when r0 ends it is admitted all
-    the same, through the admission's own check of a cancelled request, which must add
-    nothing. The run's violations are the cancel's, with the cancel's sentence, and the
-    leak of what it was then given, released by no one: r0's 4 pages come back at its end
+    the same, which adds nothing. The run's violations are the cancel's, with the cancel's
+    sentence, and the leak of what it was then given, released by no one: r0's 4 pages come back at its end
     tail first, its published prompt page 0 to the cache and 3, 2, 1 to the free stack,
     so r1's 20-token prompt and 5 tokens (25 slots, 2 pages) take pages 1 and 2."""
     model, worker = machine(40, max_running=1)
@@ -167,7 +164,7 @@ def test_a_cancelled_request_admitted_later_is_flagged_once_by_its_cancel():
                   "r1 (cancelled_by_client) still holds 2 pages at the end of the run, "
                   "e.g. [1, 2]"))
     r0, r1 = result.requests
-    assert r1.admitted_s == r0.finish_s > 0.02       # admitted after its cancel: the check ran
+    assert r1.admitted_s == r0.finish_s > 0.02       # admitted after its cancel
 
 
 # ---- invalid_decision: which decision, and what it returned --------------------------------------
@@ -255,7 +252,8 @@ def test_a_request_its_machine_stops_for_good_fails_and_what_it_holds_is_a_leak(
     result = run(model, worker, reference_policy().with_(on_event=stop_at_launch_on_event),
                  (request(0, 0.0, 20, 5),))
     (r0,) = result.requests
-    assert (r0.outcome, r0.reason) == ("failed", "stopped by its state machine without a cancel or a finish")
+    assert r0.outcome == "failed"
+    assert r0.reason == "stopped by its state machine without a cancel or a finish"
     assert result.unfinished == () and not result.aborted
     assert result.violations == (
         Violation("leak", result.end_s, ("r0",), (0, 1), None,

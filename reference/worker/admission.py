@@ -63,8 +63,6 @@ class AdmissionQueue:
     def _admit(self, live: Sequence) -> bool:
         """True when the head leaves the queue (admitted or rejected)."""
         r, pt, pool = live.req, self.pt, self.pool
-        if live.cancel_s is not None:
-            self._flag(live, "scheduled_after_cancel", f"{r.id} was admitted after its cancel")
         if live.waited == self._shown():
             # Told to wait, and nothing it would be shown has changed since (its ledger and
             # its prefix hits are the pool's, the promises' and the running count's): the

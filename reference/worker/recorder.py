@@ -94,7 +94,8 @@ class Recorder:
                 live.reason = "stopped by its state machine without a cancel or a finish"
             # An ended request holds nothing: completed, cancelled, or stopped for good (what
             # it holds then, nothing will release). A run stopped under it is not its doing.
-            if live.pages and (live.phase == "stopped" or live.outcome in ("completed", "cancelled_by_client")):
+            ended = live.phase == "stopped" or live.outcome in ("completed", "cancelled_by_client")
+            if live.pages and ended:
                 self._violate("leak", live, pages=tuple(live.pages), detail=(
                     f"{live.req.id} ({live.outcome}) still holds {len(live.pages)} pages at the "
                     f"end of the run, e.g. {live.pages[:4]}"))
