@@ -110,9 +110,10 @@ def by_id(results: dict) -> dict[str, dict]:
 # ---- the schema is Gradescope's documented format -------------------------------------------------
 DOCUMENTED_EXAMPLE = {       # the example of Gradescope's autograder specification, as data
     "score": 44.0, "execution_time": 136, "output": "Text relevant to the entire submission",
+    "output_format": "simple_format", "test_output_format": "text", "test_name_format": "text",
     "visibility": "after_due_date", "stdout_visibility": "visible", "extra_data": {},
-    "tests": [{"score": 2.0, "max_score": 2.0, "name": "Your name here", "number": "1.1",
-               "output": "Giant multiline string", "tags": ["tag1", "tag2", "tag3"],
+    "tests": [{"score": 2.0, "max_score": 2.0, "name": "Your name here", "name_format": "text",
+               "number": "1.1", "output": "Giant multiline string", "output_format": "text", "tags": ["tag1", "tag2", "tag3"],
                "visibility": "visible", "extra_data": {}}],
     "leaderboard": [{"name": "Accuracy", "value": 0.926}, {"name": "Time", "value": 15.1, "order": "asc"},
                     {"name": "Stars", "value": "*****"}],
@@ -126,6 +127,7 @@ DOCUMENTED_EXAMPLE = {       # the example of Gradescope's autograder specificat
     {"tests": [{"name": "t", "score": 1, "status": "ok"}]},
     {"tests": [{"name": "t", "score": 1, "number": 1}]},    # the number is a string: "1.1"
     {"scores": 1.0},                                        # a typo Gradescope would ignore
+    {"output_format": "markdown"},                          # md is its name for Markdown
 ])
 def test_the_schema_takes_the_documented_example_and_refuses_departures(change):
     assert schema_errors(DOCUMENTED_EXAMPLE) == []

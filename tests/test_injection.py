@@ -205,11 +205,16 @@ def test_gradescope_results_hold_only_text_a_reader_sees():
     lesson_module("lesson1")
     rubric = load_rubric(ROOT / "rubrics" / "lesson1.yaml", REGISTRY)
     refused = not_graded(rubric, f"{FORGER}.py: the submission is empty", build={"course_digest": "d" * 64})
-    for data in (graded, refused):
+    from grader.instructor.gradescope.results import failed
+    for data in (graded, refused, failed(f"{FORGER}.py broke the autograder")):
         assert not problems(json.loads(json.dumps(data)))
-        texts = [data["output"]] + [t["output"] for t in data["tests"]] + [t["name"] for t in data["tests"]]
+        # Left to itself Gradescope renders the top-level output as HTML (simple_format),
+        # and that output names the student's files: every output is pinned as text.
+        assert (data["output_format"], data["test_output_format"], data["test_name_format"]) == ("text",) * 3
+        tests = data.get("tests", [])
+        texts = [data["output"]] + [t["output"] for t in tests] + [t["name"] for t in tests]
         assert all(not unseen(t) and not forged_lines(t) for t in texts), texts
-        assert all("\n" not in t["output"] for t in data["tests"])
+        assert all("\n" not in t["output"] for t in tests)
     # The grader's own lines, one per fact: the header, a blank, graded, cases, isolation,
     # autograder, the note, a blank, the cost model.
     lines = graded["output"].split("\n")

@@ -14,9 +14,12 @@ and the autograder build; ``extra_data`` keeps the same in full for the instruct
 A submission that could not be graded (no file, an unreadable one) still gets one test per
 criterion, each at zero with the reason, so the student sees what was expected.
 
-Gradescope shows every output as text. What is shown is made of lines (``terminal``),
-each test's output of one (``printable``): the uploaded files' names and the feedback are
-the student's text, and none of it may start a line or act on how the rest reads.
+Every output is pinned as text (``TEXT``): left to itself, Gradescope renders the top-level
+output as HTML with line breaks ("simple_format"), and that output names the uploaded
+files, which the student named. What is shown is made of lines (``terminal``), each
+test's output of one (``printable``): the uploaded files' names and the feedback are the
+student's text, and none of it may be rendered as markup, start a line or act on how
+the rest reads.
 """
 from __future__ import annotations
 
@@ -34,6 +37,8 @@ from grader.instructor.gradebook import cases_digest
 
 SCHEMA = Path(__file__).with_name("results.schema.json")
 VISIBILITY = {"public": "visible", "both": "visible", "hidden": "after_published"}
+# Shown as written, never rendered: the top-level output, and every test's output and name.
+TEXT = {"output_format": "text", "test_output_format": "text", "test_name_format": "text"}
 
 
 def _g(x: float) -> str:
@@ -76,6 +81,7 @@ def from_report(report: Report, *, graded: str, build: dict, notes: tuple[str, .
         "score": report.score,
         "execution_time": round(report.duration_s, 3),
         "output": terminal(lines),
+        **TEXT,
         "visibility": "visible",
         "stdout_visibility": "hidden",
         "tests": tests,
@@ -95,7 +101,7 @@ def not_graded(rubric: Rubric, why: str, *, build: dict) -> dict:
              for n, c in enumerate(rubric.criteria, 1)]
     total = sum(c.points for c in rubric.criteria)
     return {"score": 0.0, "output": terminal([f"{rubric.lesson}: {rubric.title}: 0 / {_g(total)}", "",
-                                              f"Not graded: {why}"]),
+                                              f"Not graded: {why}"]), **TEXT,
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
             "extra_data": {"lesson": rubric.lesson, "not_graded": why,
                            "course_digest": build.get("course_digest", "")}}
@@ -104,7 +110,7 @@ def not_graded(rubric: Rubric, why: str, *, build: dict) -> dict:
 def failed(why: str) -> dict:
     """results.json when the autograder itself failed: no score is a grade, and the
     student is told so (the details are in the log only instructors see)."""
-    return {"score": 0.0, "visibility": "visible", "stdout_visibility": "hidden",
+    return {"score": 0.0, "visibility": "visible", "stdout_visibility": "hidden", **TEXT,
             "output": terminal([f"The autograder could not grade this submission: {why}",
                                 "This is not a grade: your instructor can see what went wrong."]),
             "extra_data": {"autograder_failed": why}}
