@@ -217,3 +217,32 @@ def test_markdown_feedback_writes_a_students_name_and_file_name_as_literal_text(
     unescaped = page.replace("\\<", "").replace("\\[", "").replace("\\(", "")
     assert "<img" not in unescaped and "[click]" not in unescaped and "](" not in unescaped
     assert page.count("x\\<img") == 3
+
+
+def test_a_grader_failure_keeps_its_detail_for_the_instructor_and_not_the_student(tmp_path, monkeypatch):
+    """The grader failing on one submission is an error row: the instructor's summary and
+    gradebook keep the exception (it may name their machine's paths), the student's
+    feedback says only that the grader failed, not their code. A reason of their own (a
+    missing file) stays as it is, since it is theirs to fix."""
+    from grader.engine.layout import find_course
+    from grader.instructor import batch
+
+    def broken(*_args):
+        raise RuntimeError("/home/instructor/course/grader/engine/cases.py went wrong")
+    monkeypatch.setattr(batch, "grade_one", broken)
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "alice.py").write_text((ROOT / "reference/solutions/lesson1.py").read_text())
+    (folder / "bob.txt").write_text("not python")
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        summary = batch.run_batch("lesson1", folder, find_course(str(ROOT)), SECRET, book, jobs=1,
+                                  progress=False)
+        detail = "the grader failed on this submission: RuntimeError: /home/instructor/course/"
+        assert detail in dict(summary.failed)["alice"]
+        errors = {r.student: r.error for r in book.results("lesson1")}
+        assert errors["alice"].startswith(detail)
+        pages = {p.stem: p.read_text(encoding="utf-8") for p in write_feedback(book, str(tmp_path / "fb"))}
+    assert "Not graded: the grader failed on this submission, not because of your code; " \
+           "your instructor has the details" in pages["alice"]
+    assert "/home/instructor" not in pages["alice"] and "RuntimeError" not in pages["alice"]
+    assert "Not graded: not a submission" in pages["bob.txt"]

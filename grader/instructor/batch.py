@@ -28,7 +28,8 @@ from typing import Callable, Iterator
 from grader.engine.layout import Course
 from grader.engine.sandbox import affinity
 from grader.engine.errors import InputError
-from grader.instructor.gradebook import CriterionInfo, Gradebook, GradebookWriteError, LessonInfo, cases_digest
+from grader.instructor.gradebook import (GRADER_FAILED, CriterionInfo, Gradebook, GradebookWriteError,
+                                         LessonInfo, cases_digest)
 from grader.engine.progress import Progress
 from grader.engine.submission import Submission, is_submission_folder, load_submission
 from grader.engine.text import terminal
@@ -404,7 +405,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     try:
         for job, result in outcomes:
             if isinstance(result, BaseException):
-                why = f"the grader failed on this submission: {type(result).__name__}: {result}"
+                why = f"{GRADER_FAILED}: {type(result).__name__}: {result}"
                 failed.append((job.student, f"{job.submission.path}: {why}"))
                 book.record_error(job.student, info, job.submission.path, why, job.submission.digest)
             else:

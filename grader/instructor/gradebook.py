@@ -205,6 +205,19 @@ def _sqlite_setup(engine: sa.Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+# An error row of a submission the grader itself failed on starts with these words; what
+# follows (the exception) is the instructor's to read: it may name their machine's paths.
+GRADER_FAILED = "the grader failed on this submission"
+
+
+def student_error(error: str) -> str:
+    """A stored error as its student reads it: a grader failure without the grader's detail;
+    any other reason (a missing or unreadable file) as it is, since it is theirs to fix."""
+    if error.startswith(GRADER_FAILED):
+        return f"{GRADER_FAILED}, not because of your code; your instructor has the details"
+    return error
+
+
 class Gradebook:
     def __init__(self, url: str):
         self.url = url

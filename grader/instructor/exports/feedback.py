@@ -6,7 +6,9 @@ before grades are published, gives each criterion's public feedback instead (eve
 criterion, whatever its visibility): measured on the public cases alone by a sandbox
 child that never received a hidden input (grader.engine.pipeline.run_criteria), so no
 hidden input can appear in it; the points stay. Learner-derived text is escaped for the
-format (Markdown or HTML): it is quoted, never rendered.
+format (Markdown or HTML): it is quoted, never rendered. A submission the grader itself
+failed on says so, without the failure's detail (gradebook.student_error): that names the
+instructor's machine, and the summary and the gradebook keep it for them.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from grader.engine.errors import InputError
 from grader.instructor.exports import safe_name
+from grader.instructor.gradebook import student_error
 from grader.engine.pipeline import HIDDEN_LATER
 from grader.engine.report import COST_MODEL_NOTE
 from grader.engine.text import html_text, printable
@@ -32,7 +35,7 @@ def _sections(results, infos, public_only: bool):
         info = infos[r.lesson]
         heading = f"{r.lesson}: {info.title}: {_g(r.score)} / {_g(r.max_score)}"
         if r.status != "graded":
-            yield heading, [f"Not graded: {r.error}"], [], []
+            yield heading, [f"Not graded: {student_error(r.error)}"], [], []
             continue
         facts = [f"Graded {r.graded_at:%Y-%m-%d %H:%M} UTC; submission {Path(r.submission_path).name} "
                  f"(sha256 {r.submission_digest[:16]}); rubric version {r.rubric_version}."]
