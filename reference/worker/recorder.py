@@ -87,9 +87,10 @@ class Recorder:
                 else:
                     live.reason = ("never admitted: waited until the end of the run"
                                    if live.phase == "queued" else "did not finish")
-            if live.phase == "stopped" and not live.outcome:
-                # Its state machine stopped it on an event that was neither its cancel nor its
-                # finish: it will never complete, and no later event of its own comes.
+            if not live.outcome:
+                # Only a request stopped for good is left without one here: its state machine
+                # stopped it on an event that was neither its cancel nor its finish, so it
+                # will never complete, and no later event of its own comes.
                 live.outcome = "failed"
                 live.reason = "stopped by its state machine without a cancel or a finish"
             # An ended request holds nothing: completed, cancelled, or stopped for good (what
