@@ -20,6 +20,52 @@ from grader.engine.report import COST_MODEL_NOTE
 # What a mark's word means, in colour: the release decisions.
 MARK_COLOURS = {"ship": "forestgreen", "rollback": "crimson", "inconclusive": "dimgray"}
 
+# How the reference's series are named beside a learner's ("reference: budget"); the plot
+# draws such a series in its learner twin's colour and marker, hollow and dashed, so the
+# two stay apart even where they coincide (a correct solution lies exactly on them).
+REFERENCE_PREFIX = "reference: "
+# matplotlib's default cycle without its red: red is the thresholds' (budgets, targets,
+# rollback rules) and the rollback decision's, and a series in it would read as one.
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf")
+# A marker (lines) or a hatch (bars, by the series' place in its panel) per series besides
+# its colour: the plots are printed in greyscale and read by colour-blind learners, and
+# colour alone would not tell the series apart.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">")
+HATCHES = ("", "//", "..", "xx", "\\\\", "++", "oo", "--", "**")
+THRESHOLD = {"color": "crimson", "linestyle": "--", "linewidth": 1.2}
+# PNG text chunks name the matplotlib version by default: without them the same plot is the
+# same bytes on every machine (matplotlib writes no date into a PNG).
+PNG_METADATA = {"Software": None}
+
+
+@dataclass(frozen=True)
+class Style:
+    """How one series is drawn, in every panel of a plot."""
+    colour: str
+    marker: str
+    reference: bool        # the reference's twin of a learner's series: hollow, dashed
+
+
+def family(label: str) -> str:
+    """A series' name without the reference's prefix: a learner's and the reference's share it."""
+    return label.replace(REFERENCE_PREFIX, "", 1)
+
+
+def styles(labels) -> dict[str, Style]:
+    """One style per label; labels of one family share colour and marker."""
+    families = list(dict.fromkeys(family(label) for label in labels))
+    out = {}
+    for label in labels:
+        i = families.index(family(label))
+        out[label] = Style(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], REFERENCE_PREFIX in label)
+    return out
+
+
+def write_png(fig, path: Path, dpi: int = 110) -> None:
+    """Every PNG the grader draws is written here: the same figure is the same bytes."""
+    fig.savefig(path, dpi=dpi, metadata=PNG_METADATA)
+
 
 @dataclass(frozen=True)
 class Line:
@@ -49,6 +95,10 @@ class Bars:
     pack: bool = False         # draw only the non-zero bars of a group; an all-zero group says so
     empty: tuple[str, ...] = ()  # what an all-zero group says, per category (default "none")
     least: float = 1.0         # the value axis reaches at least this (100 for a percentage)
+    # A threshold per category (None: none there), drawn across that category's group and
+    # named once in the legend: the rollback rule of a release ("rollback below: ...").
+    limits: tuple[float | None, ...] = ()
+    limits_label: str = ""
 
     def drawn(self) -> list[tuple[int, int, float]]:
         """(category, series, value) of every bar drawn, in drawing order."""
@@ -67,6 +117,7 @@ class Panel:
     xlabel: str = ""                             # a bars panel's own value or category axis
     notes: tuple[str, ...] = ()                  # lines written in the panel's corner
     notes_low: bool = False                      # that corner is the lower left, not the upper left
+    ylim: tuple[float, ...] = ()                 # (low, high): a percentage's whole 0 to 100
 
 
 @dataclass(frozen=True)
@@ -108,11 +159,9 @@ def save_plot(plot: Plot, path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # One colour per label across panels: "rule budget" is the same colour everywhere.
-    labels = list(dict.fromkeys([line.label for p in plot.panels for line in p.lines]
-                                + [s for p in plot.panels if p.bars for s, _ in p.bars.series]))
-    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    colour = {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+    # One style per label across panels: "rule budget" is the same colour and marker everywhere.
+    style = styles(list(dict.fromkeys([line.label for p in plot.panels for line in p.lines]
+                                      + [s for p in plot.panels if p.bars for s, _ in p.bars.series])))
     heights = [_height(p) for p in plot.panels]
     texts = [(line, tint, weight) for items, tint, weight in ((plot.warnings, "crimson", "bold"),
                                                               (plot.captions, "dimgray", "normal"))
@@ -121,7 +170,10 @@ def save_plot(plot: Plot, path: str | Path) -> Path:
     below = 0.26 + 0.19 * (plot.title.count("\n") + 1)      # inches from the top to the first text
     top = 0.2 * len(texts) + (0.06 if texts else 0.0)
     height = sum(heights) + top + 0.3 + 0.19 * (plot.title.count("\n") + 1)
-    fig, axes = plt.subplots(len(plot.panels), 1, squeeze=False, figsize=(8.0, height),
+    # A line panel's legend stands right of its axes, where it covers neither a line nor the
+    # panel's notes; the figure is widened by that column so the plotting area keeps its size.
+    width = 8.0 + (LEGEND_WIDTH if any(p.bars is None and (p.lines or p.hlines) for p in plot.panels) else 0.0)
+    fig, axes = plt.subplots(len(plot.panels), 1, squeeze=False, figsize=(width, height),
                              gridspec_kw={"height_ratios": heights})
     # Line and mark panels share the plot's x axis, unless a panel names an axis of its own.
     shared = [ax for ax, p in zip(axes[:, 0], plot.panels) if p.bars is None and not p.xlabel]
@@ -129,9 +181,9 @@ def save_plot(plot: Plot, path: str | Path) -> Path:
         ax.sharex(shared[0])
     for ax, panel in zip(axes[:, 0], plot.panels):
         if panel.bars is not None:
-            _bars(ax, panel, colour)
+            _bars(ax, panel, style)
         else:
-            _lines(ax, panel, colour, plot)
+            _lines(ax, panel, style)
             if panel.xlabel:
                 ax.set_xlabel(panel.xlabel)
         if panel.notes:
@@ -150,7 +202,7 @@ def save_plot(plot: Plot, path: str | Path) -> Path:
     fig.text(0.5, 0.008, COST_MODEL_NOTE, ha="center", fontsize=7, style="italic")
     fig.tight_layout(rect=(0, 0.02, 1, 1 - (top + 0.08) / height))
     try:
-        fig.savefig(path, dpi=110)
+        write_png(fig, path)
     except OSError as e:               # the disk filled, or the folder changed meanwhile
         raise InputError(str(path), f"cannot write the plot: {e.strerror or e}") from None
     finally:
@@ -158,20 +210,20 @@ def save_plot(plot: Plot, path: str | Path) -> Path:
     return path
 
 
-def _lines(ax, panel: Panel, colour: dict, plot: Plot) -> None:
+def _lines(ax, panel: Panel, style: dict[str, Style]) -> None:
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     for line in panel.lines:
-        if line.style == "points":
-            ax.plot(line.x, line.y, linestyle="none", marker="D", markersize=7, label=line.label,
-                    color=colour[line.label])
-        elif line.style == "dashed":
-            ax.plot(line.x, line.y, linestyle="--", linewidth=1.2, label=line.label, color="crimson")
+        st = style[line.label]
+        if line.style == "dashed":
+            ax.plot(line.x, line.y, label=line.label, **THRESHOLD)
         else:
-            ax.plot(line.x, line.y, marker="o", markersize=4, label=line.label, color=colour[line.label])
+            ax.plot(line.x, line.y, label=line.label, color=st.colour,
+                    linestyle="none" if line.style == "points" else "--" if st.reference else "-",
+                    **_marker(st, 7 if line.style == "points" else 4.5))
         if line.band:
-            ax.fill_between(line.x, *line.band, color=colour[line.label], alpha=0.15, linewidth=0)
+            ax.fill_between(line.x, *line.band, color=st.colour, alpha=0.15, linewidth=0)
     for y, label in panel.hlines:
-        ax.axhline(y, color="crimson", linestyle="--", linewidth=1.2, label=label)
+        ax.axhline(y, label=label, **THRESHOLD)
     if panel.marks:
         rows = list(dict.fromkeys(m.row for m in panel.marks))
         for m in panel.marks:
@@ -190,9 +242,25 @@ def _lines(ax, panel: Panel, colour: dict, plot: Plot) -> None:
         ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(plain)
         ax.yaxis.set_minor_formatter(NullFormatter())
+    if panel.ylim:
+        ax.set_ylim(*panel.ylim)
     ax.grid(True, alpha=0.3)
     if panel.lines or panel.hlines:
-        ax.legend(fontsize=7.5, loc="best")
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles, [textwrap.fill(label, 30) for label in labels], fontsize=7.5, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+LEGEND_WIDTH = 2.2     # inches of the column the line panels' legends stand in
+
+
+def _marker(st: Style, size: float) -> dict:
+    """A learner's (or the only) series: filled markers on top. The reference's twin: the
+    same marker larger and hollow, underneath, so a learner's point on it shows inside it."""
+    if st.reference:
+        return {"marker": st.marker, "markersize": size * 1.7, "markerfacecolor": "none",
+                "markeredgewidth": 1.3, "zorder": 2}
+    return {"marker": st.marker, "markersize": size, "zorder": 3}
 
 
 def _shared_x(ax, plot: Plot) -> None:
@@ -213,7 +281,7 @@ def _slots(b: Bars) -> list[tuple[int, int | None, float]]:
     return out
 
 
-def _bars(ax, panel: Panel, colour: dict) -> None:
+def _bars(ax, panel: Panel, style: dict[str, Style]) -> None:
     b = panel.bars
     floor = 0.8 if b.log else 0.0
     values = [v for _, vs in b.series for v in vs]
@@ -235,10 +303,13 @@ def _bars(ax, panel: Panel, colour: dict) -> None:
             seen.add(label)
             length = (v - floor) if b.log else v
             if b.horizontal:
-                ax.barh(i, max(length, 0.0), left=floor, height=0.8, color=colour[label], **kw)
+                ax.barh(i, max(length, 0.0), left=floor, height=0.8, **_fill(style[label], k), **kw)
             else:
-                ax.bar(i, max(length, 0.0), bottom=floor, width=0.8, color=colour[label], **kw)
-            _bar_text(ax, b, i, max(v, floor), format(v, b.fmt), "black")
+                ax.bar(i, max(length, 0.0), bottom=floor, width=0.8, **_fill(style[label], k), **kw)
+            # A packed bar is the one series of its row: its label names the series, so the
+            # row reads without the legend's colours ("16 use-after-free").
+            _bar_text(ax, b, i, max(v, floor), f"{v:{b.fmt}} {label}" if b.pack else format(v, b.fmt),
+                      "black")
         ticks = [centres[c] for c in range(len(b.categories))]
         for c, at in rows.items():          # a faint line between groups
             if c:
@@ -249,7 +320,7 @@ def _bars(ax, panel: Panel, colour: dict) -> None:
         width = 0.8 / n
         for k, (label, vs) in enumerate(b.series):
             at = [c - 0.4 + width * (k + 0.5) for c in range(len(b.categories))]
-            ax.bar(at, [max(v, 0.0) for v in vs], width=width * 0.9, color=colour[label], label=label)
+            ax.bar(at, [max(v, 0.0) for v in vs], width=width * 0.9, label=label, **_fill(style[label], k))
             for pos, v in zip(at, vs):
                 _bar_text(ax, b, pos, v, format(v, b.fmt), "black")
         ticks = list(range(len(b.categories)))
@@ -286,10 +357,29 @@ def _bars(ax, panel: Panel, colour: dict) -> None:
             ax.set_xlabel(panel.xlabel)
         ax.grid(True, axis="y", alpha=0.3)
     for y, label in panel.hlines:
-        (ax.axvline if b.horizontal else ax.axhline)(y, color="crimson", linestyle="--", linewidth=1.2,
-                                                      label=label)
-    if len(b.series) > 1 or panel.hlines:
-        ax.legend(fontsize=7.5, loc="lower right" if b.horizontal else "upper right")
+        (ax.axvline if b.horizontal else ax.axhline)(y, label=label, **THRESHOLD)
+    named = False
+    for c, y in enumerate(b.limits):
+        if y is not None and not b.horizontal:
+            ax.hlines(y, c - 0.45, c + 0.45, colors=THRESHOLD["color"], linestyles=THRESHOLD["linestyle"],
+                      linewidth=1.6, label=None if named else b.limits_label)
+            named = True
+    if len(b.series) > 1 or panel.hlines or any(y is not None for y in b.limits):
+        if b.pack:
+            pass                # each bar's label names its series: no legend to look up
+        elif b.horizontal:
+            ax.legend(fontsize=7.5, loc="lower right")
+        else:
+            # Above the axes, right-aligned: inside, it met the notes in the upper left
+            # corner and the tallest bars' labels.
+            ax.legend(fontsize=7.5, loc="lower right", bbox_to_anchor=(1.0, 1.0), borderaxespad=0.2,
+                      ncol=min(3, len(ax.get_legend_handles_labels()[0])), frameon=False)
+
+
+def _fill(st: Style, k: int) -> dict:
+    """The bar of a panel's k-th series: its colour, and a hatch that tells it apart without colour."""
+    hatch = HATCHES[k % len(HATCHES)]
+    return {"color": st.colour, "hatch": hatch, "edgecolor": "white" if hatch else st.colour, "linewidth": 0.0}
 
 
 def _bar_text(ax, b: Bars, at: float, end: float, text: str, colour: str) -> None:

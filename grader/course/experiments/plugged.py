@@ -29,6 +29,9 @@ from typing import Any, Callable, Iterator, Mapping, Optional
 
 from grader.course.core import Core, open_lesson, own_core
 from grader.course.core import reference as reference_core
+# How the reference's rows are named beside a learner's; the plots draw a series so named
+# as the reference's twin of the learner's, so the name is kept in one place, there.
+from grader.course.plots import REFERENCE_PREFIX  # noqa: F401
 from grader.engine.cases import digest_of
 from grader.engine.errors import InputError
 from grader.engine.oracle import (LESSON_DECISIONS, OracleMissing, has_solution, recorded,
@@ -39,7 +42,6 @@ NEEDS = {"lesson3": ("lesson3",), "lesson4": ("lesson4",),
          "lesson5": ("lesson1", "lesson2", "lesson3", "lesson4", "lesson5")}
 FUNCTIONS = {**{lesson: names for lesson, names in LESSON_DECISIONS.items()},
              "lesson5": ("qualify", "decide_release")}
-REFERENCE_PREFIX = "reference: "     # how the reference's rows are named beside a learner's
 Side = dict                          # {"rows": [...], "extras": {...}, "notes": [...]}: plain data
 
 
