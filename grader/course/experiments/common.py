@@ -207,6 +207,20 @@ def _show(value: Any) -> str:
         value, float) else str(value)
 
 
+# The notes a plot must carry too: without them the picture misleads. A truncated run, a
+# learner's functions that are not implemented (only the reference's series are drawn) or
+# that failed on calls (the worker's fallback drew those series) are warnings; that the
+# reference's series are missing (the learner edition, at other settings) is a caption.
+WARN = ("truncated: ", ": not implemented: ", "your functions failed on some calls")
+TELL = ("the reference's rows are not available",)
+
+
+def plot_notes(notes: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(warnings, captions) of a plot: the notes of ``notes`` its reader must not miss."""
+    return (tuple(n for n in notes if any(w in n for w in WARN)),
+            tuple(n for n in notes if any(t in n for t in TELL)))
+
+
 # ---- measures of a run ------------------------------------------------------------------------
 def token_gaps(run: Run, start_s: float = -math.inf, end_s: float = math.inf) -> np.ndarray:
     """Every gap between consecutive tokens of completed requests, optionally only those whose

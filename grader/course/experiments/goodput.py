@@ -20,7 +20,7 @@ import math
 import statistics
 
 from grader.course.experiments import experiment
-from grader.course.experiments.common import Column, Knob, Line, Mark, Outcome, Panel, Plot, Table
+from grader.course.experiments.common import Column, Knob, Line, Mark, Outcome, Panel, Plot, Table, plot_notes
 from grader.course.experiments.plugged import REFERENCE_PREFIX as REFERENCE
 from grader.course.experiments.plugged import Side, Sides
 from grader.course.slo import attainment, rejected_share, run_goodput
@@ -163,15 +163,16 @@ def goodput_sweep(s: dict, course, sides: Sides) -> Outcome:
     return Outcome("goodput", "goodput and SLO attainment against the request rate, baseline and candidates",
                    dict(s), Table(columns, tuple(rows), keys=2),
                    _plot([r for r in rows if not r.get("missing")], groups, classes,
-                         _rule(s), len(seeds), tuple(n for n in notes if "truncated: " in n)),
+                         _rule(s), len(seeds), plot_notes(notes)),
                    tuple(notes))
 
 
 TARGET = 0.9     # the attainment a service is sized for: goodput is read where it holds
+PERCENT = (-2.0, 104.0)   # a percentage panel's y range: 0 to 100 with room for the markers
 
 
 def _plot(rows: list[dict], groups: list[list[str]], classes: tuple[str, ...], rule: ReleaseRule,
-          seeds: int, warnings: tuple[str, ...]) -> Plot:
+          seeds: int, told: tuple[tuple[str, ...], tuple[str, ...]]) -> Plot:
     """``groups``: the design names of each side (its baseline first), the plugged-in core's
     and the reference's beside it."""
     def line(label: str, name: str, key: str, band_key: str, scale: float = 1.0,
@@ -194,7 +195,8 @@ def _plot(rows: list[dict], groups: list[list[str]], classes: tuple[str, ...], r
     for c in classes:
         panels.append(Panel(f"{c} SLO attainment (%)",
                             tuple(line(n, n, f"att_{c}", f"att_band_{c}", 100.0, 100.0) for n in names),
-                            hlines=((TARGET * 100, f"{TARGET:.0%} attainment"),)))
+                            hlines=((TARGET * 100, f"{TARGET:.0%} attainment"),),
+                            ylim=PERCENT))   # the whole scale: a cut axis would magnify a fall
     if any(r["rejected"] for r in rows):
         # The rejection guard: a candidate whose share rises above the baseline's by more than
         # max_rejection_rise rolls back, whatever its goodput.
@@ -206,7 +208,10 @@ def _plot(rows: list[dict], groups: list[list[str]], classes: tuple[str, ...], r
             Line(n, tuple(float(r["rate"]) for r in rows if r["design"] == n),
                  tuple(r["rejected"] * 100 for r in rows if r["design"] == n)) for n in names)
             + (limit,)))
-    return Plot("Goodput and SLO attainment against the request rate\n"
-                f"shaded: each design's own spread over its {seeds} seeds (±{rule.noise_k:g} standard "
-                "errors),\nnot the paired noise band the release decisions use",
-                "request rate (requests / s)", tuple(panels), warnings=warnings)
+    # With one seed there is no spread and no band is drawn: the title must not promise one.
+    shaded = (f"shaded: each design's own spread over its {seeds} seeds (±{rule.noise_k:g} standard "
+              "errors),\nnot the paired noise band the release decisions use" if seeds > 1 else
+              "one seed: no spread over seeds to shade (and the paired band the decisions use is infinite)")
+    warnings, captions = told
+    return Plot("Goodput and SLO attainment against the request rate\n" + shaded,
+                "request rate (requests / s)", tuple(panels), warnings=warnings, captions=captions)

@@ -35,6 +35,7 @@ from grader.course.experiments.common import (
     Plot,
     Table,
     percentile,
+    plot_notes,
     token_gaps,
     ttfts,
 )
@@ -275,7 +276,10 @@ def _plot(rows: list[dict], along: dict, s: dict, notes: list[str]) -> Plot:
                             hlines=((s["budget"] * 1000, f"budget {s['budget'] * 1000:g} ms"),),
                             xlabel="where the chunk starts in the prompt (tokens)", notes=tuple(texts),
                             notes_low=True))
-    warnings = tuple(n for n in notes if "truncated: " in n)
-    return Plot(f"Prefill deadline: {s['prompt']}-token prompts, {s['decode_batch']} decoding",
+    warnings, captions = plot_notes(notes)
+    # The title names the trade-off the panels show, not only the workload.
+    return Plot(f"Prefill deadline: a bigger chunk stalls the decoders longer and gives the prompts "
+                f"their first token sooner\n({s['prompt']}-token prompts, {s['decode_batch']} decoding, "
+                f"token-gap budget {s['budget'] * 1000:g} ms)",
                 "prefill chunk (tokens; rules at their mean chunk)", tuple(panels), xlog=True, xticks=xs,
-                warnings=warnings)
+                warnings=warnings, captions=captions)

@@ -29,7 +29,7 @@ import numpy as np
 
 from grader.course.experiments import experiment
 from grader.course.experiments.common import (Bars, Column, Knob, Outcome, Panel, Plot, Table,
-                                              percentile)
+                                              percentile, plot_notes)
 from grader.course.experiments.plugged import Side, Sides
 from grader.course.scenario import load_scenario
 from grader.course.trials import truncation
@@ -272,10 +272,10 @@ def prefix_ownership(s: dict, course, sides: Sides) -> Outcome:
                                   "; add the no_scope variant to see it open"),
              *both.sources, *stopped)
     return Outcome("prefix-ownership", "release, prefix keys and publishing under cancellation",
-                   dict(s), Table(COLUMNS, tuple(rows)), _plot(rows, probed, s, stopped), notes)
+                   dict(s), Table(COLUMNS, tuple(rows)), _plot(rows, probed, s, notes), notes)
 
 
-def _plot(rows: list[dict], probed: dict, s: dict, stopped: list[str]) -> Plot:
+def _plot(rows: list[dict], probed: dict, s: dict, notes: tuple[str, ...]) -> Plot:
     def empty(r: dict) -> str:
         wait = r["reclaim_p50_ms"]
         if wait is None or not math.isfinite(wait):
@@ -300,5 +300,6 @@ def _plot(rows: list[dict], probed: dict, s: dict, stopped: list[str]) -> Plot:
               tuple(mean(probed[label]["right"]) for label in labels)),
              ("guess wrong: same length, other text", tuple(mean(probed[label]["wrong"]) for label in labels))),
             fmt=".2f"), notes=("the gap a prober measures (wrong - right):", *gaps)))
+    warnings, captions = plot_notes(notes)
     return Plot(f"Prefix ownership: what each rule breaks ({s['requests']} requests, "
-                f"{s['cancel'] * 100:g}% cancelled)", "", tuple(panels), warnings=tuple(stopped))
+                f"{s['cancel'] * 100:g}% cancelled)", "", tuple(panels), warnings=warnings, captions=captions)
