@@ -360,7 +360,7 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
         name = (lambda p: Path(p).name) if short else str
         sides = {f"{name(baseline)} (baseline)": (before, out["baseline"]["figures"])} if baseline else {}
         sides[name(path)] = (mine, out["figures"])
-        out["plot"] = str(save_plot(release_plot(sides, decision), plot))
+        out["plot"] = str(save_plot(release_plot(sides, decision, rule if baseline else None), plot))
         text.append(f"plot: {out['plot']}")
     if mine.summaries:
         gate = "your own qualify" if core.note else "the course's rules (every token's deadline)"
