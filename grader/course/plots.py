@@ -332,7 +332,8 @@ def _bars(ax, panel: Panel, style: dict[str, Style]) -> None:
         ax.set_ylim(extent - 0.5, -0.5)
         if b.log:
             ax.set_xscale("log")
-            ax.set_xlim(floor, top * 6)
+            # Room right of the longest bar for its label (with its series' name when packed).
+            ax.set_xlim(floor, top * (15 if b.pack else 6))
         else:
             ax.set_xlim(0, top * 1.2)
         ax.set_xlabel(panel.xlabel or panel.ylabel)
