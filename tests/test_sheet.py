@@ -432,6 +432,19 @@ def test_run_command_draws_the_figures_against_the_baseline(tmp_path, capsys, dr
         for name, f in (("R41.yaml (baseline)", base), ("R42.yaml", mine))}
     assert violations.bars.categories == ("broken promise", "over commit")
     assert dict(violations.bars.series) == {"R41.yaml (baseline)": (0.0, 0.0), "R42.yaml": (4.0, 7.0)}
+    # The class guard of the baseline's release rule (5 points below its attainment), drawn
+    # over each class and named: interactive falls under it, which is why the rule rolls back.
+    assert attainment.bars.limits == pytest.approx(
+        tuple(100 * (base["classes"][c]["attainment"] - 0.05) for c in ("batch", "interactive")))
+    assert attainment.bars.limits_label == "rollback below: baseline - 5 points"
+
+
+def test_run_command_alone_says_what_it_draws_and_why_no_decision(tmp_path, drawn):
+    assert main(["sheet", "run", str(TEMPLATE), "--plot", str(tmp_path / "alone.png")]) == 0
+    (plot,) = drawn
+    assert plot.title.startswith("design_sheet.yaml: goodput, SLO attainment and violations on seeds ")
+    assert "no baseline, so no release decision" in plot.title
+    assert plot.panels[1].bars.limits == ()          # no baseline: no rule to draw
 
 
 def test_run_command_refuses_a_plot_it_cannot_write(tmp_path, capsys):

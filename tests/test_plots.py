@@ -1,0 +1,146 @@
+"""How the plots are drawn, read off the matplotlib objects (not pixels): series told apart
+without colour, a learner's series apart from the reference's twin, thresholds named,
+legends clear of the data and notes, degenerate cases in words, and PNGs that are the
+same bytes for the same plot."""
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import ROOT
+from grader.course import experiments
+from grader.course.plots import (HATCHES, REFERENCE_PREFIX, Bars, Line, Panel, Plot, save_plot, styles)
+from grader.engine.layout import find_course
+
+COURSE = find_course(str(ROOT))
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures drawn, kept open for the test instead of being closed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    kept, close = [], plt.close
+    monkeypatch.setattr(plt, "close", kept.append)
+    yield kept
+    for fig in kept:
+        close(fig)
+
+
+def learner_and_reference() -> Plot:
+    xs = (1.0, 2.0, 3.0)
+    return Plot("t", "x (units)", (
+        Panel("y (ms)", (Line("baseline", xs, (1.0, 2.0, 3.0)), Line("gain", xs, (1.0, 3.0, 4.0)),
+                         Line(f"{REFERENCE_PREFIX}baseline", xs, (1.0, 2.0, 3.0)),
+                         Line(f"{REFERENCE_PREFIX}gain", xs, (1.0, 3.0, 4.0))),
+              hlines=((2.5, "budget 2.5 ms"),), notes=("a note in the corner",)),))
+
+
+def test_the_reference_twin_shares_colour_and_marker_and_is_drawn_hollow_and_dashed(tmp_path, figures):
+    st = styles(["gain", f"{REFERENCE_PREFIX}gain", "baseline"])
+    assert st["gain"].colour == st[f"{REFERENCE_PREFIX}gain"].colour != st["baseline"].colour
+    assert st["gain"].marker == st[f"{REFERENCE_PREFIX}gain"].marker != st["baseline"].marker
+    save_plot(learner_and_reference(), tmp_path / "p.png")
+    (fig,) = figures
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    mine, ref = lines["gain"], lines[f"{REFERENCE_PREFIX}gain"]
+    # Where a correct learner's series lies on the reference's, both still show: the
+    # learner's filled markers on top, inside the reference's larger hollow ones.
+    assert mine.get_linestyle() == "-" and ref.get_linestyle() == "--"
+    assert ref.get_markerfacecolor() == "none" and ref.get_markersize() > mine.get_markersize()
+    assert mine.get_zorder() > ref.get_zorder()
+    # Told apart without colour: no two of a panel's series share marker and line style.
+    drawn = [(line.get_marker(), line.get_linestyle()) for line in lines.values() if line.get_marker() != "None"]
+    assert len(set(drawn)) == len(drawn) == 4
+
+
+def test_a_threshold_is_named_and_the_legend_stands_clear_of_the_axes(tmp_path, figures):
+    save_plot(learner_and_reference(), tmp_path / "p.png")
+    (fig,) = figures
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert "budget 2.5 ms" in [t.get_text() for t in legend.get_texts()]
+    (budget,) = [line for line in ax.get_lines() if line.get_label() == "budget 2.5 ms"]
+    assert budget.get_linestyle() == "--"
+    # Right of the axes: it covers neither a line nor the notes in the panel's corner.
+    renderer = fig.canvas.get_renderer()
+    assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+
+
+def test_grouped_bars_are_hatched_apart_and_a_limit_per_category_is_named(tmp_path, figures):
+    bars = Bars(("batch", "interactive"), (("base", (100.0, 90.0)), ("candidate", (100.0, 33.0))),
+                least=100.0, limits=(95.0, 85.0), limits_label="rollback below: baseline - 5 points")
+    save_plot(Plot("t", "", (Panel("attainment (%)", bars=bars),)), tmp_path / "b.png")
+    (fig,) = figures
+    ax = fig.axes[0]
+    assert [c.get_label() for c in ax.containers] == ["base", "candidate"]
+    assert [c.patches[0].get_hatch() or "" for c in ax.containers] == [HATCHES[0], HATCHES[1]]
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "rollback below: baseline - 5 points" in texts
+    # One segment per category, at its limit.
+    segments = [c for c in ax.collections if c.get_label() == "rollback below: baseline - 5 points"]
+    assert len(segments) == 1 and [s[0][1] for s in segments[0].get_segments()] == [95.0]
+
+
+def test_packed_bars_name_their_series_in_their_label(tmp_path, figures):
+    bars = Bars(("design", "release at cancel"), (("use-after-free", (0.0, 16.0)), ("leaked pages", (0.0, 0.0))),
+                horizontal=True, log=True, pack=True, fmt=".0f")
+    save_plot(Plot("t", "", (Panel("recorded", bars=bars, xlabel="count"),)), tmp_path / "b.png")
+    (fig,) = figures
+    texts = [t.get_text().strip() for t in fig.axes[0].texts]
+    assert "16 use-after-free" in texts and "none" in texts
+
+
+def test_a_png_is_the_same_bytes_and_names_no_version_or_date(tmp_path):
+    from PIL import Image
+    one, two = (save_plot(learner_and_reference(), tmp_path / f"{n}.png") for n in ("a", "b"))
+    assert one.read_bytes() == two.read_bytes()
+    with Image.open(one) as im:
+        assert not {"Software", "Creation Time", "date"} & set(im.info)
+
+
+def test_a_stub_is_named_on_the_plot_not_only_in_the_table():
+    stub = ROOT / "assignments" / "lesson3" / "exercise.py"
+    outcome = experiments.run("prefill-deadline", ["prompts=2", "chunks=256,512"], COURSE, submission=str(stub))
+    assert any(": not implemented: " in w and "NotImplementedError" in w for w in outcome.plot.warnings)
+    assert "a bigger chunk stalls the decoders longer" in outcome.plot.title
+
+
+def test_goodput_attainment_keeps_its_whole_scale_and_one_seed_promises_no_band():
+    outcome = experiments.run("goodput", ["rates=1", "seeds=1", "requests=30"], COURSE)
+    plot = outcome.plot
+    assert "one seed: no spread over seeds to shade" in plot.title and "±" not in plot.title
+    attainment = [p for p in plot.panels if "SLO attainment" in p.ylabel]
+    assert attainment and all(p.ylim[0] <= 0 and p.ylim[1] >= 100 for p in attainment)
+
+
+def class_numbers(scores, max_score=10.0):
+    from grader.instructor.batch import distribution
+    crit = SimpleNamespace(id="kv-bytes", pass_rate=0.5, mean_score=1.0, max_score=2.0)
+    return SimpleNamespace(lesson="lesson1", max_score=max_score, graded=len(scores), scores=tuple(scores),
+                           full_marks=sum(s >= max_score for s in scores),
+                           distribution=distribution(scores, max_score), criteria=(crit,) if scores else ())
+
+
+def test_the_class_histogram_marks_the_mean_and_median(tmp_path, figures):
+    from grader.instructor.class_report.plots import score_at, scores_png
+    numbers = class_numbers([0.0, 5.0, 6.0, 10.0])
+    scores_png(numbers, tmp_path / "s.png")
+    (fig,) = figures
+    ax = fig.axes[0]
+    marked = {line.get_label(): (line.get_xdata()[0], line.get_linestyle()) for line in ax.get_lines()}
+    d = numbers.distribution
+    assert marked == {f"mean {d['mean']:g}": (score_at(d["mean"], 10.0, 11), "--"),
+                      f"median {d['median']:g}": (score_at(d["median"], 10.0, 11), ":")}
+    assert score_at(5.0, 10.0, 11) == 4.5 and score_at(10.0, 10.0, 11) == 10.0
+
+
+def test_a_class_with_nobody_graded_says_so_in_both_figures(tmp_path, figures):
+    from grader.instructor.class_report.plots import NOBODY, criteria_png, scores_png
+    numbers = class_numbers([])
+    scores_png(numbers, tmp_path / "s.png")
+    criteria_png(numbers, tmp_path / "c.png")
+    assert len(figures) == 2
+    for fig in figures:
+        (ax,) = fig.axes
+        assert [t.get_text() for t in ax.texts] == [NOBODY] and not ax.axison
