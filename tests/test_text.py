@@ -34,6 +34,7 @@ def test_printable_keeps_the_controls_a_caller_lays_out():
 
 def test_one_line_joins_whitespace_then_cuts_at_the_limit():
     assert one_line("  two\n\nlines\t and  \x1b ") == f"two lines and {R}"
+    assert one_line("short", 10) == "short"                    # within the limit: whole
     assert one_line("abcdefghij", 10) == "abcdefghij"          # at the limit: whole
     assert one_line("abcdefghijk", 10) == "abcdefg..."         # past it: limit - 3, then "..."
     assert one_line(42) == "42"
