@@ -281,8 +281,20 @@ def _slots(b: Bars) -> list[tuple[int, int | None, float]]:
     return out
 
 
+NO_BARS = "no row has figures to draw (the notes above say why)"
+
+
 def _bars(ax, panel: Panel, style: dict[str, Style]) -> None:
     b = panel.bars
+    if not b.categories:
+        # Every row missing (a stub away from the recorded defaults): words, not empty axes
+        # that matplotlib cannot even scale.
+        ax.text(0.5, 0.5, NO_BARS, transform=ax.transAxes, ha="center", va="center",
+                fontsize=9, color="dimgray")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_title(panel.ylabel, fontsize=9, loc="left")
+        return
     floor = 0.8 if b.log else 0.0
     values = [v for _, vs in b.series for v in vs]
     if b.pack or b.horizontal:
