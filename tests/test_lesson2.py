@@ -482,3 +482,30 @@ def test_the_readmes_replay_command_gives_the_tables_row(tmp_path):
     assert "violations: broken_promise 14\n" in p.stdout
     assert "first broken_promise: r17, r23 at 1.253 s (seed 7)" in p.stdout
     assert "for this row, r17 at 1.253 s" in " ".join(text.split())
+
+
+def test_the_impossible_row_replays_as_the_readme_says(tmp_path):
+    """The README's replay of `impossible: wait`: a copy of the sheet with the knob set and
+    `over_pool` left out of the contract's reasons gives the table's 66 of 80 never
+    admitted; with `over_pool` kept, the contract rejects the three first and `wait`
+    changes nothing, which is why the README asks for both changes."""
+    text = " ".join(README.read_text().split())
+    assert "also leave `over_pool` out of your copy's `request_contract.reasons`" in text
+    sheet = (ROOT / "assignments" / "design_sheet.yaml").read_text()
+    waits = sheet.replace("\n  impossible: reject", "\n  impossible: wait", 1)
+    assert waits != sheet
+
+    def replay(text: str) -> str:
+        path = tmp_path / "impossible_wait.yaml"
+        path.write_text(text)
+        p = subprocess.run([sys.executable, "-m", "grader.cli", "sheet", "run", str(path), "--workload",
+                            str(PUBLIC / "never-fit.scenario.yaml"), "--seeds", "17"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    kept = replay(waits)
+    assert "completed 77 of 80 requests" in kept
+    left_out = re.sub(r"\n    - over_pool [^\n]*", "", waits, count=1)
+    assert left_out != waits
+    assert "completed 14 of 80 requests" in replay(left_out)      # 66 of 80 never admitted
