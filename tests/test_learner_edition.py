@@ -232,6 +232,18 @@ def test_the_free_edition_and_published_solutions(tmp_path):
     assert free.lessons == ("lesson1", "lesson2") and set(free.left_out) == {"lesson3", "lesson4",
                                                                           "lesson5", "lesson6"}
     assert not (tmp_path / "free" / "assignments" / "lesson3").exists()
+    # Lesson 2's README replays a knob on its workload: the lessons the edition does not
+    # hold are not the learner's to write, so the baselines stand in, as for a stub.
+    sheet = tmp_path / "prompt_only.yaml"
+    sheet.write_text((tmp_path / "free" / "assignments" / "design_sheet.yaml").read_text()
+                     .replace("\n  reserve: prompt_and_output", "\n  reserve: prompt_only", 1))
+    p = in_release(tmp_path / "free", "sheet", "run", str(sheet), "--workload",
+                   "assignments/lesson2/public/heavy-load.scenario.yaml", "--seeds", "7")
+    assert p.returncode == 0, p.stderr
+    assert "lesson3: not in this edition: the course baseline" in p.stdout and "broken_promise" in p.stdout
+    # An experiment about a lesson it does not hold says so in one line.
+    p = in_release(tmp_path / "free", "experiment", "prefill-deadline")
+    assert p.returncode == 2 and "lesson3: not in this edition" in p.stderr and "Traceback" not in p.stderr
     late = build_learner_edition(course, tmp_path / "late", lessons=("lesson1",), publish=("lesson1",),
                                  verify=False)
     assert late.published == ("lesson1",)

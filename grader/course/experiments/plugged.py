@@ -76,6 +76,11 @@ def plugged(course, lesson: str, submission: str | None = None) -> Iterator[Plug
     if submission is None and all(has_solution(n) for n in NEEDS[lesson]):
         yield Plugged(lesson, reference_of(lesson), "the reference", True)
         return
+    if not course.assignment(lesson).is_dir():
+        # An edition built with --lessons: the experiment's lesson, its exercise and its
+        # public workloads are not here.
+        raise InputError(lesson, "not in this edition (it holds only some lessons): this experiment "
+                                 f"is about {lesson}")
     path = Path(submission) if submission else course.assignment(lesson) / "exercise.py"
     if not path.is_file():
         raise InputError(str(path), "no such file (--submission: your exercise file of "
