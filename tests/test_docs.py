@@ -27,8 +27,14 @@ _TOKEN = re.compile(r"[^\s`'\"=,;()\[\]{}|]+")
 
 
 def top_level(root: Path) -> set[str]:
+    # A folder the commands write (report/, after `grader report` as the docs show) is
+    # ignored by git and is no part of the course: the docs may name what it will hold.
+    ignore = root / ".gitignore"
+    written = {line.strip().rstrip("/") for line in (ignore.read_text().splitlines() if ignore.is_file() else ())
+               if line.strip().endswith("/") and not line.startswith("#")}
     return {p.name for p in root.iterdir() if p.is_dir() and not p.name.endswith(".egg-info")
-            and p.name != "__pycache__" and (not p.name.startswith(".") or p.name == ".ci")}
+            and p.name not in written and p.name != "__pycache__"
+            and (not p.name.startswith(".") or p.name == ".ci")}
 
 
 def slug(heading: str) -> str:
@@ -99,18 +105,21 @@ def test_the_check_finds_what_is_missing(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "grader").mkdir()
     (tmp_path / "grader" / "cli.py").write_text("")
+    (tmp_path / "report").mkdir()                      # written by a command, ignored by git
+    (tmp_path / ".gitignore").write_text("# outputs\nreport/\n")
     (tmp_path / "docs" / "other.md").write_text("# Other page\n## Its part\n## The `page_tokens` knob\n")
     doc = tmp_path / "docs" / "page.md"
     doc.write_text("A [link](other.md#its-part), a [dead one](gone.md), [a lost part](other.md#nope),\n"
                    "[a knob](other.md#the-page_tokens-knob), [no knob](other.md#the-pagetokens-knob),\n"
                    "[the web](https://example.org) and [here](#a-title).\n\n# A title\n\n"
-                   "`grader/cli.py` is there, `grader/gone.py: main` is not; see `worker.md`.\n\n"
+                   "`grader/cli.py` is there, `grader/gone.py: main` is not; see `worker.md`.\n"
+                   "`report/scores.png` is what a command will write.\n\n"
                    "```sh\ngrader check --submission grader/missing/x.py --out report/\n```\n")
     assert dead_references(doc, tmp_path) == ["anchor: other.md#nope (line 1)",
                                               "anchor: other.md#the-pagetokens-knob (line 2)",
                                               "file: worker.md (line 7)", "link: gone.md (line 1)",
                                               "path: grader/gone.py (line 7)",
-                                              "path: grader/missing/x.py (line 10)"]
+                                              "path: grader/missing/x.py (line 11)"]
 
 
 def test_the_readme_opens_with_the_two_commands_and_ci_runs_the_second():
