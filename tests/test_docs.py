@@ -30,7 +30,7 @@ def top_level(root: Path) -> set[str]:
     # A folder the commands write (report/, after `grader report` as the docs show) is
     # ignored by git and is no part of the course: the docs may name what it will hold.
     ignore = root / ".gitignore"
-    written = {line.strip().rstrip("/") for line in (ignore.read_text().splitlines() if ignore.is_file() else ())
+    written = {line.strip().strip("/") for line in (ignore.read_text().splitlines() if ignore.is_file() else ())
                if line.strip().endswith("/") and not line.startswith("#")}
     return {p.name for p in root.iterdir() if p.is_dir() and not p.name.endswith(".egg-info")
             and p.name not in written and p.name != "__pycache__"
@@ -106,7 +106,7 @@ def test_the_check_finds_what_is_missing(tmp_path):
     (tmp_path / "grader").mkdir()
     (tmp_path / "grader" / "cli.py").write_text("")
     (tmp_path / "report").mkdir()                      # written by a command, ignored by git
-    (tmp_path / ".gitignore").write_text("# outputs\nreport/\n")
+    (tmp_path / ".gitignore").write_text("# outputs\n/report/\n")
     (tmp_path / "docs" / "other.md").write_text("# Other page\n## Its part\n## The `page_tokens` knob\n")
     doc = tmp_path / "docs" / "page.md"
     doc.write_text("A [link](other.md#its-part), a [dead one](gone.md), [a lost part](other.md#nope),\n"
