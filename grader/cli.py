@@ -19,7 +19,7 @@ from grader.engine.errors import InputError
 from grader.engine.report import render
 from grader.engine.sandbox.session import UNCONFINED_FLAG
 from grader.engine.secret import SecretError, load_secret
-from grader.engine.text import terminal
+from grader.engine.text import plural, terminal
 from reference.specs import SpecError
 from reference.units import UnitError
 from reference.workload import WorkloadError
@@ -431,7 +431,6 @@ def _sheet(args, course) -> int:
                               "problems": [{"path": p.path, "message": p.message} for p in problems],
                               "unfilled": [{"path": p.path, "message": p.message} for p in blanks]}))
         else:
-            plural = lambda n, word: f"{n} {word}{'s' if n > 1 else ''}"
             head = f"{path}: valid" if not problems else f"{path}: {plural(len(problems), 'problem')}"
             if blanks:
                 head += f"; {plural(len(blanks), 'answer')} not yet filled"

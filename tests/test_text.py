@@ -4,7 +4,7 @@ The expected strings are written out by hand, character by character."""
 import pytest
 
 from grader.engine.text import REPLACEMENT as R
-from grader.engine.text import html_text, one_line, printable, terminal
+from grader.engine.text import html_text, one_line, plural, printable, terminal
 
 
 @pytest.mark.parametrize("text, shown", [
@@ -46,3 +46,7 @@ def test_terminal_keeps_only_its_own_line_breaks():
 
 def test_html_text_is_printable_then_escaped():
     assert html_text("<b a='1'>&\"\u202e</b>") == f"&lt;b a=&#x27;1&#x27;&gt;&amp;&quot;{R}&lt;/b&gt;"
+
+
+def test_plural_counts_in_words():
+    assert [plural(n, "student") for n in (0, 1, 2)] == ["0 students", "1 student", "2 students"]

@@ -11,7 +11,8 @@ stay, and so do the zero-width joiners some scripts spell names with.
 
 The outputs: ``terminal`` (reports, summaries, error lines), ``html_text`` (the class
 report, HTML feedback); the CSV export, the Markdown feedback and file names use
-``printable`` with their own escaping (grader.instructor.exports).
+``printable`` with their own escaping (grader.instructor.exports). ``plural`` is the
+grader's own words: a count and its noun.
 """
 from __future__ import annotations
 
@@ -58,3 +59,8 @@ def html_text(text: str) -> str:
     """Text for an HTML page (element content or a quoted attribute): ``printable``, then
     escaped (& < > " '), so it is shown, never parsed as markup."""
     return html.escape(printable(text), quote=True)
+
+
+def plural(n: int, word: str) -> str:
+    """'1 student', '2 students': a count in the grader's own words (a plain -s plural)."""
+    return f"{n} {word}{'' if n == 1 else 's'}"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.engine.errors import InputError
-from grader.engine.text import terminal
+from grader.engine.text import plural, terminal
 from grader.instructor.class_report.numbers import ClassNumbers, class_numbers
 
 PAGE = "index.html"
@@ -28,7 +28,7 @@ class Written:
     def render(self) -> str:
         n = self.numbers
         d = n.distribution
-        lines = [f"{n.lesson}: {n.title}: {n.graded} of {n.students} students graded"
+        lines = [f"{n.lesson}: {n.title}: {n.graded} of {plural(n.students, 'student')} graded"
                  + (f", mean {d['mean']:g} / {n.max_score:g}, median {d['median']:g}, "
                     f"{n.full_marks} at full marks" if n.scores else "")]
         mixed = n.mixed()
@@ -38,7 +38,7 @@ class Written:
         lines += [f"  {c.id:<{width}}  passed {c.passed:>4} of {c.graded:<4} ({100 * c.pass_rate:3.0f}%)  "
                   f"mean {c.mean_score:g} / {c.max_score:g}" for c in n.criteria]
         if n.problems:
-            lines.append(f"  {len(n.problems)} students to look at: "
+            lines.append(f"  {plural(len(n.problems), 'student')} to look at: "
                          + ", ".join(f"{p.student} ({p.kind})" for p in n.problems[:8])
                          + (" ..." if len(n.problems) > 8 else ""))
         lines.append(f"wrote {self.page} and {len(self.figures)} figures")
