@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Grade exercises of 'Serving under pressure: from "
                                             "admission to release' against the reference worker.")
     p.add_argument("--version", action="version", version=f"grader {__version__}")
-    p.add_argument("--course", help="the course folder (default: found from the working directory)")
+    p.add_argument("--course", help=COURSE_HELP)
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("check", help="grade your exercise on the public cases (about a second)",
@@ -66,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
     if not learner:
         _instructor_commands(sub)
-    _sheet_commands(sub)
+    _course_anywhere(_sheet_commands(sub))          # sheet validate / run
 
     e = sub.add_parser("experiment", help="run a course experiment on the worker (seconds)",
                        epilog="examples:\n  grader experiment prefill-deadline --set prompt=16384 "
@@ -84,7 +84,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="change one constraint (repeatable); unknown keys list the known ones")
     e.add_argument("--plot", metavar="FILE.png", help="also draw the result into a PNG file")
     e.add_argument("--json", action="store_true", help="print the table as JSON")
+    _course_anywhere(sub)
     return p
+
+
+COURSE_HELP = "the course folder (default: found from the working directory)"
+
+
+def _course_anywhere(sub) -> None:
+    """--course after the command too (`grader check lesson1 --course ~/course`), as people
+    type it. Unset there, it leaves the value given before the command (or none) alone."""
+    for parser in sub.choices.values():
+        parser.add_argument("--course", default=argparse.SUPPRESS, help=COURSE_HELP)
 
 
 class _ExperimentHelp(argparse.Action):
@@ -205,7 +216,7 @@ def _instructor_commands(sub) -> None:
                    help="also ship these lessons' reference solutions (their deadlines have passed)")
 
 
-def _sheet_commands(sub) -> None:
+def _sheet_commands(sub):
     s = sub.add_parser("sheet", help="validate a design sheet, or replay it on the reference worker",
                        epilog="examples:\n  grader sheet validate design_sheet.yaml\n"
                               "  grader sheet run design_sheet.yaml --baseline incident/sheets/R42.yaml "
@@ -228,6 +239,7 @@ def _sheet_commands(sub) -> None:
     r.add_argument("--json", action="store_true", help="print the figures as JSON")
     r.add_argument("--plot", metavar="FILE.png", help="also draw the figures (against the baseline) "
                    "into a PNG file")
+    return actions
 
 
 def _error(e: Exception) -> None:

@@ -179,3 +179,25 @@ def test_a_class_flag_with_files_named_one_by_one_is_refused_not_ignored(tmp_pat
     assert code == 2 and out == ""
     assert err == (f"grader: {flag[0]}: applies to a class folder (a folder of submissions); files named "
                    "one by one are graded in this process, one after another\n")
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_the_course_may_be_named_before_or_after_the_command(tmp_path, where):
+    """Run from outside the course, --course finds it wherever it is typed; after the
+    command it counts for nested commands too (sheet validate)."""
+    course = ["--course", str(ROOT)]
+    check = ["check", "lesson1", "--submission", REF, "--json"]
+    code, out, err = run(*(course + check if where == "before" else check + course), cwd=tmp_path)
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["score"] == report["max_score"]
+    sheet = ["sheet", "validate", str(ROOT / "assignments" / "design_sheet.yaml"), "--json"]
+    code, out, err = run(*(course + sheet if where == "before" else sheet + course), cwd=tmp_path)
+    assert json.loads(out)["file"].endswith("design_sheet.yaml"), err
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_the_course_named_is_the_one_read_wherever_it_is_typed(tmp_path, where):
+    course, check = ["--course", str(tmp_path / "nowhere")], ["check", "lesson1"]
+    code, _, err = run(*(course + check if where == "before" else check + course), cwd=tmp_path)
+    assert code == 2 and f"{tmp_path / 'nowhere'}: not a course folder" in err, err
