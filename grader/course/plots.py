@@ -54,12 +54,12 @@ def family(label: str) -> str:
 
 def styles(labels) -> dict[str, Style]:
     """One style per label; labels of one family share colour and marker."""
-    families = list(dict.fromkeys(family(label) for label in labels))
-    out = {}
-    for label in labels:
-        i = families.index(family(label))
-        out[label] = Style(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], REFERENCE_PREFIX in label)
-    return out
+    place = {name: i for i, name in enumerate(dict.fromkeys(family(label) for label in labels))}
+
+    def style(label: str) -> Style:
+        i = place[family(label)]
+        return Style(PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)], REFERENCE_PREFIX in label)
+    return {label: style(label) for label in labels}
 
 
 def write_png(fig, path: Path, dpi: int = 110) -> None:
@@ -377,10 +377,9 @@ def _bars(ax, panel: Panel, style: dict[str, Style]) -> None:
             ax.hlines(y, c - 0.45, c + 0.45, colors=THRESHOLD["color"], linestyles=THRESHOLD["linestyle"],
                       linewidth=1.6, label=None if named else b.limits_label)
             named = True
-    if len(b.series) > 1 or panel.hlines or any(y is not None for y in b.limits):
-        if b.pack:
-            pass                # each bar's label names its series: no legend to look up
-        elif b.horizontal:
+    # A packed bar's label names its series: no legend to look up.
+    if not b.pack and (len(b.series) > 1 or panel.hlines or any(y is not None for y in b.limits)):
+        if b.horizontal:
             ax.legend(fontsize=7.5, loc="lower right")
         else:
             # Above the axes, right-aligned: inside, it met the notes in the upper left

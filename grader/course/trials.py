@@ -124,6 +124,10 @@ def window_of(requests) -> float:
     return max(last, deadline) or 1.0
 
 
+# Opens every truncation note: the experiments' plots look for it (experiments.common.plot_notes).
+TRUNCATED = "truncated: "
+
+
 def truncation(run: Run) -> str:
     """"" for a run that finished its workload; else what stopped it and what it left undone.
 
@@ -132,7 +136,7 @@ def truncation(run: Run) -> str:
     describe only what ran, and can look healthy while nothing completed."""
     if not run.aborted:
         return ""
-    return (f"truncated: {run.aborted}; {len(run.unfinished)} of {len(run.requests)} requests "
+    return (f"{TRUNCATED}{run.aborted}; {len(run.unfinished)} of {len(run.requests)} requests "
             f"unfinished, counted as failed")
 
 

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from grader.course.plots import Bars, Line, Mark, Panel, Plot, plot_path, save_plot  # noqa: F401
+from grader.course.trials import TRUNCATED
 from grader.engine.errors import InputError
 from grader.engine.report import COST_MODEL_NOTE
 from reference.records import Run, columns, token_times_of, within_request
@@ -211,8 +212,13 @@ def _show(value: Any) -> str:
 # learner's functions that are not implemented (only the reference's series are drawn) or
 # that failed on calls (the worker's fallback drew those series) are warnings; that the
 # reference's series are missing (the learner edition, at other settings) is a caption.
-WARN = ("truncated: ", ": not implemented: ", "your functions failed on some calls")
-TELL = ("the reference's rows are not available",)
+# The notes are written with these very phrases (trials.truncation, plugged.Sides), so a
+# reworded note cannot drop its warning from the plot.
+NOT_IMPLEMENTED = ": not implemented: "
+CALLS_FAILED = "your functions failed on some calls"
+NO_REFERENCE_ROWS = "the reference's rows are not available"
+WARN = (TRUNCATED, NOT_IMPLEMENTED, CALLS_FAILED)
+TELL = (NO_REFERENCE_ROWS,)
 
 
 def plot_notes(notes: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

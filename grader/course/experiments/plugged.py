@@ -31,6 +31,7 @@ from grader.course.core import Core, open_lesson, own_core
 from grader.course.core import reference as reference_core
 # How the reference's rows are named beside a learner's; the plots draw a series so named
 # as the reference's twin of the learner's, so the name is kept in one place, there.
+from grader.course.experiments.common import CALLS_FAILED, NO_REFERENCE_ROWS, NOT_IMPLEMENTED
 from grader.course.plots import REFERENCE_PREFIX  # noqa: F401
 from grader.engine.cases import digest_of
 from grader.engine.errors import InputError
@@ -177,10 +178,10 @@ class Sides:
                    f"{p.source} defines no {', '.join(p.absent)}: is it your {p.lesson} exercise file?"
                    if p.absent else
                    f"{names} of {p.source} not written yet (the stub raises NotImplementedError)")
-            return [f"rows {rows}: not implemented: {why}"] + self._beside(reference)
+            return [f"rows {rows}{NOT_IMPLEMENTED}{why}"] + self._beside(reference)
         out = [f"rows {rows}: your {names} from {p.source}", *p.notes]
         if p.log is not None and p.log.failures:
-            out.append(f"your functions failed on some calls (the worker's safe fallback answered "
+            out.append(f"{CALLS_FAILED} (the worker's safe fallback answered "
                        f"them): {p.log.summary()}")
         return out + self._beside(reference)
 
@@ -188,7 +189,7 @@ class Sides:
         if reference is not None:
             return [f"rows {REFERENCE_PREFIX}...: the reference's functions"
                     + ("" if has_solution(self.plugged.lesson) else ", recorded when this edition was built")]
-        return ["the reference's rows are not available for these settings: this edition recorded "
+        return [f"{NO_REFERENCE_ROWS} for these settings: this edition recorded "
                 "them at the experiment's default settings only"]
 
 
