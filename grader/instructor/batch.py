@@ -121,7 +121,7 @@ def discover(folder: Path, lesson: str) -> list[Entry]:
         else:
             # Named within the class folder: the student reads this in their feedback, and the
             # instructor's own paths are not theirs to see.
-            paths = " and ".join(os.path.relpath(e.path, root) for e in options)
+            paths = " and ".join(within(e.path, root) for e in options)
             entries.append(Entry(student, options[0].path, f"two submissions: {paths}; keep one"))
     return entries
 

@@ -1,11 +1,11 @@
 """The child process that runs a learner's submission. Standard library only.
 
-Started by grader.engine.sandbox.session as ``python -P -s -S child.py READ_FD WRITE_FD`` (under
-bwrap and setpriv when grader.engine.sandbox.isolation can): no site-packages, no environment
-but PATH, LANG and a fixed PYTHONHASHSEED, no script directory on sys.path, so nothing of the
-grader is importable. Everything it
-learns arrives on READ_FD; everything it says leaves on WRITE_FD. A frame is a 4-byte
-big-endian length and that many bytes of UTF-8 JSON.
+Started by grader.engine.sandbox.session as ``python -P -s -S child.py READ_FD WRITE_FD``
+(under bwrap and setpriv when grader.engine.sandbox.isolation can): no site-packages, no
+environment but PATH, LANG and a fixed PYTHONHASHSEED, no script directory on sys.path, so
+nothing of the grader is importable. Everything it learns arrives on READ_FD; everything
+it says leaves on WRITE_FD. A frame is a 4-byte big-endian length and that many bytes of
+UTF-8 JSON.
 
 Conversation:
   parent -> {"shapes_source", "submission", "filename", "workdir", "limits",
