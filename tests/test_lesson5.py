@@ -423,8 +423,22 @@ def test_goodput_experiment_plot_shows_the_decision_the_target_and_the_rejected_
     assert "each design's own spread over its 3 seeds (±2 standard errors)" in plot.title
     assert "not the paired noise band" in plot.title
     # Without a candidate that rejects, there is no rejected-share panel.
-    plain = experiments.run("goodput", ["rates=1", "rate_from=3", "seeds=2", "requests=20"], COURSE)
+    plain = experiments.run("goodput", ["rates=1", "rate_from=3", "seeds=2", "requests=20", "candidates=gain"],
+                            COURSE)
     assert "rejected share (%)" not in [p.ylabel for p in plain.plot.panels]
+
+
+def test_goodput_experiment_defaults_show_goodput_inviting_a_rollback():
+    """The plain command makes the lesson's point (docs/experiments.md): at 8 and 9 requests
+    per second two candidates raise goodput beyond the paired band and still roll back,
+    while the gain candidate ships."""
+    outcome = experiments.run("goodput", [], COURSE)
+    rows = {(r["rate"], r["design"]): r for r in outcome.table.rows}
+    assert {d for _, d in rows} == {"baseline", "gain", "class", "rejections"}
+    tempting = sorted(k for k, r in rows.items() if k[1] != "baseline"
+                      and r["diff"] - r["diff_band"] > 0 and r["decision"] == "rollback")
+    assert {(8.0, "class"), (8.0, "rejections"), (9.0, "class"), (9.0, "rejections")} <= set(tempting)
+    assert rows[8.0, "gain"]["decision"] == rows[9.0, "gain"]["decision"] == "ship"
 
 
 def test_goodput_experiment_with_one_seed_knows_no_band():
@@ -444,7 +458,7 @@ def test_goodput_experiment_refuses_settings_whose_product_is_too_much_work():
     """Each size within its bound, together 1,600,000 requests to run: refused before any
     run, saying how the product came about. Just at the bound is allowed."""
     with pytest.raises(InputError) as e:
-        experiments.run("goodput", ["rates=100", "seeds=100"], COURSE)
+        experiments.run("goodput", ["rates=100", "seeds=100", "candidates=gain"], COURSE)
     assert str(e.value) == ("--set rates, seeds, requests: 100 rates x 100 seeds x 2 designs is 20,000 runs "
                             "of 80 requests, 1,600,000 in all; at most 500,000 (each setting is within its "
                             "bound, but they multiply)")

@@ -30,8 +30,11 @@ from reference.shapes import ReleaseRule, RunSummary
 from reference.workload import with_overrides
 
 _RULE = ReleaseRule()
+# The default candidates show the lesson's point on the plain command: gain ships once the
+# small card runs out of pages, while class and rejections raise goodput at high rates and
+# still roll back (a class loses its SLO; requests are turned away).
 KNOBS = (
-    Knob("candidates", ("gain",), "candidate designs of the release suite to compare with the baseline",
+    Knob("candidates", ("gain", "class", "rejections"), "candidate designs of the release suite to compare with the baseline",
          "words", choices=KINDS),
     Knob("rate_from", 3.0, "lowest request rate (requests per second)", "float", minimum=0.01),
     Knob("rate_to", 9.0, "highest request rate", "float", minimum=0.01),
