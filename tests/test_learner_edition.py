@@ -123,6 +123,28 @@ def test_manifest_every_lesson_and_what_ships(release):
         assert missing_imports(out, ".".join(parts), anywhere=False) == [], rel
 
 
+def test_the_learners_pages_ship_and_what_they_name_is_there(release):
+    """docs/learners.md is written for the edition's holder too: it ships, with the worker's
+    semantics and the experiments' page it links to; the README points at them. Every file
+    or folder they name is in the edition (the course's tests, said to be the course's, aside),
+    and the instructors' and developers' pages stay behind."""
+    out, _ = release
+    shipped = sorted(p.name for p in (out / "docs").iterdir())
+    assert shipped == ["experiments.md", "learners.md", "worker.md"]
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    for name in shipped:
+        assert (out / "docs" / name).read_bytes() == (ROOT / "docs" / name).read_bytes()
+        assert f"`{name}`" in readme
+        text = (out / "docs" / name).read_text(encoding="utf-8")
+        for link in re.findall(r"\]\(([a-z_-]+\.md)", text):
+            assert (out / "docs" / link).is_file(), (name, link)
+        for path in re.findall(r"`((?:assignments|reference|grader|rubrics|docs|tests)/[A-Za-z0-9_./-]*)`", text):
+            if path.startswith("tests/"):
+                assert "course's" in text[max(0, text.index(path) - 60):text.index(path)], (name, path)
+            else:
+                assert (out / path.rstrip("/")).exists(), (name, path)
+
+
 def test_the_self_proof_ran_and_the_baselines_earn_at_most_half(release):
     _, manifest = release
     lines = "\n".join(manifest.proof)

@@ -50,6 +50,10 @@ LEFT_OUT = (                           # never in the learner edition
     Path("grader") / "expectations",   # rebuilt for each release
     Path("grader") / MARKER.name,
 )
+# The pages written for learners (docs/learners.md says it is for the edition's holder too):
+# the commands, the worker's semantics and what each experiment shows. The instructors',
+# authors' and developers' pages stay with the course.
+LEARNER_DOCS = ("learners.md", "worker.md", "experiments.md")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".*", "*.db", "*.db-*", "*.secret",
                                  "*.egg-info")
 
@@ -233,6 +237,12 @@ def _copy(out: Path, course: Course) -> None:
         shutil.copy2(PACKAGE_ROOT / "pyproject.toml", out / "pyproject.toml")
     for sub in ("assignments", "rubrics"):
         shutil.copytree(course.root / sub, out / sub, ignore=IGNORED, dirs_exist_ok=True)
+    pages = [PACKAGE_ROOT / "docs" / name for name in LEARNER_DOCS]
+    if any(page.is_file() for page in pages):
+        (out / "docs").mkdir(exist_ok=True)
+    for page in pages:
+        if page.is_file():
+            shutil.copy2(page, out / "docs" / page.name)
     for rel in LEFT_OUT:
         path = out / rel
         if path.is_dir():
@@ -471,6 +481,10 @@ def _readme(lessons: tuple[str, ...], published: tuple[str, ...]) -> str:
         the course's baselines for the other decisions (`reference/baselines.py`): naive,
         safe policies, not the answers. The reference's figures for the public cases were
         recorded when this edition was built (`grader/expectations/`).
+
+        More to read in `docs/`: `learners.md` (every command, and how to read what it
+        prints), `worker.md` (what the worker does with your answers) and `experiments.md`
+        (what each experiment shows).
         {shown}
         > The service-cost model is synthetic: a teaching model, not a measurement of any
         > engine or GPU.
