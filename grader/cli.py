@@ -433,10 +433,10 @@ def _release(args, course) -> int:
 
 
 def _sheet(args, course) -> int:
-    from grader.course.sheet import load_sheet, read_file, unfilled
+    from grader.course.sheet import blocking, load_sheet, read_file, unfilled
     path = Path(args.file)
     sheet, problems = load_sheet(path, course)
-    if args.action == "validate" or problems:
+    if args.action == "validate" or blocking(problems):
         blanks = unfilled(sheet if sheet is not None else read_file(path)[0], problems)
         if args.json:
             print(json.dumps({"file": str(path), "valid": not problems,
@@ -454,7 +454,7 @@ def _sheet(args, course) -> int:
     chosen, opened = core.default(course, own=args.own)
     with opened:
         print(replay.run_sheets(sheet, path, course, args.workload, args.seeds, args.baseline, args.json,
-                                plot, core=chosen))
+                                plot, core=chosen, worked=problems))
     return 0
 
 

@@ -496,6 +496,39 @@ def test_run_command_refuses_an_invalid_sheet(tmp_path, capsys):
     assert "line 1: chunk_rule.gap_budget_s: missing key (required)" in capsys.readouterr().out
 
 
+def test_a_wrong_worked_number_is_reported_but_does_not_stop_a_replay(tmp_path, capsys):
+    """A worked number is the learner's arithmetic, which a replay never reads: validate
+    still reports it (exit 2), run replays the sheet as if it were right and says which
+    numbers are wrong, in its text and its JSON, for the sheet and for its baseline."""
+    right, wrong = worked_sheet(), worked_sheet()
+    wrong["chunk_rule"]["worked"]["first_chunk_tokens"] = 1760        # a candidate, not the largest
+    wrong["request_contract"]["pool_pages"] = 30719
+    files = {}
+    for name, data in (("right", right), ("wrong", wrong)):
+        files[name] = tmp_path / f"{name}.yaml"
+        files[name].write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["sheet", "validate", str(files["wrong"])]) == 2
+    assert "chunk_rule.worked.first_chunk_tokens" in capsys.readouterr().out
+    runs = {}
+    for name in ("right", "wrong"):
+        assert main(["sheet", "run", str(files[name]), "--seeds", "4,5", "--json"]) == 0
+        runs[name] = json.loads(capsys.readouterr().out)
+    assert runs["wrong"]["figures"] == runs["right"]["figures"] and runs["right"]["worked_problems"] == []
+    assert sorted((p["file"], p["path"]) for p in runs["wrong"]["worked_problems"]) == [
+        (str(files["wrong"]), "chunk_rule.worked.first_chunk_tokens"),
+        (str(files["wrong"]), "request_contract.pool_pages")]
+    assert main(["sheet", "run", str(files["right"]), "--seeds", "4,5", "--baseline", str(files["wrong"])]) == 0
+    notes = [l for l in capsys.readouterr().out.splitlines() if l.startswith("note: ")]
+    assert len(notes) == 2 and all(l.startswith(f"note: {files['wrong']}: line ") for l in notes)
+    assert all(l.endswith("(a worked number: this replay does not read it; grader sheet validate lists "
+                          "every problem)") for l in notes)
+    # Anything else wrong still stops it, the worked numbers listed with it.
+    wrong["chunk_rule"]["rule"] = "budgett"
+    files["wrong"].write_text(yaml.safe_dump(wrong, sort_keys=False))
+    assert main(["sheet", "run", str(files["wrong"]), "--seeds", "4,5"]) == 2
+    assert "chunk_rule.rule: expected one of" in capsys.readouterr().out
+
+
 def test_a_lifted_contract_rule_lifts_the_specs_of_each_call():
     """The contract knobs lift a rule's limit on the specs it is asked with; the lifted specs
     are made once per pair of specs, so a call with other specs must see its own lifted."""

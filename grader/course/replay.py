@@ -316,12 +316,13 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
 
 def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: str | None,
                baseline: str | None, as_json: bool, plot: Path | None = None,
-               core: Core | None = None) -> str:
+               core: Core | None = None, worked: Sequence = ()) -> str:
     """``grader sheet run``: the sheet's figures, and with a baseline sheet lesson 5's decision,
     on ``core`` (default: the reference's); with ``plot`` (checked by the caller) the same
-    figures as a picture."""
+    figures as a picture. ``worked``: the sheet's wrong worked numbers, which the replay does
+    not read; they are reported with the baseline's, not a reason to stop."""
     import json
-    from grader.course.sheet import load_sheet
+    from grader.course.sheet import blocking, load_sheet
     from grader.course.trials import rule_from
     core = core or reference_core()
     decision = None
@@ -332,10 +333,12 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
     text = [render_figures(f"{path} on {bench.source}", out["figures"])]
     if core.note:
         text.insert(0, f"decisions: {core.note}")
+    wrong = [(str(path), p) for p in worked]
     if baseline:
         base, problems = load_sheet(Path(baseline), course)
-        if problems:
-            raise InputError(baseline, f"does not validate ({problems[0]}); see grader sheet validate")
+        if blocking(problems):
+            raise InputError(baseline, f"does not validate ({blocking(problems)[0]}); see grader sheet validate")
+        wrong += [(baseline, p) for p in problems]
         before = replay(bench.model, design("baseline", base, bench.worker), bench.workload, bench.seeds,
                         core=core)
         rule = rule_from((base.get("release_criteria") or {}).get("rule"), f"{baseline}: release_criteria.rule")
@@ -366,4 +369,8 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
         gate = "your own qualify" if core.note else "the course's rules (every token's deadline)"
         text.append(f"Requests are qualified by {gate}, whatever the sheet's own gate says; the "
                     "service-cost model is synthetic.")
+    out["worked_problems"] = [{"file": f, "path": p.path, "line": p.line, "message": p.message}
+                              for f, p in wrong]
+    text += [f"note: {f}: {p} (a worked number: this replay does not read it; grader sheet validate "
+             f"lists every problem)" for f, p in wrong]
     return json.dumps(out, sort_keys=True) if as_json else "\n".join(text)

@@ -57,9 +57,17 @@ class Problem:
     path: str          # where in the file, e.g. chunk_rule.rule or causes[1].evidence
     message: str       # what is wrong and what was expected
     line: int | None = None   # the line it is on (a missing key: the mapping it belongs in)
+    # A worked number that disagrees with the section's own model, worker or cost model: a
+    # replay never reads one (policy_sheet keeps the knobs only), so it does not stop one.
+    worked: bool = False
 
     def __str__(self) -> str:
         return (f"line {self.line}: " if self.line else "") + f"{self.path}: {self.message}"
+
+
+def blocking(problems) -> list[Problem]:
+    """The problems that stop a replay: all but the wrong worked numbers."""
+    return [p for p in problems if not p.worked]
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -215,7 +223,7 @@ def _contract_problems(rc: Mapping) -> Iterator[Problem]:
         return
     g = Geometry.of(*machine_of({"request_contract": rc}))
     for path, message in worked.contract_problems(rc, g):
-        yield Problem(path, message)
+        yield Problem(path, message, worked=True)
 
 
 def _known_path(schema: dict, parts: list[str]) -> bool:
@@ -252,7 +260,7 @@ def sheet_problems(sheet: Mapping, schema: Path) -> list[Problem]:
                                f"{rc['page_tokens']}-token pages"))
     if chunk and not any(p.path.startswith("chunk_rule.") for p in nonfinite):     # no NaN to time
         page = rc["page_tokens"] if rc else worked.PAGE_TOKENS
-        out += [Problem(path, message) for path, message in worked.chunk_problems(chunk, page)]
+        out += [Problem(path, message, worked=True) for path, message in worked.chunk_problems(chunk, page)]
     classes = [c["name"] for c in (sheet.get("release_criteria") or {}).get("slo_classes", [])]
     for name in sorted({n for n in classes if classes.count(n) > 1}):
         out.append(Problem("release_criteria.slo_classes", f"class {name!r} is listed twice"))
@@ -298,7 +306,7 @@ def load_sheet(path: Path, course) -> tuple[Any, list[Problem]]:
     if problems:
         return None, problems
     problems = with_lines(raw, validate_sheet(data, course))
-    return (None if problems else data), problems
+    return (None if blocking(problems) else data), problems
 
 
 # ---- what the worker runs ---------------------------------------------------------------------
