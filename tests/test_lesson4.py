@@ -91,11 +91,21 @@ WRONG = {
     "key_nul_scope": {"key-scope-separation"},
     "key_decimal_lengths": {"key-scope-separation"},
     "key_raw_parent": {"key-position"},
+    # Lossy or short keys: scopes a transcoding or a cut merges, a length that wraps, and a
+    # digest too short to keep a busy cache's blocks apart (judged on the key space shown).
+    "key_ascii_replace": {"key-scope-separation"},
+    "key_scope_cut": {"key-scope-separation"},
+    "key_length_wraps": {"key-scope-separation"},
+    "key_short_digest": {"key-scope-separation"},
+    # Entries of an ended request no worker path reaches, judged all the same.
+    "launch_revives": {"table-cancel-stops"},
+    "renotify_on_cancel": {"table-cancel-stops"},
 }
 # Consequences a mistake may also cost: fewer pages published or usable keys share less.
 MAY_ALSO = {
     "publish_positions": ({"publishable-pages"}, {"run-hit-rate"}),
-    "key_grows": ({"key-position"}, {"run-hit-rate"}),
+    # It embeds the scope's text too: a 520-character scope outgrows 512 characters.
+    "key_grows": ({"key-position", "key-scope-separation"}, {"run-hit-rate"}),
 }
 # A hit on another tenant's page is no hit: a key that finds those may find fewer of its own.
 ALSO = {"key_without_scope": {"run-hit-rate"}}
@@ -498,6 +508,19 @@ def test_the_key_search_asks_at_most_the_1500_inputs_the_readme_promises_all_dif
     from grader.lessons import key_search
     asked = key_search.inputs([key(*t) for t in key_search.SCOUTS])
     assert 1400 <= len(asked) <= 1500 and len(set(asked)) == len(asked)
+
+
+def test_the_key_space_is_the_alphabet_to_the_longest_key_and_64_bits_pass():
+    """8 hexadecimal characters take 16 + 16^2 + ... + 16^8 = 4,581,298,448 values, 32.09
+    bits; 16 take 16^16 * 16/15 + ..., just over 64 bits, which is enough. Any character
+    outside the small alphabets (a readable key holds its scope) is not judged."""
+    from grader.lessons.key_search import key_space
+    name, longest, bits = key_space(["0a1b2c3d", "ffff", "9"])
+    assert (name, longest) == ("hexadecimal", 8) and 32.09 < bits < 32.10
+    assert key_space(["0123456789abcdef"]) is None
+    assert key_space(["0123456789ABCDEF"[:15]])[:2] == ("hexadecimal", 15)
+    assert key_space(["QUJD+/=="]) [0] == "base64"
+    assert key_space(["3:abc0:7,8", "\u00e9"]) is None and key_space([]) is None
 
 
 def test_readable_glue_reads_every_scouts_key_that_is_text():

@@ -13,8 +13,10 @@ collides only on inputs built for its own framing, so the grader searches for th
    built from boundary material (the glue seen, separators, NUL, digits, the length of each
    field written as 1, 2, 4 or 8 bytes either way or as digits with each terminator, empty
    and one-token blocks, scopes that are prefixes of each other): a field moved across a
-   boundary, a raw field before a length-prefixed one, tokens moved between the parent and
-   the block, token texts that join alike;
+   boundary, a raw field before a length-prefixed one, a one-byte length that wraps at 256,
+   tokens moved between the parent and the block, token texts that join alike, and scopes
+   that a lossy mapping of the name merges (a character outside ASCII replaced or dropped,
+   punctuation a sanitiser rewrites, a long name cut short);
 3. a seeded sample of inputs composed from the same material, for what no family names.
 
 Every input is asked once, in one batch, and bounded (BUDGET inputs in all). A collision is
@@ -24,6 +26,7 @@ rule it breaks: two scopes, else two positions (parent or block).
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -35,6 +38,10 @@ GLUE = ("", "\x00", "|", ":", ",", ";", " ", "\n", "\t", "/", "#", "-", "_", "."
         "||", "::", "\r\n", "\\", "'", '"', "), (", "][")
 JOINS = (",", "", " ", "|", ":", ";", "-", "_", ".", "\x00", "\n", "/")
 Triple = tuple             # (scope, parent_key, block_tokens)
+LOSSY = (("caf\u00e9", "caf\u00e8"), ("caf\u00e9", "caf?"), ("caf\u00e9", "caf"),
+         ("tenant-\u03b1", "tenant-\u03b2"), ("\u682a\u5f0f", "\u4f1a\u793e"),
+         ("\U0001f642", "\U0001f643"), ("acme.corp", "acme_corp"), ("acme corp", "acme-corp"),
+         ("acme/eu", "acme_eu"), ("s" * 80 + "x", "s" * 80 + "y"), ("s" * 300 + "x", "s" * 300 + "y"))
 
 
 def _formats() -> list[Callable[[int], str]]:
@@ -132,6 +139,15 @@ def pairs(m: Material) -> list[tuple[Triple, Triple]]:
                  ((256,), (0,)), ((257,), (1,)), ((31999,), (31999 % 256,)), ((1, 0), (1,))):
         out.append((("acme", "", x), ("acme", "", y)))
         out.append((("acme", "9b8a7f", x), ("acme", "9b8a7f", y)))
+    # Scopes a lossy mapping of the name merges: one character for another outside ASCII
+    # (a transcoding that replaces or drops what it cannot encode), punctuation a sanitiser
+    # rewrites, names cut at a length.
+    for a, b in LOSSY:
+        out.append(((a, "", b0), (b, "", b0)))
+    # A length written in one byte that wraps at 256: a 256-character field reads as an
+    # empty one, so the scope's tail passes for the parent.
+    tail = "b" * 255
+    out.append((("a\x00" + tail, "", b0), ("a", tail + "\x00", b0)))
     # Scopes that are prefixes of each other, and scope/parent swaps.
     for a in m.scopes:
         for b in m.scopes:
@@ -169,6 +185,34 @@ def kind(a: Triple, b: Triple) -> str:
     if a[0] != b[0]:
         return "scope"
     return "parent" if a[1] != b[1] else "block"
+
+
+# Alphabets a digest is written in, smallest first: a key drawn from one, at most so many
+# characters long, takes at most so many values, whatever function made it.
+ALPHABETS = (("hexadecimal", "0123456789abcdef"), ("hexadecimal", "0123456789ABCDEF"),
+             ("hexadecimal", "0123456789abcdefABCDEF"),
+             ("base64", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_"),
+             ("printable ASCII", "".join(map(chr, range(32, 127)))))
+MIN_BITS = 64              # below it, a cache of 10^5 blocks meets a chance collision
+
+
+def key_space(keys: Iterable[str]) -> tuple[str, int, float] | None:
+    """(alphabet, longest key, bits) when every key is a short string of one small alphabet
+    and so can take fewer than 2^MIN_BITS values; None when the keys may take more.
+
+    Different inputs then share a key by chance, on inputs no search can aim at (a
+    birthday collision among the blocks a busy cache holds), so it is judged on the key
+    space the answers show, not on a pair found."""
+    keys = [k for k in keys if isinstance(k, str) and k]
+    if not keys:
+        return None
+    chars, longest = set().union(*map(set, keys)), max(map(len, keys))
+    for name, alphabet in ALPHABETS:
+        if chars <= set(alphabet):
+            n = len(alphabet)
+            bits = math.log2(sum(n ** i for i in range(1, longest + 1)))
+            return (name, longest, bits) if bits < MIN_BITS else None
+    return None
 
 
 def collisions(answers: Iterable[tuple[Triple, str]]) -> dict[str, tuple[Triple, Triple, str]]:

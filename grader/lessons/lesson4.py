@@ -214,6 +214,17 @@ def hidden_probes(secret: bytes) -> list[Case]:
         published = frozenset(int(x) for x in range(first, n) if g.random() < 0.15)
         cases.append(_publish_case(offered_pages(pt, prompt, written, first, published), f"publish#{i}",
                                    "hidden", f"hidden offer: {_show_pages(pt, prompt, written, first, published)}"))
+    # Drawn after the rest, so the draws above stay what they were: scopes one character
+    # apart, which a lossy mapping of the name (a transcoding, a sanitiser) merges, and long
+    # scopes, which a key that cuts them merges and one that embeds them outgrows 512 with.
+    for _ in range(8):
+        name, block = _name(g, 2, 8), _block(g)
+        i = int(g.integers(0, len(name)))
+        add(KeyPair("scope", (name, "", block), (name[:i] + str(g.choice(_ALPHABET)) + name[i + 1:], "", block)),
+            "hidden scopes one character apart")
+    long, block = _name(g, 513, 600), _block(g)
+    add(KeyPair("scope", (long, "", block), (long[:-1] + ("y" if long[-1] != "y" else "z"), "", block)),
+        "hidden long scopes")
     return cases
 
 

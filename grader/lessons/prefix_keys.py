@@ -65,20 +65,34 @@ def _ask_inputs(ctx: CheckContext, triples: list) -> list[Answer]:
     return ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
 
 
-def searched(ctx: CheckContext) -> dict:
-    """Collisions the search finds against the learner's own encoding (key_search), among
-    the probes' answers and the search's: {kind: (input, other input, their key)}."""
+@dataclass(frozen=True)
+class Searched:
+    """What the search shows: the first collision per kind, {kind: (input, other input,
+    their key)}, and why the keys seen can take too few values ("" when they can)."""
+    collisions: dict
+    small_space: str
+
+
+def searched(ctx: CheckContext) -> Searched:
+    """The search against the learner's own encoding (key_search), judged on the probes'
+    answers and the search's together."""
     keys = key_answers(ctx)
     memo = ("key-search", tuple(keys))
     if memo not in ctx.memo:
         if not_implemented([x for _, got in keys.values() for x in got]):
-            ctx.memo[memo] = {}
+            ctx.memo[memo] = Searched({}, "")
             return ctx.memo[memo]
         scouts = _ask_inputs(ctx, list(key_search.SCOUTS))
         triples = key_search.inputs([a.value for a in scouts if not _usable(a)])
         asked = list(zip(key_search.SCOUTS, scouts)) + list(zip(triples, _ask_inputs(ctx, triples)))
         asked += [(t, got[0]) for t, (_, got) in keys.items()]
-        ctx.memo[memo] = key_search.collisions((t, a.value) for t, a in asked if not _usable(a))
+        usable = [(t, a.value) for t, a in asked if not _usable(a)]
+        space = key_search.key_space(k for _, k in usable)
+        small = "" if space is None else (
+            f"every key is at most {space[1]} characters of {space[0]}: about 2^{int(space[2])} keys "
+            f"at most, so among the blocks a busy cache holds two inputs share a key by chance, "
+            f"two scopes among them (a key needs at least {key_search.MIN_BITS} bits)")
+        ctx.memo[memo] = Searched(key_search.collisions(usable), small)
     return ctx.memo[memo]
 
 
@@ -118,9 +132,17 @@ def _pair_measure(ctx: CheckContext, kinds: tuple, noun: str) -> Measure:
         return Measure(0.0, stub)
     measure = grade_answers(answers, _distinct, noun)
     found = searched(ctx)
-    hit = next((found[k] for k in ("scope", "parent", "block") if k in kinds and k in found), None)
+    hit = next((found.collisions[k] for k in ("scope", "parent", "block")
+                if k in kinds and k in found.collisions), None)
     if hit is None:
-        return measure
+        # A key space too small collides by chance: two scopes are as likely as two positions,
+        # and the scope criterion is the one a shared page across tenants breaks.
+        small = found.small_space if "scope" in kinds else ""
+        if not small:
+            return measure
+        if measure.value < 1.0:
+            return Measure(0.0, f"{measure.feedback}; and {small}", measure.evidence)
+        return Measure(0.0, small, ("key-space",))
     a, b, key = hit
     line = (f"the grader's search against your encoding found two inputs with one key: {show_input(a)} "
             f"and {show_input(b)} both got {key[:40]!r}: {_KIND_WORDS[key_search.kind(a, b)]}")

@@ -147,6 +147,16 @@ class TableFaults:
                 self.add("terminal", [(s, e, f, tr)], "a done request must stay done with no action")
             if f and s in HOLDING and RELEASE in tr.actions:
                 self.add("pinned", [(s, e, f, tr)], "releases pages while a step still pins them")
+        # A request in "cancelling" has ended (cancelled, or finished under a pinning step):
+        # whatever event its table answers, it is not served again and its client, told
+        # once already or never to be told, hears nothing more.
+        for e, f in product(EVENTS, (False, True)):
+            tr = t["cancelling", e, f]
+            if tr.next_state in SERVED:
+                self.add("stop", [("cancelling", e, f, tr)], f"puts a request that has ended back in "
+                                                             f"{tr.next_state!r}, a state the scheduler serves")
+            if NOTIFY in tr.actions:
+                self.add("stop", [("cancelling", e, f, tr)], "notifies the client again after the request ended")
         for s, f in product(SERVED, (False, True)):
             self._cancel_rules([(s, "cancel", f, t[s, "cancel", f])])
             for e in LIVE_EVENTS:
