@@ -119,6 +119,8 @@ EXPECTED_LOSS = {
     # The wrong mechanism for a true cause earns no cause credit, and its evidence credit.
     "wrong_mechanism": {"causes-found": 1.5, "causes-precision": 1.6667, "evidence": 1.0},
     "guess_all": {"causes-precision": 1.6667},
+    # Each true cause named twice, with its own mechanism and another: 2 of 4 causes right.
+    "hedge_mechanism": {"causes-precision": 1.6667, "evidence": 1.0},
     "missed_cause": {"causes-found": 1.5},
     "half_fix": {"causes-found": 1.5, "fix-replayed": 2.0},
     "fix_breaks_reclaim": {"fix-replayed": 2.0},
@@ -159,7 +161,8 @@ def test_feedback_says_what_is_wrong_and_where(demo):
     assert "your claim of C1 (stall_hidden_by_average) earns nothing" in fb("unsupported_claims")["causes-found"]
     assert ("E4, E14, E15 and E17 show outstanding_ignored, but nothing in them ties outstanding_ignored "
             "to C3") in fb("wrong_mechanism")["causes-found"]
-    assert "2 of the 4 changes you named are demonstrated root causes" in fb("guess_all")["causes-precision"]
+    assert "2 of the 4 causes (a change with a mechanism) you named are demonstrated root causes" \
+        in fb("guess_all")["causes-precision"]
     missed = fb("missed_cause")["causes-found"]
     assert "1 of 2 root causes found" in missed and "1 root cause is not demonstrated yet" in missed
     assert "use_after_free violations on your sheet's runs, 0 on R41's" in fb("fix_breaks_reclaim")["fix-replayed"]
@@ -201,7 +204,8 @@ def test_feedback_never_names_the_answer(tmp_path):
     assert "not a root cause" not in text and "is not what" not in text
     assert fault.mechanism not in text and not any(f.fault in text for f in alice.faults)
     precision = next(c.feedback for c in report.criteria if c.id == "causes-precision")
-    assert precision.startswith(f"{len(right['causes']) - 1} of the {len(right['causes']) + 1} changes you named")
+    assert precision.startswith(f"{len(right['causes']) - 1} of the {len(right['causes']) + 1} causes "
+                                "(a change with a mechanism) you named")
     assert harmless.id not in precision and fault.id not in precision
     # And the wrong mechanism costs the cause: recall, precision and evidence all drop.
     assert {"causes-found", "causes-precision", "evidence"} <= set(lost(report))

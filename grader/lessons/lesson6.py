@@ -233,15 +233,18 @@ def causes_precision(ctx: CheckContext, params: dict) -> Measure:
     claims, none = _claims(ctx)
     if none:
         return Measure(0.0, none)
-    named = sorted({c.change for c in claims})
-    right = {c.change for c in claims if c.demonstrated}
+    # A cause is a change with a mechanism: one change named with two mechanisms is two
+    # claims, and the hedge is a wrong one, as the wrong mechanism alone would be.
+    named = sorted({(c.change, c.mechanism) for c in claims})
+    right = {(c.change, c.mechanism) for c in claims if c.demonstrated}
     wrong = [n for n in named if n not in right]
     if not wrong:
-        return Measure(1.0, "every change you named is a root cause, with evidence")
+        return Measure(1.0, "every cause you named is a root cause with its mechanism, with evidence")
     # A count, never which: naming the harmless changes would answer the question.
     unknown = [f"{c.change}: {c.why}" for c in claims if not c.known]
     return Measure(len(right) / len(named),
-                   _elsewhere(ctx) + f"{len(right)} of the {len(named)} changes you named are demonstrated root causes"
+                   _elsewhere(ctx) + f"{len(right)} of the {len(named)} causes (a change with a mechanism) "
+                   f"you named are demonstrated root causes"
                    + (f" ({'; '.join(unknown[:SHOWN])})" if unknown else ""),
                    (f"{len(wrong)} of {len(named)}",))
 

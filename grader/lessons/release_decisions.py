@@ -131,13 +131,14 @@ def _judge_not_ship(case: Case, got: ReleaseDecision) -> str:
 EXACT, NOT_SHIP = _judge_decision, _judge_not_ship
 SIDES = {
     "gain": ((("release-gain",), EXACT), (("rule-fall",), NOT_SHIP)),
-    "noise": ((("release-noise",), EXACT), (("rule-clear-gain",), EXACT)),
-    "rejections": ((("release-rejections",), EXACT), (("rule-rejections-inside",), EXACT)),
-    "class": ((("release-class", "rule-class-rejected"), EXACT), (("rule-class-inside",), EXACT)),
+    "noise": ((("release-noise", "rule-one-pair"), EXACT), (("rule-clear-gain",), EXACT)),
+    "rejections": ((("release-rejections",), EXACT), (("rule-rejections-inside", "rule-rejections-one-class"), EXACT)),
+    "class": ((("release-class", "rule-class-rejected", "rule-class-zero"), EXACT),
+              (("rule-class-inside", "rule-class-excluded", "rule-class-inside-low"), EXACT)),
     "stalls": ((("release-stalls",), NOT_SHIP), (("rule-tpot-worse",), EXACT)),
     "min_gain": ((("rule-under-min-gain",), EXACT), (("rule-clear-gain",), EXACT)),
-    "fall": ((("rule-fall",), EXACT), (("rule-clear-gain",), EXACT)),
-    "pairing": ((("rule-paired",), EXACT), (("rule-paired-small",), EXACT)),
+    "fall": ((("rule-fall",), EXACT), (("rule-clear-gain", "rule-fall-inside"), EXACT)),
+    "pairing": ((("rule-paired", "rule-paired-stray"), EXACT), (("rule-paired-small",), EXACT)),
 }
 
 

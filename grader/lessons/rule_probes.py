@@ -21,7 +21,25 @@ both sides of its decision:
   allowance and goodput rises: rollback;
 - ``class-inside``: one class dips, inside the guard, and goodput rises: ship;
 - ``rejections-inside``: the rejected share rises, inside its allowance, and goodput rises: ship;
-- ``tpot-worse``: the mean TPOT gets worse and goodput rises: ship (the TPOT decides nothing).
+- ``tpot-worse``: the mean TPOT gets worse and goodput rises: ship (the TPOT decides nothing);
+- ``fall-inside``: goodput falls, inside the noise band, and no guard trips: inconclusive (a
+  fall is a rollback only beyond the band);
+- ``one-pair``: a clear gain on the one seed the two sides share: inconclusive (one pair has
+  no spread, so its band is infinite);
+- ``class-excluded``: one class has many more requests its clients cancelled before any miss
+  (excluded), its attainment among the counted requests unchanged, and goodput rises: ship
+  (excluded requests are out of the attainment's denominator);
+- ``class-zero``: one class's attainment falls to zero while goodput rises: rollback (an
+  attainment of 0.0 is a number, not a missing one);
+- ``class-inside-low``: a large class with low attainment dips, inside its guard in points
+  (but by more than the guard as a share of itself, and by more than the guard in good
+  requests per second), while goodput rises: ship;
+- ``rejections-one-class``: the rejected share rises inside its allowance, all of it in one
+  small class whose own rejected share rises beyond it, its attainment unchanged: ship (the
+  allowance is on the service's share);
+- ``paired-stray``: the baseline has a run on a seed the candidate lacks, with a far higher
+  goodput; the paired gain is beyond the band and min_gain: ship (a run without a pair is
+  left out of the baseline's mean goodput too).
 
 Each class has the same number of requests in every run, so pooled and per-run attainment
 are the same number; the other readings (sample or population deviation, each threshold
@@ -53,7 +71,11 @@ def _reference():
 SEEDS = 4
 EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollback", "paired": "ship",
           "paired-small": "inconclusive", "class-rejected": "rollback", "class-inside": "ship",
-          "rejections-inside": "ship", "tpot-worse": "ship"}
+          "rejections-inside": "ship", "tpot-worse": "ship",
+          # Drawn after the kinds above, so their draws stay what they were.
+          "fall-inside": "inconclusive", "one-pair": "inconclusive", "class-excluded": "ship",
+          "class-zero": "rollback", "class-inside-low": "ship", "rejections-one-class": "ship",
+          "paired-stray": "ship"}
 KINDS = tuple(EXPECT)
 NOTES = {
     "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
@@ -66,6 +88,14 @@ NOTES = {
     "class-inside": "one class dips, inside its guard, while goodput rises",
     "rejections-inside": "the rejected share rises, inside its allowance, while goodput rises",
     "tpot-worse": "the mean time per output token gets worse while goodput rises",
+    "fall-inside": "goodput falls, inside the noise band; no guard trips",
+    "one-pair": "a clear gain, on the one seed the baseline and the candidate share",
+    "class-excluded": "one class has many more requests cancelled before any miss; its attainment "
+                      "among the requests that count does not move; goodput rises",
+    "class-zero": "one class loses every good request while goodput rises",
+    "class-inside-low": "a large class with low attainment dips, inside its guard, while goodput rises",
+    "rejections-one-class": "the rejected share rises, inside its allowance, all of it in one small class",
+    "paired-stray": "the baseline has one more run, on a seed the candidate lacks, with a far higher goodput",
 }
 PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
 
@@ -164,6 +194,57 @@ def _build(kind: str, d: _Draw, rule: ReleaseRule):
         return base, cand(around(clear), large_rejected=rejected)
     if kind == "tpot-worse":
         return base, cand(around(clear), tpot=float(g.uniform(1.2, 1.6)))
+    return _build_more(kind, d, rule, base, cand, around, clear, band)
+
+
+def _build_more(kind: str, d: _Draw, rule: ReleaseRule, base, cand, around, clear: int, band: float):
+    g = d.g
+    if kind == "fall-inside":
+        # A fall of at most 40% of the band, the band widened so that it holds a whole request.
+        spread = int(g.integers(3, 6))
+        band = spread * 2 / math.sqrt(3) * rule.noise_k / math.sqrt(SEEDS)
+        fall = max(1, int(0.4 * band))
+        return base, cand([-fall + spread * p for p in PATTERN])
+    if kind == "one-pair":
+        shared = int(g.integers(0, SEEDS))
+        return base, [cand(around(clear))[shared]]
+    if kind == "class-excluded":
+        # A quarter of the class cancelled before any miss, taken from its good and its other
+        # requests in proportion: among the requests that count, its attainment stays.
+        gone = d.small // 4
+        gone_good = round(gone * d.small_good / d.small)
+        good, other = d.small_good - gone_good, d.small - d.small_good - (gone - gone_good)
+        runs = cand(around(clear + gone_good))
+        small = ClassSummary("interactive", d.small, good=good, slow_tokens=other, excluded=gone)
+        return base, [replace(r, classes=(small,) + r.classes[1:]) for r in runs]
+    if kind == "class-zero":
+        return base, cand(around(clear + d.small_good), small_lost=d.small_good)
+    if kind == "class-inside-low":
+        # The dipping class is large (several requests a second) and mostly late: 40% of the
+        # guard in points is more than the guard as a share of its attainment, and more than
+        # the guard in good requests per second.
+        d.small = int(g.integers(300, 401))
+        d.small_good = int(round(d.small * g.uniform(0.2, 0.3)))
+        d.window = float(g.integers(40, 61))
+        lost = max(1, int(d.small * rule.max_class_drop * 0.4))
+        clear = max(d.gain(rule.min_gain * 3), int(4 * band) + 1)
+        return ([d.run(s, 0) for s in d.seeds],
+                [d.run(s, 0, large_gain=x, small_lost=lost) for s, x in zip(d.seeds, around(clear + lost))])
+    if kind == "rejections-one-class":
+        # 1.5 times the allowance of the small class's own requests, under half the allowance
+        # of the service's; the class keeps every good request it had.
+        rejected = math.ceil(1.5 * rule.max_rejection_rise * d.small)
+        runs = cand(around(clear))
+        small = ClassSummary("interactive", d.small, good=d.small_good, rejected=rejected,
+                             slow_tokens=d.small - d.small_good - rejected)
+        return base, [replace(r, classes=(small,) + r.classes[1:]) for r in runs]
+    if kind == "paired-stray":
+        # A gain of 1.3 min_gain; a stray baseline run with five times the goodput (a fifth
+        # of the window), counted in the baseline's mean, cuts it under min_gain.
+        gain = max(d.gain(rule.min_gain * 1.3), int(4 * band) + 1)
+        runs = cand(around(gain))
+        stray = replace(d.run(d.seeds[-1] + 17, 0), window_s=d.window / 5)
+        return base + [stray], runs
     raise ValueError(kind)
 
 
@@ -182,13 +263,16 @@ def _share(runs, cls: str, *, rejected_counted: bool = True) -> float:
 # The kinds whose change must be beyond the noise band to be decided as expected: beyond
 # the band of the seeds' own spread too, or a band of two independent samples (the pairing
 # mistake, which the paired kinds are about) would lose them on another kind's criterion.
-BEYOND_ANY_BAND = ("clear-gain", "fall", "class-inside", "rejections-inside", "tpot-worse")
+BEYOND_ANY_BAND = ("clear-gain", "fall", "class-inside", "rejections-inside", "tpot-worse",
+                   "class-excluded", "class-zero", "class-inside-low", "rejections-one-class")
 
 
 def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
     """The clause the kind is about decides it alone: the other clauses stay far from
     deciding, and the mistake the kind is about would decide otherwise."""
     pairs = _reference().paired(baseline, candidate)
+    if kind == "one-pair":                  # one pair: no spread, nothing else to isolate
+        return len(pairs) == 1
     base, cand = [b for b, _ in pairs], [c for _, c in pairs]
     classes = [c.cls for c in base[0].classes]
     goods = lambda runs: [slo.run_goodput(r) for r in runs]
@@ -203,6 +287,9 @@ def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
         blind = [_share(base, c, rejected_counted=False) - _share(cand, c, rejected_counted=False)
                  for c in classes]
         return max(blind) <= 0.7 * rule.max_class_drop
+    if kind == "paired-stray":              # the stray in the baseline's mean would not ship
+        everything = sum(goods(baseline)) / len(baseline)
+        return mean / everything < 0.9 * rule.min_gain
     if kind == "paired":
         by_position = [slo.run_goodput(c) - slo.run_goodput(b) for b, c in zip(baseline, candidate)]
         position_ships = (sum(by_position) / len(by_position) > _band(by_position, rule.noise_k))
