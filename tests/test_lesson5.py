@@ -308,8 +308,9 @@ def test_reference_full_marks_public_and_hidden(reference_grade):
     assert {c.id for c in public.criteria} == ALL
 
 
-def test_different_correct_solution_keeps_full_marks(reference_grade, secret):
-    report = grade("lesson5", L5 / "alt_correct.py", "grade", secret)
+@pytest.mark.parametrize("name", ["alt_correct", "alt_events"])
+def test_different_correct_solution_keeps_full_marks(name, reference_grade, secret):
+    report = grade("lesson5", L5 / f"{name}.py", "grade", secret)
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
 
 

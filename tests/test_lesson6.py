@@ -113,6 +113,7 @@ def test_check_grades_the_practice_incident_the_diagnosis_names(practice, tmp_pa
 # ---- wrong diagnoses lose exactly where they are wrong -------------------------------------
 EXPECTED_LOSS = {
     "alt_correct": {},
+    "alt_minimal": {},
     "absent_evidence": {"evidence": 1.0},
     "irrelevant_evidence": {"evidence": 2.0},
     "unsupported_claims": {"causes-found": 3.0, "causes-precision": 2.0, "evidence": 2.0},
@@ -125,6 +126,8 @@ EXPECTED_LOSS = {
     "half_fix": {"causes-found": 1.5, "fix-replayed": 2.0},
     "fix_breaks_reclaim": {"fix-replayed": 2.0},
     "fix_not_in_sheet": {"fix-replayed": 2.0},
+    # A fix of the symptom: the gate sees the stalls, the budget that makes them stays.
+    "gate_only_fix": {"fix-replayed": 2.0},
     "stale_gate": {"rollback-rule": 1.0},
     "rollback_to_regressed": {"rollback-rule": 1.0},
     "invalid_sheet": {"fix-replayed": 2.0, "rollback-rule": 1.0},
