@@ -97,6 +97,7 @@ WRONG = {
     "key_scope_cut": {"key-scope-separation"},
     "key_length_wraps": {"key-scope-separation"},
     "key_short_digest": {"key-scope-separation"},
+    "key_block_summary": {"key-position"},
     # Entries of an ended request no worker path reaches, judged all the same.
     "launch_revives": {"table-cancel-stops"},
     "renotify_on_cancel": {"table-cancel-stops"},

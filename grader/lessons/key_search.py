@@ -14,7 +14,8 @@ collides only on inputs built for its own framing, so the grader searches for th
    field written as 1, 2, 4 or 8 bytes either way or as digits with each terminator, empty
    and one-token blocks, scopes that are prefixes of each other): a field moved across a
    boundary, a raw field before a length-prefixed one, a one-byte length that wraps at 256,
-   tokens moved between the parent and the block, token texts that join alike, and scopes
+   tokens moved between the parent and the block, token texts that join alike, blocks
+   with the same length, ends and sum, and scopes
    that a lossy mapping of the name merges (a character outside ASCII replaced or dropped,
    punctuation a sanitiser rewrites, a long name cut short);
 3. a seeded sample of inputs composed from the same material, for what no family names.
@@ -134,9 +135,11 @@ def pairs(m: Material) -> list[tuple[Triple, Triple]]:
     for sep in JOINS:                                                  # the same from the scope
         out.append((("acme7" + sep, "", (8, 9)), ("acme", "", (7, 8, 9))))
         out.append((("acme" + _text((7, 8), sep), "", ()), ("acme", "", (7, 8))))
-    # Token texts that join alike, and tokens past one byte.
+    # Token texts that join alike, tokens past one byte, and blocks that agree in their
+    # length, ends and sum (a block summarised instead of counted token by token).
     for x, y in (((1, 23), (12, 3)), ((0,), (0, 0)), ((), (0,)), ((1, 2), (12,)), ((10,), (1, 0)),
-                 ((256,), (0,)), ((257,), (1,)), ((31999,), (31999 % 256,)), ((1, 0), (1,))):
+                 ((256,), (0,)), ((257,), (1,)), ((31999,), (31999 % 256,)), ((1, 0), (1,)),
+                 ((1, 2, 3, 4), (1, 3, 2, 4)), ((1, 5, 5, 9), (1, 4, 6, 9))):
         out.append((("acme", "", x), ("acme", "", y)))
         out.append((("acme", "9b8a7f", x), ("acme", "9b8a7f", y)))
     # Scopes a lossy mapping of the name merges: one character for another outside ASCII
