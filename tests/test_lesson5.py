@@ -346,6 +346,8 @@ WRONG = {
     "class_guard_goodput": "class-guard",
     "rejection_per_class": "rejection-guard",
     "rollback_any_fall": "goodput-fall",
+    # An explicit SLO honoured on completed records and not on cancelled ones.
+    "cancel_own_slo": "cancels",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not
@@ -362,7 +364,9 @@ WRONG = {
 # dips a few points.
 MAY_ALSO = {"unpaired_band": {"ship-real-gain", "goodput-fall", "noise-band"}, "cancel_excluded": {"largest-gap"},
             "mean_only": {"paired-seeds", "goodput-fall"}, "rollback_any_fall": {"paired-seeds"},
-            "class_guard_relative": {"noise-band"}}
+            "class_guard_relative": {"noise-band"},
+            # An explicit SLO ignored everywhere is ignored on the cancels passed one too.
+            "own_slo_only": {"cancels"}}
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))

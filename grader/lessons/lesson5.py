@@ -172,10 +172,14 @@ def edge_records(g: np.random.Generator, prefix: str) -> list[tuple[RequestRecor
         ]
         out += [(r, None) for r in made]
         # The same kind of record judged against an SLO passed explicitly: a stricter
-        # what-if turns good into slow, a looser one turns late into good.
+        # what-if turns good into slow, a looser one turns late into good; and for cancels
+        # (a code path of its own), a stricter one turns excluded into slow, a looser one
+        # turns late into excluded.
         strict = Slo(slo.ttft_s, gap / 2)
         loose = Slo(slo.ttft_s * 2, gap)
-        out += [(made[0], strict), (made[1], loose), (made[-2], strict)]
+        named = {r.id: r for r in made}
+        out += [(made[0], strict), (made[1], loose), (made[-2], strict),
+                (named[f"{p}-cancel-streaming"], strict), (named[f"{p}-cancel-queued-late"], loose)]
     return out
 
 
