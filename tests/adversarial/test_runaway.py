@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from grader.engine.sandbox.session import Sandbox
 from grader.engine.validate import InvalidValue, within_domain
 from reference.shapes import ACTIONS, PageInfo
 
@@ -62,3 +63,28 @@ def test_a_lesson4_grade_with_huge_answers_ends_and_says_why(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "at most the 3 the course defines" in done.stdout
     assert f"{HUGE} page indices for" in done.stdout
+
+
+SWELL = '''import os, sys, time
+BODY = b'{"ok":[' + b"[]," * 354983 + b'[]]}'      # 1 MiB + 16 KiB: 3 * 354983 + 11 bytes
+assert len(BODY) == (1 << 20) + (16 << 10)
+
+
+def pages_for(*args):
+    for _ in range(6):
+        os.write(int(sys.argv[2]), len(BODY).to_bytes(4, "big") + BODY)
+    time.sleep(1000)
+'''
+
+
+def test_answers_that_swell_in_the_grader_draw_on_one_allowance():
+    """Each frame parses into 354984 lists (about 25 MB in the grader). Its first 16 KiB
+    are free and 1 MiB of it draws on the 4 MiB allowance: four answers fit, the fifth is
+    refused unparsed, and so is the first of the restarted child (the allowance is the
+    submission's, not a child's). Limits far above what the calls need: no timing."""
+    with Sandbox(SWELL, "exercise.py", call_timeout_s=60, run_timeout_s=600) as box:
+        results = box.call_many("pages_for", [(1, 16)] * 6)
+    assert [r.status for r in results] == ["ok"] * 4 + ["bad"] * 2, results[-1].detail
+    assert all(len(r.value) == 354984 for r in results[:4])
+    assert "answer of 1064960 bytes after 4.0 MiB of large answers" in results[4].detail
+    assert "draws on 4 MiB for the whole submission" in results[5].detail

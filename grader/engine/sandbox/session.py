@@ -14,7 +14,8 @@ How the child is contained (bubblewrap, or a plain process) is grader.engine.san
 job; `Sandbox.isolation` says what was in force, and every report carries it.
 
 The wire protocol (two pipes; a frame is a 4-byte big-endian length, then that many bytes
-of UTF-8 JSON; at most MAX_FRAME bytes):
+of UTF-8 JSON; at most MAX_FRAME bytes, and a child's frames past ANSWER_FREE bytes draw
+on the submission's ANSWER_ALLOWANCE):
   grader -> child  {"shapes_source", "submission", "filename", "workdir", "limits",
                     "require_confinement": bool, "cells": [[first line, cell number], ...]}
   child -> grader  {"isolation": [layers...], "lacks": "..."}    hardened, nothing of the
@@ -65,6 +66,15 @@ STATUSES = ("ok", "raised", "missing", "bad", "timeout", "crashed", "unavailable
 BATCH = 200                 # calls per request frame
 TIMEOUTS_PER_BATCH = 2      # hangs of one function before its other probes are skipped
 MAX_FRAME = 8 << 20         # bytes; a larger frame is an attack or a runaway, not an answer
+# A frame parses into up to ~25 times its size in objects ("[[],[],...]"), and a batch's
+# answers (and a criterion's recorded public ones) are all held before any is validated:
+# 8 MiB frames, one per call, held the grader's memory hostage (about 200 MB an answer).
+# An honest answer is a few hundred bytes, its printed output at most STDOUT_SEND
+# characters (12 bytes each as JSON escapes): the first ANSWER_FREE bytes of every frame
+# are free, and only the rest of a larger one draws on a submission's ANSWER_ALLOWANCE,
+# shared by all its children. Past it a large frame is refused before it is parsed.
+ANSWER_FREE = 16 << 10
+ANSWER_ALLOWANCE = 4 << 20
 READ_CHUNK = 1 << 16        # bytes per read of the child's answers (a pipe holds 64 KiB)
 MAX_INT_DIGITS = 40         # validate bounds ints far below this; longer is refused at parse
 STDOUT_SEND = 1024          # characters of printed output kept per call
@@ -500,6 +510,7 @@ class Sandbox:
         self._plan = containment.plan(isolation, PYTHON, CHILD, d.tmp_bytes)
         self._require = bool(require_confinement)
         self._lacks: str | None = None      # what confinement the child lacks ("" none)
+        self._bulk_spent = 0                # bytes of frames beyond ANSWER_FREE each
         self._child: _Child | None = None
         self._holder: list = [None]      # what the finalizer kills if close() is never called
         self._pins: list = []            # the CPU pinning of each load (affinity), undone at close
@@ -744,6 +755,7 @@ class Sandbox:
             for _ in calls:
                 # Each call gets call_timeout_s from the answer before it (or from the send).
                 frame = child.recv(min(time.monotonic() + self.call_timeout_s, budget_end))
+                self._draw(len(frame))
                 results.append(self._result(calls[len(results)][0], frame))
         except _Timeout:
             fname = calls[len(results)][0]
@@ -769,6 +781,18 @@ class Sandbox:
         finally:
             self.budget.charge(time.monotonic() - t0)
         return results
+
+    def _draw(self, size):
+        """Charge a frame of ``size`` bytes to the allowance; _Protocol when it is spent."""
+        extra = size - ANSWER_FREE
+        if extra <= 0:
+            return
+        if self._bulk_spent + extra > ANSWER_ALLOWANCE:
+            raise _Protocol(f"sent an answer of {size} bytes after {self._bulk_spent / 2**20:.1f} MiB "
+                            f"of large answers (every answer over {ANSWER_FREE >> 10} KiB draws "
+                            f"on {ANSWER_ALLOWANCE >> 20} MiB for the whole submission; the "
+                            f"course's answers are a few hundred bytes)")
+        self._bulk_spent += extra
 
     def _result(self, fname, frame):
         msg, rejected = _parse(frame)
