@@ -10,7 +10,8 @@ import time
 import pytest
 
 from grader.engine.sandbox import CallResult, Sandbox, SandboxError, isolation, session
-from grader.engine.sandbox.child import closed_to_others
+from grader.engine.sandbox.child import (LL_READ_DIR, closed_to_others, installed_packages,
+                                         readable_beneath)
 from grader.engine.validate import coerce
 from reference.shapes import (AdmissionRequest, ChunkContext, CostModel, LedgerView, PageInfo,
                               Slo, Verdict)
@@ -452,6 +453,31 @@ def test_the_fallback_is_confined_a_uid_of_its_own_and_landlock(tmp_path):
         assert uid == 65534 and "uid 65534 with no capabilities" in text
         closed = any(closed_to_others(p) for p in (sysconfig.get_path("stdlib"),))
         assert ("file access as uid 0" in text) == closed       # said, not hidden
+
+
+def test_landlock_reads_a_library_folder_but_not_the_packages_inside_it(tmp_path):
+    """The fallback's Landlock allows folders it may read, and only allows: a standard
+    library folder holding site-packages is allowed entry by entry around it, its own
+    listing alone where a packages folder lies below (the import system lists it)."""
+    lib = tmp_path / "lib"
+    for folder in ("python3.11/json", "python3.11/site-packages/reference",
+                   "python3/dist-packages/yaml", "x86_64-linux-gnu"):
+        (lib / folder).mkdir(parents=True)
+    (lib / "python3.11" / "os.py").write_text("")
+    (lib / "libc.so").write_text("")
+    (lib / "python3.11" / "escape").symlink_to(lib / "python3.11" / "site-packages")
+    stdlib = lib / "python3.11"
+    hidden = installed_packages([str(stdlib), str(lib)])
+    assert hidden == {str(stdlib / "site-packages"), str(lib / "python3" / "dist-packages")}
+    everything = 0b111
+    assert sorted(readable_beneath(str(lib), hidden, everything)) == sorted([
+        (str(lib), LL_READ_DIR), (str(lib / "libc.so"), everything),
+        (str(lib / "x86_64-linux-gnu"), everything),
+        (str(lib / "python3"), LL_READ_DIR),
+        (str(stdlib), LL_READ_DIR), (str(stdlib / "json"), everything),
+        (str(stdlib / "os.py"), everything)])
+    assert readable_beneath(str(stdlib / "site-packages"), hidden, everything) == []
+    assert readable_beneath(str(stdlib / "json"), hidden, everything) == [(str(stdlib / "json"), everything)]
 
 
 def test_cpu_limit_kills_a_runaway_the_wall_clock_would_allow():

@@ -307,7 +307,10 @@ def install_landlock(libc, workdir):
             read_dir = LL_READ_FILE | LL_READ_DIR
             write_dir = read_dir | LL_WRITE_FILE | LL_REMOVE_DIR | LL_REMOVE_FILE | LL_MAKE_DIR \
                 | LL_MAKE_REG | (LL_TRUNCATE if abi >= 3 else 0)
-            rules = [(p, read_dir) for p in [*sys.path, *LIBRARY_DIRS]] + [(workdir, write_dir)]
+            roots = [*sys.path, *LIBRARY_DIRS]
+            hidden = installed_packages(roots)
+            rules = [rule for p in roots for rule in readable_beneath(p, hidden, read_dir)]
+            rules.append((workdir, write_dir))
             for path, allowed in rules:
                 try:
                     fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -331,6 +334,46 @@ def install_landlock(libc, workdir):
                "its working directory%s)" % (abi, ", no signals out" if scoped else "")
     except Exception:
         return ""
+
+
+PACKAGE_DIRS = ("site-packages", "dist-packages")
+
+
+def installed_packages(roots):
+    """The installed-packages folders inside the readable roots (the interpreter's own
+    lib/python3.X/site-packages, /usr/lib/python3/dist-packages, /usr/local/lib/python3.X/...):
+    a course installed without -e, the grader and its gradebook driver may be in them, and
+    a submission imports the standard library and reference.shapes only, as under bwrap."""
+    import glob
+    found = set()
+    for root in roots:
+        for name in PACKAGE_DIRS:
+            for pattern in (name, os.path.join("python3*", name)):
+                found.update(os.path.realpath(p) for p in glob.glob(os.path.join(root, pattern)))
+    return found
+
+
+def readable_beneath(root, hidden, allowed):
+    """Landlock rules that let `root` be read except for the `hidden` folders beneath it.
+    Landlock only allows, so a folder on the way to a hidden one is allowed its listing
+    alone (the import system lists each sys.path folder) and each of its other entries in
+    full. Symbolic links are not followed: a rule on one would allow its target, and what
+    one leads to is reachable under its own rule or not at all."""
+    real = os.path.realpath(root)
+    if real in hidden:
+        return []
+    if not any(h.startswith(real.rstrip("/") + "/") for h in hidden) or not os.path.isdir(real):
+        return [(real, allowed)]
+    rules = [(real, LL_READ_DIR)]
+    try:
+        names = os.listdir(real)
+    except OSError:
+        return rules
+    for name in names:
+        path = os.path.join(real, name)
+        if not os.path.islink(path):
+            rules += readable_beneath(path, hidden, allowed)
+    return rules
 
 
 # seccomp: the system calls a computing interpreter needs, by number on each architecture

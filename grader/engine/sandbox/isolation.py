@@ -191,6 +191,12 @@ def _package_dirs() -> list[str]:
         found.update(site.getsitepackages())
     except AttributeError:          # some virtualenvs' site module lacks it
         pass
+    # A virtual environment's interpreter reports its own folders only; the base
+    # interpreter's, inside the standard library folder that is bound, would be visible
+    # (a course installed there without -e, or its editable finder naming the course).
+    for root in _interpreter_files():
+        found.update(glob.glob(os.path.join(root, "site-packages")))
+        found.update(glob.glob(os.path.join(root, "dist-packages")))
     for root in LIBRARY_DIRS + ("/usr/local/lib",):
         found.update(glob.glob(os.path.join(root, "python3*", "site-packages")))
         found.update(glob.glob(os.path.join(root, "python3*", "dist-packages")))
