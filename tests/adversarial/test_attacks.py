@@ -53,10 +53,10 @@ PLACEHOLDER = "TARGETS = {}  # the test writes the real paths here"
 STABLE = ("score", "max_score", "criteria", "cases", "isolation", "rubric_version", "mode")
 
 READS = ["read_secret_file", "read_hidden_workloads", "read_reference", "read_gradebook",
-         "read_environment"]
+         "read_environment", "read_installed_packages"]
 SAFE = ["loop_forever", "sleep_forever", "memory_bomb", "flood_output", "exit_sys",
         "exit_os", "fake_result", "monkeypatch_grader", "hostile_values", "mutate_args",
-        "crash_interpreter", "network"]
+        "crash_interpreter", "network", "swelling_answers"]
 ESCAPES = READS + ["write_outside", "fork_bomb", "threads_and_children", "kill_parent",
                    "run_the_reference", "raw_syscalls", "tamper_gradebook"]
 ALL = ESCAPES + SAFE
@@ -261,6 +261,7 @@ SAYS = {"loop_forever": "did not return in time", "sleep_forever": "did not fini
         "crash_interpreter": "SIGSEGV", "hostile_values": "returned something unusable",
         "flood_output": "returned str 'flooded', expected int", "mutate_args": "returned str 'mutated'",
         "monkeypatch_grader": "returned str 'patched-encode'", "fake_result": "returned str 'forged'",
+        "swelling_answers": "draws on 4 MiB for the whole submission",
         "fork_bomb": "bomb failed: fork: PermissionError, shell: PermissionError, "
                      "spawn: PermissionError"}
 
