@@ -455,6 +455,33 @@ def test_the_fallback_is_confined_a_uid_of_its_own_and_landlock(tmp_path):
         assert ("file access as uid 0" in text) == closed       # said, not hidden
 
 
+FILL_DISK = textwrap.dedent('''
+    def fill(files):
+        written = 0
+        try:
+            for i in range(files):
+                with open("f%d" % i, "wb") as f:
+                    f.write(b"x" * (1 << 20))
+                written += 1
+        except OSError as exc:
+            return [written, type(exc).__name__]
+        return [written, ""]
+''')
+
+
+def test_the_working_directory_holds_16_mib_in_both_modes(mode):
+    """Files of 1 MiB (the file-size limit) one after another: the 16 MiB tmpfs working
+    directory takes 16 and refuses the 17th, under bwrap and, as root (as these tests run:
+    bwrap needs it), under the fallback, whose working directory was a host folder that
+    took all 40."""
+    with Sandbox(FILL_DISK, "exercise.py", isolation=mode, call_timeout_s=60) as b:
+        written, error = b.call("fill", 40).value
+        text = b.isolation
+    assert written == 16 and error == "OSError", (written, error)
+    if mode == "process":
+        assert "tmpfs working directory 16 MiB" in text
+
+
 def test_landlock_reads_a_library_folder_but_not_the_packages_inside_it(tmp_path):
     """The fallback's Landlock allows folders it may read, and only allows: a standard
     library folder holding site-packages is allowed entry by entry around it, its own

@@ -121,7 +121,7 @@ class Limits:
     load_timeout_s: float = 10.0     # start + loading the file
     memory_bytes: int = 1 << 30      # RLIMIT_AS
     cpu_seconds: int | None = None   # RLIMIT_CPU; None: the run budget + 1 s
-    tmp_bytes: int = 16 << 20        # the tmpfs /tmp under bwrap
+    tmp_bytes: int = 16 << 20        # the tmpfs working directory (bwrap's /tmp; the fallback's as root)
 
 
 DEFAULT_LIMITS = Limits()
@@ -505,9 +505,12 @@ class Sandbox:
         if cpu_seconds is None:          # a backstop behind the wall clock, which acts first
             cpu_seconds = math.ceil(self.run_timeout_s) + 1
         self._limits = {"as": int(memory_bytes), "cpu": int(cpu_seconds), "fsize": 1 << 20,
+                        "tmp": 0,
                         "nofile": 64, "stdout_keep": 4096, "stdout_send": STDOUT_SEND,
                         "max_frame": MAX_FRAME}
         self._plan = containment.plan(isolation, PYTHON, CHILD, d.tmp_bytes)
+        if not self._plan.wrapped:          # bwrap's own /tmp is the tmpfs already
+            self._limits["tmp"] = int(d.tmp_bytes)
         self._require = bool(require_confinement)
         self._lacks: str | None = None      # what confinement the child lacks ("" none)
         self._bulk_spent = 0                # bytes of frames beyond ANSWER_FREE each
