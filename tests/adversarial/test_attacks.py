@@ -261,7 +261,7 @@ SAYS = {"loop_forever": "did not return in time", "sleep_forever": "did not fini
         "crash_interpreter": "SIGSEGV", "hostile_values": "returned something unusable",
         "flood_output": "returned str 'flooded', expected int", "mutate_args": "returned str 'mutated'",
         "monkeypatch_grader": "returned str 'patched-encode'", "fake_result": "returned str 'forged'",
-        "swelling_answers": "draws on 4 MiB for the whole submission",
+        "swelling_answers": "draws on 4 MiB shared by all its calls",
         "fork_bomb": "bomb failed: fork: PermissionError, shell: PermissionError, "
                      "spawn: PermissionError"}
 

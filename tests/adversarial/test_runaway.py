@@ -87,4 +87,4 @@ def test_answers_that_swell_in_the_grader_draw_on_one_allowance():
     assert [r.status for r in results] == ["ok"] * 4 + ["bad"] * 2, results[-1].detail
     assert all(len(r.value) == 354984 for r in results[:4])
     assert "answer of 1064960 bytes after 4.0 MiB of large answers" in results[4].detail
-    assert "draws on 4 MiB for the whole submission" in results[5].detail
+    assert "draws on 4 MiB shared by all its calls" in results[5].detail

@@ -71,8 +71,9 @@ MAX_FRAME = 8 << 20         # bytes; a larger frame is an attack or a runaway, n
 # 8 MiB frames, one per call, held the grader's memory hostage (about 200 MB an answer).
 # An honest answer is a few hundred bytes, its printed output at most STDOUT_SEND
 # characters (12 bytes each as JSON escapes): the first ANSWER_FREE bytes of every frame
-# are free, and only the rest of a larger one draws on a submission's ANSWER_ALLOWANCE,
-# shared by all its children. Past it a large frame is refused before it is parsed.
+# are free, and only the rest of a larger one draws on the Sandbox's ANSWER_ALLOWANCE,
+# shared by its child and those that replace it. Past it a large frame is refused
+# before it is parsed.
 ANSWER_FREE = 16 << 10
 ANSWER_ALLOWANCE = 4 << 20
 READ_CHUNK = 1 << 16        # bytes per read of the child's answers (a pipe holds 64 KiB)
@@ -793,7 +794,7 @@ class Sandbox:
         if self._bulk_spent + extra > ANSWER_ALLOWANCE:
             raise _Protocol(f"sent an answer of {size} bytes after {self._bulk_spent / 2**20:.1f} MiB "
                             f"of large answers (every answer over {ANSWER_FREE >> 10} KiB draws "
-                            f"on {ANSWER_ALLOWANCE >> 20} MiB for the whole submission; the "
+                            f"on {ANSWER_ALLOWANCE >> 20} MiB shared by all its calls; the "
                             f"course's answers are a few hundred bytes)")
         self._bulk_spent += extra
 
