@@ -482,6 +482,23 @@ def test_the_working_directory_holds_16_mib_in_both_modes(mode):
         assert "tmpfs working directory 16 MiB" in text
 
 
+MACHINE_WIDE = textwrap.dedent('''
+    import ctypes
+
+    def free_memory():
+        libc = ctypes.CDLL(None, use_errno=True)
+        return [libc.sysinfo(ctypes.create_string_buffer(256)), ctypes.get_errno()]
+''')
+
+
+def test_a_child_cannot_read_the_machines_free_memory(mode):
+    """The public-case child once read the machine's free memory (sysinfo) after a call to
+    the hidden-case child, which held 700 MB or nothing by a hidden input's bit: a channel
+    into the feedback handed back early. The call fails with EPERM (1)."""
+    with Sandbox(MACHINE_WIDE, "exercise.py", isolation=mode) as b:
+        assert b.call("free_memory").value == [-1, 1]
+
+
 def test_landlock_reads_a_library_folder_but_not_the_packages_inside_it(tmp_path):
     """The fallback's Landlock allows folders it may read, and only allows: a standard
     library folder holding site-packages is allowed entry by entry around it, its own

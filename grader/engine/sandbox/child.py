@@ -407,6 +407,9 @@ def readable_beneath(root, hidden, allowed):
 # seccomp: the system calls a computing interpreter needs, by number on each architecture
 # (x86_64, aarch64; None: the architecture has no such call). Numbers from the kernels'
 # tables; tests/test_sandbox.py checks them against libseccomp where it is installed.
+# Not sysinfo: the machine's free memory let a hidden-case child that held 700 MB, or
+# none, signal a bit of a hidden input to the public-case child, whose answers and
+# exceptions go into feedback handed back before grades are published.
 ALLOWED_SYSCALLS = {
     "read": (0, 63), "write": (1, 64), "readv": (19, 65), "writev": (20, 66),
     "pread64": (17, 67), "pwrite64": (18, 68), "close": (3, 57), "close_range": (436, 436),
@@ -425,7 +428,7 @@ ALLOWED_SYSCALLS = {
     "gettid": (186, 178), "getppid": (110, 173), "getuid": (102, 174), "geteuid": (107, 175),
     "getgid": (104, 176), "getegid": (108, 177), "getresuid": (118, 148),
     "getresgid": (120, 150), "getgroups": (115, 158), "uname": (63, 160),
-    "sysinfo": (99, 179), "getrusage": (98, 165), "times": (100, 153),
+    "getrusage": (98, 165), "times": (100, 153),
     "clock_gettime": (228, 113), "clock_getres": (229, 114), "clock_nanosleep": (230, 115),
     "nanosleep": (35, 101), "gettimeofday": (96, 169), "time": (201, None),
     "getrandom": (318, 278), "exit": (60, 93), "exit_group": (231, 94),
