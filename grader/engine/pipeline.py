@@ -75,7 +75,8 @@ def run_criteria(rubric: Rubric, cases: list[Case], course: Course, mode: str, p
     """Each criterion's result. Hidden inputs stay hidden from what is handed back: a
     criterion's public feedback is measured on its public cases alone, with public_box, a
     child that never receives a hidden input, so nothing it returns (an echoed argument,
-    an exception message, anything it kept from an earlier call) can hold one. The score
+    an exception message, anything it kept from an earlier call) can hold one, and before
+    hidden_box receives any, so nothing it times can either. The score
     is measured on every case the criterion sees, with hidden_box. Both share one memo:
     the worker's runs are made once per case, and a measure asks the public child for its
     public cases (checks.ask)."""
@@ -88,6 +89,12 @@ def run_criteria(rubric: Rubric, cases: list[Case], course: Course, mode: str, p
                                                       public_sandbox=public_box, answered=answered),
                                          criterion.params)
 
+    # Two passes: every criterion's public feedback first, then the hidden measures. The
+    # hidden child's timing is seen by the public one (a pause by a hidden input's value,
+    # read as the gap between two of the public child's calls, was quoted in the next
+    # criterion's public feedback), so no public feedback is measured after the hidden
+    # child has been sent anything.
+    early = []
     for criterion in rubric.criteria:
         if not criterion.runs_in(mode):
             continue
@@ -96,17 +103,19 @@ def run_criteria(rubric: Rubric, cases: list[Case], course: Course, mode: str, p
         public = [c for c in visible if c.visibility == "public"]
         if len(public) == len(visible):
             full = measure(public_box, visible, criterion)
-            public_feedback = full.feedback
+            early.append((criterion, full.feedback, full, visible, None))
         elif public and submission is None:
             answered: dict = {}          # the first measure's public answers, for the second
-            public_feedback = f"{measure(public_box, public, criterion, answered).feedback} " \
-                              f"(public cases; the hidden cases' feedback is published later)"
-            full = measure(hidden_box, visible, criterion, answered)
+            told = f"{measure(public_box, public, criterion, answered).feedback} " \
+                   f"(public cases; the hidden cases' feedback is published later)"
+            early.append((criterion, told, None, visible, answered))
         else:
             # Hidden cases only, or a folder of data measured against the student's own
             # hidden incident: nothing of it goes back early.
-            full = measure(hidden_box, visible, criterion)
-            public_feedback = HIDDEN_LATER
+            early.append((criterion, HIDDEN_LATER, None, visible, None))
+    for criterion, public_feedback, full, visible, answered in early:
+        if full is None:
+            full = measure(hidden_box, visible, criterion, answered)
         yield score(criterion, full, public_feedback)
 
 

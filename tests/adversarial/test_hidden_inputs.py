@@ -14,7 +14,9 @@ import pytest
 from conftest import ROOT, SECRET
 from grader.cli import main
 from grader.engine.layout import find_course
-from grader.engine.pipeline import build_cases
+from grader.engine import pipeline
+from grader.engine.pipeline import build_cases, grade_path
+from grader.engine.sandbox import Sandbox
 
 ECHO = '''
 import hashlib
@@ -71,3 +73,32 @@ def test_public_only_feedback_names_no_hidden_input(lesson, tmp_path, capsys):
     assert echoed & public          # the channel works: the echo of public inputs is there
     assert not echoed & hidden      # and no hidden input is
     capsys.readouterr()
+
+
+def test_public_feedback_is_measured_before_the_hidden_child_hears_anything(monkeypatch):
+    """The hidden child's timing reaches the public one: sleeping 0.02 s per layer of its
+    first hidden model, it put "gap 1.81 s -> layers about 90" (the model had 90) into
+    the next criterion's public feedback, the public child having timed the pause between
+    two of its own calls. So a grade measures every criterion's public feedback first:
+    no public measure starts once the hidden child has been called. The order is asserted,
+    not a time."""
+    events = []
+    real_context, real_batch = pipeline.CheckContext, Sandbox._run_batch
+
+    def context(box, subset, *args, public_sandbox=None, **kw):
+        events.append(("measure", box is public_sandbox))
+        return real_context(box, subset, *args, public_sandbox=public_sandbox, **kw)
+
+    def batch(self, calls):
+        events.append(("call", self))
+        return real_batch(self, calls)
+    monkeypatch.setattr(pipeline, "CheckContext", context)
+    monkeypatch.setattr(Sandbox, "_run_batch", batch)
+    report = grade_path("lesson1", ROOT / "reference" / "solutions" / "lesson1.py",
+                        find_course(str(ROOT)), mode="grade", secret=SECRET)
+    assert report.score == report.max_score
+    public_box = next(what for kind, what in events if kind == "call")   # criterion 1's public cases
+    first_hidden = next(i for i, (kind, what) in enumerate(events)
+                        if kind == "call" and what is not public_box)
+    public_measures = [i for i, event in enumerate(events) if event == ("measure", True)]
+    assert len(public_measures) == 6 and max(public_measures) < first_hidden, events
