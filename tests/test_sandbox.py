@@ -561,7 +561,8 @@ def test_the_allow_list_numbers_are_the_kernels():
     from grader.engine.sandbox import child
     lib = ctypes.CDLL("libseccomp.so.2")
     lib.seccomp_syscall_resolve_name_arch.argtypes = [ctypes.c_uint32, ctypes.c_char_p]
-    tables = dict(child.ALLOWED_SYSCALLS, prlimit64=child.PRLIMIT64, ioctl=child.IOCTL)
+    tables = dict(child.ALLOWED_SYSCALLS, prlimit64=child.PRLIMIT64, ioctl=child.IOCTL,
+                  fcntl=child.FCNTL)
     for column, arch in enumerate(("x86_64", "aarch64")):
         token = child.AUDIT_ARCH[arch]
         for name, numbers in tables.items():

@@ -58,11 +58,11 @@ SAFE = ["loop_forever", "sleep_forever", "memory_bomb", "flood_output", "exit_sy
         "exit_os", "fake_result", "monkeypatch_grader", "hostile_values", "mutate_args",
         "crash_interpreter", "network", "swelling_answers"]
 ESCAPES = READS + ["write_outside", "fork_bomb", "threads_and_children", "kill_parent",
-                   "run_the_reference", "raw_syscalls", "tamper_gradebook"]
+                   "run_the_reference", "raw_syscalls", "tamper_gradebook", "signal_by_pipe"]
 ALL = ESCAPES + SAFE
 # The feedback is the leak channel: these raise "LEAK <what they got>" from their module.
 LEAKS = READS + ["network", "threads_and_children", "kill_parent", "raw_syscalls",
-                 "tamper_gradebook", "write_outside", "run_the_reference"]
+                 "tamper_gradebook", "write_outside", "run_the_reference", "signal_by_pipe"]
 
 
 def test_every_attack_file_is_in_the_suite():

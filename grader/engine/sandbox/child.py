@@ -417,7 +417,7 @@ ALLOWED_SYSCALLS = {
     "statx": (332, 291), "lseek": (8, 62), "mmap": (9, 222), "munmap": (11, 215),
     "mremap": (25, 216), "mprotect": (10, 226), "madvise": (28, 233), "brk": (12, 214),
     "rt_sigaction": (13, 134), "rt_sigprocmask": (14, 135), "rt_sigreturn": (15, 139),
-    "sigaltstack": (131, 132), "fcntl": (72, 25), "dup": (32, 23), "dup2": (33, None),
+    "sigaltstack": (131, 132), "dup": (32, 23), "dup2": (33, None),
     "dup3": (292, 24), "openat": (257, 56), "open": (2, None), "access": (21, None),
     "faccessat": (269, 48), "faccessat2": (439, 439), "getdents64": (217, 61),
     "getcwd": (79, 17), "readlink": (89, None), "readlinkat": (267, 78),
@@ -439,6 +439,12 @@ ALLOWED_SYSCALLS = {
 # Allowed only with these arguments: (byte offset of a 32-bit word in seccomp_data, value).
 PRLIMIT64 = (302, 261)          # pid 0 only (this process): libc's getrlimit/setrlimit
 IOCTL = (16, 29)                # TCGETS only: isatty() on the child's own descriptors
+# fcntl, but not the commands that name a process to signal when a descriptor is ready
+# (F_SETOWN, F_SETSIG, F_SETOWN_EX): with O_ASYNC on its pipes, a child whose uid is the
+# grader's (a grader that is not root) had the kernel send the grader SIGKILL on its next
+# read, where Landlock does not scope signals (before ABI 6, Linux 6.12).
+FCNTL = (72, 25)
+FCNTL_DENIED = (8, 10, 15)
 TCGETS = 0x5401
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 X32_SYSCALL_BIT = 0x40000000
@@ -466,6 +472,11 @@ def seccomp_program(arch):
 
     prog += guarded(PRLIMIT64[column], [(arg0, 0), (arg0 + 4, 0)])
     prog += guarded(IOCTL[column], [(arg1, TCGETS)])
+    # load nr; not fcntl: skip the block; load cmd; each denied command: EPERM; else allow
+    denied = len(FCNTL_DENIED)
+    prog += [(LD_W_ABS, 0, 0, nr), (JEQ_K, 0, denied + 3, FCNTL[column]), (LD_W_ABS, 0, 0, arg1)]
+    prog += [(JEQ_K, denied - i, 0, cmd) for i, cmd in enumerate(FCNTL_DENIED)]
+    prog += [(RET_K, 0, 0, ALLOW), (RET_K, 0, 0, EPERM)]
     prog.append((LD_W_ABS, 0, 0, nr))
     if arch == "x86_64":                   # the x32 ABI's numbers: none of ours
         prog.append((JGE_K, 0, 1, X32_SYSCALL_BIT))
@@ -499,7 +510,7 @@ def install_seccomp(libc):
             return ""
         return "seccomp(allow list of %d system calls: no network, fork, exec, kill, ptrace, " \
                "mount, chmod)" % (sum(n[0 if arch == "x86_64" else 1] is not None
-                                     for n in ALLOWED_SYSCALLS.values()) + 2)
+                                     for n in ALLOWED_SYSCALLS.values()) + 3)
     except Exception:
         return ""
 
