@@ -499,6 +499,34 @@ def test_a_child_cannot_read_the_machines_free_memory(mode):
         assert b.call("free_memory").value == [-1, 1]
 
 
+RECORD_LOCKS = textwrap.dedent('''
+    import fcntl, os, struct
+
+    def lock(offsets):
+        fd = os.open(os.__file__, os.O_RDONLY)
+        for at in offsets:
+            fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, 0, at, 1, 0))
+        return fd
+
+    def locked(count):
+        fd = os.open(os.__file__, os.O_RDONLY)
+        probe = [fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack("hhqqi", fcntl.F_WRLCK, 0, at, 1, 0))
+                 for at in range(count)]
+        return [struct.unpack("hhqqi", got)[0] != fcntl.F_UNLCK for got in probe]
+''')
+
+
+def test_children_cannot_leave_each_other_messages_in_record_locks(mode):
+    """Every child may open the standard library: read locks one child held on bytes 0 and
+    2 of os.py, another child saw as [True, False, True] (the locks are the file's, across
+    mount namespaces). Both the lock and the look now fail with EPERM."""
+    with Sandbox(RECORD_LOCKS, "a.py", isolation=mode) as a, \
+            Sandbox(RECORD_LOCKS, "b.py", isolation=mode) as b:
+        held, seen = a.call("lock", (0, 2)), b.call("locked", 3)
+    assert held.status == seen.status == "raised", (held, seen)
+    assert "PermissionError" in held.detail and "PermissionError" in seen.detail
+
+
 def test_landlock_reads_a_library_folder_but_not_the_packages_inside_it(tmp_path):
     """The fallback's Landlock allows folders it may read, and only allows: a standard
     library folder holding site-packages is allowed entry by entry around it, its own

@@ -439,12 +439,15 @@ ALLOWED_SYSCALLS = {
 # Allowed only with these arguments: (byte offset of a 32-bit word in seccomp_data, value).
 PRLIMIT64 = (302, 261)          # pid 0 only (this process): libc's getrlimit/setrlimit
 IOCTL = (16, 29)                # TCGETS only: isatty() on the child's own descriptors
-# fcntl, but not the commands that name a process to signal when a descriptor is ready
-# (F_SETOWN, F_SETSIG, F_SETOWN_EX): with O_ASYNC on its pipes, a child whose uid is the
+# fcntl with the commands an interpreter uses on its own descriptors only: duplicate them,
+# their flags (F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC). Not
+# F_SETOWN, F_SETSIG, F_SETOWN_EX: with O_ASYNC on its pipes, a child whose uid is the
 # grader's (a grader that is not root) had the kernel send the grader SIGKILL on its next
-# read, where Landlock does not scope signals (before ABI 6, Linux 6.12).
+# read, where Landlock does not scope signals (before ABI 6, Linux 6.12). Not the record
+# locks (F_GETLK, F_SETLK, the OFD ones): read locks on bytes of a standard library file,
+# which every child may open, were a message one child left and another read.
 FCNTL = (72, 25)
-FCNTL_DENIED = (8, 10, 15)
+FCNTL_ALLOWED = (0, 1, 2, 3, 4, 1030)
 TCGETS = 0x5401
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 X32_SYSCALL_BIT = 0x40000000
@@ -472,11 +475,11 @@ def seccomp_program(arch):
 
     prog += guarded(PRLIMIT64[column], [(arg0, 0), (arg0 + 4, 0)])
     prog += guarded(IOCTL[column], [(arg1, TCGETS)])
-    # load nr; not fcntl: skip the block; load cmd; each denied command: EPERM; else allow
-    denied = len(FCNTL_DENIED)
-    prog += [(LD_W_ABS, 0, 0, nr), (JEQ_K, 0, denied + 3, FCNTL[column]), (LD_W_ABS, 0, 0, arg1)]
-    prog += [(JEQ_K, denied - i, 0, cmd) for i, cmd in enumerate(FCNTL_DENIED)]
-    prog += [(RET_K, 0, 0, ALLOW), (RET_K, 0, 0, EPERM)]
+    # load nr; not fcntl: skip the block; load cmd; an allowed command: allow; else EPERM
+    n = len(FCNTL_ALLOWED)
+    prog += [(LD_W_ABS, 0, 0, nr), (JEQ_K, 0, n + 3, FCNTL[column]), (LD_W_ABS, 0, 0, arg1)]
+    prog += [(JEQ_K, n - i, 0, cmd) for i, cmd in enumerate(FCNTL_ALLOWED)]
+    prog += [(RET_K, 0, 0, EPERM), (RET_K, 0, 0, ALLOW)]
     prog.append((LD_W_ABS, 0, 0, nr))
     if arch == "x86_64":                   # the x32 ABI's numbers: none of ours
         prog.append((JGE_K, 0, 1, X32_SYSCALL_BIT))
