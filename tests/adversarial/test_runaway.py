@@ -88,3 +88,16 @@ def test_answers_that_swell_in_the_grader_draw_on_one_allowance():
     assert all(len(r.value) == 354984 for r in results[:4])
     assert "answer of 1064960 bytes after 4.0 MiB of large answers" in results[4].detail
     assert "draws on 4 MiB shared by all its calls" in results[5].detail
+
+
+def test_a_load_that_swells_draws_on_the_same_allowance():
+    """The frame that says the file loaded is written after learner code has run: one
+    forged at import, 5 MiB of "[]," under a "loaded" key, is refused unparsed (its 5 MiB
+    less the free 16 KiB is past the 4 MiB allowance), not parsed into 1.7 million lists."""
+    forged = '''import os, sys
+BODY = b'{"loaded":true,"x":[' + b"[]," * ((5 << 20) // 3) + b'[]]}'
+os.write(int(sys.argv[2]), len(BODY).to_bytes(4, "big") + BODY)
+'''
+    with Sandbox(forged, "exercise.py", call_timeout_s=60, load_timeout_s=60) as box:
+        error = box.load_error
+    assert error is not None and "draws on 4 MiB shared by all its calls" in error, error

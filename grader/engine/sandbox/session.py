@@ -729,7 +729,9 @@ class Sandbox:
         if not self.confined:
             self._isolation = _one_line(f"NOT CONFINED (lacks {self.lacks}): {self._isolation}", 900)
         try:
-            loaded, _ = _parse(self._child.recv(min(deadline, start + self._remaining())))
+            frame = self._child.recv(min(deadline, start + self._remaining()))
+            self._draw(len(frame))          # learner code has run: its frame, its allowance
+            loaded, _ = _parse(frame)
         except _Timeout:
             self._kill()
             return f"loading {self._filename} did not finish within {self.load_timeout_s:g} s"
