@@ -2,6 +2,7 @@
 
 Most tests use the default (bwrap where it works, as in CI); those marked with the `mode`
 fixture run under both the full bwrap stack and the plain-process fallback."""
+import shutil
 import os
 import sysconfig
 import textwrap
@@ -550,6 +551,13 @@ def test_landlock_reads_a_library_folder_but_not_the_packages_inside_it(tmp_path
         (str(stdlib / "os.py"), everything)])
     assert readable_beneath(str(stdlib / "site-packages"), hidden, everything) == []
     assert readable_beneath(str(stdlib / "json"), hidden, everything) == [(str(stdlib / "json"), everything)]
+    # Emptied (as bwrap masks them, with an empty tmpfs), they hide nothing, and the folders
+    # above them are allowed whole: one rule, not one per entry of the standard library.
+    for packages in hidden:
+        shutil.rmtree(packages)
+        os.mkdir(packages)
+    assert installed_packages([str(stdlib), str(lib)]) == set()
+    assert readable_beneath(str(lib), set(), everything) == [(str(lib), everything)]
 
 
 def test_cpu_limit_kills_a_runaway_the_wall_clock_would_allow():

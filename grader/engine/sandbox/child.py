@@ -378,7 +378,17 @@ def installed_packages(roots):
         for name in PACKAGE_DIRS:
             for pattern in (name, os.path.join("python3*", name)):
                 found.update(os.path.realpath(p) for p in glob.glob(os.path.join(root, pattern)))
-    return found
+    # An empty one hides nothing: under bwrap each is an empty read-only tmpfs already, and
+    # walking around it would cost every start a rule per entry of the standard library.
+    return {p for p in found if _holds_something(p)}
+
+
+def _holds_something(folder):
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False           # unreadable: no rule reaches into it either
 
 
 def readable_beneath(root, hidden, allowed):
