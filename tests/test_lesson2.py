@@ -153,7 +153,18 @@ OTHERS = {
     # A large request waits for ever though it fits (the whole-pool probe too), and every
     # request behind it in the queue.
     "starves_large": ({"liveness", "efficiency", "reservations"}, set()),
+    "rejects_whole_pool": ({"liveness"}, set()),
 }
+
+
+def test_a_footprint_of_exactly_the_pool_is_never_rejected(tmp_path, secret):
+    """Off by one at the pool's edge: the few requests exactly as large as the pool are a side
+    of liveness of their own, not a few among the thousands of requests that fit."""
+    path = wrong_file("lesson2", "rejects_whole_pool", tmp_path)
+    for report in (grade("lesson2", path, "check"), grade_hidden(path, secret)):
+        assert lost(report) == {"liveness"}
+        assert scores(report)["liveness"] == 0, feedback(report, "liveness")
+        assert "whose footprint is exactly the whole pool were rejected" in feedback(report, "liveness")
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS))
@@ -230,12 +241,12 @@ def test_hidden_probes_are_worker_shaped_and_sit_on_every_boundary(secret):
         if imp and L.promise(r) <= v.total_pages:
             seen.add("impossible with hits")
         if L.footprint(r) == v.total_pages:
-            seen.add("whole pool")
+            seen.add("whole pool" if fits else "whole pool, busy")
         if (r.prompt_tokens + r.max_new_tokens) % r.page_tokens == 0:
             seen.add("page multiple")
     assert seen >= {"fits", "waits", "impossible", "exact", "exact with active hits",
                     "short with reservations", "impossible with hits", "whole pool",
-                    "page multiple"}, seen
+                    "whole pool, busy", "page multiple"}, seen
 
 
 def test_hidden_cases_depend_on_the_secret_and_only_on_it(secret):

@@ -99,7 +99,8 @@ def public_cases(course) -> list[Case]:
 
 # ---- hidden cases ---------------------------------------------------------------------
 # Which boundary each hidden probe sits on, in a fixed rotation, so every secret covers
-# each of them: the capacity the ledger shows is the need, one below, far below, above.
+# each of them: the capacity the ledger shows is the need, one below, far below, above; a
+# footprint of exactly the pool comes both on an idle worker and on a busy one.
 _KINDS = ("roomy", "exact", "exact_active", "short", "short_inactive", "short_reserved",
           "busy", "impossible", "impossible_hits", "whole_pool")
 
@@ -146,8 +147,10 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
     want = need(r)
     if kind == "roomy":
         cap = int(g.integers(want, room + 1))
-    elif kind in ("exact", "exact_active", "whole_pool"):
+    elif kind in ("exact", "exact_active"):
         cap = want
+    elif kind == "whole_pool":               # it fits the pool: now, or (every other time) later
+        cap = want if (i // len(_KINDS)) % 2 == 0 else int(g.integers(0, want))
     elif kind.startswith("short"):
         cap = want - 1
     elif kind == "busy":
@@ -354,6 +357,7 @@ def liveness(ctx: CheckContext, params: dict) -> Measure:
             first = min(stuck_imp + refused, key=lambda x: (x.arrival_s, x.id))
             stories.append(liveness_story(case, out, first))
     answers = _probe_answers(ctx)
+    edge_total = edge_bad = 0
     for a in answers:
         r, v = a.case.inputs
         wrong = bool(a.problem or _liveness_probe(a.case, a.value))
@@ -361,14 +365,22 @@ def liveness(ctx: CheckContext, params: dict) -> Measure:
             imp_total, imp_bad = imp_total + 1, imp_bad + wrong
         else:
             poss_total, poss_bad = poss_total + 1, poss_bad + wrong
+        if footprint(r) == v.total_pages:
+            edge_total, edge_bad = edge_total + 1, edge_bad + wrong
     probes = grade_answers(answers, _liveness_probe, "probes")
+    # The pool's edge is a side of its own: a "can never fit" test one page off rejects only
+    # the footprints of exactly the pool, a handful among the thousands of requests that fit.
     value = min(1 - imp_bad / imp_total if imp_total else 1.0,
-                1 - poss_bad / poss_total if poss_total else 1.0)
+                1 - poss_bad / poss_total if poss_total else 1.0,
+                1 - edge_bad / edge_total if edge_total else 1.0)
     if value >= 1.0:
         return Measure(1.0, f"all {imp_total} requests that can never fit were rejected, and all "
                             f"{poss_total} that fit the pool were admitted in the end")
     parts = [f"{imp_total - imp_bad} of {imp_total} requests that can never fit were rejected; "
              f"{poss_bad} of {poss_total} that fit the pool were rejected or never admitted"]
+    if edge_bad:
+        parts.append(f"{edge_bad} of the {edge_total} probes whose footprint is exactly the whole "
+                     "pool were rejected: a footprint equal to the pool fits it")
     parts += stories[:1]
     if probes.value < 1.0:
         parts.append(probes.feedback)
