@@ -74,6 +74,18 @@ def test_kinds_weigh_the_same_and_worst_takes_the_lowest():
     assert m.evidence == ("a3", "b1")
 
 
+def test_clauses_weigh_the_same_within_their_kind_and_kinds_keep_their_weight():
+    # Kind a: clause x 5 of 5 right, clause y 0 of 1; kind b: 1 of 2 right.
+    answers = [Answer(case(f"a{i}", ("a", "x")), value=1) for i in range(5)] + \
+              [Answer(case("a5", ("a", "y")), value=0)] + \
+              [Answer(case(f"b{i}", ("b", "")), value=v) for i, v in enumerate((1, 0))]
+    by, within = (lambda c: c.inputs[0]), (lambda c: c.inputs[1])     # noqa: E731
+    assert grade_answers(answers, right_if_one, by=by).value == pytest.approx((5 / 6 + 1 / 2) / 2)
+    assert grade_answers(answers, right_if_one, by=by, within=within).value == pytest.approx(
+        ((1 + 0) / 2 + 1 / 2) / 2)
+    assert grade_answers(answers, right_if_one, by=by, within=within, worst=True).value == pytest.approx(1 / 2)
+
+
 def test_partial_credit_and_nothing_to_grade():
     answers = [Answer(case("x"), value=0.8), Answer(case("y"), value=1)]
     partial = grade_answers(answers, lambda c, v: "" if v == 1 else (v, f"{v:.0%} of the largest"))

@@ -152,6 +152,7 @@ WRONG = {
     "no_prefix_attention": ({"within-budget", "e2e-gap"}, {"verdicts"}),
     "ceil_pages": ({"within-budget", "e2e-gap"}, {"verdicts"}),
     "strict_min": ({"verdicts"}, set()),
+    "tail_starved": ({"verdicts"}, set()),
     # An impossible value is wrong on every probe it answers, never a chunk that "fits"; in a
     # run the worker falls back to its floor, so those runs show nothing of the rule.
     "negative_when_starved": ({"within-budget", "page-aligned", "verdicts"}, {"e2e-gap", "e2e-ttft"}),
@@ -190,6 +191,20 @@ def test_wrong_rule_loses_where_it_is_wrong(name, tmp_path, secret):
 @pytest.mark.parametrize("name", sorted(PUBLIC_ONLY))
 def test_wrong_rule_loses_where_it_is_wrong_on_public_cases(name, tmp_path):
     _loses_where_it_is_wrong(name, grade("lesson3", wrong_file("lesson3", name, tmp_path), "check"))
+
+
+@pytest.mark.parametrize("name", ["tail_starved", "strict_min"])
+def test_a_rule_wrong_on_one_clause_of_ok_loses_a_share_of_verdicts_as_large(name, tmp_path, secret):
+    """A short tail and a chunk of exactly min_chunk_tokens are each a few of the ok probes:
+    a rule that calls one of them starved is wrong on a whole clause of the table. Within
+    ok, the clauses weigh the same (a third each: the tail, exactly min_chunk_tokens, the
+    rest), so its ok share is 2/3 and its verdicts 1/3 of 1/3 short of full:
+    (1 - 1/9 - 0.6) / 0.4 of 2 points."""
+    report = grade("lesson3", wrong_file("lesson3", name, tmp_path), "grade", secret)
+    verdicts = next(c for c in report.criteria if c.id == "verdicts")
+    assert verdicts.score == pytest.approx(2 * (1 - 1 / 9 - 0.6) / 0.4, abs=1e-3), verdicts.feedback
+    if name == "tail_starved":
+        assert "a chunk that finishes the prompt is progress" in verdicts.feedback
 
 
 def test_e2e_feedback_names_the_slow_step(tmp_path):

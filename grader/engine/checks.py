@@ -168,7 +168,7 @@ def not_implemented(answers: Sequence[Answer]) -> str:
 
 def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
                   noun: str = "probes", *, by: Callable[[Case], Any] | None = None,
-                  worst: bool = False) -> Measure:
+                  within: Callable[[Case], Any] | None = None, worst: bool = False) -> Measure:
     """Share of answers the judge accepts ("" = right, else why it is wrong).
 
     A judge may also return (credit, why) for partial credit on one answer: credit in
@@ -177,13 +177,17 @@ def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
     ``by`` sorts the cases into kinds (the right answer's verdict, the side of a decision)
     that weigh the same whatever their counts: the value is the mean of each kind's share,
     or with ``worst`` the lowest. A constant answer is right on one kind at most, so it can
-    no longer reach a share by being right where most cases happen to agree with it."""
+    no longer reach a share by being right where most cases happen to agree with it.
+
+    ``within`` sorts each kind's cases further (the clause of a rule that decides them): a
+    kind's share is then the mean of its clauses' shares, so a clause with few cases still
+    weighs as much as its neighbours, and the kinds keep their weights."""
     answers = list(answers)
     wrong: list[tuple[Case, str]] = []
     lost: dict[Any, float] = {}
     count: dict[Any, int] = {}
     for a in answers:
-        kind = by(a.case) if by else None
+        kind = (by(a.case) if by else None, within(a.case) if within else None)
         count[kind] = count.get(kind, 0) + 1
         verdict = a.problem or judge(a.case, a.value)
         credit, why = verdict if isinstance(verdict, tuple) else (0.0, verdict)
@@ -199,7 +203,10 @@ def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
     problems = {why for _, why in wrong}
     if len(problems) == 1 and "not implemented" in next(iter(problems)):
         return Measure(0.0, next(iter(problems)), evidence)
-    shares = [(count[k] - lost.get(k, 0.0)) / count[k] for k in count]
+    clauses: dict[Any, list[float]] = {}
+    for k in count:
+        clauses.setdefault(k[0], []).append((count[k] - lost.get(k, 0.0)) / count[k])
+    shares = [sum(v) / len(v) for v in clauses.values()]
     value = min(shares) if worst else sum(shares) / len(shares)
     case, why = wrong[0]
     return Measure(value, f"{len(wrong)} of {n} {noun} wrong; first, {case.label or case.name}: {why}",

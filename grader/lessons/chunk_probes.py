@@ -47,6 +47,19 @@ def _kind(case: Case) -> str:
     return expected(case).verdict
 
 
+def _clause(case: Case) -> str:
+    """Which of ok's clauses decides a probe: each weighs the same within ok in verdicts. A
+    short tail (it finishes the prompt below min_chunk_tokens) and a largest chunk of exactly
+    min_chunk_tokens are a few of the ok probes each, so a rule that calls either starved
+    would otherwise lose almost nothing."""
+    c, e = case.inputs, expected(case)
+    if e.verdict != "ok":
+        return ""
+    if e.largest == c.prefill_remaining < c.min_chunk_tokens:
+        return "a short tail"
+    return "exactly min_chunk_tokens" if e.largest == c.min_chunk_tokens else ""
+
+
 def _plans(ctx: CheckContext) -> list[Answer]:
     """choose_chunk is asked once per probe; the four probe criteria read the same answers."""
     cases = ctx.family("probe")
@@ -126,6 +139,8 @@ _WHY = {
                "finish the prompt",
     "starved0": "not even one page ({p} tokens) fits next to the batch, nor the whole {r}-token rest",
     "ok": "a chunk of {n} tokens fits ({s} <= budget {b})",
+    "tail": "the rest of the prompt, {n} tokens, fits ({s} <= budget {b}), and a chunk that "
+            "finishes the prompt is progress however small",
 }
 
 
@@ -135,9 +150,10 @@ def verdicts(ctx: CheckContext, params: dict) -> Measure:
         c, e = case.inputs, expected(case)
         if plan.verdict == e.verdict:
             return ""
-        reason = "starved0" if e.verdict == "starved" and e.largest == 0 else e.verdict
+        reason = ("starved0" if e.verdict == "starved" and e.largest == 0
+                  else "tail" if _clause(case) == "a short tail" else e.verdict)
         why = _WHY[reason].format(d=ms(e.decode_only_s), b=ms(c.gap_budget_s), n=e.largest,
                                   m=c.min_chunk_tokens, s=ms(step_s(c, e.largest)), p=c.page_tokens,
                                   r=c.prefill_remaining)
         return f"said {plan.verdict!r}, expected {e.verdict!r}: {why}"
-    return grade_answers(_plans(ctx), _usable_first(judge), "probes", by=_kind)
+    return grade_answers(_plans(ctx), _usable_first(judge), "probes", by=_kind, within=_clause)
