@@ -2,6 +2,7 @@
 import pytest
 
 from conftest import ROOT, SUBMISSIONS, full, grade, other_than, scores, write_mutant
+from grader.lessons import lesson1 as L
 
 L1 = SUBMISSIONS / "lesson1"
 REFERENCE = ROOT / "reference" / "solutions" / "lesson1.py"
@@ -49,8 +50,22 @@ MUTANTS = {
                             "cost.step_time((p + m - 1,)) >= request.slo.gap_s", {"contract-ok"}),
     "gap_step_one_late": ("cost.step_time((p + m - 1,))", "cost.step_time((p + m,))", {"contract-ok"}),
     "gap_step_one_early": ("cost.step_time((p + m - 1,))", "cost.step_time((p + m - 2,))", {"contract-ok"}),
+    # The other limits, each one off: the few requests on a limit weigh as a clause of their
+    # own within their verdict (lesson1._clause), not a few among a hundred.
+    "max_context_exclusive": ("if p + m > model.max_context", "if p + m >= model.max_context",
+                              {"contract-ok"}),
+    "pool_exclusive": ("if worst_case_pages(request, worker) > pool_pages(model, worker)",
+                       "if worst_case_pages(request, worker) >= pool_pages(model, worker)", {"contract-ok"}),
+    "gap_for_one_token": ("if m >= 2 and cost", "if m >= 1 and cost", {"contract-ok"}),
+    "no_gap_for_two_tokens": ("if m >= 2 and cost", "if m > 2 and cost", {"contract-ok"}),
 }
 BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late", "gap_step_one_early")
+# Off by one on a limit a request that meets the contract may sit on: wrong on a whole clause
+# of the requests that meet it, which is at least a sixth of that side (six clauses: exactly
+# max_context, exactly the pool, a deadline met exactly, one token and a gap below every
+# decode step, a gap only the slowest step keeps, and the rest), so contract-ok loses at
+# least (1/12) / 0.4 of its 3 points.
+MEETS_ON_A_LIMIT = ("max_context_exclusive", "pool_exclusive", "gap_for_one_token", "gap_step_one_late")
 WRONG = {name: lost for name, (_, _, lost) in MUTANTS.items()}
 WRONG["always_ok"] = {"contract-ok", "contract-reason"}
 
@@ -84,6 +99,32 @@ def test_the_public_probes_alone_catch_each_boundary_mistake(name, tmp_path):
     lost = {k for k, v in scores(report).items() if v < full(report)[k]}
     # A request said to meet the contract has no reason either: contract-reason may go too.
     assert "contract-ok" in lost and lost <= {"contract-ok", "contract-reason"}, (name, lost)
+
+
+@pytest.mark.parametrize("name", MEETS_ON_A_LIMIT)
+def test_a_rule_one_off_at_a_limit_loses_its_clause_of_contract_ok(name, tmp_path, secret):
+    report = grade("lesson1", _wrong_file(name, tmp_path), "grade", secret)
+    lost = full(report)["contract-ok"] - scores(report)["contract-ok"]
+    assert lost >= 3 * (1 / 12) / 0.4 - 1e-9, (name, lost)
+
+
+def test_hidden_requests_sit_on_every_limit_of_the_gap_rule(secret):
+    """One token with a gap no decode step keeps (ok), two tokens (not ok), and gaps between
+    the decode steps one token of context apart on either side of the slowest step."""
+    seen = set()
+    for case in L.hidden_cases(secret):
+        if case.family != "contract":
+            continue
+        r, _, worker = case.inputs
+        p, m, gap, step = r.prompt_tokens, r.max_new_tokens, r.slo.gap_s, worker.cost.step_time
+        if m in (1, 2) and p and step((p,)) > gap:
+            seen.add(f"{m} tokens, a gap below every step")
+        if m >= 2 and step((p + m - 2,)) <= gap < step((p + m - 1,)):
+            seen.add("only the slowest step misses")
+        if m >= 2 and step((p + m - 1,)) <= gap < step((p + m,)):
+            seen.add("the slowest step just keeps it")
+    assert seen == {"1 tokens, a gap below every step", "2 tokens, a gap below every step",
+                    "only the slowest step misses", "the slowest step just keeps it"}, seen
 
 
 def test_constant_verdicts_earn_nothing_on_the_verdicts(tmp_path, secret):

@@ -82,8 +82,8 @@ def _worker(g: np.random.Generator, model: ModelSpec) -> WorkerSpec:
 
 def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpec) -> RequestView:
     """A request placed near one of the contract's boundaries (or none)."""
-    pt, pool = worker.page_tokens, oracle.pool_pages(model, worker)
-    kind = int(g.integers(0, 7))
+    pt, pool, cost = worker.page_tokens, oracle.pool_pages(model, worker), worker.cost
+    kind = int(g.integers(0, 8))
     p = int(g.integers(1, max(2, min(model.max_context, 20000))))
     m = int(g.integers(1, 2048))
     if kind == 0:
@@ -95,12 +95,24 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
         total = pool * pt + int(g.choice([-1, 0, 1, pt - 1 if pt > 1 else 0]))
         m = max(1, min(m, total - 1))
         p = max(1, total - m)
+    elif kind == 6:      # one token (no gap to miss) or two (one decode step)
+        m = int(g.integers(1, 3))
+        p = min(p, model.max_context - m)
     p, m = max(0, p), max(0, m)
-    ttft = worker.cost.step_time((), p, 0) if p else 0.5
-    gap = worker.cost.step_time((p + m - 1,)) if m >= 2 else 0.01
+    ttft = cost.step_time((), p, 0) if p else 0.5
+    gap = cost.step_time((p + m - 1,)) if m >= 2 else 0.01
     # Deadlines a little either side of what the worker can do, never on the knife edge.
     ttft *= float(g.choice([0.97, 1.03, 3.0])) if kind in (3, 5) else 5.0
-    gap *= float(g.choice([0.97, 1.03, 3.0])) if kind in (4, 5) else 5.0
+    if kind in (4, 5) and m >= 2 and g.random() < 0.5:
+        # Halfway between the decode steps one token of context apart, on either side of the
+        # slowest: only the step at context p + m - 1 decides it (half a per_context_token
+        # from either step, far from a float rounding).
+        c = p + m - 1 + int(g.integers(0, 2))
+        gap = (cost.step_time((c - 1,)) + cost.step_time((c,))) / 2
+    elif kind == 6:      # below the step at context p: a gap no decode step can keep
+        gap = cost.step_time((p,)) * float(g.choice([0.5, 0.97]))
+    else:
+        gap *= float(g.choice([0.97, 1.03, 3.0])) if kind in (4, 5) else 5.0
     return RequestView(id=f"h{i}", scope="hidden", prompt_tokens=p, max_new_tokens=m,
                        slo=Slo(ttft_s=max(ttft, 1e-6), gap_s=max(gap, 1e-6)))
 
@@ -189,6 +201,34 @@ def _verdicts(ctx: CheckContext):
     return ctx.memo[key]
 
 
+def _clause(case: Case) -> str:
+    """Within a verdict, what decides a request: each weighs the same in contract-ok.
+
+    A request that breaks the contract is decided by its first broken rule, on that rule's
+    limit (one past max_context or the pool; two tokens, or a gap only the slowest decode
+    step misses) or beyond it. One that meets it may sit on a limit too (exactly max_context
+    or the pool; a deadline equal to its step time; one token and a gap below every decode
+    step; a gap only the slowest step keeps). The requests on a limit are a few of their verdict, so without a clause of their
+    own a rule one off at that limit would lose almost nothing."""
+    r, model, worker = case.inputs
+    p, m, gap, step = r.prompt_tokens, r.max_new_tokens, r.slo.gap_s, worker.cost.step_time
+    reasons = oracle.contract_reasons(r, model, worker)
+    past = {"over_max_context": p + m - model.max_context,     # 0: exactly at it, 1: one past
+            "over_pool": oracle.worst_case_pages(r, worker) - oracle.pool_pages(model, worker)}
+    if reasons:
+        first = reasons[0]
+        edge = past.get(first) == 1 or (first == "gap_unreachable" and (m == 2 or step((p + m - 2,)) <= gap))
+        return f"{first}, on its limit" if edge else first
+    for rule, by in past.items():
+        if by == 0:
+            return rule
+    if step((), p, 0) == r.slo.ttft_s or (m >= 2 and step((p + m - 1,)) == gap):
+        return "a deadline met exactly"
+    if m == 1 and step((p,)) > gap:
+        return "one token, no gap"
+    return "the slowest decode step" if m >= 2 and gap < step((p + m,)) else ""
+
+
 @check("lesson1.contract_ok")
 def contract_ok(ctx: CheckContext, params: dict) -> Measure:
     def judge(case: Case, got: Verdict) -> str:
@@ -199,9 +239,9 @@ def contract_ok(ctx: CheckContext, params: dict) -> Measure:
             return f"said ok, but it breaks the contract: {', '.join(reasons)}"
         return f"said not ok ({got.reason or 'no reason'}), but the request meets the contract"
     # Requests that meet the contract and requests that break it weigh the same: a verdict
-    # that is always the same is right on one side only.
+    # that is always the same is right on one side only. Within a side, so do its clauses.
     return grade_answers(_verdicts(ctx), judge, "requests",
-                         by=lambda c: not oracle.contract_reasons(*c.inputs))
+                         by=lambda c: not oracle.contract_reasons(*c.inputs), within=_clause)
 
 
 @check("lesson1.contract_reason")
