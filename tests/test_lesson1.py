@@ -57,6 +57,10 @@ MUTANTS = {
     "pool_exclusive": ("if worst_case_pages(request, worker) > pool_pages(model, worker)",
                        "if worst_case_pages(request, worker) >= pool_pages(model, worker)", {"contract-ok"}),
     "gap_for_one_token": ("if m >= 2 and cost", "if m >= 1 and cost", {"contract-ok"}),
+    # Weights and reservation past the device: a negative pool. Empty pools are a side of
+    # pool-pages, and the lower side counts, so it loses the criterion (see below).
+    "negative_pool": ("return max(0, free_bytes // page_bytes)", "return free_bytes // page_bytes",
+                      {"pool-pages"}),
     "no_gap_for_two_tokens": ("if m >= 2 and cost", "if m > 2 and cost", {"contract-ok"}),
 }
 BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late", "gap_step_one_early")
@@ -106,6 +110,25 @@ def test_a_rule_one_off_at_a_limit_loses_its_clause_of_contract_ok(name, tmp_pat
     report = grade("lesson1", _wrong_file(name, tmp_path), "grade", secret)
     lost = full(report)["contract-ok"] - scores(report)["contract-ok"]
     assert lost >= 3 * (1 / 12) / 0.4 - 1e-9, (name, lost)
+
+
+def test_a_pool_that_goes_negative_loses_pool_pages(tmp_path, secret):
+    report = grade("lesson1", _wrong_file("negative_pool", tmp_path), "grade", secret)
+    assert scores(report)["pool-pages"] == 0
+    assert "expected 0" in next(c.feedback for c in report.criteria if c.id == "pool-pages")
+
+
+def test_hidden_workers_leave_empty_pools_both_ways(secret):
+    """Some hidden pairs leave less than a page beside the weights and the reservation, and
+    some less than nothing: both are pools of 0 pages."""
+    seen = set()
+    for case in L.hidden_cases(secret):
+        if case.family == "shapes":
+            model, worker = case.inputs
+            page = 2 * model.layers * model.kv_heads * model.head_dim * model.dtype_bytes * worker.page_tokens
+            free = worker.device_bytes - model.weight_bytes - worker.reserved_bytes
+            seen.add("negative" if free < 0 else "under a page" if free < page else "pages")
+    assert seen == {"negative", "under a page", "pages"}, seen
 
 
 def test_hidden_requests_sit_on_every_limit_of_the_gap_rule(secret):
