@@ -57,7 +57,8 @@ def _clause(case: Case) -> str:
         return ""
     if e.largest == c.prefill_remaining < c.min_chunk_tokens:
         return "a short tail"
-    return "exactly min_chunk_tokens" if e.largest == c.min_chunk_tokens else ""
+    # Exactly min_chunk_tokens decides only a chunk that leaves some of the prompt.
+    return "exactly min_chunk_tokens" if e.largest == c.min_chunk_tokens < c.prefill_remaining else ""
 
 
 def _plans(ctx: CheckContext) -> list[Answer]:
