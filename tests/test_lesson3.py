@@ -153,6 +153,7 @@ WRONG = {
     "ceil_pages": ({"within-budget", "e2e-gap"}, {"verdicts"}),
     "strict_min": ({"verdicts"}, set()),
     "tail_starved": ({"verdicts"}, set()),
+    "infeasible_needs_batch": ({"verdicts"}, set()),
     # An impossible value is wrong on every probe it answers, never a chunk that "fits"; in a
     # run the worker falls back to its floor, so those runs show nothing of the rule.
     "negative_when_starved": ({"within-budget", "page-aligned", "verdicts"}, {"e2e-gap", "e2e-ttft"}),
@@ -193,18 +194,31 @@ def test_wrong_rule_loses_where_it_is_wrong_on_public_cases(name, tmp_path):
     _loses_where_it_is_wrong(name, grade("lesson3", wrong_file("lesson3", name, tmp_path), "check"))
 
 
-@pytest.mark.parametrize("name", ["tail_starved", "strict_min"])
-def test_a_rule_wrong_on_one_clause_of_ok_loses_a_share_of_verdicts_as_large(name, tmp_path, secret):
-    """A short tail and a chunk of exactly min_chunk_tokens are each a few of the ok probes:
-    a rule that calls one of them starved is wrong on a whole clause of the table. Within
-    ok, the clauses weigh the same (a third each: the tail, exactly min_chunk_tokens, the
-    rest), so its ok share is 2/3 and its verdicts 1/3 of 1/3 short of full:
-    (1 - 1/9 - 0.6) / 0.4 of 2 points."""
+# The share of verdicts a rule wrong on one whole clause of the table loses. Within ok, the
+# clauses weigh a third each (a short tail, exactly min_chunk_tokens with prompt left, the
+# rest): 1/3 of the ok verdict's 1/3. Within infeasible, half each (nothing decoding, the
+# rest): 1/2 of 1/3.
+CLAUSE_SHARE = {"tail_starved": 1 / 9, "strict_min": 1 / 9, "infeasible_needs_batch": 1 / 6}
+
+
+@pytest.mark.parametrize("name", sorted(CLAUSE_SHARE))
+def test_a_rule_wrong_on_one_clause_of_a_verdict_loses_that_clause_s_share(name, tmp_path, secret):
+    """A short tail, a chunk of exactly min_chunk_tokens and an empty batch over the budget
+    are each a few probes of their verdict; a rule wrong on one of them is wrong on a whole
+    clause of the table, and verdicts is (1 - share - 0.6) / 0.4 of its 2 points."""
     report = grade("lesson3", wrong_file("lesson3", name, tmp_path), "grade", secret)
     verdicts = next(c for c in report.criteria if c.id == "verdicts")
-    assert verdicts.score == pytest.approx(2 * (1 - 1 / 9 - 0.6) / 0.4, abs=1e-3), verdicts.feedback
+    want = 2 * (1 - CLAUSE_SHARE[name] - 0.6) / 0.4
+    assert verdicts.score == pytest.approx(want, abs=1e-3), verdicts.feedback
     if name == "tail_starved":
         assert "a chunk that finishes the prompt is progress" in verdicts.feedback
+
+
+def test_hidden_probes_put_an_empty_batch_over_the_budget(secret):
+    """step_fixed alone over the budget, with nothing decoding: infeasible too."""
+    empty = [c for c in lesson3.hidden_probes(secret)
+             if not c.inputs.decode_contexts and chunk_oracle.step_s(c.inputs, 0) > c.inputs.gap_budget_s]
+    assert empty, "no hidden probe is infeasible with an empty batch"
 
 
 def test_e2e_feedback_names_the_slow_step(tmp_path):

@@ -134,7 +134,7 @@ def _budget_for_chunk(ctx: ChunkContext, g: np.random.Generator) -> float:
     return step_s(ctx, t) * float(g.uniform(1.0, 1.0 + 1.0 / max(t, 1)))
 
 
-def _draw(g: np.random.Generator, family: str) -> ChunkContext:
+def _draw(g: np.random.Generator, family: str, i: int = 0) -> ChunkContext:
     pt, min_chunk = _shape(g)
     cost = CostModel()
     decode = _batch(g, 0, 64, 16, 8192)
@@ -146,6 +146,8 @@ def _draw(g: np.random.Generator, family: str) -> ChunkContext:
         remaining = _remaining(g, 12000)
     elif family == "empty-batch":
         decode, done = (), int(g.integers(0, 40000))
+        if i % 5 == 4:      # step_fixed alone decides: infeasible below it, a trickle above
+            budget_kind = "step-fixed"
     elif family == "full-batch":
         decode = _batch(g, 128, 256, 512, 16384)
         done = int(g.choice([0, int(g.integers(0, 40000))]))
@@ -161,7 +163,10 @@ def _draw(g: np.random.Generator, family: str) -> ChunkContext:
         decode = _batch(g, 0, 200, 16, 16384)
         done = int(g.choice([0, int(g.integers(0, 100000))]))
     ctx = ChunkContext(0.0, cost, decode, done, max(1, remaining), pt, min_chunk)
-    if budget_kind == "decode-only":
+    if budget_kind == "step-fixed":
+        sides = [0.97, 1 - 1e-6] if i % 10 == 4 else [1 + 1e-6, 1 + 1e-4, 1.01]
+        budget = step_s(ctx, 0) * float(g.choice(sides))
+    elif budget_kind == "decode-only":
         factor = float(g.choice([0.97, 1 - 1e-6, 1 + 1e-6, 1 + 1e-4, 1 + 1e-3, 1.01, 1.03]))
         budget = step_s(ctx, 0) * factor
     elif budget_kind == "page-edge":
@@ -202,7 +207,7 @@ def hidden_probes(secret: bytes) -> list[Case]:
     for family, count in PROBE_FAMILIES.items():
         g = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson3", "probes", family)))
         for i in range(count):
-            ctx = _draw(g, family)
+            ctx = _draw(g, family, i)
             cases.append(Case("probe", f"{family}#{i}", "hidden", ctx,
                               f"hidden {family} probe {show(ctx)}"))
     return cases
