@@ -180,8 +180,11 @@ class WorkloadSpec:
 
 # --------------------------------------------------------------------------- reading
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys: PyYAML would silently keep the last one."""
+class UniqueKeys:
+    """A YAML loader's mixin that refuses a repeated key: PyYAML would silently keep the
+    last one, and `points: 2` then `points: 20` further down is a grade nobody meant.
+    Every reader of the course's YAML (workloads, rubrics, probes, scenarios, families,
+    the worker file) loads with it."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict = {}
@@ -199,6 +202,10 @@ class _Loader(yaml.SafeLoader):
                     key_node.start_mark)
             seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep=deep)
+
+
+class _Loader(UniqueKeys, yaml.SafeLoader):
+    pass
 
 
 MAX_WORKLOAD_BYTES = 16 << 20     # a workload is a few hundred lines of YAML

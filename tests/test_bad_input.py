@@ -91,9 +91,8 @@ def test_non_finite_numbers_in_a_rubric(course, capsys):
 # the pure one.
 @pytest.fixture(params=["as-built", "pure"])
 def loader(request, monkeypatch):
-    import yaml
     from grader.engine import layout
-    monkeypatch.setattr(layout, "_FAST_LOADER", getattr(yaml, "CSafeLoader", None)
+    monkeypatch.setattr(layout, "_FAST_LOADER", layout._FAST_LOADER
                         if request.param == "as-built" else None)
     return request.param
 
@@ -136,6 +135,31 @@ def test_a_course_file_that_repeats_a_list_or_mapping_by_alias_is_refused(tmp_pa
         read_yaml(path)
     path.write_text("a: &x 1\nb: *x\n")           # a scalar repeated is harmless: allowed
     assert read_yaml(path) == {"a": 1, "b": 1}
+
+
+@pytest.mark.parametrize("body, line, key", [
+    ("a: 1\nb: 2\na: 3\n", 3, "'a' (first at line 1)"),
+    ("top:\n  points: 2\n  title: t\n  points: 20\n", 4, "'points' (first at line 2)"),
+    ("- {x: 1, x: 2}\n", 1, "'x' (first at line 1)"),
+], ids=["top", "nested", "flow"])
+def test_a_key_repeated_in_a_course_file_is_refused_by_every_loader(tmp_path, loader, body, line, key):
+    # PyYAML keeps the last of two equal keys: a rubric's `points: 2` pasted again as
+    # `points: 20` further down would grade with 20 and say nothing.
+    from grader.engine.layout import read_yaml
+    path = tmp_path / "twice.yaml"
+    path.write_text(body)
+    with pytest.raises(InputError) as raised:
+        read_yaml(path)
+    assert str(raised.value) == f"{path}: line {line}: not valid YAML (duplicate key {key})"
+
+
+def test_a_rubric_with_a_repeated_key_is_refused_naming_its_line(course, capsys):
+    rubric = course / "rubrics" / "lesson1.yaml"
+    edit(rubric, "    points: 2\n", "    points: 2\n    points: 20\n")
+    err = refused(capsys, "--course", course, "check", "lesson1", "--submission", REF)
+    text = rubric.read_text()
+    line = text[:text.index("    points: 20")].count("\n") + 1
+    assert f"{rubric}: line {line}: not valid YAML (duplicate key 'points' (first at line {line - 1}))" in err
 
 
 def test_course_files_read_as_the_pure_python_loader_reads_them():

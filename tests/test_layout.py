@@ -134,8 +134,7 @@ def test_a_course_file_at_the_size_bound_is_read_and_one_byte_more_is_not(tmp_pa
     (b"a: \xff\n", "cannot read: 'utf-8' codec can't decode byte 0xff in position 3: invalid start byte"),
 ])
 def test_every_unusable_course_file_is_one_error_naming_it(tmp_path, monkeypatch, fast, body, says):
-    import yaml
-    monkeypatch.setattr(layout, "_FAST_LOADER", getattr(yaml, "CSafeLoader", None) if fast else None)
+    monkeypatch.setattr(layout, "_FAST_LOADER", layout._FAST_LOADER if fast else None)
     path = tmp_path / "bad.yaml"
     path.write_bytes(body)
     with pytest.raises(InputError) as e:

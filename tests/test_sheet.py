@@ -337,7 +337,7 @@ BOMB = b"a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *
 
 @pytest.mark.parametrize("raw,needle", [
     (BOMB, "anchors"),
-    (b"admission_ledger: {}\nadmission_ledger: {}\n", "repeated"),
+    (b"admission_ledger: {}\nadmission_ledger: {}\n", "duplicate key 'admission_ledger' (first at line 1)"),
     (b"x" * (MAX_BYTES + 1), "more than 262144 bytes, the limit"),
     (b"\x00\x01binary", "binary"),
     (b"\xff\xfe not utf-8", "UTF-8"),

@@ -36,6 +36,7 @@ from reference import yaml_words
 from reference.shapes import CONTRACT_REASONS
 from reference.sizing import Geometry
 from reference.units import UnitError, parse_bytes
+from reference.workload import UniqueKeys
 
 MAX_BYTES = 256 * 1024       # a sheet or a diagnosis is a page of YAML; this is generous
 MAX_DEPTH = 32               # a sheet nests five levels; deeper is an attack on the walkers
@@ -71,18 +72,8 @@ def blocking(problems) -> list[Problem]:
 
 
 # ---- reading -------------------------------------------------------------------------------
-class _NoAliases(yaml.SafeLoader):
+class _NoAliases(UniqueKeys, yaml.SafeLoader):
     """safe_load without anchors and aliases, and without silently dropping a repeated key."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-            if key is not None and key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is repeated",
-                                                        key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):

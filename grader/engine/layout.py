@@ -10,6 +10,7 @@ import yaml
 
 from grader.engine.errors import InputError
 from grader.engine.files import Unreadable, read_regular
+from reference.workload import UniqueKeys
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 # The hidden families: instructor data, drawn with the secret (never in the learner edition).
@@ -55,7 +56,13 @@ MAX_COURSE_DEPTH = 64
 # fast as the pure-Python one, with the same resolver and constructors, so the same values.
 # A file it refuses is read again by the pure one, whose error (its line, its words) is the
 # one reported.
-_FAST_LOADER = getattr(yaml, "CSafeLoader", None)
+# Both refuse a repeated key, as the workload and design-sheet readers do (UniqueKeys).
+class _PureLoader(UniqueKeys, yaml.SafeLoader):
+    pass
+
+
+_FAST_LOADER = (type("_FastLoader", (UniqueKeys, yaml.CSafeLoader), {})
+                if hasattr(yaml, "CSafeLoader") else None)
 
 
 def _load(text: str) -> Any:
@@ -64,7 +71,7 @@ def _load(text: str) -> Any:
             return yaml.load(text, Loader=_FAST_LOADER)   # noqa: S506 - a SafeConstructor
         except (yaml.YAMLError, RecursionError, *YAML_VALUE_ERRORS):
             pass
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=_PureLoader)            # noqa: S506 - a SafeLoader
 
 
 def read_yaml(path: Path) -> Any:
