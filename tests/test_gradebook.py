@@ -174,3 +174,29 @@ def test_a_new_sqlite_gradebook_is_private_to_its_owner(tmp_path):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     with open_gradebook(str(path)) as b:                   # and it reads back
         assert [r.student for r in b.results()] == ["alice"]
+
+
+@pytest.mark.parametrize("create", [True, False], ids=["grade", "export"])
+def test_another_applications_database_is_refused_and_left_as_it_was(tmp_path, create):
+    """nbgrader's own gradebook.db given as --gradebook by mistake: neither grade nor a
+    reader adds the grader's tables to it, and the error names the tables it holds."""
+    path = tmp_path / "gradebook.db"
+    with sa.create_engine(f"sqlite:///{path}").begin() as conn:
+        conn.execute(sa.text("CREATE TABLE student (id TEXT)"))
+        conn.execute(sa.text("CREATE TABLE assignment (id TEXT)"))
+    with pytest.raises(InputError, match=r"not a gradebook of this grader: it holds other tables "
+                                         r"\(assignment, student\)"):
+        open_gradebook(str(path), create=create)
+    assert sa.inspect(sa.create_engine(f"sqlite:///{path}")).get_table_names() == ["assignment", "student"]
+
+
+def test_a_reader_finds_no_gradebook_in_an_empty_database_and_makes_none(tmp_path):
+    path = tmp_path / "empty.db"
+    path.write_bytes(b"")                   # an empty file is an empty SQLite database
+    with pytest.raises(InputError, match="no gradebook here"):
+        open_gradebook(str(path), create=False)
+    assert sa.inspect(sa.create_engine(f"sqlite:///{path}")).get_table_names() == []
+    with open_gradebook(str(path), create=True) as b:      # grade may make it one
+        assert b.results() == []
+    with open_gradebook(str(path), create=False) as b:     # and then it is read
+        assert b.results() == []

@@ -219,7 +219,7 @@ def student_error(error: str) -> str:
 
 
 class Gradebook:
-    def __init__(self, url: str):
+    def __init__(self, url: str, create: bool = True):
         self.url = url
         self.shown_url = shown_url(url)
         try:
@@ -237,7 +237,7 @@ class Gradebook:
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
             _sqlite_setup(self.engine)
-        self._create_schema()
+        self._create_schema(create)
 
     # ------------------------------------------------------------------ setup
 
@@ -258,12 +258,13 @@ class Gradebook:
         if self.dialect == "postgresql":
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_WRITE_LOCK})
 
-    def _create_schema(self) -> None:
+    def _create_schema(self, create: bool) -> None:
         for attempt in range(3):
             conn = self._connect()
             try:
                 with conn, conn.begin():
                     self._one_writer(conn)
+                    self._refuse_another_database(conn, create)
                     _meta.create_all(conn)
                     have = conn.execute(sa.select(schema_info.c.version)).scalar()
                     if have is None:
@@ -277,6 +278,24 @@ class Gradebook:
                     raise
             except OperationalError as e:
                 raise self._cannot_open(e) from None
+
+    def _refuse_another_database(self, conn, create: bool) -> None:
+        """A database without the grader's schema table is not a gradebook: one holding
+        other tables is another application's (nbgrader's own gradebook.db given by
+        mistake), and tables are never added to it; an empty one only grade may make into
+        a gradebook, since a reader would see no one and report that as a class."""
+        tables = sa.inspect(conn).get_table_names()
+        if schema_info.name in tables:
+            return
+        if tables:
+            shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
+            raise InputError(self.shown_url, f"not a gradebook of this grader: it holds other tables "
+                                             f"({shown}) and no {schema_info.name}; give the gradebook "
+                                             "your grades went to")
+        if not create:
+            raise InputError(self.shown_url, "no gradebook here (an empty database): grade into it "
+                                             "first (grader grade ... --gradebook), or give the "
+                                             "gradebook your grades went to")
 
     def close(self) -> None:
         self.engine.dispose()
@@ -534,7 +553,7 @@ def open_gradebook(url: str, *, create: bool = True) -> Gradebook:
                 pass
             except OSError as e:
                 raise InputError(str(where), f"cannot make the gradebook: {e.strerror or e}") from None
-    return Gradebook(url)
+    return Gradebook(url, create=create)
 
 
 def _is_sqlite(path: Path) -> bool:
