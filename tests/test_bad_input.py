@@ -195,6 +195,64 @@ def test_workload_with_impossible_parameters_names_the_field(course, capsys, old
     assert f"{workload}:{line}: {field}" in err
 
 
+# ---------------------------------------------------------------------------- hidden families
+
+@pytest.mark.parametrize("old, new, says", [
+    ("families:\n", "famlies:\n", "line 7: famlies: unknown key 'famlies' (known here: families)"),
+    ("  - name: heavy-load\n", "  - heavy-load\n  - name: x\n", "line 7: families[0]: expected a mapping; got a string 'heavy-load'"),
+    ("    instances: 1\n", "    instances: 0\n", "line 9: families[0].instances: expected an integer >= 1; got 0"),
+    ("    instances: 1\n", "    instances: two\n", "line 9: families[0].instances: expected an integer >= 1; got a string 'two'"),
+    ("    instances: 1\n", "    instnces: 1\n", "line 9: families[0].instnces: unknown key 'instnces' (known here: name, base, instances, vary)"),
+    ("    base: ../../../assignments/lesson2/public/heavy-load.scenario.yaml\n", "",
+     "line 7: families[0].base: missing key (required)"),
+    ("heavy-load.scenario.yaml", "heavy.scenario.yaml", "line 8: families[0].base: no such scenario file"),
+    ("      requests: [200, 300]\n", "      requests: [300, 200]\n", "line 11: families[0].vary.requests: low 300 is above high 200"),
+    ("      requests: [200, 300]\n", "      requests: 250\n", "line 11: families[0].vary.requests: expected a list; got an integer 250"),
+    ("worker.device_bytes: [20468203520, 21005074432]", "worker.device_byte: [20468203520, 21005074432]",
+     "line 13: families[0].vary.worker.device_byte: 'device_byte' is not a worker field"),
+    ("  - name: long-outputs\n", "  - name: heavy-load\n",
+     "line 14: families[1].name: a second family named 'heavy-load'"),
+], ids=["top-typo", "not-a-mapping", "zero-instances", "instances-text", "key-typo", "no-base",
+        "base-missing", "low-above-high", "bounds-not-a-list", "worker-field-typo", "name-twice"])
+def test_a_broken_hidden_families_file_names_its_line_and_field(course, old, new, says):
+    """An instructor's families file: each mistake is one line naming the file, the line
+    and the place, not a KeyError, an AttributeError or a silently ignored typo."""
+    from grader.course.scenario import hidden_scenarios
+    from grader.engine.layout import FAMILIES, find_course
+    path = course / "grader" / "instructor" / "families" / "lesson2.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text((FAMILIES / "lesson2.yaml").read_text())
+    edit(path, old, new)
+    with pytest.raises(InputError) as raised:
+        hidden_scenarios(find_course(str(course)), "lesson2", b"class of 2026", path)
+    assert str(raised.value).startswith(f"{path}: {says}"), raised.value
+
+
+def test_an_emptied_families_file_is_refused_not_graded_on_public_cases_alone(course):
+    from grader.course.scenario import hidden_scenarios
+    from grader.engine.layout import find_course
+    path = course / "families.yaml"
+    for body, says in (("families: []\n", "line 1: families: expected at least one family"),
+                       ("", "families: missing key (required)")):
+        path.write_text(body)
+        with pytest.raises(InputError) as raised:
+            hidden_scenarios(find_course(str(course)), "lesson2", b"class of 2026", path)
+        assert str(raised.value).startswith(f"{path}: {says}"), raised.value
+
+
+@pytest.mark.parametrize("body, says", [
+    ("", "worker.yaml: models: missing key (required)"),
+    ("- a80\n", "worker.yaml: line 1: (top level): expected a mapping; got a list"),
+    ("models: {}\nworkers: []\n", "worker.yaml: line 2: workers: expected a mapping; got a list"),
+    ("models: {}\nworkers: {}\nmachines: {}\n", "worker.yaml: line 3: machines: unknown key 'machines'"),
+    ("models: {}\nworkers: {}\n", "worker.yaml: models: unknown model 'gqa-8b-bf16' (known: )"),
+])
+def test_a_broken_worker_file_names_the_file_and_field(course, capsys, body, says):
+    (course / "assignments" / "worker.yaml").write_text(body)
+    err = refused(capsys, "--course", course, "experiment", "prefill-deadline")
+    assert f"{course / 'assignments' / says}" in err, err
+
+
 @pytest.mark.parametrize("lesson,public_file", [
     ("lesson1", "public.yaml"), ("lesson2", "probes.yaml"), ("lesson3", "public/probes.yaml"),
     ("lesson4", "probes.yaml"), ("lesson5", "public/records.yaml")])

@@ -34,7 +34,7 @@ import numpy as np
 
 from grader.engine.cases import Case
 from grader.engine.codec import persistent
-from grader.engine.layout import FAMILIES, read_yaml
+from grader.engine.layout import FAMILIES, read_field, read_yaml
 from grader.engine.errors import InputError
 from grader.engine.secret import derive_seed
 from reference.policy import Policy
@@ -81,7 +81,7 @@ class Scenario:
                 "workload": to_mapping(self.workload), "seed": self.seed}
 
 
-def _named(value: Any, table: Mapping, kind: str, where: str):
+def named(value: Any, table: Mapping, kind: str, where: str):
     if isinstance(value, str):
         if value not in table:
             raise InputError(where, f"unknown {kind} {value!r} (known: {', '.join(sorted(table))})")
@@ -91,9 +91,9 @@ def _named(value: Any, table: Mapping, kind: str, where: str):
 
 def course_machines(course) -> tuple[dict, dict]:
     """The named models and workers of assignments/worker.yaml (mappings, unparsed)."""
-    path = course.root / "assignments" / "worker.yaml"
-    data = read_yaml(path) or {}
-    return dict(data.get("models") or {}), dict(data.get("workers") or {})
+    top = read_field(course.root / "assignments" / "worker.yaml")
+    top.mapping(known=("models", "workers"))
+    return dict(top.at("models").mapping()), dict(top.at("workers").mapping())
 
 
 def load_scenario(path: Path, course) -> Scenario:
@@ -103,9 +103,9 @@ def load_scenario(path: Path, course) -> Scenario:
         raise InputError(where, "a scenario is a mapping with name, model, worker, workload")
     models, workers = course_machines(course)
     try:
-        model = model_from(_named(data.get("model"), models, "model", f"{where}: model"),
+        model = model_from(named(data.get("model"), models, "model", f"{where}: model"),
                            f"{where}: model")
-        worker = worker_from(_named(data.get("worker"), workers, "worker", f"{where}: worker"),
+        worker = worker_from(named(data.get("worker"), workers, "worker", f"{where}: worker"),
                              f"{where}: worker")
         wl = data.get("workload")
         if isinstance(wl, str):
@@ -142,13 +142,60 @@ def _set(mapping: dict, dotted: str, value: Any) -> None:
     node[last] = value
 
 
-def _draw(g: np.random.Generator, bounds: Any, where: str):
-    if not (isinstance(bounds, list) and len(bounds) == 2):
-        raise InputError(where, f"expected [low, high], got {bounds!r}")
+def _draw(g: np.random.Generator, bounds: tuple):
     lo, hi = bounds
-    if isinstance(lo, int) and isinstance(hi, int) and not isinstance(lo, bool):
+    if isinstance(lo, int) and isinstance(hi, int):
         return int(g.integers(lo, hi + 1))
     return float(g.uniform(float(lo), float(hi)))
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family of a hidden-families file, checked: every field a problem could hide in
+    is named (file, line, place) when it is wrong, before anything is drawn."""
+    name: str
+    base: Path
+    instances: int
+    vary: tuple[tuple[str, tuple], ...]      # (dotted key, (low, high)), sorted by key
+
+
+FAMILY_KEYS = ("name", "base", "instances", "vary")
+_WORKER_FIELDS = ("device_bytes", "reserved_bytes", "page_tokens", "max_running")
+
+
+def read_families(path: Path) -> tuple[Family, ...]:
+    top = read_field(path)
+    top.mapping(known=("families",))
+    listed = top.at("families")
+    families, names = [], set()
+    for fam in listed.items():
+        fam.mapping(known=FAMILY_KEYS)
+        name = fam.at("name").text()
+        if name in names:
+            raise fam.at("name").problem(f"a second family named {name!r}: each draws its own "
+                                         "instances from the secret, so names must differ")
+        names.add(name)
+        vary = []
+        for key, bounds in fam.at("vary", None).entries():
+            if key.startswith("worker.") and key[7:] not in _WORKER_FIELDS:
+                raise bounds.problem(f"{key[7:]!r} is not a worker field (known: "
+                                     f"{', '.join(_WORKER_FIELDS)})")
+            ends = bounds.items()
+            if len(ends) != 2:
+                raise bounds.problem(f"expected [low, high]; got {bounds.value!r}")
+            lo, hi = (end.number() for end in ends)
+            if lo > hi:
+                raise bounds.problem(f"low {lo} is above high {hi}")
+            vary.append((str(key), (lo, hi)))
+        base = (path.parent / fam.at("base").text()).resolve()
+        if not base.is_file():
+            raise fam.at("base").problem(f"no such scenario file {base} (a path relative to this file)")
+        families.append(Family(name, base, fam.at("instances", 1).integer(minimum=1),
+                               tuple(sorted(vary))))
+    if not families:
+        # An emptied file would grade on the public cases alone and say nothing.
+        raise listed.problem("expected at least one family (a lesson's hidden cases come from them)")
+    return tuple(families)
 
 
 def hidden_scenarios(course, lesson: str, secret: bytes, families_path: Path | None = None,
@@ -156,17 +203,16 @@ def hidden_scenarios(course, lesson: str, secret: bytes, families_path: Path | N
     """Each family's instances drawn from the secret; with ``reserve``, that many further
     instances after them instead (for a grader that keeps only the draws that settle)."""
     path = families_path or FAMILIES / f"{lesson}.yaml"
-    data = read_yaml(path) or {}
     cases = []
-    for f_index, fam in enumerate(data.get("families") or []):
-        where = f"{path}: families.{fam.get('name', f_index)}"
-        base = load_scenario((path.parent / fam["base"]).resolve(), course)
-        count = int(fam.get("instances", 1))
+    for fam in read_families(path):
+        where = f"{path}: families.{fam.name}"
+        base = load_scenario(fam.base, course)
+        count = fam.instances
         for i in range(count, count + reserve) if reserve else range(count):
-            g = np.random.Generator(np.random.PCG64(derive_seed(secret, lesson, fam["name"], str(i))))
+            g = np.random.Generator(np.random.PCG64(derive_seed(secret, lesson, fam.name, str(i))))
             wl_changes, worker_changes, sheet = {}, {}, _deep_copy(base.sheet)
-            for key, bounds in sorted((fam.get("vary") or {}).items()):
-                value = _draw(g, bounds, f"{where}.vary.{key}")
+            for key, bounds in fam.vary:
+                value = _draw(g, bounds)
                 if key.startswith("worker."):
                     worker_changes[key[7:]] = value
                 elif key.startswith("sheet."):
@@ -178,9 +224,9 @@ def hidden_scenarios(course, lesson: str, secret: bytes, families_path: Path | N
                 worker = replace(base.worker, **worker_changes)
             except (WorkloadError, TypeError) as e:
                 raise InputError(where, f"cannot vary the base scenario: {e}") from None
-            s = Scenario(f"{fam['name']}#{i}", base.model, worker, sheet, workload,
+            s = Scenario(f"{fam.name}#{i}", base.model, worker, sheet, workload,
                          int(g.integers(0, 2**31)))
-            cases.append(Case("scenario", s.name, "hidden", s, f"hidden scenario {fam['name']}"))
+            cases.append(Case("scenario", s.name, "hidden", s, f"hidden scenario {fam.name}"))
     return cases
 
 

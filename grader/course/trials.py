@@ -40,7 +40,8 @@ from grader.engine.errors import InputError
 from grader.engine.layout import FAMILIES, read_yaml
 from grader.course.core import Core
 from grader.course.core import reference as reference_core
-from grader.course.scenario import Scenario, course_machines, hidden_scenarios, load_scenario
+from grader.course.scenario import (Scenario, course_machines, hidden_scenarios, load_scenario,
+                                    read_families)
 from reference.knobs import with_knobs
 from reference.records import Run
 from reference.shapes import (QUALIFICATIONS, RELEASE_DECISIONS, ClassSummary, ModelSpec,
@@ -261,8 +262,7 @@ def hidden_suites(course, secret: bytes, lesson: str = "lesson5",
     """Each hidden instance of a family: its base suite on the instance's workload and seeds
     (with ``reserve``: that many further instances, see hidden_scenarios)."""
     path = families_path or FAMILIES / f"{lesson}.yaml"
-    bases = {f["name"]: (path.parent / f["base"]).resolve()
-             for f in (read_yaml(path) or {}).get("families") or []}
+    bases = {f.name: f.base for f in read_families(path)}
     suites = []
     for case in hidden_scenarios(course, lesson, secret, path, reserve=reserve):
         family = case.name.rsplit("#", 1)[0]

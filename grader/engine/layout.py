@@ -155,3 +155,92 @@ def find_course(explicit: str | None = None) -> Course:
     # Installed without `-e`, the package sits in site-packages, far from the course.
     raise InputError(str(here), "no course folder here or above (one holding assignments/ and "
                                 "rubrics/): run grader inside the course, or pass --course DIR")
+
+
+# ---- a course file's values, each with its place ---------------------------------------------
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Field:
+    """A value read from a course file, with the file and its place in it, for the files
+    the lessons take apart by hand (the worker file, the hidden families). Every problem
+    with it is one InputError in the rubric's form, in YAML's words:
+        families.yaml: line 9: families[0].instances: expected an integer >= 1; got 0
+    never a KeyError or an AttributeError from deep inside the grader."""
+    file: Path
+    parts: tuple = ()
+    value: Any = None
+
+    def problem(self, message: str) -> InputError:
+        from reference.yaml_words import dotted, line_of
+        try:
+            line = line_of(self.file.read_text(encoding="utf-8"), list(self.parts))
+        except (OSError, UnicodeDecodeError):
+            line = None
+        return InputError(str(self.file), f"{f'line {line}: ' if line else ''}{dotted(self.parts)}: {message}")
+
+    def _wrong(self, expected: str) -> InputError:
+        from reference.yaml_words import got
+        return self.problem(f"expected {expected}; got {got(self.value)}")
+
+    def mapping(self, known: tuple[str, ...] | None = None) -> Mapping:
+        """The value as a mapping (nothing is an empty one); with ``known``, a key outside
+        it is a typo, refused rather than ignored."""
+        value = {} if self.value is None else self.value
+        if not isinstance(value, Mapping):
+            raise self._wrong("a mapping")
+        if known is not None:
+            extra = [k for k in value if k not in known]
+            if extra:
+                from reference.yaml_words import short
+                raise self.at(extra[0]).problem(f"unknown key {short(extra[0])} (known here: "
+                                                f"{', '.join(known)})")
+        return value
+
+    def at(self, key, default=_MISSING) -> "Field":
+        """The field under ``key`` of this mapping (or index of this list); a missing one is
+        ``default``, or without one a problem."""
+        container = self.value if isinstance(self.value, (list, tuple)) else self.mapping()
+        if isinstance(container, Mapping) and key not in container:
+            if default is _MISSING:
+                raise Field(self.file, (*self.parts, key)).problem("missing key (required)")
+            return Field(self.file, (*self.parts, key), default)
+        return Field(self.file, (*self.parts, key), container[key])
+
+    def items(self) -> list["Field"]:
+        """Each element of a list (nothing is an empty list)."""
+        if self.value is None:
+            return []
+        if not isinstance(self.value, list):
+            raise self._wrong("a list")
+        return [self.at(i) for i in range(len(self.value))]
+
+    def entries(self) -> list[tuple[str, "Field"]]:
+        """(key, field) of each entry of a mapping, in the file's order."""
+        return [(k, self.at(k)) for k in self.mapping()]
+
+    def text(self) -> str:
+        if not isinstance(self.value, str) or not self.value.strip():
+            raise self._wrong("text")
+        return self.value
+
+    def integer(self, minimum: int | None = None) -> int:
+        v = self.value
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self._wrong("an integer" + (f" >= {minimum}" if minimum is not None else ""))
+        if minimum is not None and v < minimum:
+            raise self.problem(f"expected an integer >= {minimum}; got {v}")
+        return v
+
+    def number(self) -> float:
+        import math
+        v = self.value
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise self._wrong("a finite number")
+        return v
+
+
+def read_field(path: Path) -> Field:
+    """A course file's top level as a Field (read_yaml's checks first)."""
+    return Field(Path(path), (), read_yaml(path))

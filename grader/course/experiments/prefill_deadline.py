@@ -39,7 +39,7 @@ from grader.course.experiments.common import (
     token_gaps,
     ttfts,
 )
-from grader.course.scenario import course_machines
+from grader.course.scenario import course_machines, named
 from grader.engine.errors import InputError
 from grader.course.experiments.plugged import Side, Sides
 from grader.course.trials import truncation
@@ -81,8 +81,10 @@ MODEL, WORKER = "gqa-8b-bf16", "a80"
 
 def _machine(s: dict, course) -> tuple[ModelSpec, WorkerSpec]:
     models, workers = course_machines(course)
-    model = model_from(models[MODEL], f"assignments/worker.yaml: models.{MODEL}")
-    worker = worker_from(workers[WORKER], f"assignments/worker.yaml: workers.{WORKER}")
+    where = course.root / "assignments" / "worker.yaml"
+    model = model_from(named(MODEL, models, "model", f"{where}: models"), f"{where}: models.{MODEL}")
+    worker = worker_from(named(WORKER, workers, "worker", f"{where}: workers"),
+                         f"{where}: workers.{WORKER}")
     cost = CostModel(s["step_fixed"], s["per_token"], s["per_context_token"], s["per_attention_pair"])
     # The batch cap never binds here: the experiment is about the chunk, not admission.
     return model, replace(worker, cost=cost, max_running=max(worker.max_running,
