@@ -17,10 +17,15 @@ from grader.engine.validate import InvalidValue, coerce, within_domain
 REGISTRY: dict[str, Callable] = {}
 
 
-def check(name: str):
+def check(name: str, params: dict[str, tuple[float, float]] | None = None):
+    """Register a check under ``name``. ``params``: each parameter a rubric may give it,
+    with its (low, high) bounds; the rubric loader refuses any other parameter, or a value
+    out of bounds, naming its place in the rubric (a misspelt `shar: 0.5` would otherwise
+    grade with the default and say nothing)."""
     def register(fn):
         if name in REGISTRY:
             raise ValueError(f"check {name!r} registered twice")
+        fn.params = dict(params or {})
         REGISTRY[name] = fn
         return fn
     return register

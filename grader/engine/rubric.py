@@ -88,6 +88,17 @@ def _non_finite(node, path=()):
     return None
 
 
+def _check_params(criterion: dict, declared: dict, bad) -> None:
+    """The criterion's params against those its check declares (grader.engine.checks.check)."""
+    for key, value in (criterion.get("params") or {}).items():
+        if key not in declared:
+            known = f"known: {', '.join(sorted(declared))}" if declared else "it takes none"
+            raise bad(key, f"{criterion['check']} has no parameter {yaml_words.short(key)} ({known})")
+        low, high = declared[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise bad(key, f"expected a number from {low} to {high}; got {yaml_words.got(value)}")
+
+
 def load_rubric(path: Path, known_checks=None) -> Rubric:
     """Load and validate; any problem is an InputError naming the file, the line and the
     place inside it."""
@@ -112,6 +123,9 @@ def load_rubric(path: Path, known_checks=None) -> Rubric:
         seen.add(c["id"])
         if known_checks is not None and c["check"] not in known_checks:
             raise bad(["criteria", i, "check"], f"unknown check {c['check']!r}")
+        if isinstance(known_checks, dict):
+            _check_params(c, getattr(known_checks[c["check"]], "params", {}),
+                          lambda key, message: bad(["criteria", i, "params", key], message))
         credit = Credit(**c["credit"])
         if credit.rule == "linear" and credit.floor >= credit.target:
             raise bad(["criteria", i, "credit"], "floor must be below target")

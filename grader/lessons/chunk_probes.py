@@ -102,7 +102,7 @@ def within_budget(ctx: CheckContext, params: dict) -> Measure:
     return _no_chunks(answers) or grade_answers(answers, _usable_first(judge), "probes", by=_kind)
 
 
-@check("lesson3.progress")
+@check("lesson3.progress", params={"share": (0, 1)})
 def progress(ctx: CheckContext, params: dict) -> Measure:
     share = float(params.get("share", PROGRESS_SHARE))
     ok = [a for a in _plans(ctx) if expected(a.case).verdict == "ok"]

@@ -137,7 +137,7 @@ def worst_step(run: Run) -> str:
             f"prefilled, with {int(steps.batch[i])} decoding, took {ms(float(steps.duration_s[i]))}")
 
 
-@check("lesson3.e2e_gap")
+@check("lesson3.e2e_gap", params={"percentile": (0, 100)})
 def e2e_gap(ctx: CheckContext, params: dict) -> Measure:
     q = float(params.get("percentile", 99))
 
@@ -171,7 +171,7 @@ def _mean_chunk(run: Run) -> float:
     return float(chunks.mean()) if chunks.size else 0.0
 
 
-@check("lesson3.e2e_ttft")
+@check("lesson3.e2e_ttft", params={"tolerance": (0, 1)})
 def e2e_ttft(ctx: CheckContext, params: dict) -> Measure:
     tolerance = float(params.get("tolerance", 0.10))
 
