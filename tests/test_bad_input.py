@@ -287,6 +287,26 @@ def test_a_broken_public_file_of_any_lesson_is_one_line_naming_it(course, capsys
                                               ROOT / "reference" / "solutions" / f"{lesson}.py")
 
 
+@pytest.mark.parametrize("lesson, public_file, first", [
+    ("lesson1", "public.yaml", "models"), ("lesson2", "probes.yaml", "probes"),
+    ("lesson3", "public/probes.yaml", "probes"), ("lesson4", "probes.yaml", "publishable"),
+    ("lesson5", "public/records.yaml", "records")])
+def test_an_emptied_or_misshapen_public_file_is_refused_not_graded_on_nothing(course, capsys, lesson,
+                                                                               public_file, first):
+    """An emptied probe file graded every criterion on no case (0 points for everyone, the
+    reference included) and a list where the mapping belongs named only the folder."""
+    path = course / "assignments" / lesson / public_file
+    solution = ROOT / "reference" / "solutions" / f"{lesson}.py"
+    for body, says in (("", f"{first}: missing key (required)"),
+                       ("- 1\n", "line 1: (top level): expected a mapping; got a list"),
+                       (f"{first}: []\n", f"line 1: {first}: expected a list of at least 1 item; got 0"),
+                       (f"{first}: 3\n", f"line 1: {first}: expected a list; got an integer 3"),
+                       (f"{first}: [1]\nprobez: []\n", "line 2: probez: unknown key 'probez'")):
+        path.write_text(body)
+        err = refused(capsys, "--course", course, "check", lesson, "--submission", solution)
+        assert f"grader: {path}: {says}" in err, (body, err)
+
+
 @pytest.mark.parametrize("file, old, new, says", [
     ("demo.incident.yaml", "seed: 6\n", "", "line 5: seed: missing key (required)"),
     ("demo.incident.yaml", "evidence_seed: 24", "evidence_seed: soon", "line 9: evidence_seed: expected an integer; got a string 'soon'"),

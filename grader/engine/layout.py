@@ -208,12 +208,16 @@ class Field:
             return Field(self.file, (*self.parts, key), default)
         return Field(self.file, (*self.parts, key), container[key])
 
-    def items(self) -> list["Field"]:
-        """Each element of a list (nothing is an empty list)."""
-        if self.value is None:
+    def items(self, at_least: int = 0) -> list["Field"]:
+        """Each element of a list (nothing is an empty list), of which there must be
+        ``at_least``."""
+        if self.value is None and not at_least:
             return []
         if not isinstance(self.value, list):
             raise self._wrong("a list")
+        if len(self.value) < at_least:
+            raise self.problem(f"expected a list of at least {at_least} item{'s' if at_least != 1 else ''}; "
+                               f"got {len(self.value)}")
         return [self.at(i) for i in range(len(self.value))]
 
     def entries(self) -> list[tuple[str, "Field"]]:
@@ -239,6 +243,27 @@ class Field:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise self._wrong("a finite number")
         return v
+
+
+def read_sections(path: Path, shape: Mapping[str, str]) -> dict:
+    """A course file that is a mapping of sections, each of the kind ``shape`` names:
+    "records" a list of at least one mapping, "list" a list of at least one item, "mapping"
+    a mapping (absent: an empty one). A section missing, empty or of another kind, or a key
+    the file does not have, is one InputError naming the file, the line and the field: an
+    emptied probe file would otherwise grade on nothing, and cost every learner the points."""
+    top = read_field(path)
+    top.mapping(known=tuple(shape))
+    sections = {}
+    for key, kind in shape.items():
+        if kind == "mapping":
+            sections[key] = dict(top.at(key, None).mapping())
+            continue
+        items = top.at(key).items(at_least=1)
+        if kind == "records":
+            for item in items:
+                item.mapping()
+        sections[key] = [item.value for item in items]
+    return sections
 
 
 def read_field(path: Path) -> Field:

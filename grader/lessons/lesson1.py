@@ -12,7 +12,7 @@ import numpy as np
 
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, ask, check, grade_answers
-from grader.engine.layout import read_yaml
+from grader.engine.layout import read_sections
 from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 from grader.engine.oracle import reference_oracle
@@ -28,7 +28,8 @@ oracle = reference_oracle("lesson1")
 # ---- public cases ---------------------------------------------------------------------
 def public_cases(course) -> list[Case]:
     path = course.assignment("lesson1") / "public.yaml"
-    data = read_yaml(path) or {}
+    data = read_sections(path, {"models": "records", "workers": "records", "token_probes": "list",
+                                "requests": "records"})
     try:
         models = {m["name"]: model_from(m, f"{path}: models.{m.get('name', i)}")
                   for i, m in enumerate(data.get("models", []))}

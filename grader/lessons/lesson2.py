@@ -29,7 +29,7 @@ import numpy as np
 from grader.engine.cases import Case
 from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, grade_answers, 
                            not_implemented)
-from grader.engine.layout import read_yaml
+from grader.engine.layout import read_sections
 from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 from grader.lessons.ledger import (available, footprint, inactive, ledger_words, need, promise,
@@ -73,7 +73,7 @@ def _probe_case(name: str, r: AdmissionRequest, v: LedgerView, visibility: str, 
 
 def _public_probes(course) -> list[Case]:
     path = course.assignment(LESSON) / "probes.yaml"
-    data = read_yaml(path) or {}
+    data = read_sections(path, {"probes": "records"})
     cases = []
     for i, p in enumerate(data.get("probes") or []):
         where = f"{path}: probes.{p.get('name', i) if isinstance(p, dict) else i}"

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from grader.engine.cases import Case
-from grader.engine.layout import read_yaml
+from grader.engine.layout import read_sections
 from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 # Importing the judges registers their checks.
@@ -70,7 +70,7 @@ def probe_from(p: Mapping, defaults: Mapping, where: str) -> ChunkContext:
 
 def public_probes(course) -> list[Case]:
     path = course.assignment("lesson3") / "public" / "probes.yaml"
-    data = read_yaml(path) or {}
+    data = read_sections(path, {"defaults": "mapping", "probes": "records"})
     defaults = data.get("defaults") or {}
     cases = []
     for i, p in enumerate(data.get("probes") or []):

@@ -27,7 +27,7 @@ import unicodedata
 import numpy as np
 
 from grader.engine.cases import Case
-from grader.engine.layout import read_yaml
+from grader.engine.layout import read_sections
 from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 # Importing the judges registers their checks (the cases below use two of them).
@@ -78,10 +78,7 @@ def _show_pages(pt: int, prompt: int, written: int, first: int, published) -> st
 
 def _read_probes(course) -> dict:
     path = course.assignment(LESSON) / "probes.yaml"
-    data = read_yaml(path) or {}
-    if not isinstance(data, dict):
-        raise InputError(str(path), "expected a mapping with prefix_key and publishable")
-    return data
+    return read_sections(path, {"prefix_key": "mapping", "publishable": "records"})
 
 
 def _listed(value, where: str, kind=None) -> list:

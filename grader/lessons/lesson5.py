@@ -35,7 +35,7 @@ from typing import Optional
 import numpy as np
 
 from grader.engine.cases import Case
-from grader.engine.layout import FAMILIES, read_yaml
+from grader.engine.layout import FAMILIES, read_sections, read_yaml
 from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 # Importing the judges registers their checks.
@@ -103,8 +103,8 @@ def _slo_of(m, where: str) -> Slo:
 
 def public_records(course) -> list[Case]:
     path = course.assignment("lesson5") / "public" / "records.yaml"
-    data = read_yaml(path) or {}
-    default = _slo_of(data.get("slo") or {}, f"{path}: slo")
+    data = read_sections(path, {"slo": "mapping", "records": "records"})
+    default = _slo_of(data["slo"], f"{path}: slo")
     cases = []
     for i, r in enumerate(data.get("records") or []):
         where = f"{path}: records.{r.get('id', i)}"
