@@ -275,6 +275,20 @@ def test_the_free_edition_and_published_solutions(tmp_path):
         build_learner_edition(course, tmp_path / "bad", lessons=("lesson9",), verify=False)
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--lessons", ","], "--lessons: no lesson given (known: lesson1, "),
+    (["--lessons", "lesson1", "--publish-solutions", "lesson2"],
+     "--publish-solutions: lesson2 is not a lesson of this edition (--lessons lesson1)"),
+], ids=["no-lesson", "publish-one-left-out"])
+def test_a_release_that_contradicts_itself_is_refused_before_anything_is_written(tmp_path, capsys, args, says):
+    from grader.cli import main
+    out = tmp_path / "edition"
+    assert main(["release", "--out", str(out), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"grader: {says}") and err.count("\n") == 1, err
+    assert not out.exists()
+
+
 def test_release_refuses_a_folder_that_is_not_a_release(tmp_path):
     (tmp_path / "precious.txt").write_text("keep me")
     with pytest.raises(InputError, match="not empty"):

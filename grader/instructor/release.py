@@ -502,6 +502,15 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
     for lesson in (*chosen, *publish):
         if lesson not in known:
             raise InputError(lesson, f"no such lesson (known: {', '.join(known)})")
+    # Refused before anything is written: an edition of no lesson (`--lessons ,`, or a
+    # variable that was empty) takes minutes to build and teaches nothing, and a solution
+    # published for a lesson the edition leaves out is a typo for one it holds.
+    if not chosen:
+        raise InputError("--lessons", f"no lesson given (known: {', '.join(known)})")
+    for lesson in publish:
+        if lesson not in chosen:
+            raise InputError("--publish-solutions", f"{lesson} is not a lesson of this edition "
+                                                    f"(--lessons {','.join(chosen)})")
     _prepare(out, course)
     out = out.resolve()
     try:                        # a second or two: said with the next step, not before it
