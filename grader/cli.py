@@ -471,6 +471,7 @@ def _incident(args, course) -> int:
     else:
         if not args.secret_file:
             raise InputError("--student", "give --secret-file: a student's incident is drawn from the secret")
+        _student_id(args.student)
         incident = student_incident(course, incidents_key(load_secret(args.secret_file)), args.student)
     written = write_bundle(incident, Path(args.out))
     print(f"incident {incident.id}: {len(written)} files in {args.out}")
@@ -481,6 +482,18 @@ def _incident(args, course) -> int:
         from grader.course.bundle import write_answer
         print(f"reference answer in {write_answer(incident, Path(args.answer))}")
     return 0
+
+
+def _student_id(student: str) -> None:
+    """A student's incident is drawn from their id exactly as grading will name them: their
+    folder's name. A path (`submitted/alice/`, as a shell completes it) or an empty id (an
+    unset variable) would draw an incident no submission is ever graded against."""
+    if not student.strip():
+        raise InputError("--student", "empty: give the student's id, as their submission folder is named")
+    if "/" in student or os.sep in student:
+        name = Path(student).name or "NAME"
+        raise InputError("--student", f"{student!r} is a path; give the student's id, their folder's "
+                                      f"name alone (--student {name})")
 
 
 INSTRUCTOR_COMMANDS = {"grade": _grade, "export": _export, "feedback": _feedback,

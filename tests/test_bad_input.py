@@ -321,6 +321,20 @@ def test_a_broken_lesson6_incident_file_speaks_yaml(course, capsys, tmp_path, fi
     assert "NoneType" not in err and "KeyError" not in err
 
 
+@pytest.mark.parametrize("student, says", [
+    ("submitted/alice/", "--student: 'submitted/alice/' is a path; give the student's id, their "
+                         "folder's name alone (--student alice)"),
+    ("  ", "--student: empty: give the student's id"),
+], ids=["a-path", "empty"])
+def test_an_incident_for_a_student_id_no_grade_would_use_is_refused(tmp_path, capsys, secret, student, says):
+    """Grading draws a student's incident from their folder's name: an incident drawn for
+    a path or for nothing would be handed out and never graded against."""
+    out = tmp_path / "incident"
+    err = refused(capsys, "incident", "--student", student, "--secret-file", secret, "--out", out)
+    assert err.startswith(f"grader: {says}"), err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("args", [["incident", "--demo", "--out"], ["release", "--out"]])
 def test_an_unwritable_out_folder_is_one_line_naming_it(tmp_path, capsys, args):
     blocker = tmp_path / "a-file"          # a file where a folder should be: unwritable even for root
