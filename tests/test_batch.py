@@ -101,6 +101,28 @@ def test_discover_flat_folder(tmp_path):
     assert "not a submission" in entries["notes.txt"].problem
 
 
+@pytest.mark.parametrize("names, seen", [
+    ((), "it is empty"),
+    (("README.md", "lesson2/"), "2 entries, none a submission, e.g. README.md"),
+], ids=["empty", "the-wrong-folder"])
+def test_a_folder_with_no_submission_at_all_is_refused_and_records_nothing(tmp_path, secret_file, names, seen):
+    """The wrong folder (an empty one, the course's assignments/) graded as a class of
+    nobody, or of README.md and lesson2 as students with 0 points each, exit 0."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for name in names:
+        (folder / name).mkdir() if name.endswith("/") else (folder / name).write_text("# notes\n")
+    db = tmp_path / "gb.db"
+    p = run_cli("grade", "lesson1", str(folder), "--secret-file", str(secret_file),
+                "--gradebook", str(db), "--quiet")
+    assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+    assert p.stderr == (f"grader: {folder}: no submission for lesson1 here ({seen}): a class folder "
+                        "holds <student>.py or <student>.ipynb files, or nbgrader's "
+                        "submitted/<student>/lesson1/ folders\n")
+    with open_gradebook(str(db), create=False) as book:
+        assert book.students() == [] and book.results() == []
+
+
 def test_bad_files_are_per_student_errors_never_a_stop(tmp_path, secret_file):
     folder = tmp_path / "class"
     folder.mkdir()

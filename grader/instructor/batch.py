@@ -126,6 +126,23 @@ def discover(folder: Path, lesson: str) -> list[Entry]:
     return entries
 
 
+NOT_SUBMISSIONS = ("not a submission", "no submission for")
+
+
+def refuse_a_folder_of_no_submissions(entries: list[Entry], folder: Path, lesson: str) -> None:
+    """A folder where nothing is even an attempt at a submission is the wrong folder (empty,
+    the course's assignments/, another lesson's class): refused before anything is
+    recorded, rather than graded as a class of nobody, or of README.md and lesson2/ as
+    students with 0 points each, in the gradebook and every export."""
+    if any(not e.problem.startswith(NOT_SUBMISSIONS) for e in entries):
+        return
+    seen = (f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, none a submission, e.g. "
+            f"{Path(entries[0].path).name}" if entries else "it is empty")
+    raise InputError(str(folder), f"no submission for {lesson} here ({seen}): a class folder holds "
+                                  f"<student>.py or <student>.ipynb files, or nbgrader's "
+                                  f"submitted/<student>/{lesson}/ folders")
+
+
 # ---------------------------------------------------------------------------- one job
 
 _PREPARED: dict[tuple, tuple] = {}
@@ -367,6 +384,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
     info = replace(rubric_info(rubric), criteria=())     # an error row's lesson: its totals only
     entries = discover(folder, lesson)
+    refuse_a_folder_of_no_submissions(entries, Path(folder), lesson)
 
     failed: list[tuple[str, str]] = []
     todo: list[Job] = []
