@@ -56,6 +56,49 @@ _LIFT_REQUEST: dict[str, Callable] = {
 }
 
 
+# Each section's knobs and what each takes: a tuple of choices (the first the default),
+# or a kind. A scenario's sheet is held to it (knob_problem), so a misspelt knob or value
+# is an error naming it rather than the default in silence.
+KNOBS: dict[str, dict[str, tuple[str, ...] | str]] = {
+    "request_contract": {"enforce": "reasons", "reasons": "reasons"},
+    "admission_ledger": {"reserve": ("prompt_and_output", "prompt_only"),
+                         "active_hits": ("shared", "as_new"), "inactive_hits": ("consume", "free"),
+                         "outstanding": ("count", "ignore"), "impossible": ("reject", "wait"),
+                         "prefix_cache": "bool"},
+    "chunk_rule": {"rule": ("budget", "per_token_only", "fixed"), "fixed_tokens": "count",
+                   "gap_budget_s": "seconds", "min_chunk_tokens": "tokens"},
+    "cancellation": {"release": ("at_fence", "at_cancel", "never"), "with_scope": "bool",
+                     "with_parent": "bool", "partial": "bool", "require_written": "bool"},
+    "load_shedding": {"max_prompt_tokens": "count"},
+}
+
+
+def knob_problem(section: str, knob: str | None = None, value: Any = None) -> str:
+    """Why ``section`` (or its ``knob``, set to ``value``) is not one the knobs know, in a
+    course author's words; "" when it is."""
+    if section not in KNOBS:
+        return f"not a section with knobs (known: {', '.join(KNOBS)})"
+    if knob is None:
+        return ""
+    takes = KNOBS[section].get(knob)
+    if takes is None:
+        return f"not a knob of {section} (known: {', '.join(KNOBS[section])})"
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(takes, tuple):
+        return "" if value in takes else f"expected one of {', '.join(takes)}; got {value!r}"
+    if takes == "bool":
+        return "" if isinstance(value, bool) else f"expected true or false; got {value!r}"
+    if takes == "reasons":
+        if isinstance(value, list) and all(isinstance(r, str) and r in CONTRACT_REASONS for r in value):
+            return ""
+        return f"expected a list of contract rules from {', '.join(CONTRACT_REASONS)}; got {value!r}"
+    if takes == "seconds":
+        return "" if number and 0 < value < float("inf") else f"expected seconds > 0; got {value!r}"
+    least = 1 if takes == "count" else 0
+    return "" if isinstance(value, int) and not isinstance(value, bool) and value >= least \
+        else f"expected an integer >= {least}; got {value!r}"
+
+
 def _section(sheet: Mapping | None, name: str) -> dict:
     return dict((sheet or {}).get(name) or {})
 

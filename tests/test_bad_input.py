@@ -232,8 +232,11 @@ def test_workload_with_impossible_parameters_names_the_field(course, capsys, old
      "line 13: families[0].vary.worker.device_byte: 'device_byte' is not a worker field"),
     ("  - name: long-outputs\n", "  - name: heavy-load\n",
      "line 14: families[1].name: a second family named 'heavy-load'"),
+    ("      requests: [200, 300]\n", "      requests: [200, 300]\n      sheet.chunk_rule.budget: [0.1, 0.2]\n",
+     "line 12: families[0].vary.sheet.chunk_rule.budget: not a knob of chunk_rule (known: rule, "),
 ], ids=["top-typo", "not-a-mapping", "zero-instances", "instances-text", "key-typo", "no-base",
-        "base-missing", "low-above-high", "bounds-not-a-list", "worker-field-typo", "name-twice"])
+        "base-missing", "low-above-high", "bounds-not-a-list", "worker-field-typo", "name-twice",
+        "sheet-knob-typo"])
 def test_a_broken_hidden_families_file_names_its_line_and_field(course, old, new, says):
     """An instructor's families file: each mistake is one line naming the file, the line
     and the place, not a KeyError, an AttributeError or a silently ignored typo."""
@@ -271,6 +274,30 @@ def test_a_broken_worker_file_names_the_file_and_field(course, capsys, body, say
     (course / "assignments" / "worker.yaml").write_text(body)
     err = refused(capsys, "--course", course, "experiment", "prefill-deadline")
     assert f"{course / 'assignments' / says}" in err, err
+
+
+@pytest.mark.parametrize("old, new, says", [
+    ("  request_contract: {enforce:", "  request_contrat: {enforce:",
+     "line 10: sheet.request_contrat: not a section with knobs (known: request_contract, "),
+    ("{enforce: [", "{enfroce: [", "line 10: sheet.request_contract.enfroce: not a knob of "
+                                   "request_contract (known: enforce, reasons)"),
+    ("[empty_prompt, no_output_budget", "[empty_promt, no_output_budget",
+     "line 10: sheet.request_contract.enforce: expected a list of contract rules from empty_prompt, "),
+    ("  request_contract: {enforce: [empty_prompt, no_output_budget, over_max_context]}",
+     "  chunk_rule: {rule: fxed}", "line 10: sheet.chunk_rule.rule: expected one of budget, "
+                                   "per_token_only, fixed; got 'fxed'"),
+    ("device_bytes: 19712MiB", "device_bytes: 19712 MB",
+     "worker.device_bytes: '19712 MB' is a decimal unit; write 19712MiB"),
+], ids=["section", "knob", "contract-rule", "choice", "units"])
+def test_a_scenario_whose_sheet_misspells_a_knob_is_refused_not_run_on_the_default(course, capsys,
+                                                                                   old, new, says):
+    """The knobs' defaults change nothing: a misspelt section, knob or value graded the
+    scenario under the default design and said nothing."""
+    path = course / "assignments" / "lesson2" / "public" / "heavy-load.scenario.yaml"
+    edit(path, old, new)
+    err = refused(capsys, "--course", course, "check", "lesson2",
+                  "--submission", ROOT / "reference" / "solutions" / "lesson2.py")
+    assert err.startswith(f"grader: {path}: {says}"), err
 
 
 @pytest.mark.parametrize("lesson,public_file", [

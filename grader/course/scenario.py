@@ -34,9 +34,10 @@ import numpy as np
 
 from grader.engine.cases import Case
 from grader.engine.codec import persistent
-from grader.engine.layout import FAMILIES, read_field, read_yaml
+from grader.engine.layout import FAMILIES, Field, read_field, read_yaml
 from grader.engine.errors import InputError
 from grader.engine.secret import derive_seed
+from reference.knobs import KNOBS, knob_problem
 from reference.policy import Policy
 from reference.records import Run
 from reference.shapes import ModelSpec, WorkerSpec
@@ -115,10 +116,20 @@ def load_scenario(path: Path, course) -> Scenario:
         else:
             raise InputError(where, "workload: expected a file name or a mapping")
     except (SpecError, WorkloadError) as e:
-        raise InputError(where, str(e)) from None
+        text = str(e)          # a spec's error names this file already; a workload's, its own
+        raise InputError(where, text.removeprefix(f"{where}: ")) from None
     sheet = data.get("sheet") or {}
     if not isinstance(sheet, Mapping):
         raise InputError(where, "sheet: expected a mapping of design-sheet sections")
+    # The knobs' defaults change nothing: a misspelt knob or value would grade the
+    # scenario under the default design in silence.
+    for section, knobs in Field(path, (), data).at("sheet", None).entries():
+        if knob_problem(section):
+            raise knobs.problem(knob_problem(section))
+        for knob, value in knobs.entries():
+            problem = knob_problem(section, knob, value.value)
+            if problem:
+                raise value.problem(problem)
     return Scenario(str(data.get("name", path.stem)), model, worker, dict(sheet), workload,
                     int(workload.seed))
 
@@ -180,6 +191,12 @@ def read_families(path: Path) -> tuple[Family, ...]:
             if key.startswith("worker.") and key[7:] not in _WORKER_FIELDS:
                 raise bounds.problem(f"{key[7:]!r} is not a worker field (known: "
                                      f"{', '.join(_WORKER_FIELDS)})")
+            if key.startswith("sheet."):
+                section, _, knob = key[6:].partition(".")
+                problem = knob_problem(section) or (knob not in KNOBS[section] and
+                                                    knob_problem(section, knob or "(none)"))
+                if problem:
+                    raise bounds.problem(problem)
             ends = bounds.items()
             if len(ends) != 2:
                 raise bounds.problem(f"expected [low, high]; got {bounds.value!r}")
