@@ -16,9 +16,18 @@ class SpecError(ValueError):
     """A model, worker or cost-model field that cannot be used; one line naming it."""
 
 
-def _mapping(m: Any, where: str) -> Mapping:
+MODEL_KEYS = ("name", "layers", "kv_heads", "head_dim", "dtype_bytes", "max_context", "weight_bytes")
+WORKER_KEYS = ("name", "device_bytes", "reserved_bytes", "page_tokens", "max_running", "cost")
+
+
+def _mapping(m: Any, where: str, known: tuple[str, ...]) -> Mapping:
+    """``m`` as a mapping of ``known`` keys. A key outside them is a typo, refused: an
+    optional field misspelt (`cots:` for `cost:`) would otherwise take its default unseen."""
     if not isinstance(m, Mapping):
         raise SpecError(f"{where}: expected a mapping, got {kind(m)}")
+    extra = [k for k in m if k not in known]
+    if extra:
+        raise SpecError(f"{where}.{extra[0]}: unknown key (known here: {', '.join(known)})")
     return m
 
 
@@ -53,7 +62,7 @@ def _seconds(v: Any, where: str) -> float:
 
 
 def model_from(m: Any, where: str) -> ModelSpec:
-    m = _mapping(m, where)
+    m = _mapping(m, where, MODEL_KEYS)
     return ModelSpec(name=str(m.get("name", "model")), layers=_int(m, "layers", where),
                      kv_heads=_int(m, "kv_heads", where), head_dim=_int(m, "head_dim", where),
                      dtype_bytes=_int(m, "dtype_bytes", where),
@@ -64,10 +73,7 @@ def model_from(m: Any, where: str) -> ModelSpec:
 def cost_from(m: Any, where: str) -> CostModel:
     if m is None:
         return CostModel()
-    m = _mapping(m, where)
-    unknown = set(m) - {"step_fixed", "per_token", "per_context_token", "per_attention_pair"}
-    if unknown:
-        raise SpecError(f"{where}.{sorted(unknown)[0]}: not a cost-model coefficient")
+    m = _mapping(m, where, ("step_fixed", "per_token", "per_context_token", "per_attention_pair"))
     cost = CostModel(**{k: _seconds(v, f"{where}.{k}") for k, v in m.items()})
     if cost.step_fixed <= 0:
         raise SpecError(f"{where}.step_fixed: must be > 0 (a step takes time)")
@@ -75,7 +81,7 @@ def cost_from(m: Any, where: str) -> CostModel:
 
 
 def worker_from(m: Any, where: str) -> WorkerSpec:
-    m = _mapping(m, where)
+    m = _mapping(m, where, WORKER_KEYS)
     return WorkerSpec(device_bytes=_bytes(m, "device_bytes", where),
                       reserved_bytes=_bytes(m, "reserved_bytes", where),
                       page_tokens=_int(m, "page_tokens", where),

@@ -215,6 +215,25 @@ def test_workload_with_impossible_parameters_names_the_field(course, capsys, old
     assert f"{workload}:{line}: {field}" in err
 
 
+@pytest.mark.parametrize("file, old, new, says", [
+    ("assignments/lesson2/public/heavy-load.scenario.yaml", "max_running: 128}",
+     "max_running: 128, cots: {step_fixed: 0.01}}",
+     "worker.cots: unknown key (known here: name, device_bytes, reserved_bytes, page_tokens, "
+     "max_running, cost)"),
+    ("assignments/lesson1/public.yaml", "layers:", "layer: 3, layers:",
+     "models.gqa-8b-bf16.layer: unknown key (known here: name, layers, "),
+], ids=["worker-in-a-scenario", "model-in-lesson1-probes"])
+def test_a_misspelt_model_or_worker_field_is_refused_not_left_at_its_default(course, capsys, file, old,
+                                                                             new, says):
+    """`cots:` for `cost:` ran the scenario on the default cost model and said nothing."""
+    path = course / file
+    edit(path, old, new)
+    lesson = file.split("/")[1]
+    err = refused(capsys, "--course", course, "check", lesson,
+                  "--submission", ROOT / "reference" / "solutions" / f"{lesson}.py")
+    assert err.startswith(f"grader: {path}: {says}"), err
+
+
 # ---------------------------------------------------------------------------- hidden families
 
 @pytest.mark.parametrize("old, new, says", [

@@ -35,7 +35,9 @@ def public_cases(course) -> list[Case]:
                   for i, m in enumerate(data.get("models", []))}
         workers = {w["name"]: worker_from(w, f"{path}: workers.{w.get('name', i)}")
                    for i, w in enumerate(data.get("workers", []))}
-    except (SpecError, KeyError, TypeError) as e:
+    except SpecError as e:                   # it names the file and the field already
+        raise InputError(str(path), str(e).removeprefix(f"{path}: ")) from None
+    except (KeyError, TypeError) as e:
         raise InputError(str(path), f"cannot read the public probes: {reading_problem(e)}") from None
     cases = [Case("models", f"model {name}", "public", m, f"model {name}")
              for name, m in models.items()]
