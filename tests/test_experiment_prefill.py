@@ -127,6 +127,9 @@ def test_set_changes_one_constraint():
      "emits are over gqa-8b-bf16's max_context of 32768: the contract would reject every one; at most 32752"),
     (("prefill-deadline", "--set", "decode_context=32768"), "at most 32767"),
     (("prefill-deadline", "--plot", "out.pdf"), "ending in .png"),
+    # One setting given twice: the grader does not pick which was meant.
+    (("prefill-deadline", "--set", "prompts=2", "--set", " prompts=3"),
+     "--set  prompts=3: prompts is set twice (--set prompts=2 before); give it once"),
     (("no-such-experiment",), "no such experiment"),
 ])
 def test_input_errors_exit_2_with_one_line(args, needle):

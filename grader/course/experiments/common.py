@@ -96,6 +96,7 @@ def parse_settings(experiment: str, knobs: Sequence[Knob], assignments: Sequence
     """Every knob's value: its default, unless an assignment ``key=value`` changes it."""
     table = {k.name: k for k in knobs}
     settings = {k.name: k.default for k in knobs}
+    given: dict[str, str] = {}
     for text in assignments:
         key, sep, value = text.partition("=")
         key = key.strip()
@@ -105,6 +106,10 @@ def parse_settings(experiment: str, knobs: Sequence[Knob], assignments: Sequence
         if key not in table:
             raise InputError(where, f"{experiment} has no setting {key!r} "
                                     f"(settings: {', '.join(sorted(table))})")
+        if key in given:
+            # Two values for one setting: which was meant is not for the grader to pick.
+            raise InputError(where, f"{key} is set twice (--set {given[key]} before); give it once")
+        given[key] = text
         settings[key] = table[key].parse(value, where)
     return settings
 
