@@ -200,3 +200,20 @@ def test_a_reader_finds_no_gradebook_in_an_empty_database_and_makes_none(tmp_pat
         assert b.results() == []
     with open_gradebook(str(path), create=False) as b:     # and then it is read
         assert b.results() == []
+
+
+@pytest.mark.parametrize("stored", ["{cut off", "[1, 2]"], ids=["not-json", "not-an-object"])
+def test_a_damaged_stored_report_is_one_line_naming_the_student(tmp_path, capsys, stored):
+    """A report edited by hand or cut off: `grader report` crashed with a JSONDecodeError."""
+    from grader.cli import main
+    db = tmp_path / "gb.db"
+    with open_gradebook(str(db)) as book:
+        book.record("alice", fake_report())
+        with book.engine.begin() as conn:
+            conn.execute(results.update().values(report=stored))
+        with pytest.raises(InputError, match=r"^gradebook result of 'alice' for lesson1: its stored "
+                                             r"report is not a JSON object"):
+            book.results()[0].report
+    code = main(["report", "lesson1", "--gradebook", str(db), "--out", str(tmp_path / "report")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "gradebook result of 'alice' for lesson1" in err, err

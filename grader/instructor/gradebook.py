@@ -148,7 +148,20 @@ class StoredResult:
 
     @property
     def report(self) -> dict:
-        return json.loads(self.report_json) if self.report_json else {}
+        """The full JSON report. One the gradebook holds damaged (edited by hand, cut off by a
+        full disk) is one line naming the student and lesson, for every command that reads
+        it, not a JSONDecodeError from deep inside the class report."""
+        if not self.report_json:
+            return {}
+        try:
+            report = json.loads(self.report_json)
+        except ValueError as e:
+            report = e
+        if not isinstance(report, dict):
+            raise InputError(f"gradebook result of {self.student!r} for {self.lesson}",
+                             "its stored report is not a JSON object (damaged?); grade it again: "
+                             f"grader grade {self.lesson} ... --force")
+        return report
 
 
 def cases_digest(cases: list[dict]) -> str:
