@@ -123,6 +123,26 @@ def test_a_folder_with_no_submission_at_all_is_refused_and_records_nothing(tmp_p
         assert book.students() == [] and book.results() == []
 
 
+def test_one_students_nbgrader_folder_is_refused_as_a_class_and_its_file_is_theirs(tmp_path, secret_file):
+    """`grade lesson1 submitted/alice/lesson1` graded a class of one student named
+    "exercise", and `.../alice/lesson1/exercise.py` named one by one was recorded as
+    "exercise" too: every such student one row, under a name that is nobody's."""
+    folder = tmp_path / "submitted" / "alice" / "lesson1"
+    folder.mkdir(parents=True)
+    (folder / "exercise.py").write_text((ROOT / "reference/solutions/lesson1.py").read_text())
+    db = tmp_path / "gb.db"
+    p = run_cli("grade", "lesson1", str(folder), "--secret-file", str(secret_file),
+                "--gradebook", str(db), "--quiet")
+    assert p.returncode == 2 and p.stderr.startswith(
+        f"grader: {folder}: holds exercise.py, a submission's own file rather than a <student>.py: "
+        "this is one student's folder;"), p.stderr
+    p = run_cli("grade", "lesson1", str(folder / "exercise.py"), "--secret-file", str(secret_file),
+                "--gradebook", str(db), "--json")
+    assert p.returncode == 0, p.stderr
+    with open_gradebook(str(db), create=False) as book:
+        assert [(r.student, r.score) for r in book.results()] == [("alice", 10.0)]
+
+
 def test_bad_files_are_per_student_errors_never_a_stop(tmp_path, secret_file):
     folder = tmp_path / "class"
     folder.mkdir()

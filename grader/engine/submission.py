@@ -45,11 +45,23 @@ def _student_of(path: Path) -> str:
     return path.parent.name if re.fullmatch(r"lesson[0-9]+", path.name) else path.name
 
 
+def is_own_file_name(stem: str) -> bool:
+    """exercise.py, lesson3.ipynb: the name a submission's file has inside its student's
+    folder (the stub's, nbgrader's), never a student's own name."""
+    return stem == "exercise" or re.fullmatch(r"lesson[0-9]+", stem) is not None
+
+
 def student_named(path: Path, folder: bool) -> str:
     """Who a submission named on the command line is, as a class's discovery would name
     them: a folder's student (its name, or its parent's in nbgrader's layout), else the file's
-    name without its suffix; in Unicode NFC."""
-    return unicodedata.normalize("NFC", _student_of(path) if folder else Path(path).stem)
+    name without its suffix, unless that is a submission's own name (exercise.py in
+    nbgrader's <student>/<lessonN>/), whose student is its folder's; in Unicode NFC."""
+    if folder:
+        name = _student_of(path)
+    else:
+        path = Path(os.path.abspath(path))
+        name = _student_of(path.parent) if is_own_file_name(path.stem) else path.stem
+    return unicodedata.normalize("NFC", name)
 
 
 def load_folder(path: Path, names: tuple[str, ...], student: str = "") -> Submission:

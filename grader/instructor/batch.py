@@ -31,7 +31,8 @@ from grader.engine.errors import InputError
 from grader.instructor.gradebook import (GRADER_FAILED, CriterionInfo, Gradebook, GradebookWriteError,
                                          LessonInfo, cases_digest)
 from grader.engine.progress import Progress
-from grader.engine.submission import Submission, is_submission_folder, load_submission
+from grader.engine.submission import (Submission, is_own_file_name, is_submission_folder,
+                                       load_submission)
 from grader.engine.text import terminal
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
@@ -84,6 +85,16 @@ def discover(folder: Path, lesson: str) -> list[Entry]:
     if not folder.is_dir():
         raise InputError(str(folder), "no such submissions folder")
     root = class_root(folder)
+    if files is None:
+        own = sorted(p.name for p in root.iterdir() if p.suffix in SOURCE_SUFFIXES
+                     and is_own_file_name(p.stem) and not p.name.startswith("."))
+        if own:
+            # A class of <student>.py files has no student named "exercise": this is one
+            # student's folder, and graded as a class it would record "exercise" as a student.
+            raise InputError(str(folder), f"holds {own[0]}, a submission's own file rather than a "
+                                          f"<student>.py: this is one student's folder; grade the class "
+                                          f"folder holding every student, or the file itself "
+                                          f"(recorded as the student its folders name)")
     found: dict[str, list[Entry]] = {}
     for item in sorted(root.iterdir()):
         if item.name.startswith("."):
