@@ -147,6 +147,23 @@ def test_nbgrader_missing_is_an_input_error(tmp_path, url, monkeypatch):
         export_nbgrader(book, str(tmp_path / "x.db"))
 
 
+def test_an_nbgrader_export_into_a_gradebook_of_this_grader_is_refused_and_writes_nothing(url, tmp_path,
+                                                                                          capsys):
+    """`--out gradebook.db`, the grader's own gradebook typed for nbgrader's: nbgrader's
+    tables were added to it in silence."""
+    import shutil
+    import sqlalchemy as sa
+    from grader.cli import main
+    ours = tmp_path / "gradebook.db"
+    shutil.copy(url.removeprefix("sqlite:///"), ours)
+    before = sorted(sa.inspect(sa.create_engine(f"sqlite:///{ours}")).get_table_names())
+    code = main(["export", "--format", "nbgrader", "--gradebook", url, "--out", str(ours)])
+    err = capsys.readouterr().err
+    assert code == 2 and err == (f"grader: {ours}: is a gradebook of this grader, not nbgrader's: give "
+                                 "nbgrader's gradebook file (default nbgrader/gradebook.db)\n"), err
+    assert sorted(sa.inspect(sa.create_engine(f"sqlite:///{ours}")).get_table_names()) == before
+
+
 @pytest.mark.parametrize("args, out", [
     (["export", "--format", "csv"], "grades.csv"),
     (["export", "--format", "nbgrader"], "nb/gradebook.db"),

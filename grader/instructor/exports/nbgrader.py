@@ -75,6 +75,27 @@ def _alembic_on_path():
         os.environ["PATH"] = path
 
 
+def _refuse_a_grader_gradebook(url: str, out: str) -> None:
+    """`--out gradebook.db`, the grader's own gradebook typed for nbgrader's: nbgrader would
+    add its tables to it in silence. A database nbgrader cannot open is its to name."""
+    import sqlalchemy as sa
+    from grader.instructor.gradebook import schema_info
+    try:
+        engine = sa.create_engine(url)
+    except (sa.exc.SQLAlchemyError, ImportError, ValueError):
+        return
+    try:
+        with engine.connect() as conn:
+            tables = sa.inspect(conn).get_table_names()
+    except sa.exc.SQLAlchemyError:
+        return
+    finally:
+        engine.dispose()
+    if schema_info.name in tables:
+        raise InputError(out, "is a gradebook of this grader, not nbgrader's: give nbgrader's "
+                              "gradebook file (default nbgrader/gradebook.db)")
+
+
 def export_nbgrader(book, out: str, *, lesson: str | None = None) -> str:
     try:
         from nbgrader import api as nb
@@ -85,6 +106,7 @@ def export_nbgrader(book, out: str, *, lesson: str | None = None) -> str:
     if lesson is not None and not infos:
         book.lesson(lesson)
     url = _url(out)
+    _refuse_a_grader_gradebook(url, out)
     try:
         with _alembic_on_path():
             gb = nb.Gradebook(url)
