@@ -68,6 +68,7 @@ def test_malformed_rubric_yaml_names_the_file_and_line(course, capsys):
     ("    check: lesson1.kv_bytes\n", "    check: lesson1.no_such_check\n", "criteria[0].check"),
     ("  - id: pool-pages", "  - id: kv-bytes", "criteria[1].id"),
     ("version: 1\n", "version: one\n", "version"),
+    ("lesson: lesson1\n", "lesson: lesson2\n", "lesson: expected 'lesson1', this file's lesson; got 'lesson2'"),
 ])
 def test_rubric_that_breaks_the_schema_names_the_field(course, capsys, old, new, field):
     rubric = course / "rubrics" / "lesson1.yaml"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,6 +116,11 @@ def load_rubric(path: Path, known_checks=None) -> Rubric:
     nan = _non_finite(data)
     if nan is not None:       # JSON Schema bounds let NaN through: every comparison is false
         raise bad(nan, "must be a finite number")
+    stem = Path(path).stem
+    if data["lesson"] != stem and re.fullmatch(r"lesson[0-9]+", stem):
+        # A rubric copied from another lesson's: its error rows and its version check would
+        # go to that lesson in the gradebook.
+        raise bad(["lesson"], f"expected {stem!r}, this file's lesson; got {data['lesson']!r}")
     criteria = []
     seen = set()
     for i, c in enumerate(data["criteria"]):
