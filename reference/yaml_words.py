@@ -66,10 +66,47 @@ def undotted(path: str) -> list:
     return parts
 
 
+_DISCRIMINATORS = ("const", "enum")
+
+
+def _chosen_branch(error):
+    """For an error inside one branch of a oneOf or anyOf whose branches are told apart by a
+    constant (a credit's `rule: linear`): the error of the branch the value chose. The most
+    relevant error is otherwise the other branch's "expected 'all_or_nothing'", which names
+    what was right and not the missing `floor` that was wrong. The error itself when the
+    value chose no branch, or more than one."""
+    parent = error.parent
+    if parent is None or parent.validator not in ("oneOf", "anyOf"):
+        return error
+    branches: dict = {}
+    for e in parent.context:
+        branches.setdefault(e.relative_schema_path[0], []).append(e)
+    chosen = [errors for errors in branches.values()
+              if not any(e.validator in _DISCRIMINATORS for e in errors)]
+    if len(chosen) != 1:
+        return error
+    return min(chosen[0], key=lambda e: (-len(e.absolute_path), e.validator != "required"))
+
+
 def explain(error) -> tuple[list, str]:
     """(path, message) of one JSON Schema error, in these words. A missing key's path ends
     with the key; an unknown key's names it."""
+    error = _chosen_branch(error)
     path, v, arg, inst = list(error.absolute_path), error.validator, error.validator_value, error.instance
+    if v in ("oneOf", "anyOf"):
+        # No branch chosen: say what tells them apart (`rule: linar`), not "not valid under
+        # any of the given schemas".
+        if error.context and all(e.validator == "type" for e in error.context):
+            kinds = list(dict.fromkeys(k for e in error.context for k in
+                                       ([e.validator_value] if isinstance(e.validator_value, str)
+                                        else e.validator_value)))
+            return path, f"expected {wanted(kinds)}; got {got(inst)}"
+        told = [e for e in error.context if e.validator == "const"]
+        places = {tuple(e.absolute_path) for e in told}
+        if told and len(places) == 1:
+            where = list(next(iter(places)))
+            choices = ", ".join(dict.fromkeys(str(e.validator_value) for e in told))
+            return where, f"expected one of {choices}; got {got(told[0].instance)}"
     if v == "required":
         missing = [k for k in arg if isinstance(inst, dict) and k not in inst]
         return path + missing[:1], "missing key (required)"

@@ -69,6 +69,16 @@ def test_malformed_rubric_yaml_names_the_file_and_line(course, capsys):
     ("  - id: pool-pages", "  - id: kv-bytes", "criteria[1].id"),
     ("version: 1\n", "version: one\n", "version"),
     ("lesson: lesson1\n", "lesson: lesson2\n", "lesson: expected 'lesson1', this file's lesson; got 'lesson2'"),
+    # A credit is one of two shapes told apart by its rule: the message is the chosen shape's.
+    ("    credit: {rule: linear, floor: 0.5, target: 1.0}\n", "    credit: {rule: linear, target: 1.0}\n",
+     "criteria[0].credit.floor: missing key (required)"),
+    ("    credit: {rule: linear, floor: 0.5, target: 1.0}\n",
+     "    credit: {rule: linear, floor: 0.5, target: 1.0, cap: 2}\n",
+     "criteria[0].credit.cap: unknown key 'cap' (known here: floor, rule, target)"),
+    ("    credit: {rule: linear, floor: 0.5, target: 1.0}\n", "    credit: {rule: linar, floor: 0.5, target: 1.0}\n",
+     "criteria[0].credit.rule: expected one of all_or_nothing, linear; got a string 'linar'"),
+    ("    credit: {rule: linear, floor: 0.5, target: 1.0}\n", "    credit: linear\n",
+     "criteria[0].credit: expected a mapping; got a string 'linear'"),
 ])
 def test_rubric_that_breaks_the_schema_names_the_field(course, capsys, old, new, field):
     rubric = course / "rubrics" / "lesson1.yaml"
