@@ -318,7 +318,9 @@ def test_a_broken_worker_file_names_the_file_and_field(course, capsys, body, say
                                    "per_token_only, fixed; got 'fxed'"),
     ("device_bytes: 19712MiB", "device_bytes: 19712 MB",
      "worker.device_bytes: '19712 MB' is a decimal unit; write 19712MiB"),
-], ids=["section", "knob", "contract-rule", "choice", "units"])
+    ("\nsheet:\n", "\nshet:\n", "line 10: shet: unknown key 'shet' (known here: name, model, worker, "
+                                 "sheet, workload)"),
+], ids=["section", "knob", "contract-rule", "choice", "units", "top-level"])
 def test_a_scenario_whose_sheet_misspells_a_knob_is_refused_not_run_on_the_default(course, capsys,
                                                                                    old, new, says):
     """The knobs' defaults change nothing: a misspelt section, knob or value graded the
@@ -328,6 +330,15 @@ def test_a_scenario_whose_sheet_misspells_a_knob_is_refused_not_run_on_the_defau
     err = refused(capsys, "--course", course, "check", "lesson2",
                   "--submission", ROOT / "reference" / "solutions" / "lesson2.py")
     assert err.startswith(f"grader: {path}: {says}"), err
+
+
+def test_a_release_suite_takes_a_suites_keys_and_no_other(course, capsys):
+    path = course / "assignments" / "lesson5" / "public" / "release.suite.yaml"
+    edit(path, "\nseeds:", "\nseed:")
+    err = refused(capsys, "--course", course, "check", "lesson5",
+                  "--submission", ROOT / "reference" / "solutions" / "lesson5.py")
+    assert err.startswith(f"grader: {path}: line 12: seed: unknown key 'seed' (known here: name, model, "
+                          "worker, sheet, workload, seeds, rule, candidates, expect)"), err
 
 
 @pytest.mark.parametrize("lesson,public_file", [

@@ -97,11 +97,22 @@ def course_machines(course) -> tuple[dict, dict]:
     return dict(top.at("models").mapping()), dict(top.at("workers").mapping())
 
 
-def load_scenario(path: Path, course) -> Scenario:
+SCENARIO_KEYS = ("name", "model", "worker", "sheet", "workload")
+# A release suite (lesson 5's *.suite.yaml) is a scenario, its baseline, with its trials.
+SUITE_KEYS = (*SCENARIO_KEYS, "seeds", "rule", "candidates", "expect")
+
+
+def load_scenario(path: Path, course, checked: bool = True) -> Scenario:
+    """``checked``: the file may have only a scenario's keys (a suite's, for *.suite.yaml):
+    a course file's misspelt `shet:` would otherwise run it on the default design. False
+    for a learner's --workload, which may be a bundle's file with keys of its own."""
     where = str(path)
     data = read_yaml(path)
     if not isinstance(data, Mapping):
         raise InputError(where, "a scenario is a mapping with name, model, worker, workload")
+    if checked:
+        Field(path, (), data).mapping(known=SUITE_KEYS if path.name.endswith(".suite.yaml")
+                                      else SCENARIO_KEYS)
     models, workers = course_machines(course)
     try:
         model = model_from(named(data.get("model"), models, "model", f"{where}: model"),
