@@ -302,7 +302,7 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n
     ("[" * 4000, "nested too deeply"),
     ("", "diagnosis.yaml is empty"),
     ("- just\n- a list\n", "expected a mapping; got a list"),
-    ("incident: demo\ncauses:\n  - {change: C1, change: C3}\n", "repeated"),
+    ("incident: demo\ncauses:\n  - {change: C1, change: C3}\n", "duplicate key 'change' (first at line 3)"),
     (False, "there is no diagnosis.yaml"),
 ], ids=["alias-bomb", "binary", "too-large", "too-deep", "empty", "a-list", "repeated-key", "missing"])
 def test_a_hostile_diagnosis_is_feedback(tmp_path, diagnosis, needle):
