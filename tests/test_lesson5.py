@@ -225,6 +225,10 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
 SAME_CLAUSE = {"paired": ("paired-small", "paired-stray", "one-pair"),
                "class-inside-low": ("class-excluded", "class-zero", "class-rejected"),
                "fall-inside": ("paired-small",)}
+# A class guard on each class's goodput fires on any fall of a class's goodput, and a fall
+# inside the band is one (no probe can fall overall and keep every class's goodput): it
+# may also misjudge the fall-inside probes, as a random secret showed (d750f7f225ae1bf8).
+ALSO_MISJUDGES = {"class_guard_goodput": ("fall-inside",)}
 
 
 def test_rule_probes_decide_as_built_and_each_catches_its_mistake(secret, tmp_path):
@@ -252,7 +256,7 @@ def test_rule_probes_decide_as_built_and_each_catches_its_mistake(secret, tmp_pa
                 decided = None      # an unpaired band has no spread with one run a side
             if p.kind == kind:
                 assert decided != rule_probes.EXPECT[kind], (name, c.name)
-            elif p.kind not in SAME_CLAUSE.get(kind, ()):
+            elif p.kind not in SAME_CLAUSE.get(kind, ()) + ALSO_MISJUDGES.get(name, ()):
                 # Only where it is wrong: another kind's probe, decided by another clause.
                 assert decided == rule_probes.EXPECT[p.kind], (name, c.name)
 
@@ -364,7 +368,7 @@ WRONG = {
 # dips a few points.
 MAY_ALSO = {"unpaired_band": {"ship-real-gain", "goodput-fall", "noise-band"}, "cancel_excluded": {"largest-gap"},
             "mean_only": {"paired-seeds", "goodput-fall"}, "rollback_any_fall": {"paired-seeds"},
-            "class_guard_relative": {"noise-band"},
+            "class_guard_relative": {"noise-band"}, "class_guard_goodput": {"goodput-fall"},
             # An explicit SLO ignored everywhere is ignored on the cancels passed one too.
             "own_slo_only": {"cancels"}}
 
