@@ -524,6 +524,22 @@ def test_the_key_space_is_the_alphabet_to_the_longest_key_and_64_bits_pass():
     assert key_space(["3:abc0:7,8", "\u00e9"]) is None and key_space([]) is None
 
 
+def test_a_key_space_that_uses_its_whole_alphabet_is_still_that_alphabet():
+    """Sixteen lowercase hexadecimal characters, all of them used, at most 15 long: 16 + 16^2
+    + ... + 16^15 = 16^15 * 16/15 (less 16/15) values, 60.09 bits, too few. Read as the
+    next alphabet up (22 characters) it would be 66.9 bits and pass."""
+    from grader.lessons.key_search import key_space
+    name, longest, bits = key_space(["0123456789abcde", "f"])
+    assert (name, longest) == ("hexadecimal", 15) and 60.09 < bits < 60.10
+
+
+def test_empty_keys_have_no_key_space_to_judge():
+    """A prefix_key that returns "" everywhere has keys of no length: nothing to count (its
+    pairs of probes already collide), and no logarithm of zero values to take."""
+    from grader.lessons.key_search import key_space
+    assert key_space(["", ""]) is None and key_space([""]) is None
+
+
 def test_readable_glue_reads_every_scouts_key_that_is_text():
     """A scout answered with something other than text (a learner's key may be anything) is
     skipped, not the end of the reading: the keys after it still give their glue."""
