@@ -539,6 +539,9 @@ def test_landlock_reads_a_library_folder_but_not_the_packages_inside_it(tmp_path
     (lib / "python3.11" / "os.py").write_text("")
     (lib / "libc.so").write_text("")
     (lib / "python3.11" / "escape").symlink_to(lib / "python3.11" / "site-packages")
+    # A link to a folder no root names: followed, its rule would allow what it leads to.
+    (tmp_path / "elsewhere").mkdir()
+    (lib / "python3.11" / "elsewhere").symlink_to(tmp_path / "elsewhere")
     stdlib = lib / "python3.11"
     hidden = installed_packages([str(stdlib), str(lib)])
     assert hidden == {str(stdlib / "site-packages"), str(lib / "python3" / "dist-packages")}
