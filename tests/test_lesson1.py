@@ -118,6 +118,42 @@ def test_a_pool_that_goes_negative_loses_pool_pages(tmp_path, secret):
     assert "expected 0" in next(c.feedback for c in report.criteria if c.id == "pool-pages")
 
 
+def test_each_request_on_a_limit_is_a_clause_of_its_own():
+    """lesson1._clause, worked by hand on a model of 2 bytes a token (one layer, head and
+    byte) and max_context 100, with one-token pages, a pool of 60 pages (130 bytes less 10
+    of weights) or of 200, and steps in halves and quarters: a prefill of p tokens takes
+    1 + p/2 s, a decode step at context c takes 1.5 + c/4 s."""
+    from grader.engine.cases import Case
+    from reference.shapes import CostModel, ModelSpec, RequestView, Slo, WorkerSpec
+    model = ModelSpec("m", layers=1, kv_heads=1, head_dim=1, dtype_bytes=1, max_context=100, weight_bytes=10)
+    cost = CostModel(step_fixed=1.0, per_token=0.5, per_context_token=0.25, per_attention_pair=0.0)
+    small, large = (WorkerSpec(device_bytes=10 + 2 * pages, reserved_bytes=0, page_tokens=1, max_running=8,
+                               cost=cost) for pages in (60, 200))
+
+    def clause(p, m, worker=large, ttft=1000.0, gap=1000.0):
+        r = RequestView(id="r", scope="s", prompt_tokens=p, max_new_tokens=m, slo=Slo(ttft, gap))
+        return L._clause(Case("contract", "c", "public", (r, model, worker)))
+    # Breaks the contract: one past a limit, or further.
+    assert clause(90, 11) == "over_max_context, on its limit"          # 101 tokens
+    assert clause(90, 12) == "over_max_context"                        # 102
+    assert clause(50, 11, small) == "over_pool, on its limit"          # 61 pages of 60
+    assert clause(50, 12, small) == "over_pool"                        # 62
+    # Two tokens: one decode step, at context 11 (4.25 s), and a gap below every step.
+    assert clause(10, 2, gap=3.0) == "gap_unreachable, on its limit"
+    # Five tokens: the slowest step (context 14) takes 5.0 s, the one before it 4.75 s.
+    assert clause(10, 5, gap=4.875) == "gap_unreachable, on its limit"
+    assert clause(10, 5, gap=4.75) == "gap_unreachable, on its limit"  # that one met exactly
+    assert clause(10, 5, gap=2.0) == "gap_unreachable"
+    # Meets it: on a limit, or not.
+    assert clause(90, 10) == "over_max_context"                        # exactly 100 tokens
+    assert clause(50, 10, small) == "over_pool"                        # exactly 60 pages
+    assert clause(10, 1, ttft=6.0) == "a deadline met exactly"         # a prefill of 6.0 s
+    assert clause(10, 5, gap=5.0) == "a deadline met exactly"
+    assert clause(10, 1, gap=3.0) == "one token, no gap"               # below 4.0 s at context 10
+    assert clause(10, 5, gap=5.125) == "the slowest decode step"       # the step at 15 takes 5.25 s
+    assert clause(10, 5) == ""
+
+
 def test_hidden_workers_leave_empty_pools_both_ways(secret):
     """Some hidden pairs leave less than a page beside the weights and the reservation, and
     some less than nothing: both are pools of 0 pages."""
@@ -129,6 +165,20 @@ def test_hidden_workers_leave_empty_pools_both_ways(secret):
             free = worker.device_bytes - model.weight_bytes - worker.reserved_bytes
             seen.add("negative" if free < 0 else "under a page" if free < page else "pages")
     assert seen == {"negative", "under a page", "pages"}, seen
+
+
+def test_an_empty_worker_is_empty_the_way_it_was_asked():
+    """Each secret draws one worker of each kind: one asked to leave "less than nothing"
+    must, or a pool that goes negative keeps pool-pages under that secret."""
+    import numpy as np
+    g = np.random.Generator(np.random.PCG64(5))
+    for i in range(50):
+        model = L._model(g, i)
+        page = 2 * model.layers * model.kv_heads * model.head_dim * model.dtype_bytes
+        for empty in ("negative", "under a page"):
+            worker = L._worker(g, model, empty)
+            free = worker.device_bytes - model.weight_bytes - worker.reserved_bytes
+            assert (free < 0 if empty == "negative" else 0 <= free < page * worker.page_tokens), (i, empty)
 
 
 def test_hidden_requests_sit_on_every_limit_of_the_gap_rule(secret):
