@@ -1,5 +1,6 @@
 """Lesson 4 graded end to end: each mistake loses the criteria that name it, and only those."""
 import ast
+import hashlib
 import importlib.util
 import re
 from itertools import product
@@ -509,6 +510,34 @@ def test_the_key_search_asks_at_most_the_1500_inputs_the_readme_promises_all_dif
     from grader.lessons import key_search
     asked = key_search.inputs([key(*t) for t in key_search.SCOUTS])
     assert 1400 <= len(asked) <= 1500 and len(set(asked)) == len(asked)
+
+
+def _lossy_key(scope_of):
+    """A sound length-prefixed digest of (scope, parent, block), the scope mapped first."""
+    def key(scope, parent_key, block_tokens):
+        h = hashlib.sha256()
+        for part in (scope_of(scope), parent_key):
+            data = part.encode("utf-8")
+            h.update(len(data).to_bytes(8, "little") + data)
+        h.update(",".join(map(str, block_tokens)).encode())
+        return h.hexdigest()
+    return key
+
+
+@pytest.mark.parametrize("scope_of", [
+    lambda s: re.sub(r"[^A-Za-z0-9-]", "_", s),                   # a sanitiser: "acme.corp", "acme_corp"
+    lambda s: s.encode("ascii", "ignore").decode(),                # "café" and "caf"
+    lambda s: s.encode("ascii", "replace").decode(),               # "café" and "caf?"
+    lambda s: s[:256],                                             # a name cut short
+], ids=["sanitised", "ascii-ignore", "ascii-replace", "cut-256"])
+def test_the_key_search_alone_finds_two_scopes_a_lossy_name_mapping_merges(scope_of):
+    """Without any probe pair: the search's own inputs hold scopes that each mapping merges
+    (the pairs named beside each mapping are two of them)."""
+    from grader.lessons import key_search
+    key = _lossy_key(scope_of)
+    asked = key_search.inputs([key(*t) for t in key_search.SCOUTS])
+    found = key_search.collisions((t, key(*t)) for t in asked)
+    assert "scope" in found and set(found) == {"scope"}, found
 
 
 def test_the_key_space_is_the_alphabet_to_the_longest_key_and_64_bits_pass():
