@@ -553,13 +553,17 @@ def test_the_key_space_is_the_alphabet_to_the_longest_key_and_64_bits_pass():
     assert key_space(["3:abc0:7,8", "\u00e9"]) is None and key_space([]) is None
 
 
-def test_a_key_space_that_uses_its_whole_alphabet_is_still_that_alphabet():
+def test_a_key_space_is_the_smallest_alphabet_that_holds_every_character():
     """Sixteen lowercase hexadecimal characters, all of them used, at most 15 long: 16 + 16^2
     + ... + 16^15 = 16^15 * 16/15 (less 16/15) values, 60.09 bits, too few. Read as the
-    next alphabet up (22 characters) it would be 66.9 bits and pass."""
+    next alphabet up (22 characters) it would be 66.9 bits and pass. And the widest
+    alphabet judged, printable ASCII, is judged."""
     from grader.lessons.key_search import key_space
     name, longest, bits = key_space(["0123456789abcde", "f"])
     assert (name, longest) == ("hexadecimal", 15) and 60.09 < bits < 60.10
+    # Printable ASCII, 95 characters, at most 8 long: 95^8 * 95/94 (less 95/94), 52.57 bits.
+    name, longest, bits = key_space(["k~!@#$%&", "(x)"])
+    assert (name, longest) == ("printable ASCII", 8) and 52.57 < bits < 52.58
 
 
 def test_empty_keys_have_no_key_space_to_judge():
