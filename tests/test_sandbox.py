@@ -563,6 +563,54 @@ def test_landlock_reads_a_library_folder_but_not_the_packages_inside_it(tmp_path
     assert readable_beneath(str(lib), set(), everything) == [(str(lib), everything)]
 
 
+def test_a_packages_folder_reached_through_a_linked_root_is_still_hidden(tmp_path):
+    """/lib is a link to /usr/lib on many systems, and both are library roots: a packages
+    folder found under the link is known by its real path, which is the one the walk
+    compares, or it would be allowed whole from the other root."""
+    lib = tmp_path / "usr" / "lib"
+    (lib / "python3" / "dist-packages" / "grader").mkdir(parents=True)
+    (lib / "python3.11").mkdir()
+    (tmp_path / "lib").symlink_to(lib)
+    hidden = installed_packages([str(tmp_path / "lib")])
+    assert hidden == {str(lib / "python3" / "dist-packages")}
+    everything = 0b111
+    assert sorted(readable_beneath(str(lib), hidden, everything)) == sorted([
+        (str(lib), LL_READ_DIR), (str(lib / "python3"), LL_READ_DIR), (str(lib / "python3.11"), everything)])
+
+
+class _Mounts:
+    """A libc that records unshare and mount and lets each succeed."""
+    def __init__(self):
+        self.calls = []
+
+    def unshare(self, flags):
+        self.calls.append(("unshare", flags))
+        return 0
+
+    def mount(self, source, target, fstype, flags, data):
+        self.calls.append(("mount", source, target, fstype, flags, data))
+        return 0
+
+
+def test_the_fallbacks_tmpfs_is_private_capped_and_not_executable(tmp_path):
+    """In a mount namespace of its own (CLONE_NEWNS, 0x20000), made private (MS_REC 0x4000 |
+    MS_PRIVATE 0x40000) before anything is mounted, or the tmpfs would show in the host's
+    namespace wherever / is shared; then a tmpfs of the size asked on the working directory,
+    no setuid (2), no devices (4), no exec (8); and the child works inside it."""
+    from grader.engine.sandbox.child import private_tmpfs
+    libc, before = _Mounts(), os.getcwd()
+    try:
+        said = private_tmpfs(libc, str(tmp_path), 16 << 20)
+        assert os.getcwd() == str(tmp_path)
+    finally:
+        os.chdir(before)
+    assert said == "tmpfs working directory 16 MiB"
+    assert libc.calls == [("unshare", 0x20000),
+                          ("mount", b"none", b"/", None, 0x4000 | 0x40000, None),
+                          ("mount", b"tmpfs", str(tmp_path).encode(), b"tmpfs", 2 | 4 | 8,
+                           b"size=16777216,mode=0700")]
+
+
 def test_cpu_limit_kills_a_runaway_the_wall_clock_would_allow():
     # The CPU limit (1 s of CPU) must act before the wall clock: 60 s of it leave room for
     # a child that gets a small share of a loaded machine.
