@@ -517,6 +517,29 @@ RECORD_LOCKS = textwrap.dedent('''
 ''')
 
 
+OWN_FLAGS = textwrap.dedent('''
+    import fcntl, os
+
+    def own_flags():
+        r = os.open("own", os.O_RDWR | os.O_CREAT)              # its working directory
+        w = os.open("own", os.O_RDWR)
+        copy = fcntl.fcntl(r, fcntl.F_DUPFD, 10)                 # 0
+        cloexec = os.dup(w)                                       # F_DUPFD_CLOEXEC, 1030
+        fcntl.fcntl(r, fcntl.F_SETFD, fcntl.FD_CLOEXEC)           # 2
+        fd_flags = fcntl.fcntl(r, fcntl.F_GETFD)                  # 1
+        fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_NONBLOCK)   # 3, 4
+        return [copy >= 10, cloexec != w, bool(fd_flags & fcntl.FD_CLOEXEC), os.get_blocking(w)]
+''')
+
+
+def test_a_child_keeps_the_fcntl_commands_on_its_own_descriptors(mode):
+    """fcntl is an allow list: duplicating a descriptor and reading or setting its flags
+    still work (the interpreter and the standard library use them)."""
+    with Sandbox(OWN_FLAGS, "exercise.py", isolation=mode) as b:
+        r = b.call("own_flags")
+    assert r.ok and r.value == [True, True, True, False], r
+
+
 def test_children_cannot_leave_each_other_messages_in_record_locks(mode):
     """Every child may open the standard library: read locks one child held on bytes 0 and
     2 of os.py, another child saw as [True, False, True] (the locks are the file's, across
