@@ -512,6 +512,22 @@ def test_the_key_search_asks_at_most_the_1500_inputs_the_readme_promises_all_dif
     assert 1400 <= len(asked) <= 1500 and len(set(asked)) == len(asked)
 
 
+def test_hidden_key_probes_hold_scopes_one_character_apart_and_past_512(secret):
+    """Under every secret: pairs of scopes of one length that differ in one character (what
+    a transcoding or a sanitiser merges; eight are drawn, one dropped now and then when the
+    character drawn is the one it replaces), and a pair of scopes longer than the 512
+    characters a key may hold (what a key that cuts the scope merges)."""
+    one_apart = long = 0
+    for case in lesson4.hidden_probes(secret):
+        if case.family != "key" or case.inputs.kind != "scope":
+            continue
+        a, b = case.inputs.a[0], case.inputs.b[0]
+        if len(a) == len(b) and sum(x != y for x, y in zip(a, b)) == 1:
+            one_apart += 1
+            long += len(a) > 512
+    assert one_apart - long >= 5 and long >= 1, (one_apart, long)
+
+
 def _lossy_key(scope_of):
     """A sound length-prefixed digest of (scope, parent, block), the scope mapped first."""
     def key(scope, parent_key, block_tokens):
