@@ -529,6 +529,22 @@ def test_a_wrong_worked_number_is_reported_but_does_not_stop_a_replay(tmp_path, 
     assert "chunk_rule.rule: expected one of" in capsys.readouterr().out
 
 
+def test_a_refused_baseline_names_the_problem_that_stops_it(tmp_path, capsys):
+    """A baseline with a wrong worked number (listed first) and a knob the replay cannot
+    take: the refusal names the knob, not the number the replay would have run past."""
+    right, base = worked_sheet(), worked_sheet()
+    base["request_contract"]["pool_pages"] += 1
+    base["chunk_rule"]["min_chunk_tokens"] = 100         # not a whole number of 16-token pages
+    files = {}
+    for name, data in (("right", right), ("base", base)):
+        files[name] = tmp_path / f"{name}.yaml"
+        files[name].write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["sheet", "run", str(files["right"]), "--seeds", "4,5", "--baseline", str(files["base"])]) == 2
+    said = capsys.readouterr().err.split("does not validate (", 1)[1]
+    assert said.split(")", 1)[0].endswith("chunk_rule.min_chunk_tokens: 100 is not a whole number of "
+                                          "16-token pages"), said
+
+
 def test_a_lifted_contract_rule_lifts_the_specs_of_each_call():
     """The contract knobs lift a rule's limit on the specs it is asked with; the lifted specs
     are made once per pair of specs, so a call with other specs must see its own lifted."""
