@@ -85,6 +85,16 @@ def test_hidden_edge_records_cover_every_verdict_and_topic():
             assert (r.token_times[0] - r.arrival_s > slo.ttft_s) == (r.token_times[0] > r.arrival_s + slo.ttft_s)
 
 
+
+def test_hidden_edge_records_judge_cancels_under_an_explicit_slo_both_ways():
+    """Cancels are a code path of their own: under a stricter SLO passed explicitly an
+    excluded cancel turns slow, under a looser one a late cancel turns excluded."""
+    import numpy as np
+    edges = lesson5.edge_records(np.random.Generator(np.random.PCG64(1)), "t")
+    moved = {(reference.qualify(r, None), reference.qualify(r, s)) for r, s in edges
+             if s is not None and r.outcome == "cancelled_by_client"}
+    assert {("excluded", "slow_tokens"), ("late_first_token", "excluded")} <= moved, moved
+
 # ---- the release suite -------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def public_cases():
