@@ -509,6 +509,8 @@ def test_a_wrong_worked_number_is_reported_but_does_not_stop_a_replay(tmp_path, 
         files[name].write_text(yaml.safe_dump(data, sort_keys=False))
     assert main(["sheet", "validate", str(files["wrong"])]) == 2
     assert "chunk_rule.worked.first_chunk_tokens" in capsys.readouterr().out
+    assert main(["sheet", "validate", str(files["wrong"]), "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["valid"] is False
     runs = {}
     for name in ("right", "wrong"):
         assert main(["sheet", "run", str(files[name]), "--seeds", "4,5", "--json"]) == 0
