@@ -234,6 +234,16 @@ def _with(entries: dict):
     return table
 
 
+@pytest.mark.parametrize("event", ["cancel", "step_launched", "finished"])
+def test_an_ended_request_under_a_pinning_step_is_not_revived_or_notified_again(event):
+    """'cancelling' with a step in flight is an ended request too: served again, or its
+    client told again, on any event, is a stop fault (not only with nothing in flight)."""
+    revived = TableFaults(_with({("cancelling", event, True): ("running",)})).found["stop"]
+    assert any("puts a request that has ended back in 'running'" in line for line in revived), revived
+    told = TableFaults(_with({("cancelling", event, True): ("cancelling", ("notify_client",))})).found["stop"]
+    assert any("notifies the client again after the request ended" in line for line in told), told
+
+
 def test_reclaim_feedback_tells_lazy_from_leaked_and_finished_from_cancelled():
     stop_notify = ("stop_scheduling", "notify_client")
     # Cancelled with nothing in flight, it waits for a step completion to release: lazy.
