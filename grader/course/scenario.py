@@ -135,8 +135,9 @@ def load_scenario(path: Path, course, checked: bool = True) -> Scenario:
     # The knobs' defaults change nothing: a misspelt knob or value would grade the
     # scenario under the default design in silence.
     for section, knobs in Field(path, (), data).at("sheet", None).entries():
-        if knob_problem(section):
-            raise knobs.problem(knob_problem(section))
+        problem = knob_problem(section)
+        if problem:
+            raise knobs.problem(problem)
         for knob, value in knobs.entries():
             problem = knob_problem(section, knob, value.value)
             if problem:

@@ -33,6 +33,7 @@ from grader.course import worked
 from grader.engine.files import Unreadable, read_regular
 from grader.engine.layout import YAML_VALUE_ERRORS, nesting_depth, short_text
 from reference import yaml_words
+from reference.knobs import KNOBS as REFERENCE_KNOBS
 from reference.shapes import CONTRACT_REASONS
 from reference.sizing import Geometry
 from reference.units import UnitError, parse_bytes
@@ -43,13 +44,10 @@ MAX_DEPTH = 32               # a sheet nests five levels; deeper is an attack on
 SECTIONS = ("request_contract", "admission_ledger", "chunk_rule", "cancellation",
             "release_criteria", "change_record")
 POLICY_SECTIONS = SECTIONS[:4]
-# The knobs reference.knobs.with_knobs reads, per section.
-KNOBS = {
-    "admission_ledger": ("reserve", "active_hits", "inactive_hits", "outstanding", "impossible",
-                         "prefix_cache"),
-    "chunk_rule": ("rule", "fixed_tokens", "gap_budget_s", "min_chunk_tokens"),
-    "cancellation": ("release", "with_scope", "with_parent", "partial", "require_written"),
-}
+# The knobs reference.knobs.with_knobs reads, per section a sheet holds by name (the
+# contract's reasons become its enforce; load shedding is no section of the sheet).
+KNOBS = {section: tuple(REFERENCE_KNOBS[section])
+         for section in ("admission_ledger", "chunk_rule", "cancellation")}
 SHEET_SCHEMA = "design_sheet.schema.json"
 
 

@@ -36,19 +36,22 @@ def is_submission_folder(path: Path, names: tuple[str, ...]) -> bool:
     return path.is_dir() and any((path / n).exists() or (path / n).is_symlink() for n in names)
 
 
+_LESSON_FOLDER = re.compile(r"lesson[0-9]+")     # nbgrader's <student>/<lessonN>/
+
+
 def _student_of(path: Path) -> str:
     """A folder's student: its name, or its parent's in nbgrader's <student>/<lessonN>/ layout,
     as the path names it (a class's discovery names them so too): a symbolic link is not
     followed to another name, which would draw another student's incident. `.` and `..`
     are the folders they stand for."""
     path = Path(os.path.abspath(path))
-    return path.parent.name if re.fullmatch(r"lesson[0-9]+", path.name) else path.name
+    return path.parent.name if _LESSON_FOLDER.fullmatch(path.name) else path.name
 
 
 def is_own_file_name(stem: str) -> bool:
     """exercise.py, lesson3.ipynb: the name a submission's file has inside its student's
     folder (the stub's, nbgrader's), never a student's own name."""
-    return stem == "exercise" or re.fullmatch(r"lesson[0-9]+", stem) is not None
+    return stem == "exercise" or _LESSON_FOLDER.fullmatch(stem) is not None
 
 
 def student_named(path: Path, folder: bool) -> str:

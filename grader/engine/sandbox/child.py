@@ -458,6 +458,7 @@ IOCTL = (16, 29)                # TCGETS only: isatty() on the child's own descr
 # which every child may open, were a message one child left and another read.
 FCNTL = (72, 25)
 FCNTL_ALLOWED = (0, 1, 2, 3, 4, 1030)
+GUARDED = (PRLIMIT64, IOCTL, FCNTL)   # allowed with some arguments only (seccomp_program)
 TCGETS = 0x5401
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 X32_SYSCALL_BIT = 0x40000000
@@ -483,13 +484,16 @@ def seccomp_program(arch):
             block += [(LD_W_ABS, 0, 0, offset), (JEQ_K, 0, 2 * (len(checks) - 1 - i) + 1, value)]
         return block + [(RET_K, 0, 0, ALLOW), (RET_K, 0, 0, EPERM)]
 
+    def one_of(number, offset, values):
+        # load nr; not this call: skip the block; load the argument; a value listed: allow
+        n = len(values)
+        block = [(LD_W_ABS, 0, 0, nr), (JEQ_K, 0, n + 3, number), (LD_W_ABS, 0, 0, offset)]
+        block += [(JEQ_K, n - i, 0, value) for i, value in enumerate(values)]
+        return block + [(RET_K, 0, 0, EPERM), (RET_K, 0, 0, ALLOW)]
+
     prog += guarded(PRLIMIT64[column], [(arg0, 0), (arg0 + 4, 0)])
     prog += guarded(IOCTL[column], [(arg1, TCGETS)])
-    # load nr; not fcntl: skip the block; load cmd; an allowed command: allow; else EPERM
-    n = len(FCNTL_ALLOWED)
-    prog += [(LD_W_ABS, 0, 0, nr), (JEQ_K, 0, n + 3, FCNTL[column]), (LD_W_ABS, 0, 0, arg1)]
-    prog += [(JEQ_K, n - i, 0, cmd) for i, cmd in enumerate(FCNTL_ALLOWED)]
-    prog += [(RET_K, 0, 0, EPERM), (RET_K, 0, 0, ALLOW)]
+    prog += one_of(FCNTL[column], arg1, FCNTL_ALLOWED)
     prog.append((LD_W_ABS, 0, 0, nr))
     if arch == "x86_64":                   # the x32 ABI's numbers: none of ours
         prog.append((JGE_K, 0, 1, X32_SYSCALL_BIT))
@@ -523,7 +527,7 @@ def install_seccomp(libc):
             return ""
         return "seccomp(allow list of %d system calls: no network, fork, exec, kill, ptrace, " \
                "mount, chmod)" % (sum(n[0 if arch == "x86_64" else 1] is not None
-                                     for n in ALLOWED_SYSCALLS.values()) + 3)
+                                     for n in ALLOWED_SYSCALLS.values()) + len(GUARDED))
     except Exception:
         return ""
 
