@@ -3,30 +3,18 @@
 import pytest
 
 from conftest import ROOT, run_grader
+from experiment_helpers import COURSE, assert_saved_png, default_fixtures
 from grader.course import experiments
-from grader.engine.layout import find_course
 from grader.engine.errors import InputError
-from grader.course.experiments.common import Knob, parse_settings, save_plot
+from grader.course.experiments.common import Knob, parse_settings
 from reference.shapes import CostModel
-
-COURSE = find_course(str(ROOT))
 
 
 def run_cli(*args):
     return run_grader("experiment", *args)
 
 
-@pytest.fixture(scope="module")
-def default_outcome(tmp_path_factory):
-    """The experiment with its defaults, in this process (its plot is data to assert)."""
-    outcome = experiments.run("prefill-deadline", [], COURSE)
-    return outcome, save_plot(outcome.plot, tmp_path_factory.mktemp("plot") / "deadline.png")
-
-
-@pytest.fixture(scope="module")
-def default_run(default_outcome):
-    outcome, png = default_outcome
-    return {**outcome.to_dict(), "plot": str(png)}, png
+default_outcome, default_run = default_fixtures("prefill-deadline", "deadline.png")
 
 
 def test_table_rows_cover_every_chunk_and_rule(default_run):
@@ -48,10 +36,7 @@ def test_table_rows_cover_every_chunk_and_rule(default_run):
 
 
 def test_plot_is_a_png(default_run):
-    data, png = default_run
-    assert data["plot"] == str(png)
-    blob = png.read_bytes()
-    assert blob[:8] == b"\x89PNG\r\n\x1a\n" and len(blob) > 10_000
+    assert_saved_png(*default_run)
 
 
 def test_plot_draws_the_trade_off_and_where_each_rule_crosses_the_budget(default_outcome):

@@ -3,31 +3,18 @@
 import pytest
 
 from conftest import ROOT, run_grader
+from experiment_helpers import COURSE, assert_saved_png, default_fixtures
 from grader.course import experiments
 from grader.course.experiments import prefix_ownership
-from grader.course.experiments.common import save_plot
 from grader.course.scenario import load_scenario
-from grader.engine.layout import find_course
 from reference.shapes import CostModel
-
-COURSE = find_course(str(ROOT))
 
 
 def run_cli(*args):
     return run_grader("experiment", *args)
 
 
-@pytest.fixture(scope="module")
-def default_outcome(tmp_path_factory):
-    """The experiment with its defaults, in this process (its plot is data to assert)."""
-    outcome = experiments.run("prefix-ownership", [], COURSE)
-    return outcome, save_plot(outcome.plot, tmp_path_factory.mktemp("plot") / "ownership.png")
-
-
-@pytest.fixture(scope="module")
-def default_run(default_outcome):
-    outcome, png = default_outcome
-    return {**outcome.to_dict(), "plot": str(png)}, png
+default_outcome, default_run = default_fixtures("prefix-ownership", "ownership.png")
 
 
 def test_each_mistake_shows_in_its_column_and_the_design_in_none(default_run):
@@ -56,10 +43,7 @@ def test_each_mistake_shows_in_its_column_and_the_design_in_none(default_run):
 
 
 def test_plot_is_a_png(default_run):
-    data, png = default_run
-    assert data["plot"] == str(png)
-    blob = png.read_bytes()
-    assert blob[:8] == b"\x89PNG\r\n\x1a\n" and len(blob) > 10_000
+    assert_saved_png(*default_run)
 
 
 def test_plot_draws_each_variants_failure_and_nothing_for_the_design(default_outcome):
