@@ -92,6 +92,16 @@ def test_lesson1_sizes_and_steps():
     assert step(1, 16383) > 0.005 and step(1, 8193) > 0.001
 
 
+def test_lesson1_public_probes_as_check_your_work_lists_them():
+    """The README's list of what `grader check lesson1` runs is counted from the probe file,
+    and so is its warning about workers whose cost model is not the default."""
+    probes = yaml.safe_load((ROOT / "assignments" / "lesson1" / "public.yaml").read_text())
+    own_cost = [w["name"] for w in probes["workers"] if "cost" in w]
+    words = {1: "one", 2: "two", 3: "three", 4: "four"}
+    says(readme(1), f"- {len(probes['models'])} models (", f"- {len(probes['workers'])} workers (",
+         f"{words[len(own_cost)]} of the public workers carry their own cost models")
+
+
 # ---- lesson 2: the ledger's worked calculations -----------------------------------------------
 def test_lesson2_pages_and_capacity():
     text = readme(2)
