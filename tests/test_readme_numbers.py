@@ -92,6 +92,40 @@ def test_lesson1_sizes_and_steps():
     assert step(1, 16383) > 0.005 and step(1, 8193) > 0.001
 
 
+def criteria_table(n: int) -> list[dict[str, str]]:
+    """The rows of the README's table that starts `| criterion | points |`, by column."""
+    lines = (ROOT / "assignments" / f"lesson{n}" / "README.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| criterion | points |"))
+    head = [c.strip() for c in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(head, (c.strip().strip("`") for c in line.strip("|").split("|")))))
+    return rows
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6])
+def test_the_readmes_table_of_criteria_gives_the_rubrics_points_and_credit(n):
+    """docs/learners.md promises that a lesson's README says how each criterion is scored:
+    its table holds every criterion of the rubric, with the rubric's points and credit rule
+    (lesson 5 says it in prose: tests/test_lesson5.py)."""
+    rubric = {c["id"]: c for c in yaml.safe_load((ROOT / "rubrics" / f"lesson{n}.yaml").read_text())["criteria"]}
+    rows = criteria_table(n)
+    assert [r["criterion"] for r in rows] == list(rubric)
+    for row in rows:
+        criterion = rubric[row["criterion"]]
+        assert float(row["points"]) == criterion["points"], row
+        credit, said = criterion["credit"], row["credit"]
+        if credit["rule"] == "all_or_nothing":
+            assert "all or nothing" in said, row
+            continue
+        assert "linear" in said or "zero at" in said, row
+        for bound, shown in ((credit.get("floor", 0.0), 0.0), (credit.get("target", 1.0), 1.0)):
+            if bound != shown:
+                assert f"{bound:.0%}" in said, (row, bound)
+
+
 def test_lesson1_public_probes_as_check_your_work_lists_them():
     """The README's list of what `grader check lesson1` runs is counted from the probe file,
     and so is its warning about workers whose cost model is not the default."""
