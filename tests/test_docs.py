@@ -2,7 +2,9 @@
 each lesson's README and bench/README.md (and its #anchor) resolves, and every repository path they name, in `code` or in a code
 block, is in the repository. A path with a placeholder (lessonN, <student>, *) must match
 something; a file the learner edition's build writes (its manifest, its recorded
-expectations) counts as existing; a bare `name.md` must be some file of the repository."""
+expectations) counts as existing; a bare `name.md` must be some file of the repository; and
+a code object named with its file (`reference/baselines.py: baseline_contract`) is defined
+in that file."""
 from __future__ import annotations
 
 import re
@@ -24,6 +26,7 @@ _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
 _CODE = re.compile(r"`([^`\n]+)`")
 _TOKEN = re.compile(r"[^\s`'\"=,;()\[\]{}|]+")
+_NAMED = re.compile(r"([\w./-]+\.py): ?([A-Za-z_][\w.]*)")
 
 
 def top_level(root: Path) -> set[str]:
@@ -60,6 +63,15 @@ def _exists(root: Path, path: str) -> bool:
     return (root / path).exists()
 
 
+def defines(root: Path, file: str, name: str) -> bool:
+    """Whether `file` (a path in the repository, or a bare file name found anywhere in it)
+    defines `name`'s last part: a def, a class or an assignment at the start of a line."""
+    files = [root / file] if "/" in file else [p for p in root.rglob(file) if ".git" not in p.parts]
+    last = re.escape(name.split(".")[-1])
+    pattern = re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{last}\b|^\s*{last}\s*(?::[^=\n]*)?=", re.M)
+    return any(p.is_file() and pattern.search(p.read_text(encoding="utf-8")) for p in files)
+
+
 def dead_references(doc: Path, root: Path = ROOT) -> list[str]:
     """What ``doc`` names that is not there, each as 'kind: what'."""
     text = doc.read_text(encoding="utf-8")
@@ -73,7 +85,13 @@ def dead_references(doc: Path, root: Path = ROOT) -> list[str]:
             dead.append(f"link: {target}")
         elif anchor and where.suffix == ".md" and anchor not in anchors(where):
             dead.append(f"anchor: {target}")
-    spans = _CODE.findall(_FENCE.sub("", text)) + [b.group(0) for b in _FENCE.finditer(text)]
+    inline = _CODE.findall(_FENCE.sub("", text))
+    spans = inline + [b.group(0) for b in _FENCE.finditer(text)]
+    for span in inline:
+        named = _NAMED.fullmatch(span.strip())
+        # A path that is not there is reported as a path, below.
+        if named and ("/" not in named[1] or (root / named[1]).exists()) and not defines(root, *named.groups()):
+            dead.append(f"name: {span.strip()}")
     tops = top_level(root)
     names = {p.name for p in root.rglob("*.md")}
     for span in spans:
@@ -104,7 +122,7 @@ def test_the_docs_are_there():
 def test_the_check_finds_what_is_missing(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "grader").mkdir()
-    (tmp_path / "grader" / "cli.py").write_text("")
+    (tmp_path / "grader" / "cli.py").write_text("EXAMPLES = 1\n\n\ndef main():\n    pass\n")
     (tmp_path / "report").mkdir()                      # written by a command, ignored by git
     (tmp_path / ".gitignore").write_text("# outputs\n/report/\n")
     (tmp_path / "docs" / "other.md").write_text("# Other page\n## Its part\n## The `page_tokens` knob\n")
@@ -113,13 +131,15 @@ def test_the_check_finds_what_is_missing(tmp_path):
                    "[a knob](other.md#the-page_tokens-knob), [no knob](other.md#the-pagetokens-knob),\n"
                    "[the web](https://example.org) and [here](#a-title).\n\n# A title\n\n"
                    "`grader/cli.py` is there, `grader/gone.py: main` is not; see `worker.md`.\n"
-                   "`report/scores.png` is what a command will write.\n\n"
+                   "`report/scores.png` is what a command will write.\n"
+                   "`grader/cli.py: main` and `cli.py: EXAMPLES` are defined, `grader/cli.py: gone` is not.\n\n"
                    "```sh\ngrader check --submission grader/missing/x.py --out report/\n```\n")
     assert dead_references(doc, tmp_path) == ["anchor: other.md#nope (line 1)",
                                               "anchor: other.md#the-pagetokens-knob (line 2)",
                                               "file: worker.md (line 7)", "link: gone.md (line 1)",
+                                              "name: grader/cli.py: gone (line 9)",
                                               "path: grader/gone.py (line 7)",
-                                              "path: grader/missing/x.py (line 11)"]
+                                              "path: grader/missing/x.py (line 12)"]
 
 
 def test_the_readme_opens_with_the_two_commands_and_ci_runs_the_second():
