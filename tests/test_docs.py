@@ -159,3 +159,30 @@ def test_the_readme_maps_every_page_of_docs():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     mapped = set(re.findall(r"^- \[[^\]]*\]\((docs/[^)#]+\.md)\): ", text, re.M))
     assert mapped == {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")}
+
+
+def documented_commands_and_flags():
+    """Every command of grader/cli.py (`grader sheet run`) and every long option of each,
+    as (command, flag or None)."""
+    import argparse
+    from grader.cli import _parser
+
+    def walk(parser, words):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield " ".join(words + [name]), None
+                    yield from walk(sub, words + [name])
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag != "--help":
+                    yield " ".join(words), flag
+    return sorted(set(walk(_parser(), ["grader"])), key=lambda x: (x[0], x[1] or ""))
+
+
+def test_every_command_and_flag_of_the_cli_is_in_the_docs():
+    """A user finds a command or a flag on a page, not only in --help: each appears in the
+    README, a page of docs/ or a lesson's README."""
+    text = " ".join(" ".join(p.read_text(encoding="utf-8").split()) for p in DOCS)
+    missing = [f"{command} {flag or ''}".strip() for command, flag in documented_commands_and_flags()
+               if not re.search(rf"{re.escape(flag or command)}(?![\w-])", text)]
+    assert missing == []
