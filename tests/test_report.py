@@ -5,10 +5,12 @@ table's lines as a learner reads them."""
 import dataclasses
 import json
 import os
+import re
 import textwrap
 
 import pytest
 
+from conftest import ROOT
 from grader.engine.report import COST_MODEL_NOTE, CriterionResult, Report, render
 
 
@@ -56,6 +58,17 @@ def test_json_form_holds_every_field_the_totals_and_the_cost_model_note():
         "id": "a", "title": "title of a", "score": 1, "max_score": 2, "passed": False,
         "feedback": "why", "visibility": "public", "evidence": [], "checked": True,
         "public_feedback": ""}
+
+
+def test_the_json_keys_the_instructors_page_lists_are_the_reports():
+    """Scripts read `grader grade --json` by the keys docs/instructors.md lists: the list is
+    the report's, no more and no less, at the top and in each criterion."""
+    text = " ".join((ROOT / "docs" / "instructors.md").read_text(encoding="utf-8").split())
+    listed = text[text.index("The `--json` report has:"):text.index("A criterion's `feedback`")]
+    per_criterion = re.search(r"`criteria` \(([^)]*)\)", listed).group(1)
+    d = json.loads(json.dumps(report(crit("a", 1, 2)).to_dict()))
+    assert set(re.findall(r"`(\w+)`", listed.replace(per_criterion, ""))) == set(d)
+    assert set(re.findall(r"`(\w+)`", per_criterion)) == set(d["criteria"][0])
 
 
 def test_table_lines_as_a_learner_reads_them():
