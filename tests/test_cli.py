@@ -201,3 +201,26 @@ def test_the_course_named_is_the_one_read_wherever_it_is_typed(tmp_path, where):
     course, check = ["--course", str(tmp_path / "nowhere")], ["check", "lesson1"]
     code, _, err = run(*(course + check if where == "before" else check + course), cwd=tmp_path)
     assert code == 2 and f"{tmp_path / 'nowhere'}: not a course folder" in err, err
+
+
+def test_the_learners_pages_example_report_is_what_check_prints(tmp_path):
+    """docs/learners.md shows a report of lesson 1 whose pages_for goes through a float, as
+    `grader check lesson1 my_work.py` prints it at 100 columns: every line it shows whole
+    (a line with "..." is cut short on the page) is a line of the real report."""
+    import os
+    import re
+    import subprocess
+    import sys
+    text = (ROOT / "docs" / "learners.md").read_text(encoding="utf-8")
+    block = re.search(r"^```\n(lesson1: The request contract .*?)^```", text, re.S | re.M).group(1)
+    source = (ROOT / "reference" / "solutions" / "lesson1.py").read_text(encoding="utf-8")
+    exact = "return -(-tokens // page_tokens)"
+    assert source.count(exact) == 1
+    (tmp_path / "my_work.py").write_text(source.replace(exact, "import math; return math.ceil(tokens / page_tokens)"))
+    p = subprocess.run([sys.executable, "-m", "grader.cli", "--course", str(ROOT), "check", "lesson1", "my_work.py"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "100"})
+    assert p.returncode == 0, p.stderr
+    printed = p.stdout.splitlines()
+    shown = [line for line in block.splitlines() if "..." not in line]
+    assert len(shown) >= 8 and [line for line in shown if line not in printed] == []
