@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--course", help=COURSE_HELP)
     sub = p.add_subparsers(dest="command", required=True)
 
-    c = sub.add_parser("check", help="grade your exercise on the public cases (about a second)",
+    c = sub.add_parser("check", help="grade your exercise on the public cases (seconds)",
                        epilog="example: grader check lesson1 --json",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("lesson", help="lesson1 .. lesson6")
