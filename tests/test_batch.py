@@ -8,7 +8,7 @@ import pytest
 from classroom import (assert_whole, by_student, check_class, covering_size, kill_and_resume,
                        make_class, run_cli, templates)
 from conftest import ROOT, SECRET, SUBMISSIONS
-from grader.instructor.batch import discover, run_batch
+from grader.instructor.batch import BatchSummary, discover, run_batch
 from grader.engine.layout import find_course
 from grader.instructor.gradebook import open_gradebook
 from grader.engine.pipeline import grade_path
@@ -307,3 +307,10 @@ def test_a_students_name_is_one_name_however_unicode_spells_it(tmp_path):
     assert entry.student == nfc and entry.problem.startswith("two submissions")
     # Named within the class folder: the student reads it in their feedback.
     assert entry.problem == f"two submissions: {nfd}.py and {nfc}.py; keep one" and str(tmp_path) not in entry.problem
+
+
+@pytest.mark.parametrize("students,says", [(1, "lesson1: 1 student: 1 graded now"),
+                                           (2, "lesson1: 2 students: 1 graded now")])
+def test_the_summary_counts_students_in_words(students, says):
+    summary = BatchSummary("lesson1", students, 1, students - 1, (), (10.0,), 10.0, 2.0, "1 process")
+    assert summary.render().splitlines()[0].startswith(says)

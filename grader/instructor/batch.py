@@ -33,7 +33,7 @@ from grader.instructor.gradebook import (GRADER_FAILED, CriterionInfo, Gradebook
 from grader.engine.progress import Progress
 from grader.engine.submission import (Submission, is_own_file_name, is_submission_folder,
                                        load_submission)
-from grader.engine.text import terminal
+from grader.engine.text import plural, terminal
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
 DASK_CONNECT_TIMEOUT = "10s"
@@ -313,7 +313,7 @@ class BatchSummary:
 
     def render(self) -> str:
         rate = self.graded / self.elapsed_s * 60 if self.elapsed_s > 0 else 0.0
-        lines = [f"{self.lesson}: {self.students} students: {self.graded} graded now, "
+        lines = [f"{self.lesson}: {plural(self.students, 'student')}: {self.graded} graded now, "
                  f"{self.skipped} already graded, {len(self.failed)} failed "
                  f"({self.elapsed_s:.1f} s, {rate:.0f} submissions/min, {self.workers})"]
         dist = distribution(self.scores, self.max_score)
