@@ -2,6 +2,9 @@
 (and recorded while a release records); in the learner edition it is read from what was
 recorded, and what was not recorded, or must not be, is refused with a sentence, never
 computed from a reference that is not there."""
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,70 @@ def test_the_course_has_every_solution_and_no_other_module():
     assert not oracle.present("no_such_package.module")       # a missing parent is not an error
     assert oracle.reference_solution("lesson1").__name__ == "reference.solutions.lesson1"
 
+
+
+COURSE_ROOT = Path(oracle.__file__).resolve().parents[2]
+# How an editable install of the course answers an import: every module whose parent is one of
+# its top-level packages, found in the course's folder, after the path's own finders missed it.
+EDITABLE = f"""
+import sys
+from importlib.machinery import PathFinder
+class Editable:
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        parent = name.rpartition(".")[0]
+        if parent == "reference":
+            return PathFinder.find_spec(name, [{str(COURSE_ROOT / "reference")!r}])
+sys.meta_path.append(Editable)
+"""
+
+
+def _edition_copy(tmp_path: Path, solutions: bool) -> Path:
+    skip = ("__pycache__",) + (() if solutions else ("solutions",))
+    for part in ("grader", "reference"):
+        shutil.copytree(COURSE_ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns(*skip))
+    return tmp_path
+
+
+def _run(script: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-I", "-c", EDITABLE + script], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_an_edition_never_takes_the_solutions_of_a_course_installed_beside_it(tmp_path):
+    """An instructor tries an edition in the environment the course is installed in: the
+    import system would find reference.solutions in the course's folder, and the edition
+    would grade and draw its experiments with the course's answers."""
+    tree = _edition_copy(tmp_path, solutions=False)
+    done = _run(f"""
+sys.path.insert(0, {str(tree)!r})
+import reference.solutions                       # the import system does find the course's
+from grader.engine import oracle
+assert oracle.__file__.startswith({str(tree)!r}), oracle.__file__
+print([oracle.has_solution(f"lesson{{n}}") for n in (1, 4, 6)])
+""")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[False,", "False,", "False]"]
+
+
+def test_a_solution_whose_package_came_from_another_checkout_is_refused(tmp_path):
+    """Here the file is in the edition's own tree, but ``reference`` was imported from the
+    course's folder first, so the import would load the course's copy: refused, not used."""
+    tree = _edition_copy(tmp_path, solutions=True)
+    done = _run(f"""
+sys.path.insert(0, {str(COURSE_ROOT)!r})
+import reference
+sys.path[0] = {str(tree)!r}
+from grader.engine import oracle
+assert oracle.has_solution("lesson1")
+try:
+    oracle.reference_solution("lesson1")
+except oracle.OracleMissing as e:
+    print("refused:", e)
+""")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("refused: learner edition: reference.solutions.lesson1 was imported from "
+                                  f"{COURSE_ROOT}"), done.stdout
 
 def test_the_edition_reads_its_expectations_from_its_own_package():
     import grader

@@ -23,8 +23,8 @@ and the lessons import this module in both editions.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from functools import lru_cache
 from importlib import import_module
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, TypeVar
 
@@ -33,6 +33,7 @@ from grader.engine.cases import digest_of
 from grader.engine.errors import InputError
 
 EXPECTATIONS = Path(__file__).resolve().parents[1] / "expectations"
+TREE = Path(__file__).resolve().parents[2]      # the folder holding grader/ and reference/
 T = TypeVar("T")
 
 _recording: dict[str, dict[str, Any]] | None = None
@@ -47,12 +48,15 @@ class OracleMissing(InputError):
         super().__init__("learner edition", message)
 
 
+@lru_cache(maxsize=None)
 def present(module: str) -> bool:
-    """Whether a module of the course is in this edition."""
-    try:
-        return find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
+    """Whether a module of the course is in this edition: a file of its own tree. An import
+    system asked instead would also find another checkout's module, as when the course is
+    installed in the environment a learner edition is tried in (an editable install answers
+    for every module under ``reference``), and an edition would then run with the course's
+    solutions."""
+    base = TREE.joinpath(*module.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
 def solution(lesson: str) -> str:
@@ -68,7 +72,16 @@ def reference_solution(lesson: str):
     """The reference solution's module (instructor-side grading, the reference core)."""
     if not has_solution(lesson):
         raise OracleMissing(f"the reference solution of {lesson} is not in this edition")
-    return import_module(f"reference.solutions.{lesson}")
+    return _own(import_module(solution(lesson)))
+
+
+@lru_cache(maxsize=None)
+def _own(module):
+    if not Path(module.__file__).resolve().is_relative_to(TREE):
+        # ``reference`` itself came from another checkout: its answers are not this edition's.
+        raise OracleMissing(f"{module.__name__} was imported from {module.__file__}, outside this "
+                            f"edition ({TREE})")
+    return module
 
 
 _solution = reference_solution
