@@ -3,13 +3,17 @@
 Most tests use the default (bwrap where it works, as in CI); those marked with the `mode`
 fixture run under both the full bwrap stack and the plain-process fallback."""
 import shutil
+import subprocess
+import sys
 import os
 import sysconfig
+import tempfile
 import textwrap
 import time
 
 import pytest
 
+from conftest import ROOT
 from grader.engine.sandbox import CallResult, Sandbox, SandboxError, isolation, session
 from grader.engine.sandbox.child import (LL_READ_DIR, closed_to_others, installed_packages,
                                          readable_beneath)
@@ -481,6 +485,50 @@ def test_the_working_directory_holds_16_mib_in_both_modes(mode):
     assert written == 16 and error == "OSError", (written, error)
     if mode == "process":
         assert "tmpfs working directory 16 MiB" in text
+
+
+
+# The fallback's hardening in a process of its own, where the tmpfs cannot be made: as
+# a container's root without the right to mount (private_tmpfs fails as it reports there),
+# and as a user other than root. Then it tries to write in its working directory.
+UNCAPPED = textwrap.dedent('''
+    import os, sys, tempfile
+    from grader.engine.sandbox import child
+    if os.geteuid() == 0:
+        child.private_tmpfs = lambda libc, workdir, size: "working directory not size-capped (unshare failed)"
+    work = sys.argv[1]
+    applied, lacks = child.harden(work, {"tmp": 16 << 20, "fsize": 1 << 20})
+    try:
+        with open("f0", "wb") as f:
+            f.write(b"x")
+        wrote = "wrote"
+    except OSError as exc:
+        wrote = type(exc).__name__
+    print(wrote)
+    print("; ".join(applied))
+''')
+
+
+@pytest.mark.parametrize("user", ["container root", "not root"])
+def test_a_working_directory_nothing_can_cap_is_read_only(user):
+    """The fallback's working directory is a 16 MiB tmpfs only where the child may mount
+    one; elsewhere it was a host folder that took file after file (1 MiB each, the
+    file-size limit) until the time budget ended. There Landlock now grants it reads
+    only, and the report says so."""
+    work = tempfile.mkdtemp(prefix="grader-uncapped-")       # pytest's own folder is root's alone
+    try:
+        prefix = []
+        if user == "not root":             # its own folder, as the grader's user has one
+            os.chown(work, 65534, 65534)
+            prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        done = subprocess.run([*prefix, sys.executable, "-c", UNCAPPED, work], cwd=work, capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, done.stderr
+        wrote, applied = done.stdout.splitlines()
+        assert wrote == "PermissionError" and not os.listdir(work), done.stdout
+    finally:
+        shutil.rmtree(work)
+    assert "not size-capped" in applied and ": read-only" in applied and "writes nothing" in applied
 
 
 MACHINE_WIDE = textwrap.dedent('''

@@ -135,9 +135,14 @@ def harden(workdir, limits):
         # Only root may make a network namespace without a user namespace (which the spec
         # rules out); inside it there is nothing but a loopback that is down.
         applied.append("private network namespace")
+    capped = True
     if limits.get("tmp"):                   # the fallback (under bwrap /tmp is one already)
-        applied.append(private_tmpfs(libc, workdir, limits["tmp"]) if started_root and libc
-                       else "working directory not size-capped (not root)")
+        said = (private_tmpfs(libc, workdir, limits["tmp"]) if started_root and libc
+                else "working directory not size-capped (not root)")
+        # Where nothing caps its size, the working directory is read-only (Landlock, below):
+        # a host folder would take file after file until the time budget ended.
+        capped = said.startswith("tmpfs")
+        applied.append(said + ("" if capped else ": read-only"))
     if started_root:
         applied.append(drop_uid(libc, workdir))
     if libc is not None:
@@ -152,7 +157,7 @@ def harden(workdir, limits):
     if not started_root and uid is not None:
         # Started unprivileged (by setpriv under bwrap, or by a non-root grader).
         applied.append("uid %d%s" % (uid, " with no capabilities" if capless else ""))
-    landlock = install_landlock(libc, workdir) if libc is not None else ""
+    landlock = install_landlock(libc, workdir, writable=capped) if libc is not None else ""
     if landlock:
         applied.append(landlock)
     applied.append(apply_rlimits(limits))
@@ -304,10 +309,10 @@ def landlock_abi(libc):
     return max(0, version)
 
 
-def install_landlock(libc, workdir):
-    """Confine file access: read under sys.path and the library folders, read and write in
-    `workdir`, nothing anywhere else (the course, the secret, the gradebook, /proc, /dev).
-    Returns a description, or '' if the kernel has no Landlock."""
+def install_landlock(libc, workdir, writable=True):
+    """Confine file access: read under sys.path and the library folders, read (and write,
+    when `writable`) in `workdir`, nothing anywhere else (the course, the secret, the
+    gradebook, /proc, /dev). Returns a description, or '' if the kernel has no Landlock."""
     try:
         import ctypes
         abi = landlock_abi(libc) if platform_arch() else 0
@@ -338,7 +343,7 @@ def install_landlock(libc, workdir):
             roots = [*sys.path, *LIBRARY_DIRS]
             hidden = installed_packages(roots)
             rules = [rule for p in roots for rule in readable_beneath(p, hidden, read_dir)]
-            rules.append((workdir, write_dir))
+            rules.append((workdir, write_dir if writable else read_dir))
             for path, allowed in rules:
                 try:
                     fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -358,8 +363,8 @@ def install_landlock(libc, workdir):
                 return ""
         finally:
             os.close(ruleset)
-        return "landlock(ABI %d: reads only the interpreter and system libraries, writes only " \
-               "its working directory%s)" % (abi, ", no signals out" if scoped else "")
+        return "landlock(ABI %d: reads only the interpreter and system libraries, writes %s%s)" % (
+            abi, "only its working directory" if writable else "nothing", ", no signals out" if scoped else "")
     except Exception:
         return ""
 
