@@ -280,10 +280,23 @@ def _one_submission(args) -> None:
     args.submission = file
 
 
+def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """parse_args, with the submission's file after a flag too (`grader check lesson1 --json
+    my.py`). argparse fills an optional positional from the words before the first flag only
+    (an empty one when there are none), and then calls the file an unrecognized argument."""
+    args, extra = parser.parse_known_args(argv)
+    if (len(extra) == 1 and not extra[0].startswith("-")
+            and getattr(args, "submission_path", "") is None):
+        args.submission_path, extra = extra[0], []
+    if extra:
+        parser.error("unrecognized arguments: " + " ".join(extra))
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     args = None
     try:
-        args = _parser().parse_args(argv)       # --help prints: a closed pipe can meet it too
+        args = _parse(_parser(), argv)          # --help prints: a closed pipe can meet it too
         return _run(args)
     except BrokenPipeError:
         # The reader stopped early (grader check lesson1 | head): nothing is wrong, and the

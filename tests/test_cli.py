@@ -71,6 +71,18 @@ def test_experiment_takes_the_submission_as_a_positional_path_too(tmp_path):
     assert code == 2 and "mine.py" in err
 
 
+def test_the_submission_may_come_after_a_flag(tmp_path):
+    # `grader check lesson1 --json my.py` was refused as an unrecognized argument.
+    code, out, err = run("check", "lesson1", "--json", REF)
+    assert code == 0, err
+    assert json.loads(out)["score"] == json.loads(out)["max_score"] > 0
+    code, _, err = run("experiment", "goodput", "--set", "rates=1", str(tmp_path / "mine.py"))
+    assert code == 2 and "mine.py" in err and "unrecognized" not in err
+    # A second file is still a word too many, not a submission quietly chosen.
+    code, _, err = run("check", "lesson1", REF, "--json", "extra.py")
+    assert code == 2 and "unrecognized arguments: extra.py" in err
+
+
 def test_empty_secret_is_refused(tmp_path):
     (tmp_path / "s").write_text("  \n")
     code, _, err = run("grade", "lesson1", REF, "--secret-file", str(tmp_path / "s"))
