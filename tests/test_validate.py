@@ -4,7 +4,7 @@ from typing import Optional
 import pytest
 
 from grader.engine.validate import MAX_REASONS, InvalidValue, coerce, within_domain
-from reference.shapes import (ACTIONS, ChunkContext, CostModel, PageInfo, RequestRecord, RequestView,
+from reference.shapes import (ACTIONS, ChunkContext, ChunkPlan, CostModel, PageInfo, RequestRecord, RequestView,
                               Slo, Transition, Verdict, WorkerSpec)
 
 
@@ -33,7 +33,14 @@ def test_unexpected_field_and_wrong_tag():
 def test_top_level_wrong_type():
     assert message(3, Verdict) == "returned int 3, expected Verdict"
     assert message(None, int) == "returned None, expected int"
-    assert message([1], int) == "returned list, expected int"
+    assert message([1], int) == "returned tuple or list [1], expected int"
+
+
+def test_a_tuple_returned_for_a_dataclass_is_not_called_a_list():
+    # The wire carries a tuple as a JSON list: `return (16, "ok")` read "returned list".
+    assert message([16, "ok"], ChunkPlan) == "returned tuple or list [16, 'ok'], expected ChunkPlan"
+    assert message({"__type__": "Transition", "next_state": ["done"]}, Transition) \
+        == "Transition.next_state: expected str, got tuple or list ['done']"
 
 
 def test_bool_is_not_int_and_int_is_not_bool():

@@ -250,6 +250,10 @@ def _got_label(value):
         return _short(value["__type__"], 40).strip("'")
     if value is None:
         return "None"
+    if type(value) is list:
+        # The wire carries a tuple as a JSON list, so the two cannot be told apart here; a
+        # learner who returned (tokens, verdict) must not read that they returned a list.
+        return "tuple or list"
     return type(value).__name__
 
 
@@ -260,7 +264,7 @@ def _short(value, limit=40):
 
 def _mismatch(value, expected, path):
     got = _got_label(value)
-    shown = f" {_short(value)}" if type(value) in (str, int, float, bool) else ""
+    shown = f" {_short(value)}" if type(value) in (str, int, float, bool, list) else ""
     if not path:
         return InvalidValue(f"returned {got}{shown}, expected {_type_label(expected)}")
     return InvalidValue(f"{path}: expected {_type_label(expected)}, got {got}{shown}")
