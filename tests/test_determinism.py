@@ -156,7 +156,7 @@ def test_a_notebook_line_is_named_by_its_cell(tmp_path):
     assert "(work.ipynb cell 3, line 2)" in feedback, feedback
     path.write_text(_notebook(("code", "x = 1\n"), ("code", "y = 2\ndef f(:\n")))
     feedback = grade("lesson1", path).criteria[0].feedback
-    assert feedback == "your file did not load: SyntaxError: cell 2, line 2: invalid syntax", feedback
+    assert feedback == "your file did not load: SyntaxError: invalid syntax (work.ipynb cell 2, line 2)", feedback
 
 
 def test_a_class_is_found_the_same_whatever_order_its_folder_lists(tmp_path, monkeypatch):

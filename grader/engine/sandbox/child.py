@@ -719,7 +719,9 @@ def load_submission(source, filename):
     try:
         code = compile(source, filename, "exec")
     except SyntaxError as exc:
-        return module, one_line("%s: %s: %s" % (type(exc).__name__, line_words(exc.lineno), exc.msg))
+        # Named as every other load error is (describe): the message, then the file and line.
+        return module, one_line("%s: %s (%s %s)" % (type(exc).__name__, exc.msg, filename,
+                                                     line_words(exc.lineno)))
     except BaseException as exc:          # null bytes, nesting too deep, out of memory
         return module, describe(exc, filename)
     try:
