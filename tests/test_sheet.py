@@ -149,7 +149,52 @@ def test_worked_numbers_must_agree_with_the_model_and_worker():
     data = sheet()
     data["request_contract"]["pool_pages"] = 30000
     [p] = validate_sheet(data, COURSE)
-    assert p.path == "request_contract.pool_pages" and "they give 30720" in p.message
+    assert p.path == "request_contract.pool_pages"
+    assert p.message == ("30000 does not agree with the model and worker in the section: it is fewer "
+                         "pages of the pool than they give")
+
+
+@pytest.mark.parametrize("change,path", [
+    (lambda rc: rc.update(pool_pages=30000), "request_contract.pool_pages"),
+    (lambda rc: rc["model"].update(kv_heads=32), "request_contract.kv_bytes_per_token"),
+    (lambda rc: rc.update(page_tokens=32), "request_contract.page_bytes"),
+], ids=["pool", "kv", "page"])
+def test_a_wrong_size_is_named_without_the_size_it_should_be(change, path):
+    # The validator said "(they give 30720)": the answer the sheet asks the learner to work
+    # out with their own functions (docs/learners.md: "what is wrong, never the answer").
+    data = worked_sheet()
+    change(data["request_contract"])
+    right = {"request_contract.pool_pages": 30720,                 # (80 - 16 - 4) GiB / 2 MiB
+             "request_contract.kv_bytes_per_token": 2 * 32 * 32 * 128 * 2,
+             "request_contract.page_bytes": 2 * 32 * 8 * 128 * 2 * 32}[path]
+    message = problems_of(data)[path]
+    assert str(right) not in message and "does not agree with the model and worker" in message
+
+
+@pytest.mark.parametrize("pool,device,hinted", [
+    (27906, "80GiB", True),      # lesson 1's README: 80 x 10^9 - 16 GiB - 4 GiB over 2 MiB pages
+    (28610, "80GiB", True),      # every size read in decimal: (80 - 16 - 4) x 10^9 // 2 MiB
+    (27905, "80GiB", False),
+    (27906, 85899345920, False),  # the device given in bytes has no unit to misread
+])
+def test_a_pool_from_a_decimal_reading_of_a_size_says_so(pool, device, hinted):
+    data = worked_sheet()
+    data["request_contract"].update(pool_pages=pool)
+    data["request_contract"]["worker"].update(device_bytes=device)
+    message = problems_of(data)["request_contract.pool_pages"]
+    assert ("read in decimal units (GB for GiB)" in message) is hinted, message
+
+
+@pytest.mark.parametrize("page,unit", [(2048, "KiB"), (2, "MiB"), (131072, None)])
+def test_a_page_in_another_unit_says_which(page, unit):
+    data = worked_sheet()
+    data["request_contract"].update(page_bytes=page)
+    message = problems_of(data)["request_contract.page_bytes"]
+    assert "it is fewer bytes of one page than they give" in message
+    if unit:
+        assert f"that is the page in {unit}, and the sheet counts bytes" in message
+    else:                        # one token's KV: 2 x 32 x 8 x 128 x 2
+        assert "that is one token's KV, and a page holds 16 tokens" in message
 
 
 # ---- worked numbers: blank until worked, then checked by what they are --------------------
@@ -212,17 +257,18 @@ def test_a_sheet_with_every_answer_right_validates_with_nothing_unfilled():
 
 @pytest.mark.parametrize("change,path,says", [
     # the four the issue names
-    (lambda d: d["request_contract"].update(pool_pages=30721), "request_contract.pool_pages", "they give 30720"),
+    (lambda d: d["request_contract"].update(pool_pages=30721), "request_contract.pool_pages", "it is more pages of the pool than they give"),
     (lambda d: d["request_contract"]["model"].update(kv_heads=32), "request_contract.kv_bytes_per_token",
-     "131072 does not agree with the model and worker in the section (they give 524288)"),
+     "131072 does not agree with the model and worker in the section: it is fewer bytes of KV per token "
+     "than they give"),
     (lambda d: d["request_contract"].update(pool_pages=30720.0), "request_contract.pool_pages",
      "expected an integer (or a blank: not yet filled); got a number 30720.0"),
     (lambda d: d["request_contract"].update(reasons=[]), "request_contract.reasons", "expected a list of at least 1 item; got 0"),
     # inconsistent fields
-    (lambda d: d["request_contract"].update(page_bytes=2097151), "request_contract.page_bytes", "they give 2097152"),
+    (lambda d: d["request_contract"].update(page_bytes=2097151), "request_contract.page_bytes", "it is fewer bytes of one page"),
     (lambda d: d["request_contract"]["worker"].update(device_bytes="40GiB"), "request_contract.pool_pages",
-     "they give 10240"),
-    (lambda d: d["request_contract"].update(page_tokens=32), "request_contract.page_bytes", "they give 4194304"),
+     "it is more pages of the pool than they give"),
+    (lambda d: d["request_contract"].update(page_tokens=32), "request_contract.page_bytes", "it is fewer bytes of one page"),
     (lambda d: d["request_contract"].update(reasons=["over_pool", "empty_prompt"]), "request_contract.reasons",
      "order: empty_prompt, over_pool"),
     # non-integers where a count belongs

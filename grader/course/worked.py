@@ -16,11 +16,15 @@ ships in the learner edition, so it holds no lesson's answer.
 """
 from __future__ import annotations
 
+import itertools
 import math
+import re
+from fractions import Fraction
 from typing import Any, Iterator, Mapping
 
 from reference.shapes import CostModel
 from reference.sizing import Geometry
+from reference.units import parse_bytes
 
 # Every worked number and written answer of the sheet, with the question it answers.
 ANSWERS = {
@@ -65,12 +69,56 @@ def unfilled(sheet: Mapping, sections) -> Iterator[tuple[str, str]]:
 
 
 # ---- lesson 1: the sizes are the worker's own arithmetic ---------------------------------------
+# A wrong size is named with what is wrong, never with the size itself: the sheet asks the
+# learner to work it out with their own functions (docs/learners.md: "never the answer").
+WHAT = {"kv_bytes_per_token": "bytes of KV per token", "page_bytes": "bytes of one page",
+        "pool_pages": "pages of the pool"}
+_BYTE_SIZES = (("model", "weight_bytes"), ("worker", "device_bytes"), ("worker", "reserved_bytes"))
+_BINARY = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGT])iB\s*", re.IGNORECASE)
+
+
+def _decimal_reading(raw: Any) -> int | None:
+    """The bytes a binary-unit size comes to when its unit is misread as decimal (80GiB as
+    80 x 10^9), or None when it has no binary unit to misread."""
+    match = _BINARY.fullmatch(raw) if isinstance(raw, str) else None
+    if not match:
+        return None
+    exact = Fraction(match.group(1)) * 1000 ** ("KMGT".index(match.group(2).upper()) + 1)
+    return int(exact) if exact.denominator == 1 else None
+
+
+def _misread_pools(rc: Mapping, geometry: Geometry) -> set[int]:
+    """The pools the section gives when one or more of its byte sizes is read in decimal units."""
+    sizes = [(parse_bytes(rc[part][key], key), _decimal_reading(rc[part][key])) for part, key in _BYTE_SIZES]
+    pools = set()
+    for reading in itertools.product((0, 1), repeat=len(sizes)):
+        if any(reading) and all(sizes[i][1] is not None for i, r in enumerate(reading) if r):
+            weights, device, reserved = (sizes[i][r] for i, r in enumerate(reading))
+            pools.add(max(0, device - weights - reserved) // geometry.page_bytes)
+    return pools - {geometry.pool_pages}
+
+
+def _size_hint(key: str, value: int, rc: Mapping, geometry: Geometry) -> str:
+    if key == "page_bytes":
+        for unit, size in (("KiB", 1 << 10), ("MiB", 1 << 20)):
+            if value * size == geometry.page_bytes:
+                return f"; that is the page in {unit}, and the sheet counts bytes"
+        if value == geometry.kv_bytes_per_token:
+            return f"; that is one token's KV, and a page holds {geometry.page_tokens} tokens"
+    if key == "pool_pages" and value in _misread_pools(rc, geometry):
+        return ("; that is the pool with a byte size read in decimal units (GB for GiB), "
+                "and the course counts in binary units")
+    return ""
+
+
 def contract_problems(rc: Mapping, geometry: Geometry) -> Iterator[tuple[str, str]]:
     for key in SIZES:
         value, want = rc.get(key), getattr(geometry, key)
         if not blank(value) and value != want:
+            side = "more" if value > want else "fewer"
             yield (f"request_contract.{key}",
-                   f"{value} does not agree with the model and worker in the section (they give {want})")
+                   f"{value} does not agree with the model and worker in the section: it is {side} "
+                   f"{WHAT[key]} than they give{_size_hint(key, value, rc, geometry)}")
 
 
 # ---- lesson 3: a chunk is checked by what makes it the answer ------------------------------------
