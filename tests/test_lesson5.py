@@ -586,6 +586,22 @@ def test_a_decisions_feedback_shows_the_paired_figures_the_rule_read_and_names_t
                for c in probe.baseline[0].classes)
 
 
+def test_a_rollback_where_no_guard_trips_is_told_so(public_cases):
+    """fall-inside: goodput falls inside the noise band, no guard trips: inconclusive. Its
+    reason ("the gain is below the 2.0% minimum") explains why it does not ship; a learner
+    who rolled it back on the fall read it as agreement. The feedback names the guards."""
+    from reference.shapes import ReleaseDecision
+    case = next(c for c in public_cases if isinstance(c.inputs, release_decisions.ReleaseProbe)
+                and c.inputs.kind == "fall-inside")
+    said = release_decisions._judge_decision(case, ReleaseDecision("rollback", ("goodput fell",)))
+    assert said.startswith("decided rollback, expected inconclusive: no guard trips: no class's attainment "
+                           "falls by more than 5.0%, the rejected share rises by no more than 2.0%, and "
+                           "goodput does not fall beyond the noise band; the gain is below"), said
+    # A learner who shipped it is told why it does not ship, and nothing about guards.
+    said = release_decisions._judge_decision(case, ReleaseDecision("ship", ()))
+    assert said.startswith("decided ship, expected inconclusive: the gain is below"), said
+
+
 def test_the_readme_states_each_criterions_credit_as_the_rubric_sets_it():
     """A learner reads how a share right becomes points in the README: it must be the rubric's."""
     rubric = yaml.safe_load((ROOT / "rubrics" / "lesson5.yaml").read_text())

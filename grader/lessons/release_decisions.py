@@ -116,8 +116,15 @@ def _judge_decision(case: Case, got: ReleaseDecision) -> str:
         return f"decision {got.decision!r} is not one of {', '.join(RELEASE_DECISIONS)}"
     if got.decision == want.decision:
         return ""
-    return (f"decided {got.decision}, expected {want.decision}: {'; '.join(want.reasons)} "
-            f"[{_show_runs(p)}; rule {p.rule}]")
+    why = "; ".join(want.reasons)
+    if got.decision == "rollback":
+        # The reasons say why it ships or waits, which reads as agreement to a learner who
+        # rolled back a small fall ("the gain is below the 2.0% minimum"): the mistake is a
+        # rollback with no guard tripped, so name the guards, as the README states them.
+        why = (f"no guard trips: no class's attainment falls by more than {p.rule.max_class_drop:.1%}, "
+               f"the rejected share rises by no more than {p.rule.max_rejection_rise:.1%}, and goodput "
+               f"does not fall beyond the noise band; {why}")
+    return f"decided {got.decision}, expected {want.decision}: {why} [{_show_runs(p)}; rule {p.rule}]"
 
 
 def _judge_not_ship(case: Case, got: ReleaseDecision) -> str:
