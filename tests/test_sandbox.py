@@ -749,3 +749,23 @@ def test_answers_larger_than_one_read_arrive_whole():
         got = b.call_each([("text", (n, chr(97 + i))) for i, n in enumerate(sizes)])
         assert [r.value for r in got] == [chr(97 + i) * n for i, n in enumerate(sizes)]
         assert b.call("text", 3, "z").value == "zzz"
+
+
+@pytest.mark.parametrize("extra,printed", [
+    ("", False),
+    ("print('MARKER at load')\n", True),
+    ("_pages_for = pages_for\n\ndef pages_for(tokens, page_tokens):\n"
+     "    print('MARKER', tokens)\n    return _pages_for(tokens, page_tokens)\n", True),
+], ids=["quiet", "at-load", "in-a-call"])
+def test_a_submission_that_prints_is_told_so_and_never_what(tmp_path, extra, printed):
+    # A learner debugging with print() saw nothing and no reason why: the report now says
+    # that what a submission prints is not shown, and still shows none of it.
+    import json
+    from conftest import SUBMISSIONS, grade
+    from grader.engine.pipeline import PRINTED
+    path = tmp_path / "mine.py"
+    path.write_text((SUBMISSIONS / "lesson1" / "alt_correct.py").read_text() + "\n" + extra)
+    report = grade("lesson1", path)
+    assert (PRINTED in report.notes) is printed, report.notes
+    assert "MARKER" not in json.dumps(report.to_dict())
+    assert report.score == report.max_score

@@ -119,6 +119,10 @@ def run_criteria(rubric: Rubric, cases: list[Case], course: Course, mode: str, p
         yield score(criterion, full, public_feedback)
 
 
+PRINTED = ("your file printed while it was checked: what a submission prints is never shown "
+           "(to watch a case, call your function on it yourself)")
+
+
 def grade_submission(lesson: str, submission: Submission, course: Course, *, mode: str,
                      secret: bytes | None = None, rubric: Rubric | None = None,
                      cases: list[Case] | None = None, unconfined_ok: bool = False,
@@ -161,6 +165,9 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
             module, rubric, cases = prepare()
             results = tuple(run_criteria(rubric, cases, course, mode, public_box, hidden_box))
             isolation = public_box.isolation
+            if any(getattr(box, "printed", False) for box in (public_box, hidden_box)):
+                # A learner debugging with print() otherwise sees nothing and no reason why.
+                notes += (PRINTED,)
             if not (public_box.confined and hidden_box.confined):
                 notes += (f"not confined: the submission could read the course's files and write "
                           f"the grader's (the sandbox here lacks {public_box.lacks or hidden_box.lacks})"

@@ -520,6 +520,7 @@ class Sandbox:
         self._pins: list = []            # the CPU pinning of each load (affinity), undone at close
         self._finalizer = weakref.finalize(self, _kill_held, self._holder, self._pins)
         self._load_stdout = ""
+        self._called_printed = False     # some call printed: the report says so, never what
         self._starts = 0                 # children started so far: the next one's hash seed
         self._isolation = f"{self._plan.describe}: the child did not start"
         # The child loads the submission while the grader prepares its cases: the load is
@@ -558,6 +559,12 @@ class Sandbox:
         """What the submission printed while loading (waits for a pending load)."""
         self.load_error
         return self._load_stdout
+
+    @property
+    def printed(self) -> bool:
+        """Whether the submission printed anything, loading or in a call (waits for a
+        pending load). What it printed is never shown: a hidden case's inputs would be."""
+        return bool(self.load_stdout) or self._called_printed
 
     # ------------------------------------------------------------------ public API
 
@@ -807,6 +814,7 @@ class Sandbox:
             raise _Protocol("sent a malformed answer")
         if stdout:
             stdout = _clean_stdout(stdout)
+            self._called_printed = True
         if rejected is not None:
             return CallResult("bad", detail=rejected, stdout=stdout)
         if "ok" in msg:
