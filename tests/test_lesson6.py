@@ -126,6 +126,11 @@ EXPECTED_LOSS = {
     # (2/3 - 0.4) / 0.6 of the 2 points kept.
     "unknown_change": {"causes-precision": 1.1111},
     "missed_cause": {"causes-found": 1.5},
+    # The stalls blamed on C4, the harmless chunk change, with C1's own mechanism and
+    # evidence: a wrong claim (1 of 2 right keeps (1/2 - 0.4) / 0.6 of precision's 2 points),
+    # C1 not found, its 300 ms steps and averaging gate still in the sheet.
+    "wrong_change": {"causes-found": 1.5, "causes-precision": 1.6667, "fix-replayed": 2.0,
+                     "rollback-rule": 1.0},
     "half_fix": {"causes-found": 1.5, "fix-replayed": 2.0},
     "fix_breaks_reclaim": {"fix-replayed": 2.0},
     "fix_not_in_sheet": {"fix-replayed": 2.0},
