@@ -62,6 +62,10 @@ MUTANTS = {
     "negative_pool": ("return max(0, free_bytes // page_bytes)", "return free_bytes // page_bytes",
                       {"pool-pages"}),
     "no_gap_for_two_tokens": ("if m >= 2 and cost", "if m > 2 and cost", {"contract-ok"}),
+    # One page too many on an exact multiple (and for 0 tokens): the worst case it feeds is
+    # one page over, so a request whose worst case is exactly the pool reads as over it.
+    "page_past_a_multiple": ("return -(-tokens // page_tokens)", "return tokens // page_tokens + 1",
+                             {"pages-for", "worst-case", "contract-ok"}),
 }
 BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late", "gap_step_one_early")
 # Off by one on a limit a request that meets the contract may sit on: wrong on a whole clause
