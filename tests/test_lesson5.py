@@ -338,6 +338,8 @@ WRONG = {
     "average_tpot": "largest-gap",
     "cancel_as_good": "cancels",
     "cancel_excluded": "cancels",
+    # A deadline passed with no token: the gap still open when the client cancelled.
+    "cancel_open_gap_ignored": "cancels",
     "rejections_excluded": "rejected-failed",
     "mean_only": "noise-band",
     "no_class_guard": "class-guard",
