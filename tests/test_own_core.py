@@ -59,3 +59,22 @@ def test_one_lesson_written_is_used_and_the_rest_are_baselines(tmp_path):
         assert mine.policy.choose_chunk is not baseline_chunk     # the sandboxed rule
         assert mine.policy.admit is baseline_admit
         replay.replay(bench.model, d, workload, bench.seeds[:1], core=mine)
+
+
+def test_a_baseline_standing_in_says_which_design_it_is(tmp_path):
+    """A learner replaying the demo's R41 and R42 with stubs saw the two alike and R41 with
+    30 requests scheduled after their cancel, told only "the course baseline". The note now
+    says what each baseline does; and a lesson 5 that does not load has no baseline at all."""
+    broken = tmp_path / "mine.py"
+    broken.write_text("def qualify(record, slo)\n    return 'good'\n")
+    with core.own_core(COURSE, {"lesson5": broken}) as mine:
+        note = mine.note
+    assert "lesson2: admit not written yet: the course baseline (worst-case reservations with " \
+           "nothing shared)" in note, note
+    assert "lesson3: choose_chunk not written yet: the course baseline (fixed chunks, whatever the " \
+           "gap budget)" in note, note
+    assert "the course baseline (cancellation deferred to the request's end: recorded as scheduled " \
+           "after its cancel)" in note, note
+    lesson5 = next(part for part in note.split("; ") if part.startswith("lesson5"))
+    assert "did not load" in lesson5 and "no goodput or attainment" in lesson5, lesson5
+    assert "the course baseline" not in lesson5, lesson5
