@@ -32,6 +32,11 @@ def test_totals_count_only_the_criteria_this_edition_checked():
     assert r.score == 2.5 and r.max_score == 5
 
 
+def test_a_total_with_nothing_left_out_says_nothing_of_it():
+    lines = render(report(crit("a", 2, 2)), width=100).splitlines()
+    assert [l for l in lines if l.startswith("  total")] == ["  total 2 / 2   (2 cases; isolation: none here)"]
+
+
 def test_totals_are_rounded_to_four_places():
     # 0.1 + 0.2 is 0.30000000000000004 in floating point; a report shows 0.3.
     r = report(crit("a", 0.1, 0.1), crit("b", 0.2, 0.2), crit("c", 1 / 3, 2 / 3, passed=False))
@@ -90,8 +95,11 @@ def test_table_lines_as_a_learner_reads_them():
     assert lines[8] == "  plots               -/1  n/a   title of plots"
     assert lines[9] == "                -> not in this edition"
     assert lines[10] == ""
-    assert lines[11] == "  total 4.25 / 9.5   (2 cases; isolation: none here)"
-    assert lines[12:] == ["  note: first note", "  note: second note",
+    # The n/a criterion's point is named beside a total that leaves it out: 4.25 / 9.5 alone
+    # read as the whole lesson.
+    assert lines[11] == "  total 4.25 / 9.5   (1 of 10.5 points not checked here; 2 cases; isolation:"
+    assert lines[12] == "    none here)"
+    assert lines[13:] == ["  note: first note", "  note: second note",
                           *textwrap.wrap(f"  {COST_MODEL_NOTE}", 80, subsequent_indent="  ")]
     assert max(len(l) for l in lines) <= 80
 

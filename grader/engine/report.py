@@ -96,8 +96,13 @@ def render(report: Report, width: int | None = None) -> str:
         if not c.passed:
             for part in textwrap.wrap(c.feedback, max(FEEDBACK_MIN, width - len(arrow))) or [""]:
                 lines.append(arrow + part)
+    # A total over the checked criteria alone reads as full marks when one is n/a: say how
+    # many of the lesson's points it leaves out.
+    unchecked = round(sum(c.max_score for c in report.criteria if not c.checked), 4)
+    left_out = (f"{_fmt(unchecked)} of {_fmt(round(report.max_score + unchecked, 4))} points not "
+                f"checked here; " if unchecked else "")
     lines += ["", *textwrap.wrap(f"  total {_fmt(report.score)} / {_fmt(report.max_score)}   "
-                                 f"({len(report.cases)} cases; isolation: {report.isolation})",
+                                 f"({left_out}{len(report.cases)} cases; isolation: {report.isolation})",
                                  max(FEEDBACK_MIN, width), subsequent_indent="    ")]
     for n in report.notes:
         lines += textwrap.wrap(f"  note: {n}", max(FEEDBACK_MIN, width), subsequent_indent="        ")
