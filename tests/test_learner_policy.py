@@ -76,3 +76,33 @@ def test_the_table_is_read_once_and_its_failed_entries_counted_once_each():
         else:
             assert on_event(*key) == Transition(STATES[0], ())
     assert len(box.asked) == len(keys) and log.failures == {"on_event": failing}   # answered from the table
+
+
+def test_in_the_learners_own_tools_a_function_that_hung_is_not_asked_again():
+    # An experiment with a choose_chunk that loops ran for its hour's budget: every one of
+    # thousands of calls waited out its call limit and restarted the child.
+    from reference.shapes import ChunkContext, CostModel
+    ctx = ChunkContext(0.1, CostModel(), (), 0, 64, 16, 16)
+    for status in ("timeout", "crashed"):
+        box, log = Scripted([CallResult(status, detail="it hung")]), CallLog()
+        chunk = learner_decisions(box, ("choose_chunk",), log, gives_up=True)["choose_chunk"]
+        for _ in range(3):
+            with pytest.raises(PolicyError):
+                chunk(ctx)
+        assert len(box.asked) == 1 and log.failures == {"choose_chunk": 3}
+        assert log.first["choose_chunk"].endswith("it is not asked again: the worker's fallback "
+                                                   "answers every later call"), log.first
+    # A grade keeps asking (its own budget stops it), and a plain failure never stops either.
+    box, log = Scripted([CallResult("timeout", detail="x"), CallResult("raised", detail="y"),
+                         CallResult("raised", detail="z")]), CallLog()
+    chunk = learner_decisions(box, ("choose_chunk",), log)["choose_chunk"]
+    for _ in range(3):
+        with pytest.raises(PolicyError):
+            chunk(ctx)
+    assert len(box.asked) == 3
+    box, log = Scripted([CallResult("raised", detail="y"), CallResult("raised", detail="z")]), CallLog()
+    chunk = learner_decisions(box, ("choose_chunk",), log, gives_up=True)["choose_chunk"]
+    for _ in range(2):
+        with pytest.raises(PolicyError):
+            chunk(ctx)
+    assert len(box.asked) == 2

@@ -42,13 +42,24 @@ class CallLog:
                          for f, n in sorted(self.failures.items()))
 
 
-def _remote(sandbox, function: str, log: CallLog, answered: list):
+# A call that hung or ended its process, in the learner's own tools (experiments, sheet run):
+# their budget is an hour, so a function that loops would cost every later call its whole
+# call limit, and the command would run for that hour. Grades stop at their own budget.
+GIVE_UP = ("timeout", "crashed")
+NOT_ASKED_AGAIN = "; it is not asked again: the worker's fallback answers every later call"
+
+
+def _remote(sandbox, function: str, log: CallLog, answered: list, gives_up: bool = False):
     """``answered``: when the previous learner call of this run returned (shared by the
-    run's functions)."""
+    run's functions). ``gives_up``: after a call of GIVE_UP, every later call fails at once."""
     returns = RETURNS[function]
     budget = getattr(sandbox, "budget", None)
+    stopped: list[str] = []          # why the function is no longer asked
 
     def call(*args):
+        if stopped:
+            log.note(function, stopped[0])
+            raise PolicyError(function)
         # The worker's time between two of the learner's decisions is spent on this
         # submission's answers: it comes out of the submission's budget.
         now = time.monotonic()
@@ -61,7 +72,11 @@ def _remote(sandbox, function: str, log: CallLog, answered: list):
 
     def _answer(result, args):
         if result.status != "ok":
-            log.note(function, call_failure(function, result))
+            problem = call_failure(function, result)
+            if gives_up and result.status in GIVE_UP:
+                problem += NOT_ASKED_AGAIN
+                stopped.append(problem)
+            log.note(function, problem)
             raise PolicyError(function)
         try:
             within_domain(function, result.value, args)
@@ -95,8 +110,9 @@ def _table(sandbox, log: CallLog):
     return on_event
 
 
-def learner_decisions(sandbox, functions: tuple[str, ...], log: CallLog) -> dict:
-    """Policy fields for ``functions``, answered by the learner's code in ``sandbox``."""
+def learner_decisions(sandbox, functions: tuple[str, ...], log: CallLog, gives_up: bool = False) -> dict:
+    """Policy fields for ``functions``, answered by the learner's code in ``sandbox``
+    (``gives_up``: a function whose call hangs or crashes is not asked again)."""
     answered = [None]
-    return {name: _table(sandbox, log) if name == "on_event" else _remote(sandbox, name, log, answered)
+    return {name: _table(sandbox, log) if name == "on_event" else _remote(sandbox, name, log, answered, gives_up)
             for name in functions}
