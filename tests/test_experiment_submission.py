@@ -233,3 +233,22 @@ def test_every_worker_run_an_experiment_makes_is_counted_for_its_progress(name):
         "goodput": lambda: settings["rates"] * (1 + len(settings["candidates"])) * settings["seeds"],
     }[name]()
     assert sum(counted) == expected, counted
+
+
+@pytest.mark.parametrize("answer,usable", [("(16, 'ok')", False),
+                                           ("ChunkPlan(16, 'ok') if ctx.prefill_done else (16, 'ok')", True)])
+def test_a_rule_that_answered_no_call_has_no_rows_of_its_own(tmp_path, answer, usable):
+    """A choose_chunk that returns a tuple: every chunk was the worker's fallback's, and its
+    rows read as a rule that never missed the budget. Rows are a rule's only when some call
+    of it gave a usable answer; otherwise they say so, as a stub's say it is not written."""
+    path = tmp_path / "mine.py"
+    path.write_text(f"from reference.shapes import ChunkPlan\n\n\ndef choose_chunk(ctx):\n    return {answer}\n")
+    outcome = experiments.run("prefill-deadline", SMALL["prefill-deadline"], COURSE, submission=str(path))
+    rows = plain_rows(outcome)
+    mine = [r for r in rows if not r["rule"].startswith(("fixed ", REFERENCE_PREFIX))]
+    assert [r["rule"] for r in mine] == (["budget", "per_token_only"] if usable else
+                                         ["budget: no usable answer", "per_token_only: no usable answer"])
+    assert all(r.get("missing") for r in mine) is not usable
+    said = " ".join(outcome.notes)
+    assert ("gave no usable answer on any call" in said) is not usable
+    assert ("your functions failed on some calls" in said) is usable

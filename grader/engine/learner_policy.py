@@ -32,6 +32,7 @@ class CallLog:
     """Failed calls per function: how many, and the first one in words."""
     failures: dict[str, int] = field(default_factory=dict)
     first: dict[str, str] = field(default_factory=dict)
+    answered: int = 0              # calls that gave a usable answer, all functions together
 
     def note(self, function: str, problem: str) -> None:
         self.failures[function] = self.failures.get(function, 0) + 1
@@ -81,6 +82,7 @@ def _remote(sandbox, function: str, log: CallLog, answered: list, gives_up: bool
         try:
             within_domain(function, result.value, args)
             value = coerce(result.value, returns)
+            log.answered += 1
             return value
         except InvalidValue as e:
             log.note(function, invalid_answer(function, e))
@@ -100,6 +102,7 @@ def _table(sandbox, log: CallLog):
         try:
             within_domain("on_event", result.value, key)
             table[key] = coerce(result.value, Transition)
+            log.answered += 1
         except InvalidValue as e:
             log.note("on_event", invalid_answer(f"on_event{key}", e))
 

@@ -214,15 +214,17 @@ def _show(value: Any) -> str:
 
 
 # The notes a plot must carry too: without them the picture misleads. A truncated run, a
-# learner's functions that are not implemented (only the reference's series are drawn) or
-# that failed on calls (the worker's fallback drew those series) are warnings; that the
-# reference's series are missing (the learner edition, at other settings) is a caption.
+# learner's functions that are not implemented or gave no usable answer (only the
+# reference's series are drawn) or that failed on calls (the worker's fallback drew those
+# series) are warnings; that the reference's series are missing (the learner edition, at
+# other settings) is a caption.
 # The notes are written with these very phrases (trials.truncation, plugged.Sides), so a
 # reworded note cannot drop its warning from the plot.
 NOT_IMPLEMENTED = ": not implemented: "
 CALLS_FAILED = "your functions failed on some calls"
+NO_USABLE_ANSWER = "gave no usable answer on any call"
 NO_REFERENCE_ROWS = "the reference's rows are not available"
-WARN = (TRUNCATED, NOT_IMPLEMENTED, CALLS_FAILED)
+WARN = (TRUNCATED, NOT_IMPLEMENTED, CALLS_FAILED, NO_USABLE_ANSWER)
 TELL = (NO_REFERENCE_ROWS,)
 
 

@@ -31,7 +31,8 @@ from grader.course.core import Core, open_lesson, own_core
 from grader.course.core import reference as reference_core
 # How the reference's rows are named beside a learner's; the plots draw a series so named
 # as the reference's twin of the learner's, so the name is kept in one place, there.
-from grader.course.experiments.common import CALLS_FAILED, NO_REFERENCE_ROWS, NOT_IMPLEMENTED
+from grader.course.experiments.common import (CALLS_FAILED, NO_REFERENCE_ROWS, NO_USABLE_ANSWER,
+                                              NOT_IMPLEMENTED)
 from grader.course.plots import REFERENCE_PREFIX  # noqa: F401
 from grader.engine.cases import digest_of
 from grader.engine.errors import InputError
@@ -154,6 +155,10 @@ class Sides:
         and the reference's beside them, their extras and notes merged, the reference's
         named as the reference's."""
         mine, ref = self.mine(measure), self.reference(measure)
+        if mine and self.answered_nothing():
+            # Every figure of these rows is the worker's fallback's, not the learner's rule:
+            # shown, they read as a rule that never missed its budget.
+            mine = None
         rows = (mine["rows"] if mine else self.not_implemented(key, labels)) + reference_rows(ref, key)
         extras: dict[str, dict] = {}
         for prefix, side in (("", mine), (REFERENCE_PREFIX, ref)):
@@ -162,9 +167,16 @@ class Sides:
         notes = (mine or {}).get("notes", []) + [REFERENCE_PREFIX + n for n in (ref or {}).get("notes", [])]
         return Both(rows, extras, notes, self.notes(labels, ref), mine is not None, ref is not None)
 
+    def answered_nothing(self) -> bool:
+        """The plugged-in functions were called and not one call gave a usable answer."""
+        log = self.plugged.log
+        return log is not None and bool(log.failures) and not log.answered
+
     def not_implemented(self, key: str, labels: tuple[str, ...]) -> list[dict]:
-        """Rows that say the plugged-in functions are not written: only their label is filled."""
-        return [{key: f"{label}: not implemented", "missing": True} for label in labels]
+        """Rows that say the plugged-in functions are not written (or gave no usable answer):
+        only their label is filled."""
+        word = "no usable answer" if self.answered_nothing() else "not implemented"
+        return [{key: f"{label}: {word}", "missing": True} for label in labels]
 
     def notes(self, labels: tuple[str, ...], reference: Optional[Side]) -> list[str]:
         """Where each side's rows come from, in words."""
@@ -179,6 +191,9 @@ class Sides:
                    if p.absent else
                    f"{names} of {p.source} not written yet (the stub raises NotImplementedError)")
             return [f"rows {rows}{NOT_IMPLEMENTED}{why}"] + self._beside(reference)
+        if self.answered_nothing():
+            return [f"rows {rows}: your {names} from {p.source} {NO_USABLE_ANSWER}, so no row is "
+                    f"yours (first: {'; '.join(p.log.first.values())})", *p.notes] + self._beside(reference)
         out = [f"rows {rows}: your {names} from {p.source}", *p.notes]
         if p.log is not None and p.log.failures:
             out.append(f"{CALLS_FAILED} (the worker's safe fallback answered "
