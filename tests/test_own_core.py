@@ -78,3 +78,19 @@ def test_a_baseline_standing_in_says_which_design_it_is(tmp_path):
     lesson5 = next(part for part in note.split("; ") if part.startswith("lesson5"))
     assert "did not load" in lesson5 and "no goodput or attainment" in lesson5, lesson5
     assert "the course baseline" not in lesson5, lesson5
+
+
+def test_a_replay_with_functions_that_failed_says_so_and_why(tmp_path):
+    """An admit returning a string: every request rejected, 'admit gave no usable decision'
+    and no word of why. The replay's report now ends with the failed calls, as an
+    experiment's does."""
+    broken = tmp_path / "mine.py"
+    broken.write_text("def admit(request, ledger):\n    return 'admit'\n")
+    sheet, bench, workload = _bench(20)
+    with core.own_core(COURSE, {"lesson2": broken}) as mine:
+        text = replay.run_sheets(sheet, SHEET, COURSE, None, "24", None, False, core=mine)
+    assert ("note: your functions failed on some calls (the worker's safe fallback answered them): "
+            "admit failed on ") in text, text
+    assert "(first: admit returned str 'admit', expected Admission)" in text, text
+    with core.own_core(COURSE) as stubs:         # nothing called, nothing failed
+        assert stubs.failed_calls() == ""

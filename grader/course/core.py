@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional
@@ -30,6 +30,9 @@ class Core:
     qualify: Optional[Callable]    # (RequestRecord, Slo | None) -> one of QUALIFICATIONS; None: not written
     decide: Optional[Callable]     # (baseline runs, candidate runs, ReleaseRule) -> ReleaseDecision
     note: str = ""                 # how a report names it, when it is not the reference
+    # The learner's failed calls so far, in words ("" none): a replay's figures where one
+    # failed are partly the worker's fallback's, and the report says so after the runs.
+    failed_calls: Callable[[], str] = field(default=lambda: "", compare=False)
 
 
 @lru_cache(maxsize=1)
@@ -145,7 +148,7 @@ def own_core(course, files: Mapping[str, Path] | None = None) -> Iterator[Core]:
     """The learner's functions of lessons 1 to 5 (``files``, default each lesson's
     assignments/lessonN/exercise.py) as the core, for as long as the block runs."""
     from reference.baselines import baseline_policy
-    policy, notes, digest = baseline_policy(), [], hashlib.sha256()
+    policy, notes, digest, logs = baseline_policy(), [], hashlib.sha256(), []
     qualify = decide = None
     with ExitStack() as stack:
         for n in FILES:
@@ -163,11 +166,14 @@ def own_core(course, files: Mapping[str, Path] | None = None) -> Iterator[Core]:
             digest.update(f"{lesson}:{mine.digest}".encode())
             if mine.note:
                 notes.append(mine.note)
+            if mine.log is not None:
+                logs.append(mine.log)
             if mine.gate:
                 qualify, decide = mine.gate
             policy = policy.with_(**mine.decisions)
         note = "your own functions" + (f" ({'; '.join(notes)})" if notes else "")
-        yield Core(f"own:{digest.hexdigest()[:16]}:{'|'.join(notes)}", policy, qualify, decide, note)
+        yield Core(f"own:{digest.hexdigest()[:16]}:{'|'.join(notes)}", policy, qualify, decide, note,
+                   lambda: "; ".join(log.summary() for log in logs if log.failures))
 
 
 def _qualifies(sandbox) -> bool:

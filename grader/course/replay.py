@@ -369,6 +369,11 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
         gate = "your own qualify" if core.note else "the course's rules (every token's deadline)"
         text.append(f"Requests are qualified by {gate}, whatever the sheet's own gate says; the "
                     "service-cost model is synthetic.")
+    failed = core.failed_calls()
+    out["failed_calls"] = failed
+    if failed:
+        text.append(f"note: your functions failed on some calls (the worker's safe fallback answered "
+                    f"them): {failed}")
     out["worked_problems"] = [{"file": f, "path": p.path, "line": p.line, "message": p.message}
                               for f, p in wrong]
     text += [f"note: {f}: {p} (a worked number: this replay does not read it; grader sheet validate "
