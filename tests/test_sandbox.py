@@ -769,3 +769,16 @@ def test_a_submission_that_prints_is_told_so_and_never_what(tmp_path, extra, pri
     assert (PRINTED in report.notes) is printed, report.notes
     assert "MARKER" not in json.dumps(report.to_dict())
     assert report.score == report.max_score
+
+
+def test_a_function_whose_parameters_are_not_the_stubs_is_told_so():
+    # 'pages_for raised TypeError: pages_for() takes 1 positional argument but 2 were given'
+    # named no line (none of the learner's ran) and not what the grader expects.
+    source = "def f(a):\n    return a\n\ndef g(a, b):\n    return a + 'x'\n"
+    with Sandbox(source, "mine.py") as b:
+        r = b.call("f", 1, 2)
+        assert r.status == "raised" and r.detail == (
+            "TypeError: f() takes 1 positional argument but 2 were given: the grader calls it "
+            "with the arguments its stub declares"), r.detail
+        r = b.call("g", 1, 2)                 # a TypeError of the learner's own line: no hint
+        assert r.status == "raised" and "stub" not in r.detail and "(mine.py line 5)" in r.detail, r.detail

@@ -742,7 +742,13 @@ def run_call(namespace, fname, args, decode, filename):
     try:
         value = fn(*args)
     except BaseException as exc:
-        return {"raised": describe(exc, filename)}
+        said = describe(exc, filename)
+        tb = exc.__traceback__
+        if type(exc) is TypeError and tb is not None and tb.tb_next is None:
+            # Raised by the call itself, not by a line of the learner's: its parameters are
+            # not the stub's ("takes 1 positional argument but 2 were given").
+            said = one_line(said + ": the grader calls it with the arguments its stub declares")
+        return {"raised": said}
     try:
         return {"ok": encode(value)}
     except Unsendable as exc:
