@@ -613,3 +613,15 @@ def test_a_lifted_contract_rule_lifts_the_specs_of_each_call():
         assert m == replace(model, max_context=huge)
         assert w == replace(worker, device_bytes=worker.device_bytes + huge * worker.page_tokens * 256)
         assert (r.slo.ttft_s, r.slo.gap_s) == (float(huge), float(huge)) and r.id == view.id
+
+
+def test_a_problem_of_the_whole_file_names_no_placeholder(tmp_path):
+    # "diagnosis.yaml is not usable: (file): line 5, column 4: not valid YAML"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1\n")
+    _, problems = load_sheet(bad, COURSE)
+    assert [str(p) for p in problems] == ["line 2, column 1: not valid YAML (expected ',' or ']', "
+                                          "but got '<stream end>')"]
+    assert problems[0].path == "(file)"          # JSON still says where: the whole file
+    _, problems = load_sheet(tmp_path / "absent.yaml", COURSE)
+    assert [str(p) for p in problems] == ["there is no absent.yaml"]

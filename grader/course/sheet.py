@@ -51,6 +51,9 @@ KNOBS = {section: tuple(REFERENCE_KNOBS[section])
 SHEET_SCHEMA = "design_sheet.schema.json"
 
 
+WHOLE_FILE = "(file)"        # a Problem's path when it is about the file, not a place in it
+
+
 @dataclass(frozen=True)
 class Problem:
     path: str          # where in the file, e.g. chunk_rule.rule or causes[1].evidence
@@ -61,7 +64,10 @@ class Problem:
     worked: bool = False
 
     def __str__(self) -> str:
-        return (f"line {self.line}: " if self.line else "") + f"{self.path}: {self.message}"
+        # A problem of the whole file has no place in it to name: "(file): " before its
+        # message read as a placeholder left in ("diagnosis.yaml is not usable: (file): ...").
+        where = "" if self.path == WHOLE_FILE else f"{self.path}: "
+        return (f"line {self.line}: " if self.line else "") + where + self.message
 
 
 def blocking(problems) -> list[Problem]:
@@ -87,7 +93,7 @@ class _NoAliases(UniqueKeys, yaml.SafeLoader):
 
 def read_yaml(raw: bytes, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
     """(data, problems) of YAML bytes; data is None when there are problems."""
-    where = "(file)"
+    where = WHOLE_FILE
     if len(raw) > limit:
         # "more than": the bytes were read only up to a bound, so their count is not the file's.
         return None, [Problem(where, f"more than {limit} bytes, the limit")]
@@ -116,13 +122,13 @@ def read_yaml(raw: bytes, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
 def read_bytes(path: Path, limit: int = MAX_BYTES) -> tuple[bytes | None, list[Problem]]:
     """A file's bytes, up to limit + 1; a missing, linked or unreadable file is a problem."""
     if path.is_symlink():
-        return None, [Problem("(file)", f"{path.name} is a symbolic link; submit the file itself")]
+        return None, [Problem(WHOLE_FILE, f"{path.name} is a symbolic link; submit the file itself")]
     try:
         raw = read_regular(path, limit, follow_links=False)
     except FileNotFoundError:
-        return None, [Problem("(file)", f"there is no {path.name}")]
+        return None, [Problem(WHOLE_FILE, f"there is no {path.name}")]
     except Unreadable as e:
-        return None, [Problem("(file)", f"{path.name} {e}")]
+        return None, [Problem(WHOLE_FILE, f"{path.name} {e}")]
     return raw, []
 
 
@@ -179,7 +185,7 @@ def with_lines(raw: bytes, problems) -> list[Problem]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return list(problems)
-    return [p if p.line is not None or p.path == "(file)" else
+    return [p if p.line is not None or p.path == WHOLE_FILE else
             replace(p, line=yaml_words.line_of(text, yaml_words.undotted(p.path))) for p in problems]
 
 

@@ -43,8 +43,8 @@ from grader.engine.checks import CheckContext, Measure, check, not_checked_here
 from grader.engine.oracle import OracleMissing
 from grader.course.incident import (NEXT, PREVIOUS, RELEASE, Incident, fix_neighbourhood, incidents_key,
                                     judge_fix, practice_incidents, regression, student_incident)
-from grader.course.sheet import (POLICY_SECTIONS, Problem, get_path, read_yaml, schema_path, schema_problems,
-                          short, validate_sheet, with_lines)
+from grader.course.sheet import (POLICY_SECTIONS, WHOLE_FILE, Problem, get_path, read_yaml, schema_path,
+                                 schema_problems, short, validate_sheet, with_lines)
 
 SUBMISSION = "folder"
 FILES = ("diagnosis.yaml", "design_sheet.yaml")
@@ -67,10 +67,10 @@ class Handed:
 
 def _read(files: dict, name: str, validate) -> tuple[Any, tuple[Problem, ...]]:
     if name not in files:
-        return None, (Problem("(file)", f"there is no {name} in your folder"),)
+        return None, (Problem(WHOLE_FILE, f"there is no {name} in your folder"),)
     data, problems = read_yaml(files[name])
     if not problems and data is None:
-        problems = [Problem("(file)", f"{name} is empty")]
+        problems = [Problem(WHOLE_FILE, f"{name} is empty")]
     if not problems:
         problems = with_lines(files[name], validate(data))
     return (None, tuple(problems)) if problems else (data, ())
