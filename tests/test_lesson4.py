@@ -684,3 +684,17 @@ def test_kind_names_the_first_field_two_inputs_differ_in_whatever_their_order():
         assert kind(a, b) == "parent"
     assert kind(("s", "p", (1,)), ("s", "p", (2,))) == "block"
     assert kind(("s", "p", (1,)), ("t", "q", (2,))) == kind(("t", "p", (1,)), ("s", "p", (1,))) == "scope"
+
+
+def test_a_collision_the_probes_name_is_not_named_again_by_the_search(tmp_path):
+    # A key joined by '|' read: "... prefix_key('a|b', 'c', (7, 8, 9)) vs prefix_key('a',
+    # 'b|c', (7, 8, 9)) ...: both got '2dc2...'; and the grader's search against your
+    # encoding found two inputs with one key: prefix_key('a|b', 'c', (7, 8, 9)) and ...".
+    path = tmp_path / "piped.py"
+    path.write_text("import hashlib\n\n\ndef prefix_key(scope, parent_key, block_tokens):\n"
+                    "    text = '|'.join([scope, parent_key, ','.join(map(str, block_tokens))])\n"
+                    "    return hashlib.sha256(text.encode()).hexdigest()\n")
+    report = grade("lesson4", path, "check")
+    said = next(c for c in report.criteria if c.id == "key-scope-separation")
+    assert said.score == 0 and said.feedback.count("prefix_key('a|b', 'c', (7, 8, 9))") == 1, said.feedback
+    assert "search against your encoding" not in said.feedback, said.feedback

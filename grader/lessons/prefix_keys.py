@@ -147,6 +147,8 @@ def _pair_measure(ctx: CheckContext, kinds: tuple, noun: str) -> Measure:
     line = (f"the grader's search against your encoding found two inputs with one key: {show_input(a)} "
             f"and {show_input(b)} both got {key[:40]!r}: {_KIND_WORDS[key_search.kind(a, b)]}")
     if measure.value < 1.0:
+        if show_input(a) in measure.feedback and show_input(b) in measure.feedback:
+            return measure          # the search found the very pair the probes already name
         return Measure(measure.value, f"{measure.feedback}; and {line}", measure.evidence)
     return Measure(0.0, line, ("search",))
 
