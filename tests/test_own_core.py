@@ -94,3 +94,17 @@ def test_a_replay_with_functions_that_failed_says_so_and_why(tmp_path):
     assert "(first: admit returned str 'admit', expected Admission)" in text, text
     with core.own_core(COURSE) as stubs:         # nothing called, nothing failed
         assert stubs.failed_calls() == ""
+
+
+def test_a_qualify_that_returns_no_verdict_is_told_what_it_returned(tmp_path):
+    import pytest
+    from grader.engine.errors import InputError
+    mine_py = tmp_path / "mine.py"
+    mine_py.write_text("def qualify(record, slo):\n    return True\n\n\n"
+                       "def decide_release(b, c, rule):\n    raise NotImplementedError\n")
+    sheet, bench, workload = _bench(20)
+    with core.own_core(COURSE, {"lesson5": mine_py}) as mine:
+        with pytest.raises(InputError) as info:
+            replay.run_sheets(sheet, SHEET, COURSE, None, "24", None, False, core=mine)
+    assert "returned bool True, not one of good, late_first_token, slow_tokens, rejected, failed, " \
+           "excluded" in str(info.value), str(info.value)

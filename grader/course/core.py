@@ -193,9 +193,12 @@ def _gate(sandbox) -> tuple[Callable, Callable]:
     def qualify(record, slo=None):
         result = sandbox.call("qualify", record, slo)
         value = result.value if result.status == "ok" else None
-        if value not in QUALIFICATIONS:
-            raise InputError("lesson5 qualify", f"gave no verdict for {record.id} "
-                             f"({result.detail or repr(value)}): the figures need one per request")
+        if type(value) is not str or value not in QUALIFICATIONS:
+            # "(True)" alone did not say what was wrong with a verdict returned as a bool.
+            why = (result.detail if result.status != "ok" else
+                   f"returned {type(value).__name__} {value!r}, not one of {', '.join(QUALIFICATIONS)}")
+            raise InputError("lesson5 qualify", f"gave no verdict for {record.id} ({why}): the "
+                             "figures need one per request")
         return value
 
     def decide(baseline_runs, candidate_runs, rule):
