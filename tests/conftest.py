@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -108,3 +109,12 @@ def experiment_run(name: str, folder: Path, plot: str):
     code, out, err = run_grader("experiment", name, "--json", "--plot", str(png))
     assert code == 0, err
     return json.loads(out), png
+
+
+def without_landlock(child_source: str) -> str:
+    """The sandbox child's source made to find no Landlock, as on a kernel without it: its
+    install_landlock returns '' at once (whatever its parameters are)."""
+    head = re.search(r"^def install_landlock\((?P<params>[^)]*)\):\n", child_source, re.M)
+    assert head, "the sandbox child has no install_landlock to disable"
+    return child_source.replace(head.group(0), f"{head.group(0)}    return ''\n\n\n"
+                                f"def _unused_landlock({head.group('params')}):\n", 1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SECRET
+from conftest import ROOT, SECRET, without_landlock
 from grader.cli import main
 from grader.engine.layout import find_course
 from grader.engine.sandbox import session
@@ -23,11 +23,8 @@ WITNESS = "/tmp/unconfined-witness-{}"
 
 @pytest.fixture
 def no_landlock(tmp_path, monkeypatch):
-    source = session.CHILD.read_text()
-    stub = "def install_landlock(libc, workdir):\n    return ''\n\n\ndef _unused_landlock(libc, workdir):"
-    assert "def install_landlock(libc, workdir):" in source
     child = tmp_path / "child.py"
-    child.write_text(source.replace("def install_landlock(libc, workdir):", stub, 1))
+    child.write_text(without_landlock(session.CHILD.read_text()))
     monkeypatch.setattr(session, "CHILD", child)
     monkeypatch.setenv("GRADER_SANDBOX", "process")
     secret = tmp_path / "course.secret"
