@@ -176,3 +176,20 @@ def test_a_shape_the_constructor_takes_by_keyword_is_sent_keyed(monkeypatch):
     assert session.wire_arg(OneField(5)) == {"__type__": "OneField", "__fields__": [5]}
     assert session.wire_arg(Keyed(1, b=2)) == {"__type__": "Keyed", "a": 1, "b": 2}
     assert session.wire_arg(Derived(1)) == {"__type__": "Derived", "a": 1, "b": 0}
+
+
+def test_only_the_bytes_of_a_frame_past_16_kib_draw_on_the_4_mib_allowance():
+    # The sandbox's bookkeeping alone, without a child: docs/security.md's figures, by hand.
+    box = object.__new__(session.Sandbox)
+    box._bulk_spent = 0
+    box._draw(16384)                       # 16 KiB exactly: free
+    assert box._bulk_spent == 0
+    box._draw(16385)                       # one byte past it draws one byte
+    assert box._bulk_spent == 1
+    box._draw(16384 + 4194303)             # the rest of the 4 MiB, to the byte: still allowed
+    assert box._bulk_spent == 4194304
+    box._draw(16384)                       # a free frame is free even when the allowance is spent
+    with pytest.raises(session._Protocol, match="answer of 16385 bytes after 4.0 MiB.*over 16 KiB "
+                                                "draws on 4 MiB"):
+        box._draw(16385)
+    assert box._bulk_spent == 4194304      # a refused frame spends nothing
