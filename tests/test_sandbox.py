@@ -740,6 +740,66 @@ def test_every_filter_jump_lands_inside_the_program():
                 assert i + 1 + max(jt, jf) < len(prog)
 
 
+# The filter's verdicts, run without a kernel (both architectures, aarch64 included, which no
+# machine here runs): a classic-BPF reader of the three instructions the filter uses, over
+# the kernel's struct seccomp_data (nr, arch, instruction pointer, six 64-bit arguments),
+# little-endian on both architectures.
+ALLOW, EPERM, KILL = 0x7FFF0000, 0x00050001, 0x80000000
+
+
+def _verdict(prog, arch_token, nr, *args):
+    words = [nr & 0xFFFFFFFF, arch_token, 0, 0]
+    for a in (*args, *[0] * (6 - len(args))):
+        words += [a & 0xFFFFFFFF, a >> 32]
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = prog[pc]
+        if code == 0x20:                        # BPF_LD | BPF_W | BPF_ABS
+            acc = words[k // 4]
+        elif code in (0x15, 0x35):              # BPF_JMP | BPF_JEQ / BPF_JGE, BPF_K
+            taken = acc == k if code == 0x15 else acc >= k
+            pc += jt if taken else jf
+        elif code == 0x06:                      # BPF_RET | BPF_K
+            return k
+        else:
+            raise AssertionError(f"instruction {code:#x} at {pc}")
+        pc += 1
+
+
+# (x86_64, aarch64) numbers, from the kernels' tables, of calls a computing child never makes.
+DENIED = {"socket": (41, 198), "clone": (56, 220), "execve": (59, 221), "kill": (62, 129),
+          "ptrace": (101, 117), "mount": (165, 40), "sysinfo": (99, 179), "fchmodat": (268, 53)}
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_the_filter_allows_its_list_and_guarded_calls_with_their_arguments_only(arch):
+    from grader.engine.sandbox import child
+    col, token = (0 if arch == "x86_64" else 1), child.AUDIT_ARCH[arch]
+    prog = child.seccomp_program(arch)
+    other = child.AUDIT_ARCH["aarch64" if arch == "x86_64" else "x86_64"]
+    assert _verdict(prog, other, 0) == KILL                 # another architecture's numbers
+    for name, numbers in child.ALLOWED_SYSCALLS.items():
+        if numbers[col] is not None:
+            assert _verdict(prog, token, numbers[col], 5, 6) == ALLOW, name
+    for name, numbers in DENIED.items():
+        assert _verdict(prog, token, numbers[col]) == EPERM, name
+    prlimit, ioctl, fcntl_nr = (302, 16, 72) if arch == "x86_64" else (261, 29, 25)
+    assert _verdict(prog, token, prlimit, 0, 0) == ALLOW              # pid 0: itself
+    for pid in (1, 4242, 1 << 32):                                    # another process's, or
+        assert _verdict(prog, token, prlimit, pid, 0) == EPERM, pid   # a pid past 32 bits
+    assert _verdict(prog, token, ioctl, 1, 0x5401) == ALLOW          # TCGETS
+    for request in (0x5412, 0x5402, 0):                               # TIOCSTI, TCSETS, 0
+        assert _verdict(prog, token, ioctl, 1, request) == EPERM, request
+    # F_DUPFD, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_DUPFD_CLOEXEC: a descriptor's own.
+    for command in (0, 1, 2, 3, 4, 1030):
+        assert _verdict(prog, token, fcntl_nr, 3, command) == ALLOW, command
+    # F_GETLK, F_SETLK, F_SETLKW, F_SETOWN, F_GETOWN, F_SETSIG, F_SETOWN_EX, F_OFD_GETLK, F_CANCELLK.
+    for command in (5, 6, 7, 8, 9, 10, 15, 36, 1029):
+        assert _verdict(prog, token, fcntl_nr, 3, command) == EPERM, command
+    if arch == "x86_64":                  # the x32 ABI's read: none of the allowed calls
+        assert _verdict(prog, token, 0x40000000 | 0) == EPERM
+
+
 def test_answers_larger_than_one_read_arrive_whole():
     # The grader reads the child's pipe into a 64 KiB buffer it reuses: an answer of many
     # reads, and frames that straddle two reads, must come out byte for byte.
