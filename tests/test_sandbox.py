@@ -647,8 +647,43 @@ def test_a_packages_folder_reached_through_a_linked_root_is_still_hidden(tmp_pat
     hidden = installed_packages([str(tmp_path / "lib")])
     assert hidden == {str(lib / "python3" / "dist-packages")}
     everything = 0b111
-    assert sorted(readable_beneath(str(lib), hidden, everything)) == sorted([
-        (str(lib), LL_READ_DIR), (str(lib / "python3"), LL_READ_DIR), (str(lib / "python3.11"), everything)])
+    walked = sorted([(str(lib), LL_READ_DIR), (str(lib / "python3"), LL_READ_DIR),
+                     (str(lib / "python3.11"), everything)])
+    assert sorted(readable_beneath(str(lib), hidden, everything)) == walked
+    # Named by its link (sys.path may hold /lib), the root is walked as the folder it is: a
+    # rule on the link would allow the whole folder it leads to, dist-packages included.
+    assert sorted(readable_beneath(str(tmp_path / "lib"), hidden, everything)) == walked
+
+
+def test_a_folder_lies_above_a_packages_folder_only_by_whole_names(tmp_path):
+    """python3.1 is no folder on the way to python3.11/site-packages: it is allowed whole
+    (walked, it would lose the entries that are links). A root's own site-packages is
+    found as well as one a level down, and the file system's root is walked like any."""
+    lib = tmp_path / "lib"
+    (lib / "python3.11" / "site-packages" / "grader").mkdir(parents=True)
+    (lib / "python3.1").mkdir()
+    (lib / "python3.1" / "link").symlink_to(lib / "python3.11")
+    stdlib = lib / "python3.11"
+    assert installed_packages([str(stdlib)]) == {str(stdlib / "site-packages")}
+    hidden = installed_packages([str(lib)])
+    assert hidden == {str(stdlib / "site-packages")}
+    everything = 0b111
+    assert readable_beneath(str(lib / "python3.1"), hidden, everything) == [(str(lib / "python3.1"), everything)]
+    from_root = readable_beneath("/", hidden, everything)
+    assert from_root[0] == ("/", LL_READ_DIR) and ("/", everything) not in from_root
+    assert (str(stdlib), LL_READ_DIR) in from_root
+
+
+def test_the_first_folder_closed_to_others_is_the_one_named(tmp_path):
+    """The import system lists each sys.path folder: one that others may enter but not
+    list (rwx--x--x) is closed to uid 65534 as surely as one they may not enter."""
+    outer, inner = tmp_path / "outer", tmp_path / "outer" / "inner"
+    inner.mkdir(parents=True)
+    os.chmod(outer, 0o700)
+    os.chmod(inner, 0o711)
+    assert closed_to_others(str(inner)) == str(inner)
+    os.chmod(inner, 0o755)
+    assert closed_to_others(str(inner)) == str(outer)
 
 
 class _Mounts:
