@@ -557,7 +557,9 @@ def _lossy_key(scope_of):
     lambda s: s.encode("ascii", "ignore").decode(),                # "café" and "caf"
     lambda s: s.encode("ascii", "replace").decode(),               # "café" and "caf?"
     lambda s: s[:256],                                             # a name cut short
-], ids=["sanitised", "ascii-ignore", "ascii-replace", "cut-256"])
+    lambda s: s[:80],
+    lambda s: s[:300],                                             # the longest cut it names
+], ids=["sanitised", "ascii-ignore", "ascii-replace", "cut-256", "cut-80", "cut-300"])
 def test_the_key_search_alone_finds_two_scopes_a_lossy_name_mapping_merges(scope_of):
     """Without any probe pair: the search's own inputs hold scopes that each mapping merges
     (the pairs named beside each mapping are two of them)."""
