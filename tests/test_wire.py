@@ -188,7 +188,8 @@ def test_only_the_bytes_of_a_frame_past_16_kib_draw_on_the_4_mib_allowance():
     assert box._bulk_spent == 1
     box._draw(16384 + 4194303)             # the rest of the 4 MiB, to the byte: still allowed
     assert box._bulk_spent == 4194304
-    box._draw(16384)                       # a free frame is free even when the allowance is spent
+    box._draw(16384)                       # a free frame is free even when the allowance is spent,
+    box._draw(100)                         # and a small one gives nothing back
     with pytest.raises(session._Protocol, match="answer of 16385 bytes after 4.0 MiB.*over 16 KiB "
                                                 "draws on 4 MiB"):
         box._draw(16385)
