@@ -287,6 +287,38 @@ def test_a_change_an_unpaired_band_swallows_is_kept_only_as_a_pairing_probe():
         assert not rule_probes.isolates("fall", cand, base, rule)   # the same change, as a fall
 
 
+def test_a_stray_baseline_run_is_kept_only_where_the_baselines_mean_is_the_point():
+    """paired-stray's gain is beyond the band and min_gain, paired; only the stray run, in
+    the baseline's mean, takes it under min_gain. Without the stray the mistake would ship
+    it too: that probe says nothing of the mistake and is not kept."""
+    import numpy as np
+    from grader.lessons import rule_probes
+    rule = lesson5._hidden_rule(np.random.Generator(np.random.PCG64(3)))
+    g = np.random.Generator(np.random.PCG64(4))
+    for _ in range(5):
+        base, cand = rule_probes.draw("paired-stray", g, rule, seed0=int(g.integers(1, 10_000)))
+        assert rule_probes.isolates("paired-stray", base, cand, rule)
+        assert {b.seed for b in base} - {c.seed for c in cand} == {base[-1].seed}
+        assert not rule_probes.isolates("paired-stray", base[:-1], cand, rule)
+
+
+def test_an_excluded_probe_keeps_its_class_attainment_among_the_requests_that_count():
+    """class-excluded's class loses a quarter of its requests to client cancels, taken from
+    its good and its other requests alike: good / (requests - excluded) stays within the
+    rounding of one request of what it was (the mistake, counting the excluded, sees it fall)."""
+    import numpy as np
+    from grader.lessons import rule_probes
+    rule = lesson5._hidden_rule(np.random.Generator(np.random.PCG64(3)))
+    g = np.random.Generator(np.random.PCG64(5))
+    for _ in range(5):
+        base, cand = rule_probes.draw("class-excluded", g, rule, seed0=int(g.integers(1, 10_000)))
+        before, after = ([next(c for c in r.classes if c.cls == "interactive") for r in runs]
+                         for runs in (base, cand))
+        assert all(c.excluded == 0 for c in before) and all(c.excluded >= c.requests // 4 for c in after)
+        counted = after[0].requests - after[0].excluded
+        assert abs(after[0].good / counted - before[0].good / before[0].requests) <= 0.5 / counted
+
+
 def test_constant_decisions_and_verdicts_earn_nothing(tmp_path, secret):
     """A decision criterion is judged on both sides and a verdict criterion weighs each
     verdict alike: always "rollback" (3 of 14 before) and always "inconclusive" (2 of 14)
