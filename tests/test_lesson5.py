@@ -282,9 +282,24 @@ def test_a_change_an_unpaired_band_swallows_is_kept_only_as_a_pairing_probe():
     for _ in range(5):
         base, cand = rule_probes.draw("paired", g, rule, seed0=int(g.integers(1, 10_000)))
         assert rule_probes.isolates("paired", base, cand, rule)
-        for kind in ("clear-gain", "class-inside", "rejections-inside", "tpot-worse"):
+        for kind in ("clear-gain", "class-inside", "rejections-inside", "tpot-worse", "class-excluded",
+                     "class-zero", "class-inside-low", "rejections-one-class"):
             assert not rule_probes.isolates(kind, base, cand, rule), kind
         assert not rule_probes.isolates("fall", cand, base, rule)   # the same change, as a fall
+
+
+def test_every_rule_probes_class_counts_add_up_to_its_requests():
+    """A learner may count a class's requests from its verdicts: in every run of every kind,
+    good, late, slow, rejected, failed and excluded are none negative and add up to it."""
+    import numpy as np
+    from grader.lessons import rule_probes
+    rule = lesson5._hidden_rule(np.random.Generator(np.random.PCG64(3)))
+    g = np.random.Generator(np.random.PCG64(6))
+    for kind in rule_probes.KINDS:
+        for runs in rule_probes.draw(kind, g, rule, seed0=int(g.integers(1, 10_000))):
+            for c in (c for r in runs for c in r.classes):
+                counts = (c.good, c.late_first_token, c.slow_tokens, c.rejected, c.failed, c.excluded)
+                assert min(counts) >= 0 and sum(counts) == c.requests, (kind, c)
 
 
 def test_a_stray_baseline_run_is_kept_only_where_the_baselines_mean_is_the_point():
