@@ -8,7 +8,8 @@ import pytest
 from classroom import (assert_whole, by_student, check_class, covering_size, kill_and_resume,
                        make_class, run_cli, templates)
 from conftest import ROOT, SECRET, SUBMISSIONS
-from grader.instructor.batch import BatchSummary, discover, run_batch
+from grader.engine.errors import InputError
+from grader.instructor.batch import BatchSummary, Entry, discover, refuse_a_folder_of_no_submissions, run_batch
 from grader.engine.layout import find_course
 from grader.instructor.gradebook import open_gradebook
 from grader.engine.pipeline import grade_path
@@ -121,6 +122,56 @@ def test_a_folder_with_no_submission_at_all_is_refused_and_records_nothing(tmp_p
                         "submitted/<student>/lesson1/ folders\n")
     with open_gradebook(str(db), create=False) as book:
         assert book.students() == [] and book.results() == []
+
+
+@pytest.mark.parametrize("names, seen", [
+    ((), "it is empty"),
+    (("notes.txt",), "1 entry, none a submission, e.g. notes.txt"),
+    (("README.md", "lesson2/", "zoe/"), "3 entries, none a submission, e.g. README.md"),
+], ids=["empty", "one-entry", "three-entries"])
+def test_a_folder_of_no_submission_is_refused_in_words_that_count_what_it_holds(tmp_path, names, seen):
+    """In this process (the CLI's test above runs a child): the count and its noun, and the
+    first entry by name; one attempt at a submission makes it a class."""
+    for name in names:
+        (tmp_path / name).mkdir() if name.endswith("/") else (tmp_path / name).write_text("# notes\n")
+    with pytest.raises(InputError) as refused:
+        refuse_a_folder_of_no_submissions(discover(tmp_path, "lesson1"), tmp_path, "lesson1")
+    assert refused.value.message == (f"no submission for lesson1 here ({seen}): a class folder holds "
+                                     "<student>.py or <student>.ipynb files, or nbgrader's "
+                                     "submitted/<student>/lesson1/ folders")
+    (tmp_path / "ann.py").write_text("x = 1\n")
+    assert refuse_a_folder_of_no_submissions(discover(tmp_path, "lesson1"), tmp_path, "lesson1") is None
+
+
+def test_discovery_names_the_first_own_file_of_one_students_folder(tmp_path):
+    (tmp_path / "lesson1.ipynb").write_text("{}")
+    (tmp_path / "exercise.py").write_text("x = 1\n")
+    (tmp_path / "alice.py").write_text("x = 1\n")
+    with pytest.raises(InputError) as refused:
+        discover(tmp_path, "lesson1")
+    assert refused.value.message.startswith("holds exercise.py, a submission's own file rather than a <student>.py")
+
+
+def test_a_folder_lessons_submission_is_the_students_lesson_folder_else_the_students_folder(tmp_path):
+    """Lesson 6 is a folder: nbgrader's <student>/lesson6/ when there is one (even beside
+    the files themselves), else <student>/ when it holds them; two files of one student are
+    one entry, at the first by name, whose problem names both."""
+    for at in ("alice", "bob/lesson6", "dave", "dave/lesson6"):
+        (tmp_path / at).mkdir(parents=True, exist_ok=True)
+        for name in ("diagnosis.yaml", "design_sheet.yaml"):
+            (tmp_path / at / name).write_text("x: 1\n")
+    (tmp_path / "carol").mkdir()
+    entries = {e.student: e for e in discover(tmp_path, "lesson6")}
+    assert entries["alice"] == Entry("alice", str(tmp_path / "alice"))
+    assert entries["bob"] == Entry("bob", str(tmp_path / "bob" / "lesson6"))
+    assert entries["dave"] == Entry("dave", str(tmp_path / "dave" / "lesson6"))
+    assert entries["carol"].problem == "no submission for lesson6 (no folder lesson6/)"
+    twice = tmp_path / "twice"
+    twice.mkdir()
+    for name in ("erin.py", "erin.ipynb"):
+        (twice / name).write_text("x = 1\n")
+    [entry] = discover(twice, "lesson1")
+    assert entry == Entry("erin", str(twice / "erin.ipynb"), "two submissions: erin.ipynb and erin.py; keep one")
 
 
 def test_one_students_nbgrader_folder_is_refused_as_a_class_and_its_file_is_theirs(tmp_path, secret_file):
