@@ -160,3 +160,31 @@ def test_a_file_the_fast_loader_refuses_gets_the_pure_loaders_error(tmp_path, mo
     with pytest.raises(InputError, match="line 2: not valid YAML") as e:
         read_yaml(path)
     assert "fast loader" not in str(e.value)
+
+
+def test_a_fields_value_is_taken_only_as_the_kind_asked_for(tmp_path):
+    """Field: each kind refused in one InputError naming file, line and place, never a
+    Python error from inside the grader, and each accepted value given back as it is."""
+    path = tmp_path / "f.yaml"
+    path.write_text("none:\nblank: '  '\ncount: 5\nflag: true\nnan: .nan\nname: x\nlist: [1]\n")
+    top = layout.read_field(path)
+
+    def refused(get, message):
+        with pytest.raises(InputError) as e:
+            get()
+        assert e.value.where == str(path) and e.value.message == message
+
+    assert top.at("none").items() == [] and top.at("list").items(at_least=1)[0].value == 1
+    refused(lambda: top.at("list").items(at_least=2), "line 7: list: expected a list of at least 2 items; got 1")
+    refused(lambda: top.at("name").items(), "line 6: name: expected a list; got a string 'x'")
+    assert top.at("count").integer(minimum=1) == 5 and top.at("count").integer(minimum=5) == 5
+    refused(lambda: top.at("count").integer(minimum=6), "line 3: count: expected an integer >= 6; got 5")
+    assert top.at("count").number() == 5
+    refused(lambda: top.at("flag").number(), "line 4: flag: expected a finite number; got a boolean True")
+    refused(lambda: top.at("nan").number(), "line 5: nan: expected a finite number; got a number nan")
+    refused(lambda: top.at("name").number(), "line 6: name: expected a finite number; got a string 'x'")
+    assert top.at("name").text() == "x"
+    refused(lambda: top.at("blank").text(), "line 2: blank: expected text; got a string '  '")
+    refused(lambda: top.at("count").text(), "line 3: count: expected text; got an integer 5")
+    with pytest.raises(AttributeError):          # frozen: a value read is the file's
+        top.value = {}
