@@ -186,5 +186,23 @@ def test_a_fields_value_is_taken_only_as_the_kind_asked_for(tmp_path):
     assert top.at("name").text() == "x"
     refused(lambda: top.at("blank").text(), "line 2: blank: expected text; got a string '  '")
     refused(lambda: top.at("count").text(), "line 3: count: expected text; got an integer 5")
+    refused(lambda: top.mapping(known=("none", "blank", "count", "flag", "nan")),   # the first unknown
+            "line 6: name: unknown key 'name' (known here: none, blank, count, flag, nan)")
     with pytest.raises(AttributeError):          # frozen: a value read is the file's
         top.value = {}
+    gone = layout.Field(tmp_path / "gone.yaml", ("x",), 5)     # no file to find its line in
+    with pytest.raises(InputError) as e:
+        gone.text()
+    assert e.value.message == "x: expected text; got an integer 5"
+
+
+def test_a_records_section_holds_mappings_and_a_mapping_section_may_be_absent(tmp_path):
+    path = tmp_path / "probes.yaml"
+    path.write_text("probes:\n  - {a: 1}\n  - 7\n")
+    with pytest.raises(InputError) as e:
+        layout.read_sections(path, {"defaults": "mapping", "probes": "records"})
+    assert e.value.message == "line 3: probes[1]: expected a mapping; got an integer 7"
+    path.write_text("probes:\n  - {a: 1}\n")
+    assert layout.read_sections(path, {"defaults": "mapping", "probes": "records"}) == {
+        "defaults": {}, "probes": [{"a": 1}]}
+    assert layout.read_sections(path, {"probes": "list"}) == {"probes": [{"a": 1}]}
