@@ -190,10 +190,11 @@ def test_a_fields_value_is_taken_only_as_the_kind_asked_for(tmp_path):
             "line 6: name: unknown key 'name' (known here: none, blank, count, flag, nan)")
     with pytest.raises(AttributeError):          # frozen: a value read is the file's
         top.value = {}
-    gone = layout.Field(tmp_path / "gone.yaml", ("x",), 5)     # no file to find its line in
-    with pytest.raises(InputError) as e:
-        gone.text()
-    assert e.value.message == "x: expected text; got an integer 5"
+    (tmp_path / "latin1.yaml").write_bytes(b"x: caf\xe9\n")
+    for name in ("gone.yaml", "latin1.yaml"):                 # no text to find its line in
+        with pytest.raises(InputError) as e:
+            layout.Field(tmp_path / name, ("x",), 5).text()
+        assert e.value.message == "x: expected text; got an integer 5"
 
 
 def test_a_records_section_holds_mappings_and_a_mapping_section_may_be_absent(tmp_path):
