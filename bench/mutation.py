@@ -401,6 +401,18 @@ def tests_of(module: Module, contexts: set[str], took: dict[str, float]) -> list
     return sorted(contexts, key=lambda t: (took.get(t, 0.0), t))
 
 
+def run_timeout(tests, module: Module, took: dict[str, float], tool: dict, whole: float) -> float:
+    """How long a mutant's run may take before it counts as a hang: timeout-factor times
+    what its tests took unmutated, at least timeout-min-s and at most the whole list's limit
+    (``whole``), which the whole list gets. A loop in a line that a few quick tests run is a
+    hang after a minute, not after four times every test of the module (15 minutes for
+    submission.py's notebook scanner)."""
+    if list(tests) == list(module.tests):
+        return whole
+    spent = sum(took.get(t, 0.0) for t in tests)
+    return min(whole, max(tool.get("timeout-min-s", 60), tool.get("timeout-factor", 4) * spent))
+
+
 @functools.lru_cache(maxsize=4)        # one module's source, parsed once for all its mutants
 def statement_starts(source: str) -> dict[int, int]:
     """Each line's innermost enclosing statement's first line. coverage.py records a
@@ -416,9 +428,10 @@ def statement_starts(source: str) -> dict[int, int]:
 
 
 def exec_session(session: Path, tree: Path, module: Module, timeout: float,
-                 lines: dict[int, set[str]], took: dict[str, float]) -> None:
+                 lines: dict[int, set[str]], took: dict[str, float], tool: dict | None = None) -> None:
     """Run every pending mutant of the session (cosmic-ray's mutation, our runner), each
-    against the tests that run its line."""
+    against the tests that run its line (within run_timeout of them), then all of the
+    module's tests (within ``timeout``)."""
     import cosmic_ray.plugins
     from cosmic_ray.mutating import MutationVisitor, _make_diff
     from cosmic_ray.work_db import WorkDB, use_db
@@ -451,7 +464,8 @@ def exec_session(session: Path, tree: Path, module: Module, timeout: float,
             path.write_text(mutated)
             try:
                 chosen = tests_of(module, covering, took)
-                outcome, output = run_tests_forked(tree, chosen, timeout)
+                outcome, output = run_tests_forked(tree, chosen,
+                                                   run_timeout(chosen, module, took, tool or {}, timeout))
                 if outcome == "survived" and chosen != list(module.tests):
                     # The tests that ran its line missed it: all of them must miss it too
                     # (a shared fixture runs for the first test that needs it only).
@@ -574,7 +588,7 @@ def _run_module(source: Source, module: Module, modules: list[Module], tool: dic
     (state / "measured.json").write_text(json.dumps(measured))
     print(f"{module.path}: {pending} mutants to run (tests: {seconds:.1f} s unmutated, timeout "
           f"{timeout:.0f} s)", flush=True)
-    exec_session(session, tree, module, timeout, lines, took)
+    exec_session(session, tree, module, timeout, lines, took, tool)
 
 
 def _forget(session: Path, job_ids) -> None:

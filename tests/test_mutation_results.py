@@ -174,3 +174,16 @@ def test_a_mutant_on_a_continuation_line_is_run_by_the_tests_of_its_statement():
     starts = mutation.statement_starts(source)
     assert [starts[n] for n in (1, 2, 3, 4)] == [1, 1, 1, 1]
     assert [starts[n] for n in (5, 6, 7, 8, 9)] == [5, 6, 7, 7, 9]
+
+
+def test_a_mutants_run_of_a_few_tests_is_a_hang_at_four_times_what_they_took():
+    """A mutant first runs the tests of its line: a loop there is a hang at 4 times what
+    those tests took unmutated (a minute at least), not at 4 times the whole list's time."""
+    module = mutation.Module("m.py", ("tests/a.py", "tests/b.py"))
+    took = {"tests/a.py::t1": 2.0, "tests/a.py::t2": 30.0, "tests/b.py::t3": 300.0}
+    tool = {"timeout-factor": 4, "timeout-min-s": 60}
+    assert mutation.run_timeout(["tests/a.py::t1"], module, took, tool, 900.0) == 60.0
+    assert mutation.run_timeout(["tests/a.py::t1", "tests/a.py::t2"], module, took, tool, 900.0) == 128.0
+    assert mutation.run_timeout(["tests/b.py::t3"], module, took, tool, 900.0) == 900.0   # never past the whole's
+    assert mutation.run_timeout(list(module.tests), module, took, tool, 900.0) == 900.0
+    assert mutation.run_timeout(["tests/a.py::unknown"], module, took, tool, 900.0) == 60.0
