@@ -183,6 +183,8 @@ MAGIC_LIKE = [
     (["if True:", "    %timeit f()", "v = r'\\' + '#'", "!echo"], [0, None, 2, None]),
     # nested brackets: one closed, the outer still open
     (["x = ((1,", "      2)", "     % 3)", "%who"], [0, 1, 2, None]),
+    # a triple-quoted string closed where it opens; a line that ends in a letter, not a backslash
+    (['s = """"""', "t = s", "%who"], [0, 1, None]),
 ]
 
 
