@@ -78,7 +78,15 @@ NOT_RUN = "no test of this module runs this line"
 # survived, and the report says how many there were.
 NOT_MADE = "cosmic-ray could not make this mutant"
 # Deterministic hypothesis runs: a mutant is killed or not, never by luck (tests/conftest.py).
-TEST_ENV = {"HYPOTHESIS_PROFILE": "mutation", "PYTHONDONTWRITEBYTECODE": "1"}
+# And one random secret for every run: tests/conftest.py draws it when the environment has
+# none and puts it in the tests' ids (test_x[random-...]), so each forked child drew its own,
+# the ids the unmutated run recorded were not found in a mutant's run, and pytest's "not
+# found" error counted as a kill (643 of key_search.py's 703 kills on 2026-12-05).
+TEST_ENV = {"HYPOTHESIS_PROFILE": "mutation", "PYTHONDONTWRITEBYTECODE": "1",
+            "GRADER_TEST_SECRET": "6d75746174696f6e"}
+# pytest's words for a test named on its command line that it did not collect: the tool's
+# own failure, never a mutant's kill.
+NOT_FOUND = "ERROR: not found: "
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -374,7 +382,7 @@ def baseline(source: Source, tree: Path, module: Module,
     """The module's tests, unmutated, under coverage.py: (seconds, line -> the tests that
     ran it, "" for lines run while importing, test -> its seconds). One run serves every
     module tested by the same files (the worker's modules), as long as nothing changed."""
-    key = hashlib.sha256(repr(("v3", module.tests)).encode()).hexdigest()[:12]
+    key = hashlib.sha256(repr(("v4", module.tests)).encode()).hexdigest()[:12]   # v4: one fixed test secret
     cache = source.state / "baselines" / f"{tree_digest(tree)[:24]}-{key}.json"
     if not cache.is_file():
         shared = [m.path for m in modules if m.tests == module.tests]
@@ -472,6 +480,9 @@ def exec_session(session: Path, tree: Path, module: Module, timeout: float,
                     outcome, output = run_tests_forked(tree, module.tests, timeout)
             finally:
                 path.write_text(original)
+            if outcome == "killed" and NOT_FOUND in output:
+                sys.exit(f"{module.path}: a test the unmutated run recorded was not collected in a "
+                         f"mutant's run (its id changed between runs?): {output[output.index(NOT_FOUND):][:300]}")
             db.set_result(item.job_id, WorkResult(
                 output="timeout" if outcome == "timeout" else output,
                 diff=diff,

@@ -187,3 +187,21 @@ def test_a_mutants_run_of_a_few_tests_is_a_hang_at_four_times_what_they_took():
     assert mutation.run_timeout(["tests/b.py::t3"], module, took, tool, 900.0) == 900.0   # never past the whole's
     assert mutation.run_timeout(list(module.tests), module, took, tool, 900.0) == 900.0
     assert mutation.run_timeout(["tests/a.py::unknown"], module, took, tool, 900.0) == 60.0
+
+
+def test_every_run_of_the_tests_draws_the_same_random_secret(tmp_path, monkeypatch):
+    """tests/conftest.py puts a secret drawn at random in test ids unless the environment
+    names one: a forked run must collect the ids the unmutated run recorded, or pytest's
+    'not found' reads as a kill."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(
+        "import os, secrets\nimport pytest\n"
+        "os.environ['GRADER_TEST_SECRET'] = os.environ.get('GRADER_TEST_SECRET') or secrets.token_hex(8)\n"
+        "@pytest.fixture(params=[1], ids=['random-' + os.environ['GRADER_TEST_SECRET']])\n"
+        "def secret(request):\n    return request.param\n")
+    (tmp_path / "tests" / "test_mod.py").write_text("def test_f(secret):\n    pass\n")
+    monkeypatch.delenv("GRADER_TEST_SECRET")            # as in the tool's own process
+    node = f"tests/test_mod.py::test_f[random-{mutation.TEST_ENV['GRADER_TEST_SECRET']}]"
+    for _ in range(2):
+        outcome, output = mutation.run_tests_forked(tmp_path, [node], 120)
+        assert outcome == "survived", output[-800:]
