@@ -9,7 +9,8 @@ from classroom import (assert_whole, by_student, check_class, covering_size, kil
                        make_class, run_cli, templates)
 from conftest import ROOT, SECRET, SUBMISSIONS
 from grader.engine.errors import InputError
-from grader.instructor.batch import BatchSummary, Entry, discover, refuse_a_folder_of_no_submissions, run_batch
+from grader.instructor.batch import (BatchSummary, Entry, discover, refuse_a_folder_of_no_submissions,
+                                     run_batch)
 from grader.engine.layout import find_course
 from grader.instructor.gradebook import open_gradebook
 from grader.engine.pipeline import grade_path
