@@ -87,6 +87,11 @@ TEST_ENV = {"HYPOTHESIS_PROFILE": "mutation", "PYTHONDONTWRITEBYTECODE": "1",
 # pytest's words for a test named on its command line that it did not collect: the tool's
 # own failure, never a mutant's kill.
 NOT_FOUND = "ERROR: not found: "
+# A test taking that secret (tests/conftest.py's `secret` fixture, or a fixture of its own
+# that takes it) had a random id in every run before the secret was fixed: a result measured
+# then, whose module's tests hold one, may count such "not found" errors as kills.
+TAKES_SECRET = re.compile(r"^\s*def \w+\([^)]*\bsecret\b", re.M)
+BEFORE_FIXED_SECRET = "before the fixed test secret: kills may count tests not found, run it --fresh"
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -577,6 +582,8 @@ def _run_module(source: Source, module: Module, modules: list[Module], tool: dic
         print(f"{module.path}: the module changed since its session began: starting over")
         session.unlink()
     if not session.exists():
+        # Every result of a session begun here is measured under the fixed test secret.
+        (state / "test_secret").write_text("fixed")
         subprocess.run([sys.executable, "-m", "cosmic_ray.cli", "init", str(config), str(session)],
                        cwd=tree, check=True)
         stamp_file.write_text(stamp)
@@ -596,6 +603,8 @@ def _run_module(source: Source, module: Module, modules: list[Module], tool: dic
         return
     seconds, lines, took = baseline(source, tree, module, modules)
     timeout = max(tool.get("timeout-min-s", 60), tool.get("timeout-factor", 4) * seconds)
+    if (state / "test_secret").is_file():
+        measured["test_secret"] = "fixed"
     (state / "measured.json").write_text(json.dumps(measured))
     print(f"{module.path}: {pending} mutants to run (tests: {seconds:.1f} s unmutated, timeout "
           f"{timeout:.0f} s)", flush=True)
@@ -688,6 +697,8 @@ def session_result(source: Source, module: Module) -> dict | None:
               "equivalent_sha256": now["equivalent_sha256"],       # tally reads today's entries
               "commit": extra.get("commit", "unknown"),
               "date": str(datetime.date.fromtimestamp(session.stat().st_mtime))}
+    if extra.get("test_secret"):
+        result["test_secret"] = extra["test_secret"]
     if result["source_sha256"] == now["source_sha256"]:
         counts, survivors = tally(source, module)
         result["counts"] = {k: counts[k] for k in COUNTED}
@@ -730,6 +741,12 @@ def save_summary(source: Source, module: Module, result: dict) -> None:
     path.write_text(json.dumps(result, indent=1) + "\n")
 
 
+def _takes_secret(root: Path, module: Module) -> bool:
+    """Whether one of the module's test files has a test or fixture taking the test secret."""
+    files = {root / t.split("::")[0] for t in module.tests}
+    return any(f.is_file() and TAKES_SECRET.search(f.read_text()) for f in files)
+
+
 def write_report(source: Source, modules) -> str:
     """The report, from each module's latest result (latest_result); the local sessions'
     results are saved as the committed summaries too (the working tree's only)."""
@@ -765,6 +782,8 @@ def write_report(source: Source, modules) -> str:
             measured += f" (carried from {result['carried_from']})"
         if result["tests_sha256"] and result["tests_sha256"] != fingerprint(source.root, m)["tests_sha256"]:
             measured += "; tests changed since"
+        if result.get("test_secret") != "fixed" and _takes_secret(source.root, m):
+            measured += "; " + BEFORE_FIXED_SECRET
         n = counts["killed"] + counts["survived"] + counts["equivalent"]
         score = f"{counts['killed'] / (n - counts['equivalent']):.1%}" if n > counts["equivalent"] else "-"
         note = f" ({counts['pending']} pending)" if counts["pending"] else ""

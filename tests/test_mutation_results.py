@@ -205,3 +205,23 @@ def test_every_run_of_the_tests_draws_the_same_random_secret(tmp_path, monkeypat
     for _ in range(2):
         outcome, output = mutation.run_tests_forked(tmp_path, [node], 120)
         assert outcome == "survived", output[-800:]
+
+
+def test_a_result_from_before_the_fixed_test_secret_says_its_kills_may_be_false(tree):
+    """Before the tool fixed the test secret, a test taking it had a random id in each run,
+    and a mutant's run that did not find the ids the unmutated run recorded counted as a
+    kill. A result measured then, of a module whose tests take the secret, says so."""
+    source, summary = tree
+    test = source.root / "tests" / "test_mod.py"
+    test.write_text("def test_f(secret):\n    pass\n")
+    fresh = {**summary, **mutation.fingerprint(source.root, MODULE)}
+    (source.root / mutation.RESULTS / "pkg.mod.json").write_text(json.dumps(fresh))
+    row, _ = _row(source)
+    assert row.endswith(f"| abc1234, 2026-12-01; {mutation.BEFORE_FIXED_SECRET} |")
+    (source.root / mutation.RESULTS / "pkg.mod.json").write_text(json.dumps({**fresh, "test_secret": "fixed"}))
+    assert _row(source)[0].endswith("| abc1234, 2026-12-01 |")
+    # Tests that take no secret never had such ids: nothing to say.
+    test.write_text("def test_f(secret_file):\n    pass\n")
+    (source.root / mutation.RESULTS / "pkg.mod.json").write_text(
+        json.dumps({**summary, **mutation.fingerprint(source.root, MODULE)}))
+    assert _row(source)[0].endswith("| abc1234, 2026-12-01 |")
