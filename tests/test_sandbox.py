@@ -866,6 +866,28 @@ def test_a_submission_that_prints_is_told_so_and_never_what(tmp_path, extra, pri
     assert report.score == report.max_score
 
 
+
+def test_printing_only_in_the_hidden_child_is_not_told():
+    """Whether the hidden cases' child printed is a bit of what they hold (a submission may
+    print only on inputs no public case has): only the public child's printing is told."""
+    from conftest import SECRET, SUBMISSIONS
+    from grader.engine.layout import find_course
+    from grader.engine.pipeline import PRINTED, grade_submission
+    from grader.engine.submission import load_submission
+    submission = load_submission(SUBMISSIONS / "lesson1" / "alt_correct.py")
+    opened = []
+
+    def sandbox():          # the grade opens the public child first, then the hidden one
+        box = Sandbox(submission.source, "exercise.py", require_confinement=True)
+        box._called_printed = len(opened) == 1
+        opened.append(box)
+        return box
+    report = grade_submission("lesson1", submission, find_course(str(ROOT)), mode="grade",
+                              secret=SECRET, sandbox=sandbox)
+    assert len(opened) == 2 and opened[1].printed and not opened[0].printed
+    assert PRINTED not in report.notes and report.score == report.max_score
+
+
 def test_a_function_whose_parameters_are_not_the_stubs_is_told_so():
     # 'pages_for raised TypeError: pages_for() takes 1 positional argument but 2 were given'
     # named no line (none of the learner's ran) and not what the grader expects.

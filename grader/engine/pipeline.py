@@ -165,8 +165,10 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
             module, rubric, cases = prepare()
             results = tuple(run_criteria(rubric, cases, course, mode, public_box, hidden_box))
             isolation = public_box.isolation
-            if any(getattr(box, "printed", False) for box in (public_box, hidden_box)):
+            if getattr(public_box, "printed", False):
                 # A learner debugging with print() otherwise sees nothing and no reason why.
+                # The public child's alone: whether the hidden child printed would tell the
+                # report a bit of what the hidden cases hold.
                 notes += (PRINTED,)
             if not (public_box.confined and hidden_box.confined):
                 notes += (f"not confined: the submission could read the course's files and write "
