@@ -1,0 +1,124 @@
+"""Lesson 5's goodput criterion judged in this process, against a scripted learner.
+
+tests/test_lesson5.py grades whole submissions, where a wrong goodput's feedback is read
+only for its words. Here the criterion runs on record sets built by hand, whose good
+requests are counted by hand from the SLO (first token by arrival + ttft, no gap above
+gap_s), and the learner is two plain functions: every figure its feedback quotes, which
+record sets its own qualify is asked about, and the tolerance of "right" are pinned.
+"""
+from __future__ import annotations
+
+import pytest
+
+import grader.lessons.goodput  # noqa: F401  (registers the check, as a rubric loads it)
+from grader.engine.cases import Case
+from grader.engine.checks import REGISTRY, CheckContext
+from grader.engine.sandbox.session import CallResult
+from grader.lessons.lesson5 import probe_record
+from reference.shapes import Slo
+
+SLO = Slo(ttft_s=1.0, gap_s=0.25)          # arrival at 2.0: the first token is due by 3.0
+
+
+def rec(rid, outcome, times=()):
+    return probe_record(rid, SLO, 2.0, outcome, times)
+
+
+A = rec("a", "completed", (3.0, 3.25))        # good: first token at the deadline, a gap of gap_s
+B = rec("b", "completed", (2.5, 2.75, 3.0))   # good
+C = rec("c", "completed", (3.5,))             # late first token
+D = rec("d", "rejected")
+E = rec("e", "completed", (2.5,))             # good: one token, no gap
+X = rec("x", "failed", (2.5, 2.75))
+
+
+def goodput_case(name, records, window, slo=None):
+    return Case("goodput", name, "public", (records, slo, window), f"set {name}")
+
+
+# 3 good of 6 over 8 s: 0.375 req/s. A qualify that calls every completed request good
+# counts 4 (A, B, C, E): 0.5.
+SEED_1 = goodput_case("runs/seed 1", (A, B, C, D, E, X), 8.0)
+# 1 good of 3 over 4 s (0.25), with the SLO passed explicitly; that qualify counts 2 (0.5).
+SEED_2 = goodput_case("runs/seed 2", (A, C, D), 4.0, SLO)
+RIGHT = goodput_case("right", (B, E), 2.0)                      # 2 good over 2 s: 1.0
+
+
+def completed_is_good(record, slo):
+    """A wrong qualify: deadlines ignored."""
+    return "good" if record.outcome == "completed" else record.outcome
+
+
+class Learner:
+    """A submission's functions called in this process, each call recorded."""
+
+    def __init__(self, **functions):
+        self.functions, self.asked = functions, []
+
+    def call_many(self, function, args):
+        self.asked.append((function, list(args)))
+        results = []
+        for a in args:
+            try:
+                results.append(CallResult("ok", self.functions[function](*a)))
+            except Exception as e:          # what the sandbox reports of a raising call
+                results.append(CallResult("raised", detail=f"{type(e).__name__}: {e}"))
+        return results
+
+
+def judged(learner, cases):
+    return REGISTRY["lesson5.goodput"](CheckContext(learner, cases), {})
+
+
+def test_a_wrong_goodput_is_told_the_good_requests_and_what_its_own_qualify_counts():
+    # seed 1 is wrong both ways; seed 2 agrees with the learner's own qualify (its mistake is
+    # charged to the qualify criteria); the right one is right.
+    learner = Learner(goodput=lambda records, slo, window: {8.0: 0.25, 4.0: 0.5, 2.0: 1.0}[window],
+                      qualify=completed_is_good)
+    m = judged(learner, [SEED_1, SEED_2, RIGHT])
+    assert m.feedback == ("1 of 3 record sets wrong; first, set runs/seed 1: returned 0.25 req/s, expected "
+                          "0.375 (3 good requests / 8 s); your qualify counts 4 good, which would give 0.5")
+    assert (m.value, m.evidence) == (pytest.approx(2 / 3), ("runs/seed 1",))
+    # qualify is asked of the records of the sets that were off alone, each with its set's SLO.
+    assert learner.asked == [
+        ("goodput", [SEED_1.inputs, SEED_2.inputs, RIGHT.inputs]),
+        ("qualify", [(r, None) for r in (A, B, C, D, E, X)] + [(r, SLO) for r in (A, C, D)])]
+
+
+def test_a_goodput_that_raises_on_one_set_loses_that_set_alone_and_no_qualify_is_asked():
+    learner = Learner(goodput=lambda records, slo, window: 1.0 if window == 2.0 else 1 / 0,
+                      qualify=completed_is_good)
+    broken = goodput_case("broken", (A,), 1.0)
+    m = judged(learner, [RIGHT, broken])
+    assert (m.value, m.feedback) == (0.5, "1 of 2 record sets wrong; first, set broken: goodput raised "
+                                          "ZeroDivisionError: division by zero")
+    assert [function for function, _ in learner.asked] == ["goodput"]
+
+
+@pytest.mark.parametrize("case,got,right", [
+    (SEED_1, 0.375 * (1 + 1e-10), True),        # within the relative tolerance of 1e-9
+    (SEED_1, 0.375 * (1 + 1e-8), False),
+    (SEED_1, 0.375 - 1e-9, False),              # 2.7e-9 relative
+    (goodput_case("empty", (), 4.0), 1e-13, True),   # nothing good: float dust around 0 is 0
+    (goodput_case("empty", (), 4.0), 1e-9, False),
+])
+def test_right_is_within_a_relative_billionth(case, got, right):
+    m = judged(Learner(goodput=lambda *_: got, qualify=completed_is_good), [case])
+    assert m.value == (1.0 if right else 0.0), m.feedback
+
+
+def test_a_qualify_that_answers_every_record_alike_excuses_nothing():
+    # "good" for all six records: a goodput of 6 / 8 agrees with it, and is still wrong.
+    m = judged(Learner(goodput=lambda *_: 0.75, qualify=lambda r, slo: "good"), [SEED_1])
+    assert m.feedback == ("1 of 1 record sets wrong; first, set runs/seed 1: returned 0.75 req/s, "
+                          "expected 0.375 (3 good requests / 8 s)")
+
+
+def test_a_qualify_that_fails_on_a_record_of_the_set_excuses_nothing_there():
+    def qualify(record, slo):
+        if record.id == "x":
+            raise KeyError("x")
+        return completed_is_good(record, slo)
+    m = judged(Learner(goodput=lambda *_: 0.5, qualify=qualify), [SEED_1])
+    assert m.feedback == ("1 of 1 record sets wrong; first, set runs/seed 1: returned 0.5 req/s, "
+                          "expected 0.375 (3 good requests / 8 s)")
