@@ -318,3 +318,36 @@ def test_a_submission_of_exactly_the_limit_is_read_and_one_byte_more_is_refused(
     over.write_bytes(at.read_bytes() + b"\n")
     with pytest.raises(InputError, match="larger than"):
         load_submission(over)
+
+
+def _with_param(tmp_path, value):
+    """GOOD with one criterion whose check (made here, in no registry) takes a share
+    bounded by [0.25, 0.75]."""
+    def bounded(*args, **kwargs):
+        return None
+    bounded.params = {"share": (0.25, 0.75)}
+    return load_rubric(_rubric(tmp_path, GOOD.replace("visibility: both,", "params: {share: %s}, visibility: both," % value)),
+                       {"lesson1.kv_bytes": bounded})
+
+
+@pytest.mark.parametrize("value", ["0.25", "0.5", "0.75"])
+def test_a_param_at_either_bound_is_accepted(tmp_path, value):
+    # The bounds are inclusive, as the message "a number from 0.25 to 0.75" says.
+    assert _with_param(tmp_path, value).criteria[0].params == {"share": float(value)}
+
+
+@pytest.mark.parametrize("value", ["0.2499", "0.7501", "-1", "1"])
+def test_a_param_past_a_bound_is_refused(tmp_path, value):
+    with pytest.raises(InputError) as e:
+        _with_param(tmp_path, value)
+    assert "criteria[0].params.share: expected a number from 0.25 to 0.75" in str(e.value)
+
+
+@pytest.mark.parametrize("stem, named", [("lesson3", "lesson2"), ("lesson3", "lesson4")])
+def test_a_rubric_naming_another_lesson_is_refused_either_way(tmp_path, stem, named):
+    # lesson2 sorts before the file's lesson3, lesson4 after it: both are other lessons.
+    path = _rubric(tmp_path, GOOD.replace("lesson: lesson1", f"lesson: {named}"))
+    path = path.rename(path.with_name(f"{stem}.yaml"))
+    with pytest.raises(InputError) as e:
+        load_rubric(path)
+    assert f"lesson: expected {stem!r}, this file's lesson; got {named!r}" in str(e.value)

@@ -223,3 +223,11 @@ def test_a_title_under_its_row_wraps_at_the_panes_width_less_its_indent():
     parts = textwrap.wrap(fitting(36), 36)
     assert lines[4:4 + len(parts)] == ["    " + p for p in parts]
     assert parts != textwrap.wrap(fitting(36), 35) and parts != textwrap.wrap(fitting(36), 37)
+
+
+def test_points_left_out_are_rounded_to_four_places_as_the_totals_are():
+    # 0.12344 + 0.00003 = 0.12347 points unchecked: shown as 0.1235, of 1 + 0.1235 in all.
+    r = report(crit("a", 1, 1), crit("b", 0, 0.12344, checked=False),
+               crit("c", 0, 0.00003, checked=False))
+    text = " ".join(render(r, width=200).split())
+    assert "(0.1235 of 1.1235 points not checked here;" in text
