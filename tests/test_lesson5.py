@@ -473,6 +473,38 @@ def test_goodput_that_calls_a_wrong_qualify_is_not_charged_twice(reference_grade
     assert "your qualify counts" in feedback and "good requests /" in feedback
 
 
+# (qualify, goodput): a qualify that judges every record of each set alike (good spelt as a
+# miss; every record good, but none under an explicit SLO), and a goodput that ignores it.
+ALIKE = {
+    "never-good": ("    got = _qualify(record, slo)\n    return 'late_first_token' if got == 'good' else got\n",
+                   "0.0"),
+    "never-good-slow": ("    got = _qualify(record, slo)\n    return 'slow_tokens' if got == 'good' else got\n",
+                        "0.0"),
+    "all-or-none": ("    return 'good' if slo is None else 'late_first_token'\n",
+                    "len(records) / window_s if slo is None else 0.0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALIKE))
+def test_goodput_that_ignores_the_verdicts_is_not_paid_by_a_qualify_that_judges_sets_alike(
+        name, tmp_path, secret):
+    """A goodput built on the learner's own qualify is paid by that qualify's count. Where the
+    qualify calls every record of a set good, or none, a goodput that ignores the verdicts
+    (0.0, every record) matches that count too: 0.0 beside a qualify that never said good
+    earned goodput in full. Matching is paid only once the goodput matches the count on a
+    set the qualify splits."""
+    qualify, goodput = ALIKE[name]
+    path = tmp_path / f"{name}.py"
+    path.write_text((L5 / "alt_correct.py").read_text()
+                    + "\n\n_qualify = qualify\n\n\ndef qualify(record, slo):\n" + qualify
+                    + f"\n\ndef goodput(records, slo, window_s):\n    return {goodput}\n")
+    for mode in ("check", "grade"):
+        report = grade("lesson5", path, mode, secret)
+        feedback = next(c.feedback for c in report.criteria if c.id == "goodput")
+        assert scores(report)["goodput"] == 0, (mode, feedback)
+        assert "a goodput that ignores the verdicts would match it too" in feedback, feedback
+
+
 # ---- the goodput experiment ----------------------------------------------------------------------
 def test_goodput_experiment_table_decisions_and_plot(tmp_path):
     png = tmp_path / "goodput.png"

@@ -2,14 +2,17 @@
 
 goodput is built on qualify, so a goodput that calls a wrong qualify would lose twice for
 one mistake: an answer that matches the learner's own qualify counts as right here, and
-the qualify criteria charge that mistake once.
+the qualify criteria charge that mistake once. Only a goodput that shows it reads those
+verdicts gets that: one that matches them on a set they split (some records good, some
+not). Where they judge a set all alike, a goodput that ignores them (0.0, or every record)
+matches them too: a qualify that never said good once paid a goodput of 0.0 in full.
 """
 from __future__ import annotations
 
 import math
 
 from grader.engine.cases import Case
-from grader.engine.checks import CheckContext, Measure, ask, ask_once, check, constant_answer, grade_answers
+from grader.engine.checks import Answer, CheckContext, Measure, ask, ask_once, check, constant_answer, grade_answers
 from grader.engine.oracle import reference_oracle
 
 oracle = reference_oracle("lesson5")     # recorded for the public cases in the learner edition
@@ -17,22 +20,33 @@ oracle = reference_oracle("lesson5")     # recorded for the public cases in the 
 REL_TOL = 1e-9
 
 
-def _own_goodput(ctx: CheckContext, cases: list[Case]) -> dict[str, float]:
-    """goodput as the learner's own qualify counts it, for the given record sets. A goodput
+def _own_goodput(ctx: CheckContext, cases: list[Case]) -> dict[str, tuple[int, int]]:
+    """Each record set's (good, records) as the learner's own qualify counts them. A goodput
     that calls a wrong qualify is consistent: that mistake is charged to the qualify criteria.
     A qualify that gives every record one verdict is no qualify: nothing is consistent with it."""
     # Each record is asked with its set's visibility: a hidden set's records are hidden inputs.
     probes = [Case("own", f"{c.name}/{i}", c.visibility, (r, c.inputs[1]))
               for c in cases for i, r in enumerate(c.inputs[0])]
-    answers = ask_once(ctx, "own-qualify", "qualify", probes, lambda c: c.inputs, str)
-    if constant_answer(answers, "qualify"):
+    verdicts = ask_once(ctx, "own-qualify", "qualify", probes, lambda c: c.inputs, str)
+    if constant_answer(verdicts, "qualify"):
         return {}
     own = {}
     for c in cases:
-        mine = [a for a in answers if a.case.name.rsplit("/", 1)[0] == c.name]
+        mine = [a for a in verdicts if a.case.name.rsplit("/", 1)[0] == c.name]
         if all(not a.problem for a in mine):
-            own[c.name] = sum(1 for a in mine if a.value == "good") / c.inputs[2]
+            own[c.name] = (sum(1 for a in mine if a.value == "good"), len(mine))
     return own
+
+
+def _reads_verdicts(answers: list[Answer], own: dict[str, tuple[int, int]]) -> bool:
+    """Whether the goodput matches its own qualify on a set that qualify splits (some records
+    good, some not). Where it judges a set all alike, a goodput that ignores the verdicts
+    (0.0, or every record) matches them as well as one that counts them."""
+    for a in answers:
+        good, n = own.get(a.case.name, (0, 0))
+        if not a.problem and 0 < good < n and _close(a.value, good / a.case.inputs[2]):
+            return True
+    return False
 
 
 def _close(a: float, b: float) -> bool:
@@ -43,17 +57,23 @@ def _close(a: float, b: float) -> bool:
 def goodput(ctx: CheckContext, params: dict) -> Measure:
     cases = ctx.family("goodput")
     answers = ask(ctx, "goodput", cases, lambda c: c.inputs, float)
-    off = [a.case for a in answers if not a.problem
-           and not _close(a.value, oracle.goodput(*a.case.inputs))]
-    own = _own_goodput(ctx, off) if off else {}
+    off = any(not a.problem and not _close(a.value, oracle.goodput(*a.case.inputs)) for a in answers)
+    own = _own_goodput(ctx, cases) if off else {}
+    credit = _reads_verdicts(answers, own)
 
     def judge(case: Case, got: float) -> str:
         records, slo, window = case.inputs
         want = oracle.goodput(records, slo, window)
-        if _close(got, want) or (case.name in own and _close(got, own[case.name])):
+        mine = own[case.name][0] / window if case.name in own else None
+        if _close(got, want) or (credit and mine is not None and _close(got, mine)):
             return ""
-        good = round(want * window)
-        return (f"returned {got:.6g} req/s, expected {want:.6g} ({good} good requests / {window:g} s)"
-                + (f"; your qualify counts {round(own[case.name] * window)} good, which would give "
-                   f"{own[case.name]:.6g}" if case.name in own else ""))
+        said = f"returned {got:.6g} req/s, expected {want:.6g} ({round(want * window)} good requests / {window:g} s)"
+        if mine is None:
+            return said
+        good, n = own[case.name]
+        if not _close(got, mine):
+            return f"{said}; your qualify counts {good} good, which would give {mine:.6g}"
+        return (f"{said}; your qualify calls {'none' if good == 0 else 'all'} of this set's {n} records good, "
+                f"so a goodput that ignores the verdicts would match it too, and on no set your qualify "
+                f"splits does your goodput match its count")
     return grade_answers(answers, judge, "record sets")
