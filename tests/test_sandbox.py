@@ -122,6 +122,29 @@ SUBMISSION = textwrap.dedent('''
         os.write(int(sys.argv[2]), b"\\xff\\xff\\xff\\xff")
         while True:
             pass
+
+    import collections, enum
+
+    class Reason(str, enum.Enum):
+        POOL = "over_pool"
+
+    class Pages(enum.IntEnum):
+        NONE = 0
+
+    def enum_in_verdict():
+        return Verdict(ok=False, reason=Reason.POOL)
+
+    def int_enum():
+        return Pages.NONE
+
+    def generator():
+        return (i for i in range(3))
+
+    def set_in_tuple():
+        return (1, {2, 3})
+
+    def named_tuple():
+        return collections.namedtuple("Pair", "a b")(1, 2)
 ''')
 
 
@@ -232,6 +255,24 @@ def test_hostile_objects_are_bad_not_grader_errors(box):
         assert r.status == "bad", (fname, r)
     assert box.call("hostile").detail == "returned an object of type Hostile"
     assert box.call("check", 1).ok
+
+
+def test_an_unsendable_answer_names_its_place_and_the_fix(box):
+    """A learner's Enum member, generator, set or namedtuple is refused (exact kinds only),
+    and the line says which field held it and what to return instead: "returned an object
+    of type Reason" named neither, and cost contract verdicts whose ok was right."""
+    said = {f: box.call(f) for f in ("enum_in_verdict", "int_enum", "generator", "set_in_tuple",
+                                     "named_tuple", "hostile")}
+    assert all(r.status == "bad" for r in said.values()), said
+    assert said["enum_in_verdict"].detail == ("returned Verdict.reason as a Reason, a subclass of str: "
+                                              "return a plain str (for an Enum member, its .value)")
+    assert said["int_enum"].detail == ("returned a Pages, a subclass of int: return a plain int "
+                                       "(for an Enum member, its .value)")
+    assert said["generator"].detail == "returned a generator: return a tuple, tuple(...) of it"
+    assert said["set_in_tuple"].detail == "returned value[1] as a set: return a tuple, tuple(...) of it"
+    assert said["named_tuple"].detail == ("returned a Pair, a subclass of tuple: "
+                                          "return a plain tuple, tuple(...) of it")
+    assert said["hostile"].detail == "returned an object of type Hostile"
 
 
 def test_print_flood_is_bounded():

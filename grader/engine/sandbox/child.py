@@ -27,6 +27,7 @@ Nothing here is trusted by the parent: learner code shares this process and can 
 any of it. These checks exist to give honest submissions precise feedback; the parent
 re-validates every byte.
 """
+import collections.abc
 import dataclasses
 import io
 import json
@@ -592,7 +593,46 @@ class Capture(io.TextIOBase):
 # ----------------------------------------------------------------------------- values
 
 class Unsendable(Exception):
-    pass
+    """An answer the wire cannot carry: what the value is and, once it has left the
+    dataclasses and tuples that held it, where it was in the answer (Verdict.reason,
+    value[2]), so the learner reads which of their fields to change."""
+
+    def __init__(self, what, fix=""):
+        super().__init__(what)
+        self.what, self.fix, self.root, self.path = what, fix, "", []
+
+    def inside(self, root, step):
+        self.root = root                 # each enclosing value overwrites: the outermost stays
+        self.path.insert(0, step)
+
+    def __str__(self):
+        place = "returned %s as " % (self.root + "".join(self.path)) if self.path else "returned "
+        return place + self.what + (": " + self.fix if self.fix else "")
+
+
+# Plain kinds a value may be a subclass of, each with the fix: an Enum member (IntEnum,
+# StrEnum, a str mixin) or a namedtuple is a subclass the encoder refuses on purpose.
+_PLAIN_BASES = ((str, "return a plain str (for an Enum member, its .value)"),
+                (int, "return a plain int (for an Enum member, its .value)"),
+                (float, "return a plain float"),
+                (tuple, "return a plain tuple, tuple(...) of it"),
+                (list, "return a plain tuple, tuple(...) of it"))
+
+
+def unsendable(v):
+    """Unsendable for a value of no kind the wire carries, saying what it is and the fix."""
+    name = type_name(v)
+    try:
+        t = type(v)
+        for base, fix in _PLAIN_BASES:
+            if issubclass(t, base):
+                return Unsendable("a %s, a subclass of %s" % (name, base.__name__), fix)
+        if issubclass(t, collections.abc.Iterable):
+            # A generator, map, filter, set, range or dict view: values, in no tuple yet.
+            return Unsendable("a %s" % name, "return a tuple, tuple(...) of it")
+    except BaseException:            # a class that lies about itself: say only its name
+        pass
+    return Unsendable("an object of type " + name)
 
 
 def make_decoder(classes):
@@ -621,17 +661,24 @@ def encode(v, depth=0):
     """A returned value as plain JSON. Exact types only: a subclass of int or str could
     carry a hostile __repr__ or __eq__ into the encoder."""
     if depth > MAX_DEPTH:
-        raise Unsendable("returned a value nested more than %d levels deep" % MAX_DEPTH)
+        raise Unsendable("a value nested more than %d levels deep" % MAX_DEPTH)
     t = type(v)
     if v is None or t is bool or t is int or t is float or t is str:
         return v
     if t is list or t is tuple:
-        return [encode(x, depth + 1) for x in v]
+        out = []
+        for x in v:
+            try:
+                out.append(encode(x, depth + 1))
+            except Unsendable as exc:
+                exc.inside("value", "[%d]" % len(out))
+                raise
+        return out
     if t is dict:
         out = {}
         for k, x in v.items():
             if type(k) is not str:
-                raise Unsendable("returned a dict with a key of type " + type(k).__name__)
+                raise Unsendable("a dict with a key of type " + type_name(k))
             out[k] = encode(x, depth + 1)
         return out
     names = _field_names.get(t)
@@ -642,9 +689,13 @@ def encode(v, depth=0):
     if names is not None:
         out = {"__type__": t.__name__}
         for name in names:
-            out[name] = encode(getattr(v, name), depth + 1)
+            try:
+                out[name] = encode(getattr(v, name), depth + 1)
+            except Unsendable as exc:
+                exc.inside(t.__name__, "." + name)
+                raise
         return out
-    raise Unsendable("returned an object of type " + type_name(v))
+    raise unsendable(v)
 
 
 def type_name(v):
@@ -752,7 +803,7 @@ def run_call(namespace, fname, args, decode, filename):
     try:
         return {"ok": encode(value)}
     except Unsendable as exc:
-        return {"bad": str(exc)}
+        return {"bad": one_line(str(exc))}
     except BaseException as exc:          # hostile __getattr__, RecursionError, MemoryError...
         return {"bad": one_line("returned a value that could not be read (%s)" % describe(exc, filename))}
 
