@@ -203,6 +203,54 @@ def test_only_a_line_that_starts_a_statement_is_dropped_as_a_magic(tmp_path, lin
     assert sub.notes == tuple(f"cell 1: dropped {d.strip()!r} (IPython magic or shell escape)" for d in dropped)
 
 
+# (a cell, the note it leaves): IPython syntax that is not Python, each a SyntaxError that
+# failed the whole notebook before.
+IPYTHON_ONLY = [
+    # a cell magic whose body is not the kernel's Python: the whole cell goes
+    ("%%bash\npip install numpy\nls -la\n",
+     "cell 1: dropped the whole cell, '%%bash': a cell magic's body is not run as the notebook's Python"),
+    ("\n  %%writefile notes.md\nkv_bytes_per_token = None  # text written to a file, never run\n",
+     "cell 1: dropped the whole cell, '%%writefile notes.md': a cell magic's body is not run as the "
+     "notebook's Python"),
+    ("%%html\n<b>(unbalanced</b>\n", "cell 1: dropped the whole cell, '%%html': a cell magic's body is not "
+                                      "run as the notebook's Python"),
+    # an assignment from a shell escape or a magic, a help request
+    ("files = !ls\n", "cell 1: dropped 'files = !ls' (IPython magic or shell escape)"),
+    ("t, u = %timeit -o f()\n", "cell 1: dropped 't, u = %timeit -o f()' (IPython magic or shell escape)"),
+    ("pages_for?\n", "cell 1: dropped 'pages_for?' (IPython help)"),
+    ("??model.layers\n", "cell 1: dropped '??model.layers' (IPython help)"),
+]
+
+
+@pytest.mark.parametrize("cell,note", IPYTHON_ONLY)
+def test_ipython_syntax_that_is_not_python_is_dropped_and_the_rest_grades(tmp_path, cell, note):
+    """A notebook that runs in Jupyter grades: a %%bash or %%writefile cell (whose body Jupyter
+    never runs as Python) and a help request or an assignment from a shell escape were graded
+    as Python, a SyntaxError on which every criterion scored 0, and a %%writefile body that
+    rebinds a function replaced the learner's own."""
+    ref = (ROOT / "reference" / "solutions" / "lesson1.py").read_text()
+    p = tmp_path / "work.ipynb"
+    p.write_text(_nb([{"cell_type": "code", "source": ref}, {"cell_type": "code", "source": cell}]))
+    sub = load_submission(p)
+    assert sub.notes == (note.replace("cell 1", "cell 2"),)
+    assert sub.source.endswith("# --- cell 2 ---\n" + "\n" * len(cell.splitlines()))   # its lines, blank
+    report = grade("lesson1", p, "check")
+    assert report.score == report.max_score, [c.feedback for c in report.criteria]
+
+
+def test_a_cell_magic_that_runs_its_body_keeps_the_body(tmp_path):
+    """%%time, %%timeit, %%capture and %%prun run the cell as the kernel's Python: only their
+    own line goes; a %%bash on a later line is no cell magic (IPython reads one on the first)."""
+    p = tmp_path / "work.ipynb"
+    p.write_text(_nb([{"cell_type": "code", "source": f"%%{m} -q\nx_{m} = 1\n"} for m in
+                      ("time", "timeit", "capture", "prun")]
+                     + [{"cell_type": "code", "source": "y = 2\n%%bash\n"}]))
+    sub = load_submission(p)
+    assert all(f"x_{m} = 1" in sub.source for m in ("time", "timeit", "capture", "prun"))
+    assert "y = 2" in sub.source and "%%bash" not in sub.source
+    assert len(sub.notes) == 5 and all("(IPython magic or shell escape)" in n for n in sub.notes)
+
+
 def test_a_modulo_on_a_notebooks_continuation_line_grades_as_in_a_py_file(tmp_path):
     ref = (ROOT / "reference" / "solutions" / "lesson1.py").read_text()
     p = tmp_path / "work.ipynb"

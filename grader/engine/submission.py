@@ -15,7 +15,18 @@ from grader.engine.errors import InputError
 from grader.engine.files import Unreadable, read_regular
 
 MAX_BYTES = 1 << 20   # a submission is a few functions; a megabyte is already suspicious
-_MAGIC = re.compile(r"^\s*(%|!)")
+# Where a statement starts, IPython's own syntax, never Python: a magic or a shell escape, an
+# assignment from one (files = !ls, t = %timeit -o f()), and a help request (pages_for?,
+# ?pages_for, model.layers??). Graded as Python, the last two were a SyntaxError that failed
+# the whole notebook.
+_MAGIC = re.compile(r"^\s*(%|!|[\w.]+(\s*,\s*[\w.]+)*\s*=\s*[%!])")
+_HELP = re.compile(r"^\s*(\?{1,2}[\w.*]+|[\w.*]+\?{1,2})\s*$")
+# A cell magic: IPython reads one only on a cell's first line that is not blank, and hands it
+# the rest of the cell. These few run that body as the kernel's Python (a cell of
+# definitions under %%time defines them); every other one (%%bash, %%writefile, %%html,
+# %%python3 in a subprocess) does not, so its body is not the learner's code.
+_CELL_MAGIC = re.compile(r"^%%(\w+)")
+PYTHON_BODY = frozenset({"time", "timeit", "capture", "prun"})
 
 
 @dataclass(frozen=True)
@@ -166,12 +177,20 @@ def _notebook_source(text: str, where: str) -> tuple[str, tuple[str, ...], tuple
         if not isinstance(src, str):
             raise InputError(where, f"cells[{n}].source: expected text or a list of strings, "
                                     f"got {type(src).__name__}")
+        lines = src.splitlines()
         kept, code = [], _Statements()
-        for line in src.splitlines():
+        first = next((line for line in lines if line.strip()), "")
+        magic = _CELL_MAGIC.match(first.lstrip())
+        if magic and magic.group(1) not in PYTHON_BODY:
+            notes.append(f"cell {n + 1}: dropped the whole cell, {first.strip()[:60]!r}: a cell magic's "
+                         f"body is not run as the notebook's Python")
+            kept, lines = [""] * len(lines), []      # the cell's line numbers stay as they were
+        for line in lines:
             # Only where a statement starts: '%' or '!' opening a bracket's continuation line
             # or a line of a triple-quoted string is Python, as IPython reads it too.
-            if code.at_start() and _MAGIC.match(line):
-                notes.append(f"cell {n + 1}: dropped {line.strip()[:60]!r} (IPython magic or shell escape)")
+            what = _ipython(line) if code.at_start() else ""
+            if what:
+                notes.append(f"cell {n + 1}: dropped {line.strip()[:60]!r} ({what})")
                 kept.append("")          # keep line numbers stable within the cell
             else:
                 code.read(line)
@@ -182,6 +201,13 @@ def _notebook_source(text: str, where: str) -> tuple[str, tuple[str, ...], tuple
     if not parts:
         raise InputError(where, "cells: the notebook has no code cells")
     return "\n\n".join(parts) + "\n", tuple(notes), tuple(starts)
+
+
+def _ipython(line: str) -> str:
+    """What IPython syntax a line that starts a statement is, in the note's words; "" for Python."""
+    if _MAGIC.match(line):
+        return "IPython magic or shell escape"
+    return "IPython help" if _HELP.match(line) else ""
 
 
 class _Statements:
