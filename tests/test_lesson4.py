@@ -2,6 +2,7 @@
 import ast
 import hashlib
 import importlib.util
+import random
 import re
 from itertools import product
 from pathlib import Path
@@ -100,6 +101,7 @@ WRONG = {
     "key_scope_cut": {"key-scope-separation"},
     "key_length_wraps": {"key-scope-separation"},
     "key_short_digest": {"key-scope-separation"},
+    "key_short_digest_tagged": {"key-scope-separation"},
     "key_block_summary": {"key-position"},
     # Entries of an ended request no worker path reaches, judged all the same.
     "launch_revives": {"table-cancel-stops"},
@@ -594,6 +596,32 @@ def test_a_key_space_is_the_smallest_alphabet_that_holds_every_character():
     # Printable ASCII, 95 characters, at most 8 long: 95^8 * 95/94 (less 95/94), 52.57 bits.
     name, longest, bits = key_space(["k~!@#$%&", "(x)"])
     assert (name, longest) == ("printable ASCII", 8) and 52.57 < bits < 52.58
+
+
+def test_what_every_key_holds_alike_is_no_part_of_the_key_space():
+    """A tag before a cut digest ("blk:" and 8 hexadecimal digits) is 2^32 keys; read as 12
+    printable characters it was 2^78 and passed. Characters every key holds at one place (a
+    head, a tail, a separator in keys of one length) take no values; fewer than SHARED_AFTER
+    distinct keys cannot tell a shared character from one met by chance, and a digest whose
+    every place varies keeps its 64 bits."""
+    from grader.lessons.key_search import SHARED_AFTER, key_space, shared_characters
+    rng = random.Random(7)
+    digits = lambda n: "".join(rng.choice("0123456789abcdef") for _ in range(n))
+    tagged = [f"blk:{digits(8)}" for _ in range(40)]
+    assert shared_characters(tagged) == (4, 4)
+    name, longest, bits = key_space(tagged)
+    assert (name, longest) == ("hexadecimal", 8) and 32.09 < bits < 32.10
+    # A separator between two 4-digit halves, and a tail, in keys of one length.
+    split = [f"{digits(4)}-{digits(4)}=" for _ in range(40)]
+    assert shared_characters(split) == (0, 2) and key_space(split)[:2] == ("hexadecimal", 8)
+    # Keys of several lengths: the head and the tail alone.
+    ragged = [f"v1:{digits(rng.randint(4, 8))}:z" for _ in range(40)]
+    assert shared_characters(ragged) == (3, 5) and key_space(ragged)[:2] == ("hexadecimal", 8)
+    # Too few keys to tell, and 16 digits that all vary: judged as before.
+    assert shared_characters(tagged[:SHARED_AFTER - 1]) == (0, 0)
+    assert key_space(tagged[:SHARED_AFTER - 1]) is None          # 12 printable characters: 78 bits
+    assert shared_characters([digits(16) for _ in range(200)])[1] == 0
+    assert key_space([digits(16) for _ in range(200)]) is None
 
 
 def test_empty_keys_have_no_key_space_to_judge():

@@ -197,6 +197,27 @@ ALPHABETS = (("hexadecimal", "0123456789abcdef"), ("hexadecimal", "0123456789ABC
              ("base64", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_"),
              ("printable ASCII", "".join(map(chr, range(32, 127)))))
 MIN_BITS = 64              # below it, a cache of 10^5 blocks meets a chance collision
+# Distinct keys that must agree on a character before it counts as shared by every key (a
+# tag, a separator) rather than agreeing by chance: 16 keys of even one hexadecimal digit
+# agree on a place by chance once in 2^60.
+SHARED_AFTER = 16
+
+
+def shared_characters(keys: Iterable[str]) -> tuple[int, int]:
+    """(head, places): how many characters every key holds alike, at the same place from its
+    start ("blk:", "v1-"), and in all how many places every key holds alike (the head, the
+    tail, a separator between fields of keys of one length). (0, 0) when too few distinct
+    keys were seen to tell a shared character from one met by chance."""
+    distinct = sorted({k for k in keys if isinstance(k, str) and k})
+    if len(distinct) < SHARED_AFTER:
+        return 0, 0
+    alike = [len(set(column)) == 1 for column in zip(*distinct)]    # up to the shortest key
+    head = next((i for i, same in enumerate(alike) if not same), len(alike))
+    if len({len(k) for k in distinct}) == 1:
+        return head, sum(alike)
+    tails = [len(set(column)) == 1 for column in zip(*(k[::-1] for k in distinct))]
+    tail = next((i for i, same in enumerate(tails) if not same), len(tails))
+    return head, min(head + tail, min(map(len, distinct)))
 
 
 def key_space(keys: Iterable[str]) -> tuple[str, int, float] | None:
@@ -205,8 +226,20 @@ def key_space(keys: Iterable[str]) -> tuple[str, int, float] | None:
 
     Different inputs then share a key by chance, on inputs no search can aim at (a
     birthday collision among the blocks a busy cache holds), so it is judged on the key
-    space the answers show, not on a pair found."""
+    space the answers show, not on a pair found. What every key holds alike at one place
+    (a tag, a separator) takes no values: "blk:" before 8 hexadecimal digits is 2^32 keys,
+    and counted as 12 printable characters it read as 2^78 and passed. The longest key and the alphabet
+    are then of the characters that vary."""
     keys = [k for k in keys if isinstance(k, str) and k]
+    if not keys:
+        return None
+    head, places = shared_characters(keys)
+    if places and len({len(k) for k in keys}) == 1:
+        alike = [len(set(column)) == 1 for column in zip(*keys)]
+        keys = ["".join(c for c, same in zip(k, alike) if not same) for k in keys]
+    elif places:
+        keys = [k[head:len(k) - (places - head)] for k in keys]
+    keys = [k for k in keys if k]
     if not keys:
         return None
     chars, longest = set().union(*map(set, keys)), max(map(len, keys))

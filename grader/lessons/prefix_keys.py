@@ -88,8 +88,10 @@ def searched(ctx: CheckContext) -> Searched:
         asked += [(t, got[0]) for t, (_, got) in keys.items()]
         usable = [(t, a.value) for t, a in asked if not _usable(a)]
         space = key_search.key_space(k for _, k in usable)
+        shared = key_search.shared_characters(k for _, k in usable)[1]
+        beside = f"beside the {shared} characters every key holds alike, " if shared else ""
         small = "" if space is None else (
-            f"every key is at most {space[1]} characters of {space[0]}: about 2^{int(space[2])} keys "
+            f"{beside}every key is at most {space[1]} characters of {space[0]}: about 2^{int(space[2])} keys "
             f"at most, so among the blocks a busy cache holds two inputs share a key by chance, "
             f"two scopes among them (a key needs at least {key_search.MIN_BITS} bits)")
         ctx.memo[memo] = Searched(key_search.collisions(usable), small)
