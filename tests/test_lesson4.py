@@ -102,6 +102,8 @@ WRONG = {
     "key_length_wraps": {"key-scope-separation"},
     "key_short_digest": {"key-scope-separation"},
     "key_short_digest_tagged": {"key-scope-separation"},
+    # A long digest of the scope beside a short one of the position: judged on one scope's keys.
+    "key_scope_then_checksum": {"key-position"},
     "key_block_summary": {"key-position"},
     # Entries of an ended request no worker path reaches, judged all the same.
     "launch_revives": {"table-cancel-stops"},

@@ -68,9 +68,11 @@ def _ask_inputs(ctx: CheckContext, triples: list) -> list[Answer]:
 @dataclass(frozen=True)
 class Searched:
     """What the search shows: the first collision per kind, {kind: (input, other input,
-    their key)}, and why the keys seen can take too few values ("" when they can)."""
+    their key)}, why the keys seen can take too few values ("" when they can), and why one
+    scope's keys can (a long scope part beside a short position part: "" when they cannot)."""
     collisions: dict
     small_space: str
+    small_in_scope: str = ""
 
 
 def searched(ctx: CheckContext) -> Searched:
@@ -87,15 +89,43 @@ def searched(ctx: CheckContext) -> Searched:
         asked = list(zip(key_search.SCOUTS, scouts)) + list(zip(triples, _ask_inputs(ctx, triples)))
         asked += [(t, got[0]) for t, (_, got) in keys.items()]
         usable = [(t, a.value) for t, a in asked if not _usable(a)]
-        space = key_search.key_space(k for _, k in usable)
-        shared = key_search.shared_characters(k for _, k in usable)[1]
-        beside = f"beside the {shared} characters every key holds alike, " if shared else ""
-        small = "" if space is None else (
-            f"{beside}every key is at most {space[1]} characters of {space[0]}: about 2^{int(space[2])} keys "
-            f"at most, so among the blocks a busy cache holds two inputs share a key by chance, "
-            f"two scopes among them (a key needs at least {key_search.MIN_BITS} bits)")
-        ctx.memo[memo] = Searched(key_search.collisions(usable), small)
+        space = _space_words([k for _, k in usable])
+        small = "" if not space else (
+            f"{space}, so among the blocks a busy cache holds two inputs share a key by chance, two "
+            f"scopes among them (a key needs at least {key_search.MIN_BITS} bits)")
+        ctx.memo[memo] = Searched(key_search.collisions(usable), small, "" if small else _small_in_scope(usable))
     return ctx.memo[memo]
+
+
+def _space_words(keys: list) -> str:
+    """'every key is at most 8 characters of hexadecimal: about 2^32 keys at most' when the
+    keys can take fewer than 2^MIN_BITS values, else ""."""
+    space = key_search.key_space(keys)
+    if space is None:
+        return ""
+    shared = key_search.shared_characters(keys)[1]
+    beside = f"beside the {shared} characters every key holds alike, " if shared else ""
+    return f"{beside}every key is at most {space[1]} characters of {space[0]}: about 2^{int(space[2])} keys at most"
+
+
+def _small_in_scope(usable: list) -> str:
+    """Why the keys of one scope can take too few values, though keys of all scopes together
+    can take enough ("" when no scope's can): a long digest of the scope beside a checksum
+    of the position keeps tenants apart and lets two blocks of one tenant share a key by
+    chance. Judged on each scope the search asked often enough to show what its keys share,
+    the most asked first."""
+    by_scope: dict = {}
+    for (scope, _, _), key in usable:
+        by_scope.setdefault(scope, set()).add(key)
+    for scope, keys in sorted(by_scope.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        if len(keys) < key_search.SHARED_AFTER:
+            break
+        space = _space_words(sorted(keys))
+        if space:
+            return (f"for one scope ({_short(scope)}), {space}, so among one tenant's blocks two positions "
+                    f"share a key by chance (what tells a scope's blocks apart needs at least "
+                    f"{key_search.MIN_BITS} bits)")
+    return ""
 
 
 def _usable(a: Answer) -> str:
@@ -138,8 +168,9 @@ def _pair_measure(ctx: CheckContext, kinds: tuple, noun: str) -> Measure:
                 if k in kinds and k in found.collisions), None)
     if hit is None:
         # A key space too small collides by chance: two scopes are as likely as two positions,
-        # and the scope criterion is the one a shared page across tenants breaks.
-        small = found.small_space if "scope" in kinds else ""
+        # and the scope criterion is the one a shared page across tenants breaks. A scope's
+        # own keys too few, with enough keys in all, can collide on positions alone.
+        small = found.small_space if "scope" in kinds else found.small_in_scope
         if not small:
             return measure
         if measure.value < 1.0:
