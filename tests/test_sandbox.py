@@ -145,6 +145,9 @@ SUBMISSION = textwrap.dedent('''
 
     def named_tuple():
         return collections.namedtuple("Pair", "a b")(1, 2)
+
+    def ordered():
+        return [collections.OrderedDict(a=1)]
 ''')
 
 
@@ -262,7 +265,7 @@ def test_an_unsendable_answer_names_its_place_and_the_fix(box):
     and the line says which field held it and what to return instead: "returned an object
     of type Reason" named neither, and cost contract verdicts whose ok was right."""
     said = {f: box.call(f) for f in ("enum_in_verdict", "int_enum", "generator", "set_in_tuple",
-                                     "named_tuple", "hostile")}
+                                     "named_tuple", "ordered", "hostile")}
     assert all(r.status == "bad" for r in said.values()), said
     assert said["enum_in_verdict"].detail == ("returned Verdict.reason as a Reason, a subclass of str: "
                                               "return a plain str (for an Enum member, its .value)")
@@ -272,6 +275,8 @@ def test_an_unsendable_answer_names_its_place_and_the_fix(box):
     assert said["set_in_tuple"].detail == "returned value[1] as a set: return a tuple, tuple(...) of it"
     assert said["named_tuple"].detail == ("returned a Pair, a subclass of tuple: "
                                           "return a plain tuple, tuple(...) of it")
+    assert said["ordered"].detail == ("returned value[0] as an OrderedDict, a subclass of dict: "
+                                      "return a plain dict, dict(...) of it")
     assert said["hostile"].detail == "returned an object of type Hostile"
 
 

@@ -616,20 +616,22 @@ _PLAIN_BASES = ((str, "return a plain str (for an Enum member, its .value)"),
                 (int, "return a plain int (for an Enum member, its .value)"),
                 (float, "return a plain float"),
                 (tuple, "return a plain tuple, tuple(...) of it"),
-                (list, "return a plain tuple, tuple(...) of it"))
+                (list, "return a plain tuple, tuple(...) of it"),
+                (dict, "return a plain dict, dict(...) of it"))
 
 
 def unsendable(v):
     """Unsendable for a value of no kind the wire carries, saying what it is and the fix."""
     name = type_name(v)
+    a = "an" if name[:1].lower() in "aeiou" else "a"
     try:
         t = type(v)
         for base, fix in _PLAIN_BASES:
             if issubclass(t, base):
-                return Unsendable("a %s, a subclass of %s" % (name, base.__name__), fix)
+                return Unsendable("%s %s, a subclass of %s" % (a, name, base.__name__), fix)
         if issubclass(t, collections.abc.Iterable):
             # A generator, map, filter, set, range or dict view: values, in no tuple yet.
-            return Unsendable("a %s" % name, "return a tuple, tuple(...) of it")
+            return Unsendable("%s %s" % (a, name), "return a tuple, tuple(...) of it")
     except BaseException:            # a class that lies about itself: say only its name
         pass
     return Unsendable("an object of type " + name)
