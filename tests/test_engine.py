@@ -8,6 +8,7 @@ import pytest
 
 from conftest import ROOT, grade
 from grader.engine.errors import InputError
+from grader.engine.pipeline import PRINTED
 from grader.engine.rubric import Credit, load_rubric
 from grader.engine.submission import load_submission
 
@@ -251,6 +252,26 @@ def test_a_cell_magic_that_runs_its_body_keeps_the_body(tmp_path):
     assert len(sub.notes) == 5 and all("(IPython magic or shell escape)" in n for n in sub.notes)
 
 
+def test_a_notebooks_display_runs_and_ipythons_own_names_are_explained(tmp_path):
+    """Jupyter's namespace has display(): a notebook that displays a value graded 0 of 10 (its
+    load failed on a NameError). It runs, and is told as printing is. A name only IPython has
+    (get_ipython, in a .py file exported from a notebook) still fails the load, and says why."""
+    ref = (ROOT / "reference" / "solutions" / "lesson1.py").read_text()
+    p = tmp_path / "work.ipynb"
+    p.write_text(_nb([{"cell_type": "code", "source": ref},
+                      {"cell_type": "code", "source": "display(pages_for(33, 16), kv_bytes_per_token)\n"}]))
+    report = grade("lesson1", p, "check")
+    assert report.score == report.max_score and report.notes == (PRINTED,)
+    exported = tmp_path / "work.py"
+    exported.write_text(ref + "\nget_ipython().run_line_magic('matplotlib', 'inline')\n")
+    feedback = grade("lesson1", exported, "check").criteria[0].feedback
+    assert "NameError: name 'get_ipython' is not defined (work.py line" in feedback
+    assert feedback.endswith("get_ipython exists only in IPython (Jupyter); a graded file runs as plain Python")
+    plain = tmp_path / "plain.py"
+    plain.write_text(ref + "\ndisplay(1)\n")                   # a .py file has no display()
+    assert "display exists only in IPython" in grade("lesson1", plain, "check").criteria[0].feedback
+
+
 def test_a_modulo_on_a_notebooks_continuation_line_grades_as_in_a_py_file(tmp_path):
     ref = (ROOT / "reference" / "solutions" / "lesson1.py").read_text()
     p = tmp_path / "work.ipynb"
@@ -339,7 +360,7 @@ def test_a_check_skips_only_the_hidden_criteria_and_a_grade_runs_them_all(tmp_pa
     from conftest import SECRET
     from grader.engine.checks import REGISTRY
     from grader.engine.layout import find_course
-    from grader.engine.pipeline import grade_submission
+    from grader.engine.pipeline import PRINTED, grade_submission
     import grader.lessons.lesson1  # noqa: F401  (registers its checks)
     rows = "".join(f"  - {{id: {i}, title: {i.upper()}, points: 1, check: lesson1.kv_bytes, "
                    f"visibility: {v}, credit: {{rule: all_or_nothing}}}}\n"

@@ -713,6 +713,8 @@ def one_line(text):
     return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 3] + "..."
 
 
+IPYTHON_ONLY = ("get_ipython", "display", "In", "Out")   # names IPython's namespace adds
+
 CELLS = []   # a notebook's code cells: [first line in the source, cell number], from setup
 
 
@@ -742,6 +744,9 @@ def describe(exc, filename):
             text += " (%s %s)" % (filename, line_words(line))
     except BaseException:
         pass
+    if type(exc) is NameError and getattr(exc, "name", None) in IPYTHON_ONLY:
+        # It ran in the learner's notebook: say why it does not here.
+        text += ": %s exists only in IPython (Jupyter); a graded file runs as plain Python" % exc.name
     if type(exc) in (ImportError, ModuleNotFoundError):
         # The learner's own machine has it, and the message alone reads like an install
         # problem: say what a submission can import.
@@ -765,9 +770,17 @@ def build_reference(shapes_source):
             if isinstance(getattr(shapes, name), type)}
 
 
+def display(*objs, **kwargs):
+    """Jupyter's display() in a graded notebook: what it shows, like what print() writes, is
+    never shown. Without it a notebook that ran in Jupyter failed to load on one display()."""
+    print(*objs)
+
+
 def load_submission(source, filename):
     module = types.ModuleType("exercise")
     module.__file__ = filename
+    if CELLS:                             # a notebook: Jupyter's namespace has display()
+        module.display = display
     sys.modules["exercise"] = module
     try:
         code = compile(source, filename, "exec")
