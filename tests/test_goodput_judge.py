@@ -79,10 +79,12 @@ def test_a_wrong_goodput_is_told_the_good_requests_and_what_its_own_qualify_coun
     assert m.feedback == ("1 of 3 record sets wrong; first, set runs/seed 1: returned 0.25 req/s, expected "
                           "0.375 (3 good requests / 8 s); your qualify counts 4 good, which would give 0.5")
     assert (m.value, m.evidence) == (pytest.approx(2 / 3), ("runs/seed 1",))
-    # qualify is asked of the records of the sets that were off alone, each with its set's SLO.
+    # Once a set is off, qualify is asked of every set's records, each with its set's SLO: a
+    # set it splits may be one the goodput got right.
     assert learner.asked == [
         ("goodput", [SEED_1.inputs, SEED_2.inputs, RIGHT.inputs]),
-        ("qualify", [(r, None) for r in (A, B, C, D, E, X)] + [(r, SLO) for r in (A, C, D)])]
+        ("qualify", [(r, None) for r in (A, B, C, D, E, X)] + [(r, SLO) for r in (A, C, D)]
+         + [(r, None) for r in (B, E)])]
 
 
 def test_a_goodput_that_raises_on_one_set_loses_that_set_alone_and_no_qualify_is_asked():
@@ -122,3 +124,31 @@ def test_a_qualify_that_fails_on_a_record_of_the_set_excuses_nothing_there():
     m = judged(Learner(goodput=lambda *_: 0.5, qualify=qualify), [SEED_1])
     assert m.feedback == ("1 of 1 record sets wrong; first, set runs/seed 1: returned 0.5 req/s, "
                           "expected 0.375 (3 good requests / 8 s)")
+
+
+def never_good(record, slo):
+    """A wrong qualify that spells good as a miss: it calls no record good."""
+    return "slow_tokens" if record.outcome == "completed" else record.outcome
+
+
+def test_a_goodput_that_ignores_the_verdicts_gets_nothing_from_a_qualify_that_never_says_good():
+    # 0.0 matches never_good's count (0) on every set, as any goodput that reads no verdict
+    # would: no set is split by that qualify, so agreeing with it shows nothing.
+    learner = Learner(goodput=lambda records, slo, window: 0.0, qualify=never_good)
+    m = judged(learner, [SEED_1, RIGHT])
+    assert m.value == 0.0
+    assert m.feedback == (
+        "2 of 2 record sets wrong; first, set runs/seed 1: returned 0 req/s, expected 0.375 "
+        "(3 good requests / 8 s); your qualify calls none of this set's 6 records good, so a "
+        "goodput that ignores the verdicts would match it too, and on no set your qualify "
+        "splits does your goodput match its count")
+
+
+def test_agreeing_with_a_splitting_qualify_on_one_set_opens_the_own_count_on_every_set():
+    # completed_is_good splits seed 1 (4 of 6) and seed 2 (2 of 3): a goodput counting its
+    # verdicts matches it there, so its wrong figures are charged to qualify alone.
+    def counts_own(records, slo, window):
+        return sum(completed_is_good(r, slo) == "good" for r in records) / window
+    learner = Learner(goodput=counts_own, qualify=completed_is_good)
+    m = judged(learner, [SEED_1, SEED_2, RIGHT])
+    assert (m.value, m.feedback) == (1.0, "all 3 record sets right")
