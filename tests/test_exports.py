@@ -164,6 +164,18 @@ def test_an_nbgrader_export_into_a_gradebook_of_this_grader_is_refused_and_write
     assert sorted(sa.inspect(sa.create_engine(f"sqlite:///{ours}")).get_table_names()) == before
 
 
+def test_an_nbgrader_export_into_a_file_that_is_no_database_is_one_line_and_keeps_it(url, tmp_path, capsys):
+    """`--out grades.csv` typed for nbgrader's gradebook: the driver's reason on one line
+    (not SQLAlchemy's text, with its SQL statement and a web address), the file as it was."""
+    from grader.cli import main
+    sheet = tmp_path / "grades.csv"
+    sheet.write_bytes(b'\xef\xbb\xbf"student","notes"\r\n"alice",""\r\n')
+    code = main(["export", "--format", "nbgrader", "--gradebook", url, "--out", str(sheet)])
+    err = capsys.readouterr().err
+    assert code == 2 and err == f"grader: {sheet}: cannot open the nbgrader gradebook: file is not a database\n", err
+    assert sheet.read_bytes() == b'\xef\xbb\xbf"student","notes"\r\n"alice",""\r\n'
+
+
 @pytest.mark.parametrize("args, out", [
     (["export", "--format", "csv"], "grades.csv"),
     (["export", "--format", "nbgrader"], "nb/gradebook.db"),
@@ -180,6 +192,58 @@ def test_an_unwritable_out_is_one_line_naming_it(url, tmp_path, capsys, args, ou
     assert code == 2 and printed == "", (code, printed, err)
     assert err.startswith(f"grader: {target}: ") and err.count("\n") == 1, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("args, target, kind", [
+    (["export", "--format", "csv", "--out", "{gradebook}"], "{gradebook}", "CSV export"),  # gra<TAB>
+    (["export", "--format", "csv", "--out", "{dir}/course.secret"], "{dir}/course.secret", "CSV export"),
+    (["feedback", "--out", "{dir}"], "{dir}/no show.md", "feedback file"),
+    (["feedback", "--format", "html", "--out", "{dir}"], "{dir}/no show.html", "feedback file"),
+    (["report", "lesson1", "--out", "{dir}"], "{dir}/index.html", "class report"),
+    (["report", "lesson1", "--out", "{dir}"], "{dir}/scores.png", "figure"),
+])
+def test_an_out_that_holds_something_else_is_refused_and_left_as_it_was(url, tmp_path, capsys, args, target,
+                                                                        kind):
+    """An export replaces only what the same command wrote before: a slip of the shell or
+    the hand that names the gradebook, the secret or a file of the same name is refused
+    before anything is written, and the file keeps every byte."""
+    from grader.cli import main
+    gradebook = tmp_path / "gb.db"
+    gradebook.write_bytes(Path(url.removeprefix("sqlite:///")).read_bytes())
+    names = {"gradebook": str(gradebook), "dir": str(tmp_path / "out")}
+    (tmp_path / "out").mkdir()
+    target = Path(target.format(**names))
+    if not target.exists():
+        target.write_bytes(b"the instructor's own notes\n")
+    before = target.read_bytes()
+    code = main([*(a.format(**names) for a in args), "--gradebook", str(gradebook)])
+    printed, err = capsys.readouterr()
+    assert code == 2 and printed == "", (code, printed, err)
+    assert err == (f"grader: {target}: exists and is not an earlier {kind}, so it is left as it was: "
+                   "give another --out, or remove the file first\n"), err
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ([target.name] if target.parent.name == "out"
+                                                                     else [])
+
+
+@pytest.mark.parametrize("args, written", [
+    (["export", "--format", "csv", "--out", "{dir}/grades.csv"], ["grades.csv"]),
+    (["feedback", "--out", "{dir}"], ["no show.md"]),
+    (["report", "lesson1", "--out", "{dir}"], ["criteria.png", "index.html", "scores.png"]),
+])
+def test_an_earlier_output_of_the_same_command_is_replaced(url, tmp_path, capsys, args, written):
+    """Run again (after a regrade), each writes over its own earlier output, and over an
+    empty file, which holds nothing to lose."""
+    from grader.cli import main
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = [a.format(dir=out) for a in args] + ["--gradebook", url]
+    assert main(argv) == 0
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(written) <= set(first)
+    (out / written[0]).write_bytes(b"")
+    assert main(argv) == 0, capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first
 
 
 @pytest.mark.parametrize("fmt", ["md", "html"])

@@ -185,6 +185,27 @@ def test_building_refuses_bad_input_in_one_line(tmp_path, secret_file):
     assert not (tmp_path / "x.zip").exists()
 
 
+def test_out_replaces_an_earlier_autograder_zip_and_nothing_else(lesson1_zip, tmp_path, secret_file):
+    """`--out` naming the secret (or the gradebook) would replace it with a zip, and neither
+    can be made again: refused, every byte kept. An earlier zip is built over."""
+    secret = tmp_path / "course.secret"
+    secret.write_bytes(secret_file.read_bytes())
+    not_ours = tmp_path / "other.zip"          # a zip, but not an autograder
+    with zipfile.ZipFile(not_ours, "w") as z:
+        z.writestr("notes.txt", "mine")
+    for victim in (secret, not_ours):
+        before = victim.read_bytes()
+        code, out, err = run_grader("gradescope", "lesson1", "--secret-file", str(secret), "--out", str(victim))
+        assert code == 2 and out == "" and err == (
+            f"grader: {victim}: exists and is not an earlier autograder zip, so it is left as it was: "
+            "give another --out, or remove the file first\n"), err
+        assert victim.read_bytes() == before
+    earlier = tmp_path / "lesson1-autograder.zip"
+    earlier.write_bytes(lesson1_zip.read_bytes())
+    earlier.chmod(0o600)
+    assert build("lesson1", secret_file, earlier).read_bytes() == lesson1_zip.read_bytes()
+
+
 # ---- grading, as Gradescope runs it -----------------------------------------------------------------
 CRASH_AT_IMPORT = b"import ctypes\nctypes.string_at(0)   # SIGSEGV while the file loads\n"
 

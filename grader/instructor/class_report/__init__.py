@@ -14,6 +14,7 @@ from pathlib import Path
 from grader.engine.errors import InputError
 from grader.engine.text import plural, terminal
 from grader.instructor.class_report.numbers import ClassNumbers, class_numbers
+from grader.instructor.outputs import FIGURE, REPORT_PAGE, refuse_to_replace
 
 PAGE = "index.html"
 FIGURES = {"scores": "scores.png", "criteria": "criteria.png"}
@@ -49,6 +50,9 @@ def write_report(book, lesson: str, out: Path) -> Written:
     from grader.instructor.class_report import page, plots
     numbers = class_numbers(book, lesson)
     out = Path(out)
+    refuse_to_replace(out / PAGE, REPORT_PAGE)
+    for name in FIGURES.values():
+        refuse_to_replace(out / name, FIGURE)
     try:
         out.mkdir(parents=True, exist_ok=True)
         figures = (plots.scores_png(numbers, out / FIGURES["scores"]),

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from grader.engine.errors import InputError
 from grader.engine.text import printable
+from grader.instructor.outputs import CSV_EXPORT, refuse_to_replace
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -76,6 +77,7 @@ def export_csv(book, out: str | None, *, lesson: str | None = None) -> str:
     if out in (None, "-"):
         sys.stdout.write(buf.getvalue())
         return "-"
+    refuse_to_replace(Path(out), CSV_EXPORT)
     try:
         Path(out).write_text(buf.getvalue(), encoding="utf-8-sig", newline="")
     except OSError as e:

@@ -21,6 +21,7 @@ from grader.instructor.gradebook import student_error
 from grader.engine.pipeline import HIDDEN_LATER
 from grader.engine.report import COST_MODEL_NOTE
 from grader.engine.text import html_text, printable
+from grader.instructor.outputs import FEEDBACK_HTML, FEEDBACK_MD, refuse_to_replace
 
 FORMATS = ("md", "html")
 
@@ -121,13 +122,15 @@ def write_feedback(book, out: str, *, lesson: str | None = None, fmt: str = "md"
     for r in book.results(lesson):
         by_student.setdefault(r.student, []).append(r)
     folder = Path(out)
+    paths = {student: folder / f"{safe_name(student)}.{fmt}" for student in sorted(by_student)}
+    for path in paths.values():        # every one before the first is written
+        refuse_to_replace(path, FEEDBACK_MD if fmt == "md" else FEEDBACK_HTML)
     written = []
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        for student, results in sorted(by_student.items()):
-            sections = list(_sections(results, infos, public_only))
+        for student, path in paths.items():
+            sections = list(_sections(by_student[student], infos, public_only))
             text = markdown(student, sections) if fmt == "md" else html_page(student, sections)
-            path = folder / f"{safe_name(student)}.{fmt}"
             path.write_text(text, encoding="utf-8")
             written.append(path)
     except OSError as e:

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from grader.engine.errors import InputError
+from grader.engine.text import one_line
 
 NOTEBOOK = "exercise"
 
@@ -111,7 +112,9 @@ def export_nbgrader(book, out: str, *, lesson: str | None = None) -> str:
         with _alembic_on_path():
             gb = nb.Gradebook(url)
     except Exception as e:            # nbgrader wraps SQLAlchemy; any failure here is the URL's
-        raise InputError(out, f"cannot open the nbgrader gradebook: {e}") from None
+        # The driver's own words, on one line: SQLAlchemy's text adds the SQL and a web page.
+        raise InputError(out, f"cannot open the nbgrader gradebook: "
+                              f"{one_line(getattr(e, 'orig', None) or e)}") from None
     with gb:
         for info in infos:
             gb.update_or_create_assignment(info.id)

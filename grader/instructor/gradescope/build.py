@@ -28,6 +28,7 @@ from grader import __version__
 from grader.engine.errors import InputError
 from grader.engine.layout import Course
 from grader.engine.secret import load_secret
+from grader.instructor.outputs import AUTOGRADER, refuse_to_replace
 
 HERE = Path(__file__).resolve().parent
 PACKAGE_ROOT = HERE.parents[2]           # where grader/ and reference/ are
@@ -126,6 +127,7 @@ def build_autograder(course: Course, lesson: str, secret_file: str, out: Path, *
     out = Path(out)
     if out.is_dir():
         raise InputError(str(out), "is a folder; give the zip file to write, e.g. autograder.zip")
+    refuse_to_replace(out, AUTOGRADER)
 
     course_entries = [(name, path.read_bytes()) for name, path in _course_files(course)]
     digest = _digest(course_entries)

@@ -1,0 +1,62 @@
+"""What an instructor's command may write over: an earlier output of its own kind, nothing else.
+
+`export --out`, `gradescope --out`, `feedback --out` and `report --out` name what the
+command writes. A slip of the shell (`--out gra<TAB>` completing to gradebook.db rather
+than grades.csv) or of the hand (`--out course.secret`) would replace the gradebook or the
+secret in silence, and neither can be made again. So a file already there is replaced only
+when its first bytes say the same command wrote it before (an empty file holds nothing to
+lose); anything else is refused, named, and left as it was.
+"""
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from grader.engine.errors import InputError
+from grader.engine.files import Unreadable, read_regular
+
+HEAD = 4096
+
+
+@dataclass(frozen=True)
+class Kind:
+    """An output's kind: its name in a refusal, and how its first bytes are known."""
+    name: str
+    looks_ours: Callable[[bytes], bool]
+    read: int = HEAD              # how many bytes the test needs (a zip's list is at its end)
+
+
+def _autograder_zip(data: bytes) -> bool:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            return {"autograder.json", "run_autograder"} <= set(z.namelist())
+    except (zipfile.BadZipFile, ValueError, OSError):
+        return False
+
+
+CSV_EXPORT = Kind("CSV export", lambda head: head.startswith('\ufeff"student"'.encode()))
+AUTOGRADER = Kind("autograder zip", _autograder_zip, read=64 << 20)
+FEEDBACK_MD = Kind("feedback file", lambda head: head.startswith(b"# Feedback for "))
+FEEDBACK_HTML = Kind("feedback file", lambda head: b"<title>Feedback for " in head)
+REPORT_PAGE = Kind("class report", lambda head: b": class report</title>" in head)
+FIGURE = Kind("figure", lambda head: head.startswith(b"\x89PNG\r\n\x1a\n"))
+
+
+def refuse_to_replace(path: Path, kind: Kind) -> None:
+    """Return when ``path`` may be written: it is not there, is empty, or is an earlier
+    ``kind``. Otherwise one line naming it, and nothing is written."""
+    if not os.path.lexists(path):       # nor is it when a parent is a file: the writer says so
+        return
+    try:
+        head = read_regular(path, kind.read)
+    except FileNotFoundError:
+        return
+    except Unreadable as e:
+        raise InputError(str(path), f"{e}; not replaced by the {kind.name}") from None
+    if head and not kind.looks_ours(head):
+        raise InputError(str(path), f"exists and is not an earlier {kind.name}, so it is left as "
+                                    f"it was: give another --out, or remove the file first")
