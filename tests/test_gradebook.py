@@ -198,8 +198,12 @@ def test_a_reader_finds_no_gradebook_in_an_empty_database_and_makes_none(tmp_pat
     assert sa.inspect(sa.create_engine(f"sqlite:///{path}")).get_table_names() == []
     with open_gradebook(str(path), create=True) as b:      # grade may make it one
         assert b.results() == []
-    with open_gradebook(str(path), create=False) as b:     # and then it is read
-        assert b.results() == []
+    with pytest.raises(InputError, match="no results in this gradebook yet"):
+        open_gradebook(str(path), create=False)            # but holding no one, it is no class yet
+    with open_gradebook(str(path), create=True) as b:
+        b.record("alice", fake_report())
+    with open_gradebook(str(path), create=False) as b:     # and once it holds a result, it is read
+        assert [r.student for r in b.results()] == ["alice"]
 
 
 @pytest.mark.parametrize("stored", ["{cut off", "[1, 2]"], ids=["not-json", "not-an-object"])

@@ -285,6 +285,14 @@ class Gradebook:
                     elif have != SCHEMA_VERSION:
                         raise InputError(self.shown_url, f"gradebook schema version {have}; this "
                                                          f"grader reads version {SCHEMA_VERSION}")
+                    if not create and conn.execute(sa.select(results.c.id).limit(1)).first() is None:
+                        # Made by a grade that was refused (an empty or mistyped class folder,
+                        # no readable file): a reader would export, report and write feedback
+                        # for no one, and call it the class.
+                        raise InputError(self.shown_url, "no results in this gradebook yet: grade "
+                                                         "into it first (grader grade ... "
+                                                         "--gradebook), or give the gradebook your "
+                                                         "grades went to")
                 return
             except (IntegrityError, sa.exc.ProgrammingError):
                 if attempt == 2:        # another process created the same tables meanwhile
@@ -532,8 +540,8 @@ def open_gradebook(url: str, *, create: bool = True) -> Gradebook:
     a SQLite file: ``--gradebook garbage`` is a typo, not a request for a new file named
     garbage. An in-memory SQLite URL is refused: a class graded into it would be lost.
     ``create=False`` (a command that only reads it: report, export, feedback) refuses a
-    SQLite file that does not exist: a mistyped path would otherwise be an empty
-    gradebook, and an export of no one."""
+    SQLite file that does not exist, and a gradebook that holds no result yet: a mistyped
+    path would otherwise be an empty gradebook, and an export of no one."""
     if "://" not in url:
         path = Path(url)
         if path.suffix.lower() not in SQLITE_SUFFIXES and not _is_sqlite(path):
