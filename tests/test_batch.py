@@ -103,6 +103,20 @@ def test_discover_flat_folder(tmp_path):
     assert "not a submission" in entries["notes.txt"].problem
 
 
+@pytest.mark.parametrize("layout", ["flat", "nbgrader"])
+def test_what_a_macos_zip_leaves_beside_the_students_is_no_student(tmp_path, layout):
+    """Finder's zip holds __MACOSX/ (with ._alice.py, the metadata of alice.py) beside the
+    class: recorded, "__MACOSX" was a student with 0 points in every export and report."""
+    root = tmp_path / "submitted" if layout == "nbgrader" else tmp_path
+    alice = root / "alice" / "lesson1" / "exercise.py" if layout == "nbgrader" else root / "alice.py"
+    alice.parent.mkdir(parents=True, exist_ok=True)
+    alice.write_text("x = 1\n")
+    junk = root / "__MACOSX" / alice.parent.relative_to(root)
+    junk.mkdir(parents=True)
+    (junk / f"._{alice.name}").write_bytes(b"\x00\x05\x16\x07")
+    assert [(e.student, e.problem) for e in discover(tmp_path, "lesson1")] == [("alice", "")]
+
+
 @pytest.mark.parametrize("names, seen", [
     ((), "it is empty"),
     (("README.md", "lesson2/"), "2 entries, none a submission, e.g. README.md"),

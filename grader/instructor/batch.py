@@ -36,6 +36,9 @@ from grader.engine.submission import (Submission, is_own_file_name, is_submissio
 from grader.engine.text import plural, terminal
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
+# What an archiver leaves beside the students (macOS's zip: a copy of each file's metadata),
+# never a student: recorded, it would be a student with 0 points in every export, for good.
+NOT_STUDENTS = ("__MACOSX",)
 DASK_CONNECT_TIMEOUT = "10s"
 
 
@@ -97,7 +100,7 @@ def discover(folder: Path, lesson: str) -> list[Entry]:
                                           f"(recorded as the student its folders name)")
     found: dict[str, list[Entry]] = {}
     for item in sorted(root.iterdir()):
-        if item.name.startswith("."):
+        if item.name.startswith(".") or item.name in NOT_STUDENTS:
             continue
         # A student is their name in NFC: a macOS zip spells "José" decomposed (NFD), and
         # the two spellings must be one student (and two files of theirs, two submissions).
