@@ -186,3 +186,26 @@ def test_every_command_and_flag_of_the_cli_is_in_the_docs():
     missing = [f"{command} {flag or ''}".strip() for command, flag in documented_commands_and_flags()
                if not re.search(rf"{re.escape(flag or command)}(?![\w-])", text)]
     assert missing == []
+
+
+def ignored_by_git(path: str, root: Path = ROOT) -> bool:
+    """Whether the course's .gitignore ignores ``path`` (a file or folder at the course's
+    top, as the commands write it): its first part against each pattern, as git matches a
+    pattern without an inner slash."""
+    from fnmatch import fnmatch
+    patterns = [line.strip().strip("/") for line in (root / ".gitignore").read_text().splitlines()
+                if line.strip() and not line.startswith(("#", "!"))]
+    return any(fnmatch(path.split("/")[0], p) for p in patterns if "/" not in p)
+
+
+def test_what_the_instructors_quick_start_writes_in_the_course_is_ignored_by_git():
+    """The quick start runs in the course's clone: its secret, its Gradescope zip (which
+    holds the secret and the solutions), its grades and the students' code must not be
+    committed with the course by a `git add -A`."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Instructors: a quick start", 1)[1].split("```", 2)[1]
+    written = re.findall(r"(?:--out|>)\s+(\S+)", block) + re.findall(r"grade \w+ (\S+/) ", block)
+    assert {"course.secret", "grades.csv", "lesson1-autograder.zip", "submitted/", "report/",
+            "learner-edition/"} <= set(written), written
+    assert [p for p in [*written, "gradebook.db", "nbgrader/", "feedback/"] if not ignored_by_git(p)] == []
+    assert not ignored_by_git("grader/") and not ignored_by_git("README.md")
