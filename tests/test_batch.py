@@ -55,9 +55,17 @@ def test_discover_nbgrader_layout_and_its_problems(tmp_path):
     (sub / "dan" / "lesson1").mkdir(parents=True)
     (sub / "dan" / "lesson1" / "lesson1.ipynb").write_text("{}")
     (sub / "dan" / "lesson1" / "scratch.py").write_text("x = 1\n")
+    (sub / "erin" / "lesson1").mkdir(parents=True)                        # the wrong kind of file
+    for name in ("answers.txt", "answers.zip", ".DS_Store"):
+        (sub / "erin" / "lesson1" / name).write_text("x = 1\n")
+    (sub / "fay" / "lesson1").mkdir(parents=True)                         # nothing at all
     (tmp_path / "gradebook.db").write_text("")                           # beside submitted/: ignored
     entries = {e.student: e for e in discover(tmp_path, "lesson1")}
-    assert set(entries) == {"alice", "bob", "carol", "dan"}
+    assert set(entries) == {"alice", "bob", "carol", "dan", "erin", "fay"}
+    # What is there instead, for the instructor and the student's feedback.
+    assert entries["erin"].problem == ("no .py or .ipynb file in the submission folder (it holds "
+                                       "answers.txt, answers.zip)")
+    assert entries["fay"].problem == "no .py or .ipynb file in the submission folder (it is empty)"
     assert entries["alice"].path.endswith("exercise.py") and not entries["alice"].problem
     assert "no submission for lesson1" in entries["bob"].problem
     assert "several submission files (a.py, b.ipynb)" in entries["carol"].problem

@@ -62,7 +62,11 @@ def _pick(folder: Path, lesson: str) -> tuple[str, str]:
     if len(named) == 1:
         return str(named[0]), ""
     if not files:
-        return str(folder), "no .py or .ipynb file in the submission folder"
+        # What is there instead (answers.txt, a .zip) tells the student what to hand in again.
+        held = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+        there = (f"it holds {', '.join(held[:5])}{' ...' if len(held) > 5 else ''}" if held
+                 else "it is empty")
+        return str(folder), f"no .py or .ipynb file in the submission folder ({there})"
     names = ", ".join(p.name for p in files)
     return str(folder), f"several submission files ({names}); keep one, or name it exercise.py"
 
