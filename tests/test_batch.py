@@ -2,6 +2,7 @@
 after kill -9, and a class of every kind of submission that grades, resumes, exports and
 matches nbgrader (the class of 200 is a benchmark: bench/class_of_200.py)."""
 import json
+import os
 
 import pytest
 
@@ -245,6 +246,54 @@ def test_bad_files_are_per_student_errors_never_a_stop(tmp_path, secret_file):
     assert stored["binary"].status == "error"
     # The progress bar went to stderr: count, rate and time left.
     assert "grading lesson1 [" in p.stderr and "/min" in p.stderr and "left" in p.stderr
+
+
+def _answer_or_hang(*args):
+    """A pool task standing in for grade_one: "fast" is graded at once, anything else
+    never ends (a looping submission with a budget of hours)."""
+    import time
+    if args[-1] != "fast":
+        time.sleep(3600)
+    return {"graded": args[-1]}
+
+
+def _children() -> set[int]:
+    from pathlib import Path
+    me = str(os.getpid())
+    kids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me and fields[0] != "Z":          # (state, ppid, ...); a zombie is gone
+            kids.add(int(stat.parent.name))
+    return kids
+
+
+def test_a_class_stopped_early_stops_its_workers_where_they_are(monkeypatch):
+    """Ctrl-C (or a full gradebook) ends a class's run: the pool's workers are killed
+    mid-submission, not left to grade the one in hand and the one queued behind it to the
+    end (a looping submission's whole time budget) while the instructor waits for a prompt.
+    The bound below only tells a hang (an hour) from a return; it times nothing."""
+    import threading
+    from grader.instructor import batch
+    monkeypatch.setattr(batch, "grade_one", _answer_or_hang)
+    before = _children()
+    outcomes = batch._local_pool([batch.Job(s, s) for s in ("fast", "slow1", "slow2", "slow3")], 2, ())
+    workers = set()
+    try:
+        job, result = next(outcomes)
+        workers = _children() - before
+        assert (job.student, result, len(workers)) == ("fast", {"graded": "fast"}, 2)
+        closing = threading.Thread(target=outcomes.close, daemon=True)
+        closing.start()                     # as run_batch does when an interrupt reaches it
+        closing.join(120)
+        assert not closing.is_alive(), "the run waited for its workers to finish their submissions"
+        assert not workers & _children()
+    finally:
+        for pid in workers & _children():
+            os.kill(pid, 9)
 
 
 # ---------------------------------------------------------------------------- determinism, resuming

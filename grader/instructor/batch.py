@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import statistics
 import sys
 import threading
@@ -214,13 +215,26 @@ class Job:
 Outcome = Iterator[tuple[Job, "dict | BaseException"]]
 
 
-def _start_worker(grader_pid: int, started, workers: int) -> None:
-    """Pool worker initializer: die with the grader, and take a CPU of its own for the
-    sandboxes' round trips (grader.engine.sandbox.affinity)."""
+def _start_worker(grader_pid: int, started, workers: int, pids=None) -> None:
+    """Pool worker initializer: die with the grader, say who it is (``pids``, so the grader
+    can stop it mid-submission), and take a CPU of its own for the sandboxes' round trips
+    (grader.engine.sandbox.affinity)."""
     _die_with_grader(grader_pid)
     with started.get_lock():
         index, started.value = started.value, started.value + 1
+    if pids is not None and index < len(pids):
+        pids[index] = os.getpid()
     affinity.claim_cpu(index, workers)
+
+
+def _stop_workers(pids) -> None:
+    """Kill the pool's workers where they are; their sandboxes die with them."""
+    for pid in pids:
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _die_with_grader(grader_pid: int) -> None:
@@ -262,18 +276,25 @@ def _local_pool(jobs: list[Job], n: int, args: tuple) -> Outcome:
     # the gradebook and leave with os._exit), so forking is safe; elsewhere, spawn.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_start_worker,
-                             initargs=(os.getpid(), context.Value("i", 0), n)) as pool:
+    pids = context.Array("i", n)
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_start_worker,
+                               initargs=(os.getpid(), context.Value("i", 0), n, pids))
+    try:
         futures = {pool.submit(grade_one, *args, job.submission): job for job in jobs}
-        try:
-            for future in as_completed(futures):
-                try:
-                    yield futures[future], future.result()
-                except Exception as e:
-                    yield futures[future], e
-        finally:
-            for future in futures:
-                future.cancel()
+        for future in as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except Exception as e:
+                yield futures[future], e
+    except BaseException:
+        # Stopped early (Ctrl-C, a full gradebook): the submission in each worker's hands, and
+        # the one queued behind it, would be graded to the end (a looping one takes its whole
+        # time budget) while the instructor waits, for results no one will record.
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_workers(pids)
+        raise
+    finally:
+        pool.shutdown(wait=True)
 
 
 def _dask(jobs: list[Job], scheduler: str, args: tuple) -> Outcome:
@@ -456,6 +477,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
                                   f"results this run, and every result written is kept: free "
                                   f"space and run again to grade the rest") from None
     finally:
+        outcomes.close()        # stopped early: the workers stop too, now
         bar.finish()            # an interrupt too: the heartbeat stops before anything is said
 
     students = {e.student for e in entries}
