@@ -442,3 +442,21 @@ def test_a_students_name_is_one_name_however_unicode_spells_it(tmp_path):
 def test_the_summary_counts_students_in_words(students, says):
     summary = BatchSummary("lesson1", students, 1, students - 1, (), (10.0,), 10.0, 2.0, "1 process")
     assert summary.render().splitlines()[0].startswith(says)
+
+
+def test_the_summary_names_the_gradebook_the_results_went_to(tmp_path, secret_file):
+    """The default gradebook is the course's, which need not be where the command ran: the
+    summary says where the results are, as the URL --gradebook takes, its password masked."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "alice.py").write_text((ROOT / "reference/solutions/lesson1.py").read_text())
+    db = tmp_path / "gb.db"
+    for as_json in (False, True):
+        p = run_cli("grade", "lesson1", str(folder), "--secret-file", str(secret_file), "--gradebook",
+                    str(db), "--quiet", *(["--json"] if as_json else []))
+        assert p.returncode == 0, p.stderr
+        said = json.loads(p.stdout)["gradebook"] if as_json else p.stdout.splitlines()[1]
+        assert said == (f"sqlite:///{db}" if as_json else f"gradebook: sqlite:///{db}")
+    summary = BatchSummary("lesson1", 1, 1, 0, (), (10.0,), 10.0, 2.0, "1 process",
+                           "postgresql+psycopg://grader:***@db/course")
+    assert summary.render().splitlines()[1] == "gradebook: postgresql+psycopg://grader:***@db/course"

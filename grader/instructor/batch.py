@@ -331,10 +331,11 @@ class BatchSummary:
     max_score: float
     elapsed_s: float
     workers: str
+    gradebook: str = ""                # where the results went (its password masked)
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in ("lesson", "students", "graded", "skipped",
-                                           "max_score", "elapsed_s", "workers")}
+                                           "max_score", "elapsed_s", "workers", "gradebook")}
         d["failed"] = [{"student": s, "error": e} for s, e in self.failed]
         d["distribution"] = distribution(self.scores, self.max_score)
         return d
@@ -344,6 +345,9 @@ class BatchSummary:
         lines = [f"{self.lesson}: {plural(self.students, 'student')}: {self.graded} graded now, "
                  f"{self.skipped} already graded, {len(self.failed)} failed "
                  f"({self.elapsed_s:.1f} s, {rate:.0f} submissions/min, {self.workers})"]
+        if self.gradebook:
+            # The default gradebook is the course's, which need not be where the command ran.
+            lines.append(f"gradebook: {self.gradebook}")
         dist = distribution(self.scores, self.max_score)
         if self.scores:
             lines.append(f"scores out of {self.max_score:g} ({len(self.scores)} graded): min "
@@ -485,4 +489,5 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
                    if r.status == "graded" and r.student in students)
     return BatchSummary(lesson=lesson, students=len(entries), graded=graded, skipped=skipped,
                         failed=tuple(sorted(failed)), scores=scores, max_score=info.max_score,
-                        elapsed_s=round(time.monotonic() - started, 3), workers=workers)
+                        elapsed_s=round(time.monotonic() - started, 3), workers=workers,
+                        gradebook=book.shown_url)
