@@ -409,11 +409,17 @@ def _export(args, course) -> int:
 
 
 def _feedback(args, course) -> int:
-    from grader.instructor.exports.feedback import write_feedback
+    from grader.instructor.exports.feedback import left_over, write_feedback
     with _gradebook(args, course) as book:
         written = write_feedback(book, args.out, lesson=args.only_lesson, fmt=args.format,
                                  public_only=args.public_only)
-    print(f"wrote {len(written)} feedback files to {args.out}", file=sys.stderr)
+    print(f"wrote {plural(len(written), 'feedback file')} to {args.out}", file=sys.stderr)
+    older = left_over(args.out, written)
+    if older:
+        shown = ", ".join(p.name for p in older[:5]) + (" ..." if len(older) > 5 else "")
+        print(terminal([f"grader: {args.out} also holds {plural(len(older), 'earlier feedback file')} "
+                        f"this run did not write ({shown}): remove them before sending the "
+                        "folder"]), file=sys.stderr)
     return 0
 
 

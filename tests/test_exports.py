@@ -274,6 +274,24 @@ def test_feedback_public_only_hides_hidden_criteria_feedback(url, tmp_path):
         assert "feedback 1" in path.read_text()
 
 
+def test_public_only_pages_written_over_full_ones_name_the_full_pages_left_in_the_folder(url, stored, tmp_path,
+                                                                                        capsys):
+    """Full feedback first (for the instructor), then --public-only for one lesson into the
+    same folder, to send: the students with no result of that lesson keep their full page,
+    which names hidden cases. The run names each page it left, so none is sent unawares."""
+    from grader.cli import main
+    out = tmp_path / "fb"
+    assert main(["feedback", "--gradebook", url, "--out", str(out)]) == 0
+    assert capsys.readouterr().err == f"wrote {len({s for s, _ in stored})} feedback files to {out}\n"
+    (out / "notes.md").write_text("# my notes\n")                 # not a page: not named
+    assert main(["feedback", "--gradebook", url, "--out", str(out), "--lesson", "lesson9", "--public-only"]) == 0
+    err = capsys.readouterr().err
+    left = sorted(f"{safe_name(s)}.md" for s in {s for s, _ in stored} if (s, "lesson9") not in stored)
+    assert len(left) == 5
+    assert err == (f"wrote 1 feedback file to {out}\ngrader: {out} also holds 5 earlier feedback files this "
+                   f"run did not write ({', '.join(left)}): remove them before sending the folder\n"), err
+
+
 def test_safe_names_stay_inside_the_folder():
     assert safe_name("alice") == "alice"
     for name in ("../../etc/passwd", ".hidden", "", "a/b", "a\\b", "con:x"):

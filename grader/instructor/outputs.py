@@ -60,3 +60,11 @@ def refuse_to_replace(path: Path, kind: Kind) -> None:
     if head and not kind.looks_ours(head):
         raise InputError(str(path), f"exists and is not an earlier {kind.name}, so it is left as "
                                     f"it was: give another --out, or remove the file first")
+
+
+def is_earlier(path: Path, kind: Kind) -> bool:
+    """Whether ``path`` holds an earlier output of ``kind`` (not when absent or unreadable)."""
+    try:
+        return kind.looks_ours(read_regular(path, kind.read))
+    except (OSError, Unreadable):
+        return False

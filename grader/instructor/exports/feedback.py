@@ -21,7 +21,7 @@ from grader.instructor.gradebook import student_error
 from grader.engine.pipeline import HIDDEN_LATER
 from grader.engine.report import COST_MODEL_NOTE
 from grader.engine.text import html_text, printable
-from grader.instructor.outputs import FEEDBACK_HTML, FEEDBACK_MD, refuse_to_replace
+from grader.instructor.outputs import FEEDBACK_HTML, FEEDBACK_MD, is_earlier, refuse_to_replace
 
 FORMATS = ("md", "html")
 
@@ -136,3 +136,13 @@ def write_feedback(book, out: str, *, lesson: str | None = None, fmt: str = "md"
     except OSError as e:
         raise InputError(out, f"cannot write feedback files: {e.strerror}") from None
     return written
+
+
+def left_over(out: str, written: list[Path]) -> list[Path]:
+    """Earlier feedback pages in ``out`` that this run did not write (a student with no
+    result of this run's --lesson): a folder of public-only pages that still holds one of
+    full feedback would send a hidden case's feedback with them."""
+    folder = Path(out)
+    kinds = {".md": FEEDBACK_MD, ".html": FEEDBACK_HTML}
+    return sorted(p for p in folder.iterdir() if p.suffix in kinds and p not in set(written)
+                  and is_earlier(p, kinds[p.suffix]))
