@@ -174,9 +174,11 @@ def _instructor_commands(sub) -> None:
     rp.add_argument("lesson")
     rp.add_argument("--gradebook", metavar="URL",
                     help="SQLAlchemy URL or SQLite file (default: gradebook.db in the course)")
-    rp.add_argument("--out", metavar="DIR", default="report",
-                    help="the folder for index.html and its PNGs (default: report/)")
-    rp.add_argument("--json", action="store_true", help="print the report's numbers as JSON")
+    rp.add_argument("--out", metavar="DIR",
+                    help="the folder for index.html and its PNGs (default: report/, or none "
+                         "with --json)")
+    rp.add_argument("--json", action="store_true",
+                    help="print the report's numbers as JSON (the page too with --out)")
 
     i = sub.add_parser("incident", help="write a student's lesson 6 incident bundle (instructors)",
                        epilog="examples:\n  grader incident --student alice --secret-file course.secret "
@@ -433,9 +435,18 @@ def _gradescope(args, course) -> int:
 
 def _report(args, course) -> int:
     from grader.instructor.class_report import write_report
+    from grader.instructor.class_report.numbers import class_numbers
     with _gradebook(args, course) as book:
-        written = write_report(book, args.lesson, Path(args.out))
-    print(json.dumps(written.numbers.to_dict(), sort_keys=True) if args.json else written.render())
+        if args.json and args.out is None:
+            # The numbers were asked for, not a page written in the working directory.
+            print(json.dumps(class_numbers(book, args.lesson).to_dict(), sort_keys=True))
+            return 0
+        written = write_report(book, args.lesson, Path(args.out or "report"))
+    if args.json:
+        print(json.dumps(written.numbers.to_dict(), sort_keys=True))
+        print(f"wrote {written.page} and {len(written.figures)} figures", file=sys.stderr)
+    else:
+        print(written.render())
     return 0
 
 

@@ -137,6 +137,20 @@ def expected(url: str) -> dict:
     return out
 
 
+def test_json_alone_prints_the_numbers_and_writes_no_page(graded_class, tmp_path):
+    """`grader report lesson1 --json` asks for the numbers: it wrote report/ in the working
+    directory too, saying nothing of it (and now a page there of something else would stop
+    it). With --out it writes the page as well, and says so on stderr."""
+    _, url, numbers = graded_class
+    code, out, err = run_grader("report", "lesson1", "--gradebook", url, "--json", cwd=tmp_path)
+    assert code == 0 and err == "", err
+    assert json.loads(out) == numbers and list(tmp_path.iterdir()) == []
+    code, out, err = run_grader("report", "lesson1", "--gradebook", url, "--json", "--out", "r", cwd=tmp_path)
+    assert code == 0 and json.loads(out) == numbers
+    assert err == "wrote r/index.html and 2 figures\n"
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["criteria.png", "index.html", "scores.png"]
+
+
 def test_the_numbers_match_the_gradebook(graded_class):
     _, url, numbers = graded_class
     want = expected(url)
