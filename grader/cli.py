@@ -341,6 +341,11 @@ def _grade(args, course) -> int:
         raise InputError("--jobs", "give at least 1 worker process")
     course.require_lesson(args.lesson)
     secret = load_secret(args.secret_file)
+    for path in args.paths:
+        if path.endswith(("/", os.sep)) and not Path(path).exists():
+            # Typed as a folder (a shell completes one with its /): a mistyped class folder,
+            # not a missing submission file.
+            raise InputError(path, "no such class folder")
     files = folder_files(args.lesson)
     folders = [p for p in args.paths if Path(p).is_dir()
                and not (files is not None and is_submission_folder(Path(p), files))]

@@ -43,6 +43,7 @@ def test_grade_with_secret(tmp_path):
     (("check", "lesson9"), "no such lesson"),
     (("check", "lesson1", "--submission", "nope.py"), "nope.py: no such submission file"),
     (("grade", "lesson1", REF, "--secret-file", "/nonexistent/secret"), "secret file not found"),
+    (("grade", "lesson1", "submited/", "--secret-file", REF), "grader: submited/: no such class folder\n"),
 ])
 def test_input_errors_exit_2_with_one_line(args, needle):
     code, out, err = run(*args)
