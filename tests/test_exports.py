@@ -300,6 +300,18 @@ def test_safe_names_stay_inside_the_folder():
     assert safe_name("a/b") != safe_name("a_b")
 
 
+def test_a_row_graded_under_an_older_rubric_says_so_in_its_notes(tmp_path):
+    """A regrade under rubric version 2 that did not reach bob (his file gone, the run
+    stopped): his points are out of version 1's 3, under a header of version 2's 4. The
+    row says so; the report warns the same way."""
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        book.record("bob", fake_report(rubric_version=1))
+        book.record("alice", fake_report(rubric_version=2, points=(3.0, 1.0), got=(3.0, 1.0)))
+        header, rows = table(book)
+    notes = {row[0]: row[header.index("notes")] for row in rows}
+    assert notes == {"alice": "", "bob": "lesson1: graded under rubric version 1, not 2: grade the class again"}
+
+
 def test_table_without_results_is_just_a_header(tmp_path):
     with open_gradebook(str(tmp_path / "empty.db")) as book:
         assert table(book) == (["student", "notes"], [])

@@ -63,6 +63,11 @@ def table(book, lesson: str | None = None) -> tuple[list[str], list[list[str]]]:
             row += [_number(crit[c.id]) if c.id in crit else "" for c in info.criteria]
             if r is not None and r.status != "graded":
                 notes.append(f"{info.id}: {r.error}")
+            elif r is not None and r.rubric_version != info.rubric_version:
+                # A regrade under a new rubric not finished (the student's file was gone, or the
+                # run stopped): the row's points are out of the old rubric's, under the new header.
+                notes.append(f"{info.id}: graded under rubric version {r.rubric_version}, not "
+                             f"{info.rubric_version}: grade the class again")
         row.append(_text("; ".join(notes)))
         rows.append(row)
     return header, rows
