@@ -279,6 +279,7 @@ def _local_pool(jobs: list[Job], n: int, args: tuple) -> Outcome:
     pids = context.Array("i", n)
     pool = ProcessPoolExecutor(max_workers=n, mp_context=context, initializer=_start_worker,
                                initargs=(os.getpid(), context.Value("i", 0), n, pids))
+    futures: dict = {}
     try:
         futures = {pool.submit(grade_one, *args, job.submission): job for job in jobs}
         for future in as_completed(futures):
@@ -289,12 +290,15 @@ def _local_pool(jobs: list[Job], n: int, args: tuple) -> Outcome:
     except BaseException:
         # Stopped early (Ctrl-C, a full gradebook): the submission in each worker's hands, and
         # the one queued behind it, would be graded to the end (a looping one takes its whole
-        # time budget) while the instructor waits, for results no one will record.
-        pool.shutdown(wait=False, cancel_futures=True)
+        # time budget) while the instructor waits, for results no one will record. A worker
+        # killed breaks the pool, which then ends the others (one not yet started too) and
+        # reaps them all before the shutdown below returns.
+        for future in futures:
+            future.cancel()
         _stop_workers(pids)
         raise
     finally:
-        pool.shutdown(wait=True)
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _dask(jobs: list[Job], scheduler: str, args: tuple) -> Outcome:
