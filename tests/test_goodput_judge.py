@@ -152,3 +152,27 @@ def test_agreeing_with_a_splitting_qualify_on_one_set_opens_the_own_count_on_eve
     learner = Learner(goodput=counts_own, qualify=completed_is_good)
     m = judged(learner, [SEED_1, SEED_2, RIGHT])
     assert (m.value, m.feedback) == (1.0, "all 3 record sets right")
+
+
+def test_a_set_the_qualify_calls_all_good_is_told_so():
+    # completed_is_good calls both of (B, C) good (C's first token is late), and only
+    # D's set otherwise: no set split, so counting every record earns nothing.
+    all_good = goodput_case("all completed", (B, C), 2.0)           # 1 good over 2 s: 0.5
+    rejected = goodput_case("rejected", (D,), 1.0)
+    learner = Learner(goodput=lambda records, slo, window: len(records) / window,
+                      qualify=completed_is_good)
+    m = judged(learner, [all_good, rejected])
+    assert m.value == 0.0
+    assert m.feedback.startswith(
+        "2 of 2 record sets wrong; first, set all completed: returned 1 req/s, expected 0.5 "
+        "(1 good requests / 2 s); your qualify calls all of this set's 2 records good, so a "
+        "goodput that ignores the verdicts would match it too")
+
+
+def test_a_set_split_one_good_to_one_not_shows_the_goodput_reads_the_verdicts():
+    # completed_is_good counts C (late) good and D not: 1 of 2, a split. The oracle counts 0.
+    split = goodput_case("one of two", (C, D), 2.0)
+    def counts_own(records, slo, window):
+        return sum(completed_is_good(r, slo) == "good" for r in records) / window
+    m = judged(Learner(goodput=counts_own, qualify=completed_is_good), [split])
+    assert (m.value, m.feedback) == (1.0, "all 1 record sets right")
