@@ -19,7 +19,7 @@ from grader.engine.errors import InputError
 from grader.engine.report import render
 from grader.engine.sandbox.session import UNCONFINED_FLAG
 from grader.engine.secret import SecretError, load_secret
-from grader.engine.text import plural, terminal
+from grader.engine.text import first_few, plural, terminal
 from reference.specs import SpecError
 from reference.units import UnitError
 from reference.workload import WorkloadError
@@ -423,10 +423,10 @@ def _feedback(args, course) -> int:
     print(f"wrote {plural(len(written), 'feedback file')} to {args.out}", file=sys.stderr)
     older = left_over(args.out, written)
     if older:
-        shown = ", ".join(p.name for p in older[:5]) + (" ..." if len(older) > 5 else "")
+        names = first_few([p.name for p in older])
         print(terminal([f"grader: {args.out} also holds {plural(len(older), 'earlier feedback file')} "
-                        f"this run did not write ({shown}): remove them before sending the "
-                        "folder"]), file=sys.stderr)
+                        f"this run did not write ({names}): remove them before sending the folder"]),
+              file=sys.stderr)
     return 0
 
 

@@ -50,3 +50,11 @@ def test_html_text_is_printable_then_escaped():
 
 def test_plural_counts_in_words():
     assert [plural(n, "student") for n in (0, 1, 2)] == ["0 students", "1 student", "2 students"]
+
+
+def test_first_few_names_five_then_says_there_are_more():
+    from grader.engine.text import first_few
+    assert first_few([]) == ""
+    assert first_few(["a", "b", "c", "d", "e"]) == "a, b, c, d, e"
+    assert first_few(["a", "b", "c", "d", "e", "f"]) == "a, b, c, d, e ..."
+    assert first_few(["a", "b", "c"], n=2) == "a, b ..."

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import html
 import unicodedata
-from typing import Iterable
+from typing import Iterable, Sequence
 
 REPLACEMENT = "\ufffd"
 # Format characters (category Cf) that spell words in Persian and Indic names and in
@@ -64,3 +64,8 @@ def html_text(text: str) -> str:
 def plural(n: int, word: str) -> str:
     """'1 student', '2 students': a count in the grader's own words (a plain -s plural)."""
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def first_few(names: Sequence[str], n: int = 5) -> str:
+    """'a, b, c' of a list a person reads in one line: its first n, then ' ...' for the rest."""
+    return ", ".join(names[:n]) + (" ..." if len(names) > n else "")

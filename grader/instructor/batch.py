@@ -34,7 +34,7 @@ from grader.instructor.gradebook import (GRADER_FAILED, CriterionInfo, Gradebook
 from grader.engine.progress import Progress
 from grader.engine.submission import (Submission, is_own_file_name, is_submission_folder,
                                        load_submission)
-from grader.engine.text import plural, terminal
+from grader.engine.text import first_few, plural, terminal
 
 SOURCE_SUFFIXES = (".py", ".ipynb")
 # What an archiver leaves beside the students (macOS's zip: a copy of each file's metadata),
@@ -65,8 +65,7 @@ def _pick(folder: Path, lesson: str) -> tuple[str, str]:
     if not files:
         # What is there instead (answers.txt, a .zip) tells the student what to hand in again.
         held = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
-        there = (f"it holds {', '.join(held[:5])}{' ...' if len(held) > 5 else ''}" if held
-                 else "it is empty")
+        there = f"it holds {first_few(held)}" if held else "it is empty"
         return str(folder), f"no .py or .ipynb file in the submission folder ({there})"
     names = ", ".join(p.name for p in files)
     return str(folder), f"several submission files ({names}); keep one, or name it exercise.py"

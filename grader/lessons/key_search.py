@@ -208,16 +208,35 @@ def shared_characters(keys: Iterable[str]) -> tuple[int, int]:
     start ("blk:", "v1-"), and in all how many places every key holds alike (the head, the
     tail, a separator between fields of keys of one length). (0, 0) when too few distinct
     keys were seen to tell a shared character from one met by chance."""
-    distinct = sorted({k for k in keys if isinstance(k, str) and k})
+    head, places, _ = _shared([k for k in keys if isinstance(k, str) and k])
+    return head, places
+
+
+def _shared(keys: list[str]) -> tuple[int, int, list[bool]]:
+    """shared_characters of non-empty keys, and for keys of one length which places are
+    alike (for keys of several lengths the shared places are the head and the tail)."""
+    distinct = sorted(set(keys))
     if len(distinct) < SHARED_AFTER:
-        return 0, 0
+        return 0, 0, []
     alike = [len(set(column)) == 1 for column in zip(*distinct)]    # up to the shortest key
     head = next((i for i, same in enumerate(alike) if not same), len(alike))
     if len({len(k) for k in distinct}) == 1:
-        return head, sum(alike)
+        return head, sum(alike), alike
     tails = [len(set(column)) == 1 for column in zip(*(k[::-1] for k in distinct))]
     tail = next((i for i, same in enumerate(tails) if not same), len(tails))
-    return head, min(head + tail, min(map(len, distinct)))
+    return head, min(head + tail, min(map(len, distinct))), []
+
+
+def varying(keys: Iterable[str]) -> tuple[list[str], int]:
+    """The keys without the places every key holds alike (a tag, a separator), and how many
+    places those are: what is left is what can tell two keys apart."""
+    keys = [k for k in keys if isinstance(k, str) and k]
+    head, places, alike = _shared(keys)
+    if alike:
+        keys = ["".join(c for c, same in zip(k, alike) if not same) for k in keys]
+    elif places:
+        keys = [k[head:len(k) - (places - head)] for k in keys]
+    return [k for k in keys if k], places
 
 
 def key_space(keys: Iterable[str]) -> tuple[str, int, float] | None:
@@ -228,18 +247,13 @@ def key_space(keys: Iterable[str]) -> tuple[str, int, float] | None:
     birthday collision among the blocks a busy cache holds), so it is judged on the key
     space the answers show, not on a pair found. What every key holds alike at one place
     (a tag, a separator) takes no values: "blk:" before 8 hexadecimal digits is 2^32 keys,
-    and counted as 12 printable characters it read as 2^78 and passed. The longest key and the alphabet
-    are then of the characters that vary."""
-    keys = [k for k in keys if isinstance(k, str) and k]
-    if not keys:
-        return None
-    head, places = shared_characters(keys)
-    if places and len({len(k) for k in keys}) == 1:
-        alike = [len(set(column)) == 1 for column in zip(*keys)]
-        keys = ["".join(c for c, same in zip(k, alike) if not same) for k in keys]
-    elif places:
-        keys = [k[head:len(k) - (places - head)] for k in keys]
-    keys = [k for k in keys if k]
+    and counted as 12 printable characters it read as 2^78 and passed. The longest key and
+    the alphabet are then of the characters that vary (``varying``)."""
+    return space_of(varying(keys)[0])
+
+
+def space_of(keys: list[str]) -> tuple[str, int, float] | None:
+    """key_space of keys already cut to what varies."""
     if not keys:
         return None
     chars, longest = set().union(*map(set, keys)), max(map(len, keys))

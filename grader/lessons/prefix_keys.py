@@ -100,10 +100,10 @@ def searched(ctx: CheckContext) -> Searched:
 def _space_words(keys: list) -> str:
     """'every key is at most 8 characters of hexadecimal: about 2^32 keys at most' when the
     keys can take fewer than 2^MIN_BITS values, else ""."""
-    space = key_search.key_space(keys)
+    kept, shared = key_search.varying(keys)
+    space = key_search.space_of(kept)
     if space is None:
         return ""
-    shared = key_search.shared_characters(keys)[1]
     beside = f"beside the {shared} characters every key holds alike, " if shared else ""
     return f"{beside}every key is at most {space[1]} characters of {space[0]}: about 2^{int(space[2])} keys at most"
 

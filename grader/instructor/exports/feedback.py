@@ -144,5 +144,6 @@ def left_over(out: str, written: list[Path]) -> list[Path]:
     full feedback would send a hidden case's feedback with them."""
     folder = Path(out)
     kinds = {".md": FEEDBACK_MD, ".html": FEEDBACK_HTML}
-    return sorted(p for p in folder.iterdir() if p.suffix in kinds and p not in set(written)
+    fresh = set(written)
+    return sorted(p for p in folder.iterdir() if p.suffix in kinds and p not in fresh
                   and is_earlier(p, kinds[p.suffix]))
