@@ -94,6 +94,12 @@ def test_partial_credit_and_nothing_to_grade():
     assert (nothing.value, nothing.feedback, nothing.checked) == (0.0, "no probes to grade", True)
 
 
+def test_all_right_counts_one_as_one_of_one():
+    assert grade_answers([Answer(case(f"x{i}"), value=1) for i in range(3)], right_if_one).feedback == \
+        "all 3 probes right"
+    assert grade_answers([Answer(case("x"), value=1)], right_if_one).feedback == "1 of 1 probes right"
+
+
 def test_a_criterion_this_edition_cannot_check_scores_nothing_and_says_why():
     m = not_checked_here("needs the reference's runs")
     assert (m.value, m.feedback, m.checked) == (0.0, "needs the reference's runs", False)

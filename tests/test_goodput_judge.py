@@ -175,4 +175,4 @@ def test_a_set_split_one_good_to_one_not_shows_the_goodput_reads_the_verdicts():
     def counts_own(records, slo, window):
         return sum(completed_is_good(r, slo) == "good" for r in records) / window
     m = judged(Learner(goodput=counts_own, qualify=completed_is_good), [split])
-    assert (m.value, m.feedback) == (1.0, "all 1 record sets right")
+    assert (m.value, m.feedback) == (1.0, "1 of 1 record sets right")

@@ -204,7 +204,9 @@ def grade_answers(answers: Iterable[Answer], judge: Callable[[Case, Any], str],
         return Measure(0.0, f"no {noun} to grade")
     evidence = tuple(c.cite for c, _ in wrong[:20])
     if not wrong:
-        return Measure(1.0, f"all {n} {noun} right")
+        # "1 of 1", as the wrong side says it: the nouns are plural phrases ("probes whose
+        # need fits"), and "all 1 probes" reads as a slip.
+        return Measure(1.0, f"all {n} {noun} right" if n > 1 else f"1 of 1 {noun} right")
     problems = {why for _, why in wrong}
     if len(problems) == 1 and "not implemented" in next(iter(problems)):
         return Measure(0.0, next(iter(problems)), evidence)
