@@ -31,6 +31,7 @@ EXAMPLES = """examples:
   grader grade lesson1 submissions/ --secret-file course.secret --jobs 4   a whole class, into the gradebook
   grader export --format csv --out grades.csv      (also nbgrader); grader feedback --out fb/
   grader report lesson1 --out report/              the class at a glance: report/index.html
+  grader gradebook forget notes --dry-run          what removing a stray "student" would remove
   grader gradescope lesson1 --secret-file course.secret --out lesson1-autograder.zip
   grader release --out learner-edition/            the copy learners get: no solutions, no secrets
   grader experiment prefill-deadline --set budget=0.05 --plot deadline.png
@@ -40,7 +41,7 @@ EXAMPLES = """examples:
 
 INPUT_ERRORS = (InputError, SecretError, SpecError, UnitError, WorkloadError)
 INSTRUCTOR_EXAMPLES = ("grader grade", "grader export", "grader release", "grader feedback",
-                       "grader incident", "grader gradescope", "grader report")
+                       "grader incident", "grader gradescope", "grader report", "grader gradebook")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -158,6 +159,20 @@ def _instructor_commands(sub) -> None:
     e.add_argument("--out", metavar="PATH",
                    help="csv: a file (default: stdout); "
                         "nbgrader: its gradebook file or URL (default nbgrader/gradebook.db)")
+
+    b = sub.add_parser("gradebook", help="change the gradebook by hand: forget a student (instructors)",
+                       epilog="examples:\n  grader gradebook forget notes --dry-run\n"
+                              "  grader gradebook forget bob --lesson lesson2 --gradebook grades.db",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    edits = b.add_subparsers(dest="action", required=True)
+    fg = edits.add_parser("forget", help="remove a student's results (a folder graded by mistake)",
+                          epilog="It prints each result it removes; --dry-run prints them and "
+                                 "removes nothing.")
+    fg.add_argument("student", help="the student as the gradebook names them (the folder's or "
+                                    "file's name, as `grader export` lists them)")
+    gradebook_options(fg)
+    fg.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    _course_anywhere(edits)
 
     f = sub.add_parser("feedback", help="write one feedback file per student (instructors)",
                        epilog="example: grader feedback --out feedback/ --format html")
@@ -430,6 +445,12 @@ def _feedback(args, course) -> int:
     return 0
 
 
+def _gradebook_edit(args, course) -> int:
+    with _gradebook(args, course) as book:
+        print(book.forget(args.student, args.only_lesson, dry_run=args.dry_run).render())
+    return 0
+
+
 def _gradescope(args, course) -> int:
     from grader.instructor.gradescope.build import build_autograder
     out = Path(args.out or f"{args.lesson}-autograder.zip")
@@ -533,7 +554,7 @@ def _student_id(student: str) -> None:
 
 INSTRUCTOR_COMMANDS = {"grade": _grade, "export": _export, "feedback": _feedback,
                        "release": _release, "incident": _incident, "gradescope": _gradescope,
-                       "report": _report}
+                       "report": _report, "gradebook": _gradebook_edit}
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The gradebook: one transaction per result, one result per student and lesson, safe with
 several writers, and everything a grade needs to be traced."""
+import json
 import multiprocessing
 
 import pytest
@@ -221,3 +222,116 @@ def test_a_damaged_stored_report_is_one_line_naming_the_student(tmp_path, capsys
     code = main(["report", "lesson1", "--gradebook", str(db), "--out", str(tmp_path / "report")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "gradebook result of 'alice' for lesson1" in err, err
+
+
+# ---- forgetting a student graded by mistake -------------------------------------------------------
+
+def _class_with_a_stray(path):
+    """alice and bob graded on two lessons, and "notes" (a folder graded by mistake) on one,
+    as an error row and as a graded one."""
+    with open_gradebook(str(path)) as b:
+        for student, got in (("alice", (2.0, 1.0)), ("bob", (1.0, 0.0))):
+            b.record(student, fake_report(got=got))
+            b.record(student, fake_report(lesson="lesson2", got=got))
+        b.record("notes", fake_report(got=(0.0, 0.0)))
+        b.record_error("Zoë", LessonInfo("lesson3", "Prefill chunking", 1, 5.0, ()),
+                       "Zoë/lesson3", "no submission for lesson3")
+        return {(r.student, r.lesson): (r.score, r.submission_digest, r.report_json)
+                for r in b.results()}
+
+
+def _row_counts(book) -> dict[str, int]:
+    from grader.instructor.gradebook import criteria, lessons, students
+    with book.engine.connect() as conn:
+        return {t.name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
+                for t in (students, lessons, criteria, results, scores)}
+
+
+def test_forget_removes_the_students_results_and_leaves_everyone_else_as_they_were(tmp_path):
+    before = _class_with_a_stray(tmp_path / "gb.db")
+    with open_gradebook(str(tmp_path / "gb.db")) as b:
+        gone = b.forget("notes")
+        assert gone.removed and gone.student == "notes"
+        assert [(r.lesson, r.score) for r in gone.results] == [("lesson1", 0.0)]
+        after = {(r.student, r.lesson): (r.score, r.submission_digest, r.report_json) for r in b.results()}
+        assert after == {k: v for k, v in before.items() if k[0] != "notes"}
+        assert b.students() == ["Zoë", "alice", "bob"]
+        # Its criterion rows went with it: 2 students x 2 lessons x 2 criteria are left.
+        counts = _row_counts(b)
+        assert counts["scores"] == 8 and counts["results"] == 5 and counts["students"] == 3
+        # A decomposed spelling is the same student, as in a class folder; the last result
+        # of a lesson takes the lesson with it.
+        b.forget("Zo\u0065\u0308")
+        assert b.students() == ["alice", "bob"] and [l.id for l in b.lessons()] == ["lesson1", "lesson2"]
+
+
+def test_forget_one_lesson_keeps_the_students_other_lessons(tmp_path):
+    _class_with_a_stray(tmp_path / "gb.db")
+    with open_gradebook(str(tmp_path / "gb.db")) as b:
+        gone = b.forget("bob", "lesson2")
+        assert [r.lesson for r in gone.results] == ["lesson2"]
+        assert [(r.student, r.lesson) for r in b.results(student="bob")] == [("bob", "lesson1")]
+        assert "bob" in b.students() and [r.student for r in b.results("lesson2")] == ["alice"]
+
+
+def test_a_dry_run_names_what_it_would_remove_and_removes_nothing(tmp_path):
+    before = _class_with_a_stray(tmp_path / "gb.db")
+    with open_gradebook(str(tmp_path / "gb.db")) as b:
+        counts = _row_counts(b)
+        plan = b.forget("alice", dry_run=True)
+        assert not plan.removed and [r.lesson for r in plan.results] == ["lesson1", "lesson2"]
+        assert _row_counts(b) == counts and len(b.results()) == len(before)
+        text = plan.render()
+        assert text.startswith("would forget (--dry-run: nothing removed) 'alice' in sqlite:///")
+        assert "  lesson1: graded, 3 / 3, alice.py" in text and "  lesson2: graded, 3 / 3" in text
+
+
+@pytest.mark.parametrize("student, lesson, says", [
+    ("alcie", None, r"no student 'alcie' in this gradebook \(4 students: Zoë, alice, bob, notes\); "
+                    r"did you mean 'alice'\?; nothing removed"),
+    ("nobody", None, r"no student 'nobody' in this gradebook \(4 students: .*\); nothing removed$"),
+    ("notes", "lesson2", r"'notes' has no result for lesson2 \(theirs: lesson1\); nothing removed"),
+])
+def test_an_unknown_student_or_lesson_is_refused_naming_the_gradebook(tmp_path, student, lesson, says):
+    path = tmp_path / "gb.db"
+    _class_with_a_stray(path)
+    with open_gradebook(str(path)) as b:
+        counts = _row_counts(b)
+        with pytest.raises(InputError, match=says) as e:
+            b.forget(student, lesson)
+        assert e.value.where == f"sqlite:///{path.resolve()}"
+        assert _row_counts(b) == counts
+
+
+def test_grader_gradebook_forget_removes_the_row_from_exports_and_the_report(tmp_path, capsys):
+    """Through the command line: it names what it removed, asks nothing, and afterwards the
+    CSV export and the class report have no row of the stray, and everyone else's as before."""
+    import csv
+    import io
+    from grader.cli import main
+    from grader.instructor.class_report.numbers import class_numbers
+    db = tmp_path / "gb.db"
+    _class_with_a_stray(db)
+
+    def export() -> dict[str, list[str]]:
+        assert main(["export", "--gradebook", str(db), "--format", "csv"]) == 0
+        rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
+        return {row[0]: row for row in rows[1:]}
+
+    before = export()
+    assert main(["gradebook", "forget", "notes", "--gradebook", str(db), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would forget" in out and "notes" in out and export() == before
+    assert main(["gradebook", "forget", "notes", "--gradebook", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"forgot 'notes' in sqlite:///{db.resolve()}: 1 result\n  lesson1: graded, 0 / 3")
+    after = export()
+    assert set(after) == set(before) - {"notes"}
+    assert all(after[s] == before[s] for s in after)
+    with open_gradebook(str(db)) as b:
+        numbers = class_numbers(b, "lesson1").to_dict()
+    assert "notes" not in json.dumps(numbers) and numbers["students"] == 2, numbers
+    # A second time, it is no longer there: one line naming the gradebook, exit 2.
+    assert main(["gradebook", "forget", "notes", "--gradebook", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"grader: sqlite:///{db.resolve()}: no student 'notes'"), err

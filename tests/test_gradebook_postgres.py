@@ -197,3 +197,19 @@ def test_a_missing_driver_says_what_to_install(capsys, monkeypatch):
                   "--gradebook", "postgresql+psycopg://grader:s3cret@db/gradebook")
     assert "postgresql+psycopg://grader:***@db/gradebook: not a usable database URL" in err
     assert "pip install 'serving-grader[postgres]'" in err
+
+
+def test_forget_removes_a_student_as_on_sqlite(pg_url):
+    from grader.engine.errors import InputError
+    from test_gradebook import _row_counts
+    with open_gradebook(pg_url) as book:
+        for student in ("alice", "bob", "notes"):
+            book.record(student, fake_report())
+        counts = _row_counts(book)
+        gone = book.forget("notes")
+        assert [r.student for r in gone.results] == ["notes"]
+        assert book.students() == ["alice", "bob"] and len(book.results()) == 2
+        after = _row_counts(book)
+        assert after["scores"] == counts["scores"] - 2 and after["students"] == 2
+        with pytest.raises(InputError, match="no student 'notes' in this gradebook"):
+            book.forget("notes")

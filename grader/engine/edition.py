@@ -1,7 +1,8 @@
 """Which edition this is: the full course, or the learner edition built by `grader release`.
 
 The learner edition carries grader/learner_edition.json; there the instructor commands
-(grade, export, feedback, incident, release) do not exist, since what they need was left out.
+(grade, export, feedback, report, gradebook, gradescope, incident, release) do not exist,
+since what they need was left out.
 """
 from __future__ import annotations
 

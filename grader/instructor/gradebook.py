@@ -24,7 +24,9 @@ import json
 import os
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
+from difflib import get_close_matches
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -34,6 +36,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from grader.engine.errors import InputError
 from grader.engine.files import Unreadable, read_regular
+from grader.engine.text import first_few, plural, terminal
 
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "gradebook.db"
@@ -162,6 +165,25 @@ class StoredResult:
                              "its stored report is not a JSON object (damaged?); grade it again: "
                              f"grader grade {self.lesson} ... --force")
         return report
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What ``Gradebook.forget`` removed (or, on a dry run, would remove): each result as it
+    stood, so the instructor reads exactly what is gone."""
+    gradebook: str                   # where (its password masked)
+    student: str
+    results: tuple[StoredResult, ...]
+    removed: bool                    # False: a dry run, nothing changed
+
+    def render(self) -> str:
+        did = "forgot" if self.removed else "would forget (--dry-run: nothing removed)"
+        lines = [f"{did} {self.student!r} in {self.gradebook}: {plural(len(self.results), 'result')}"]
+        for r in self.results:
+            why = f" ({r.error})" if r.status != "graded" else ""
+            lines.append(f"  {r.lesson}: {r.status}, {r.score:g} / {r.max_score:g}, "
+                         f"{r.submission_path}{why}")
+        return terminal(lines)         # a student is named by their file: the learner's text
 
 
 def cases_digest(cases: list[dict]) -> str:
@@ -388,6 +410,51 @@ class Gradebook:
                 # every earlier one stands.
                 raise GradebookWriteError(self.shown_url, f"cannot write {student}'s result: "
                                           f"{_one_line(getattr(e, 'orig', None) or e)}") from None
+
+    def forget(self, student: str, lesson: str | None = None, *, dry_run: bool = False) -> Forgotten:
+        """Remove a student's results (of ``lesson``, or of every lesson) in one transaction:
+        a folder graded by mistake (``notes/``, a copy of the stub) is otherwise a student
+        with 0 points in every export and report, for good. The student goes once no result
+        of theirs is left, and a lesson once no one's is, so the gradebook reads as if they
+        had never been graded. An unknown student (or lesson of theirs) is refused, naming
+        this gradebook and who is in it: a typo must not report success."""
+        student = unicodedata.normalize("NFC", student)     # as a class's discovery names them
+        gone = tuple(self.results(lesson, student))
+        if not gone:
+            raise InputError(self.shown_url, self._not_here(student, lesson))
+        if dry_run:
+            return Forgotten(self.shown_url, student, gone, removed=False)
+        try:
+            with self.engine.begin() as conn:
+                self._one_writer(conn)
+                ids = sa.select(results.c.id).where(results.c.student == student)
+                if lesson is not None:
+                    ids = ids.where(results.c.lesson == lesson)
+                ids = [r[0] for r in conn.execute(ids)]
+                conn.execute(scores.delete().where(scores.c.result_id.in_(ids)))
+                conn.execute(results.delete().where(results.c.id.in_(ids)))
+                if conn.execute(sa.select(results.c.id).where(results.c.student == student)
+                                .limit(1)).first() is None:
+                    conn.execute(students.delete().where(students.c.id == student))
+                for old in {r.lesson for r in gone}:
+                    if conn.execute(sa.select(results.c.id).where(results.c.lesson == old)
+                                    .limit(1)).first() is None:
+                        conn.execute(criteria.delete().where(criteria.c.lesson == old))
+                        conn.execute(lessons.delete().where(lessons.c.id == old))
+        except (OperationalError, OSError) as e:
+            raise GradebookWriteError(self.shown_url, f"cannot forget {student!r}: "
+                                      f"{_one_line(getattr(e, 'orig', None) or e)}") from None
+        return Forgotten(self.shown_url, student, gone, removed=True)
+
+    def _not_here(self, student: str, lesson: str | None) -> str:
+        everyone = self.students()
+        if student in everyone:
+            theirs = sorted({r.lesson for r in self.results(student=student)})
+            return f"{student!r} has no result for {lesson} (theirs: {', '.join(theirs)}); nothing removed"
+        near = get_close_matches(student, everyone, n=3)
+        hint = f"; did you mean {', '.join(map(repr, near))}?" if near else ""
+        return (f"no student {student!r} in this gradebook ({plural(len(everyone), 'student')}: "
+                f"{first_few(everyone) or 'none'}){hint}; nothing removed")
 
     @staticmethod
     def _ensure_student(conn, student: str) -> None:
