@@ -261,10 +261,21 @@ def test_whatever_the_file_is_called_the_one_that_defines_the_functions_is_grade
     assert "not graded: hw/helpers.py" in results["output"]
 
 
+def test_an_upper_case_suffix_is_graded_as_a_class_folder_grades_it(lesson1_zip, tmp_path):
+    """The upload is chosen and read by the one rule (grader/engine/code_file.py): a .PY was
+    picked, then refused by the loader as no .py file."""
+    p, results = graded(lesson1_zip, tmp_path, {"My Work.PY": REFERENCE.read_bytes(),
+                                                "draft.py": b"def pages_for(t, p):\n    return 0\n"})
+    assert p.returncode == 0 and results["score"] == 10, results["output"]
+    assert "Graded: My Work.PY" in results["output"]
+    assert "not graded: draft.py" in results["output"]
+
+
 @pytest.mark.parametrize("files, says", [
     ({"README.txt": b"I forgot", "notes.pdf": b"%PDF"}, "no .py or .ipynb file to grade"),
     ({}, "your upload is empty"),
-    ({"a.py": b"x = 1\n", "b.py": b"y = 2\n"}, "cannot tell which file to grade"),
+    ({"a.py": b"x = 1\n", "b.py": b"y = 2\n"}, "cannot tell which file to grade: several submission "
+                                                "files (a.py, b.py), and none defines any"),
     ({"solution.py": b""}, "the submission is empty"),
 ])
 def test_a_missing_or_unusable_file_is_a_clear_zero_on_every_criterion(lesson1_zip, tmp_path, files, says):

@@ -11,6 +11,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.engine.code_file import code_suffix
 from grader.engine.errors import InputError
 from grader.engine.files import Unreadable, read_regular
 
@@ -143,10 +144,11 @@ def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: 
         bom = 3 if raw.startswith(codecs.BOM_UTF8) else 0      # the decoder counts after it
         raise InputError(where, f"is not UTF-8 text (byte {e.start + bom})") from None
     digest = hashlib.sha256(raw).hexdigest()
-    if path.suffix == ".ipynb":
+    kind = code_suffix(path)
+    if kind == ".ipynb":
         source, notes, cells = _notebook_source(text, where)
         return Submission(where, source, digest, notes, student=student, cells=cells)
-    if path.suffix != ".py":
+    if kind is None:
         raise InputError(where, "a submission is a .py file or a .ipynb notebook")
     if not text.strip():
         raise InputError(where, "the submission is empty")

@@ -32,11 +32,11 @@ from grader.engine.errors import InputError
 from grader.instructor.gradebook import (GRADER_FAILED, CriterionInfo, Gradebook, GradebookWriteError,
                                          LessonInfo, cases_digest)
 from grader.engine.progress import Progress
+from grader.engine.code_file import choose, code_suffix, lesson_functions
 from grader.engine.submission import (Submission, is_own_file_name, is_submission_folder,
                                        load_submission)
 from grader.engine.text import first_few, plural, terminal
 
-SOURCE_SUFFIXES = (".py", ".ipynb")
 # What an archiver leaves beside the students (macOS's zip: a copy of each file's metadata),
 # never a student: recorded, it would be a student with 0 points in every export, for good.
 NOT_STUDENTS = ("__MACOSX",)
@@ -51,24 +51,22 @@ class Entry:
     student: str
     path: str
     problem: str = ""
+    note: str = ""             # which of several files was graded, for the report
 
 
-def _pick(folder: Path, lesson: str) -> tuple[str, str]:
-    """The file to grade in an nbgrader submission folder: (path, problem)."""
-    files = sorted(p for p in folder.iterdir()
-                   if p.is_file() and p.suffix in SOURCE_SUFFIXES and not p.name.startswith("."))
-    if len(files) == 1:
-        return str(files[0]), ""
-    named = [p for p in files if p.stem in ("exercise", lesson)]
-    if len(named) == 1:
-        return str(named[0]), ""
-    if not files:
-        # What is there instead (answers.txt, a .zip) tells the student what to hand in again.
-        held = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
-        there = f"it holds {first_few(held)}" if held else "it is empty"
-        return str(folder), f"no .py or .ipynb file in the submission folder ({there})"
-    names = ", ".join(p.name for p in files)
-    return str(folder), f"several submission files ({names}); keep one, or name it exercise.py"
+def _pick(folder: Path, lesson: str, functions: tuple[str, ...]) -> tuple[str, str, str]:
+    """The file to grade in an nbgrader submission folder, by the rule a Gradescope upload
+    is read by too (grader.engine.code_file): (path, problem, note for the report)."""
+    files = [Path(p.name) for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
+    choice = choose(folder, files, lesson, functions)
+    if choice.file is not None:
+        return str(folder / choice.file), "", choice.note
+    if any(code_suffix(f) for f in files):
+        return str(folder), choice.problem, ""
+    # What is there instead (answers.txt, a .zip) tells the student what to hand in again.
+    held = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    there = f"it holds {first_few(held)}" if held else "it is empty"
+    return str(folder), f"{choice.problem} in the submission folder ({there})", ""
 
 
 def class_root(folder: Path) -> Path:
@@ -83,17 +81,22 @@ def within(path: str, root: Path) -> str:
     return Path(os.path.relpath(path, root)).as_posix()
 
 
-def discover(folder: Path, lesson: str) -> list[Entry]:
+def discover(folder: Path, lesson: str, course: Course | None = None) -> list[Entry]:
     """Every student found in ``folder``, sorted by name. For a lesson whose submission is a
-    folder, ``<student>/<lesson>/`` (nbgrader) or ``<student>/`` itself is the submission."""
+    folder, ``<student>/<lesson>/`` (nbgrader) or ``<student>/`` itself is the submission.
+    ``course`` (default: the one found from here) holds the lesson's stub, whose functions
+    tell which of a student's several files to grade."""
+    from grader.engine.layout import find_course
     from grader.engine.pipeline import folder_files
     files = folder_files(lesson)
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(str(folder), "no such submissions folder")
     root = class_root(folder)
+    functions: tuple[str, ...] = ()
     if files is None:
-        own = sorted(p.name for p in root.iterdir() if p.suffix in SOURCE_SUFFIXES
+        functions = lesson_functions((course or find_course()).assignment(lesson) / "exercise.py")
+        own = sorted(p.name for p in root.iterdir() if code_suffix(p)
                      and is_own_file_name(p.stem) and not p.name.startswith("."))
         if own:
             # A class of <student>.py files has no student named "exercise": this is one
@@ -108,18 +111,20 @@ def discover(folder: Path, lesson: str) -> list[Entry]:
             continue
         # A student is their name in NFC: a macOS zip spells "José" decomposed (NFD), and
         # the two spellings must be one student (and two files of theirs, two submissions).
-        student = unicodedata.normalize("NFC", item.name if item.is_dir() or item.suffix not in SOURCE_SUFFIXES
+        student = unicodedata.normalize("NFC", item.name if item.is_dir() or not code_suffix(item)
                                         else item.stem)
         if item.is_dir():
             where = item / lesson
             if files is not None and not where.is_dir() and is_submission_folder(item, files):
                 where = item
+            note = ""
             if where.is_dir():
-                path, problem = (str(where), "") if files is not None else _pick(where, lesson)
+                path, problem, note = ((str(where), "", "") if files is not None
+                                       else _pick(where, lesson, functions))
             else:
                 path, problem = str(where), f"no submission for {lesson} (no folder {where.name}/)"
-            found.setdefault(student, []).append(Entry(student, path, problem))
-        elif item.suffix in SOURCE_SUFFIXES:
+            found.setdefault(student, []).append(Entry(student, path, problem, note))
+        elif code_suffix(item):
             found.setdefault(student, []).append(Entry(student, str(item)))
         else:
             found.setdefault(student, []).append(
@@ -429,7 +434,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     refuse_changed_rubric(book, rubric)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
     info = replace(rubric_info(rubric), criteria=())     # an error row's lesson: its totals only
-    entries = discover(folder, lesson)
+    entries = discover(folder, lesson, course)
     refuse_a_folder_of_no_submissions(entries, Path(folder), lesson)
 
     failed: list[tuple[str, str]] = []
@@ -449,7 +454,8 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
             failed.append((e.student, f"{shown}: {err.message}"))
             book.record_error(e.student, info, shown, err.message)
             continue
-        sub = replace(sub, path=shown)          # read; from here it is named, not opened
+        # Read; from here it is named, not opened.
+        sub = replace(sub, path=shown, notes=((e.note,) if e.note else ()) + sub.notes)
         if pending(e, sub, done, rubric.version, expected_cases):
             todo.append(Job(e.student, sub))
         else:

@@ -108,6 +108,7 @@ def _lock_down(layout: Layout) -> None:
 def grade(layout: Layout, config: dict, work: Path) -> dict:
     """results.json of the submission in ``layout``."""
     from grader.engine.checks import REGISTRY
+    from grader.engine.code_file import lesson_functions
     from grader.engine.errors import InputError
     from grader.engine.layout import Course
     from grader.engine.pipeline import folder_files, grade_submission
@@ -129,7 +130,7 @@ def grade(layout: Layout, config: dict, work: Path) -> dict:
     files = folder_files(lesson)
     try:
         if files is None:
-            functions = upload.stub_functions(course.assignment(lesson) / "exercise.py")
+            functions = lesson_functions(course.assignment(lesson) / "exercise.py")
             picked = upload.pick_code(layout.submission, lesson, functions)
             student = ""
         else:

@@ -5,9 +5,10 @@ few, or (from GitHub) a whole repository. Files are listed without following sym
 links, hidden folders and caches skipped, and never run: a candidate is only read and, for
 a code lesson, parsed.
 
-- A code lesson: the one .py or .ipynb file; among several, the one that defines most of
-  the functions the lesson's exercise stub declares (a file named exercise.* or lessonN.*
-  wins a tie); no such file, or a tie, is a clear result listing what was found.
+- A code lesson: the one code file, by the rule a class folder is read by too
+  (grader.engine.code_file: .py or .ipynb in any case; among several, the one that defines
+  most of the lesson's functions); no such file, or a tie, is a clear result listing what
+  was found.
 - A lesson whose submission is a folder of YAML files (lesson 6): each expected file by
   its name (.yaml or .yml, any case), else by what it holds (a diagnosis lists causes, a
   design sheet has the sheet's sections), else the one YAML file left for the one name
@@ -15,7 +16,6 @@ a code lesson, parsed.
 """
 from __future__ import annotations
 
-import ast
 import os
 import shutil
 import stat
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course.sheet import SECTIONS, read_yaml
+from grader.engine.code_file import choose, code_suffix
 
-CODE_SUFFIXES = (".py", ".ipynb")
 YAML_SUFFIXES = (".yaml", ".yml")
 SKIPPED_FOLDERS = {"__pycache__", ".ipynb_checkpoints", "node_modules"}
 MAX_LISTED = 5000            # a repository upload: stop listing there
@@ -68,46 +68,17 @@ def _listing(files: list[Path]) -> str:
     return f"your upload holds {shown}{' ...' if len(files) > 12 else ''}"
 
 
-def stub_functions(stub: Path) -> tuple[str, ...]:
-    """The top-level functions a lesson's exercise stub declares."""
-    tree = ast.parse(stub.read_text(encoding="utf-8"))
-    return tuple(n.name for n in tree.body if isinstance(n, ast.FunctionDef))
-
-
-def _defined(path: Path) -> set[str]:
-    """Top-level function names of a .py file or a notebook's code cells (parsed, not run)."""
-    from grader.engine.errors import InputError
-    from grader.engine.submission import load_submission
-    try:
-        source = load_submission(path).source
-        tree = ast.parse(source)
-    except (InputError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-
-
 def pick_code(folder: Path, lesson: str, functions: tuple[str, ...]) -> Picked | Missing:
+    """The file to grade, by the rule a class folder is read by too (grader.engine.code_file)."""
     files = uploaded(folder)
-    candidates = [f for f in files if f.suffix.lower() in CODE_SUFFIXES]
-    wanted = ", ".join(functions)
-    if not candidates:
-        return Missing(f"no .py or .ipynb file to grade: upload your {lesson} exercise as a Python "
-                       f"file or a Jupyter notebook defining {wanted}; {_listing(files)}")
-    if len(candidates) == 1:
-        return Picked(folder / candidates[0], str(candidates[0]))
-
-    def rank(f: Path) -> tuple[int, bool]:
-        return (len(_defined(folder / f) & set(functions)), f.stem.lower() in ("exercise", lesson))
-    ranked = sorted(candidates, key=rank, reverse=True)
-    best = rank(ranked[0])
-    if best[0] == 0 or rank(ranked[1]) == best:
-        return Missing(f"cannot tell which file to grade: {len(candidates)} Python files or "
-                       f"notebooks and {'none defines' if best[0] == 0 else 'more than one defines'} "
-                       f"the most of {wanted}; upload one file ({_listing(files)})")
-    others = ", ".join(str(f) for f in ranked[1:6])
-    return Picked(folder / ranked[0], str(ranked[0]),
-                  (f"graded {ranked[0]}, the file that defines the lesson's functions; "
-                   f"not graded: {others}{' ...' if len(ranked) > 6 else ''}",))
+    choice = choose(folder, files, lesson, functions)
+    if choice.file is not None:
+        return Picked(folder / choice.file, choice.file.as_posix(),
+                      (choice.note,) if choice.note else ())
+    if not any(code_suffix(f) for f in files):
+        return Missing(f"{choice.problem} to grade: upload your {lesson} exercise as a Python "
+                       f"file or a Jupyter notebook defining {', '.join(functions)}; {_listing(files)}")
+    return Missing(f"cannot tell which file to grade: {choice.problem} ({_listing(files)})")
 
 
 def _role_by_content(path: Path) -> str | None:

@@ -1,0 +1,84 @@
+"""Which file is a learner's code submission: one rule for a class folder, a file named on
+the command line and a Gradescope upload, so a file graded in one is graded in the others.
+
+- A code file is a ``.py`` file or a ``.ipynb`` notebook, its suffix in any case: a
+  Windows machine's ``alice.PY`` is Python, and ``.IPYNB`` a notebook. Anything else is not
+  a submission.
+- Among several code files, the one that defines most of the functions the lesson's stub
+  declares is graded; a file named ``exercise.*`` or ``lessonN.*`` wins a tie (a tie at
+  none too: that file is the submission by its name, and its report says what it lacks).
+  Otherwise (a tie, or none defining any and none so named) no file is chosen, and the
+  learner keeps one. Files are parsed to count, never run.
+
+Where the candidates are listed is the caller's: a class folder's files, a Gradescope
+upload's files (with its subfolders, as a repository is uploaded).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+CODE_SUFFIXES = (".py", ".ipynb")
+
+
+def code_suffix(path: Path | str) -> str | None:
+    """``.py`` or ``.ipynb`` for a code file (its suffix in any case), else None."""
+    suffix = Path(path).suffix.lower()
+    return suffix if suffix in CODE_SUFFIXES else None
+
+
+def lesson_functions(stub: Path) -> tuple[str, ...]:
+    """The top-level functions a lesson's exercise stub declares."""
+    tree = ast.parse(stub.read_text(encoding="utf-8"))
+    return tuple(n.name for n in tree.body if isinstance(n, ast.FunctionDef))
+
+
+def _defined(path: Path) -> set[str]:
+    """Top-level function names of a code file (a notebook's code cells), parsed, not run;
+    none for a file that cannot be read or parsed."""
+    from grader.engine.errors import InputError
+    from grader.engine.submission import load_submission
+    try:
+        tree = ast.parse(load_submission(path).source)
+    except (InputError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The file to grade among ``candidates`` (as the caller listed them), or why none."""
+    file: Path | None
+    passed_over: tuple[Path, ...] = ()     # the other code files, not graded
+    problem: str = ""                      # why none was chosen, naming the files
+
+    @property
+    def note(self) -> str:
+        """For the report: which file was graded, when there was a choice."""
+        if self.file is None or not self.passed_over:
+            return ""
+        others = ", ".join(p.as_posix() for p in self.passed_over[:5])
+        return (f"graded {self.file.as_posix()}, the file that defines the lesson's functions; "
+                f"not graded: {others}{' ...' if len(self.passed_over) > 5 else ''}")
+
+
+def choose(folder: Path, files: list[Path], lesson: str, functions: tuple[str, ...]) -> Choice:
+    """The code file to grade among ``files`` (paths relative to ``folder``)."""
+    candidates = sorted(f for f in files if code_suffix(f))
+    if not candidates:
+        return Choice(None, problem="no .py or .ipynb file")
+    if len(candidates) == 1:
+        return Choice(candidates[0])
+
+    rank = {f: (len(_defined(folder / f) & set(functions)),
+                f.stem.lower() in ("exercise", lesson.lower())) for f in candidates}
+    ranked = sorted(candidates, key=rank.__getitem__, reverse=True)   # stable: ties in name order
+    best = rank[ranked[0]]
+    if best == (0, False) or rank[ranked[1]] == best:
+        names = ", ".join(p.as_posix() for p in candidates[:8]) + (" ..." if len(candidates) > 8 else "")
+        which = "none defines any" if best[0] == 0 else "more than one defines the most"
+        return Choice(None, problem=f"several submission files ({names}), and {which} of the "
+                                    f"lesson's functions ({', '.join(functions)}); keep one, or "
+                                    f"name it exercise.py")
+    return Choice(ranked[0], tuple(ranked[1:]))
