@@ -368,11 +368,11 @@ def _grade(args, course) -> int:
         if len(args.paths) != 1:
             raise InputError(folders[0], "a class folder must be the only path given")
         return _grade_class(args, course, secret, Path(folders[0]))
-    for flag, given in (("--scheduler", args.scheduler), ("--jobs", args.jobs)):
-        if given is not None:
-            # Quietly grading here, one file after another, is not what the flag asked for.
-            raise InputError(flag, "applies to a class folder (a folder of submissions); files named "
-                                   "one by one are graded in this process, one after another")
+    for flag, given, why in CLASS_ONLY:
+        if getattr(args, given) not in (None, False):
+            # Accepted and ignored, the flag would seem to have done what it says.
+            raise InputError(flag, f"applies to a class folder (a folder of submissions); files "
+                                   f"named one by one {why}")
     if files is None and not args.unconfined_ok:
         from grader.engine.sandbox.session import require_confinement
         require_confinement()                   # refused before any file is graded
@@ -403,6 +403,16 @@ def _grade(args, course) -> int:
         if book is not None:
             book.close()
     return 2 if unread else 0
+
+
+# The flags of `grade` that mean something only for a class folder: (flag, its argument,
+# what files named one by one do instead).
+CLASS_ONLY = (
+    ("--scheduler", "scheduler", "are graded in this process, one after another"),
+    ("--jobs", "jobs", "are graded in this process, one after another"),
+    ("--force", "force", "are always graded, and each replaces its gradebook result"),
+    ("--quiet", "quiet", "show no progress bar: each prints its report as it is graded"),
+)
 
 
 def _gradebook(args, course, create: bool = False):

@@ -184,14 +184,21 @@ def test_grading_into_a_gradebook_whose_folder_is_missing_says_so(tmp_path):
     assert err == f"grader: {where}: cannot make the gradebook: the folder {where.parent} does not exist\n"
 
 
-@pytest.mark.parametrize("flag", [("--scheduler", "tcp://127.0.0.1:8786"), ("--jobs", "2")])
-def test_a_class_flag_with_files_named_one_by_one_is_refused_not_ignored(tmp_path, flag):
+@pytest.mark.parametrize("flag, instead", [
+    (("--scheduler", "tcp://127.0.0.1:8786"), "are graded in this process, one after another"),
+    (("--jobs", "2"), "are graded in this process, one after another"),
+    (("--force",), "are always graded, and each replaces its gradebook result"),
+    (("--quiet",), "show no progress bar: each prints its report as it is graded"),
+])
+def test_a_class_flag_with_files_named_one_by_one_is_refused_not_ignored(tmp_path, flag, instead):
     secret = tmp_path / "s"
     secret.write_text("class of 2026\n")
-    code, out, err = run("grade", "lesson1", REF, "--secret-file", str(secret), *flag)
+    db = tmp_path / "gb.db"
+    code, out, err = run("grade", "lesson1", REF, "--secret-file", str(secret), "--gradebook", str(db), *flag)
     assert code == 2 and out == ""
     assert err == (f"grader: {flag[0]}: applies to a class folder (a folder of submissions); files named "
-                   "one by one are graded in this process, one after another\n")
+                   f"one by one {instead}\n")
+    assert not db.exists()                      # refused before anything was graded or recorded
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
