@@ -434,7 +434,7 @@ def _grade_class(args, course, secret: bytes, folder: Path) -> int:
 def _export(args, course) -> int:
     from grader.instructor.exports import export
     with _gradebook(args, course) as book:
-        where = export(book, args.format, lesson=args.only_lesson, out=args.out)
+        where = export(book, args.format, lesson=args.only_lesson, out=args.out, progress=True)
     if where != "-":
         print(f"wrote the {args.format} export to {where}", file=sys.stderr)
     return 0

@@ -141,6 +141,41 @@ def test_nbgrader_export_from_a_venv_that_is_not_activated(tmp_path, url, monkey
         assert sorted(a.name for a in gb.assignments) == ["lesson1", "lesson9"]
 
 
+@pytest.mark.parametrize("seconds_a_step", [0, 1], ids=["quick", "long"])
+def test_an_nbgrader_export_shows_its_progress_once_it_takes_a_while(url, stored, tmp_path, seconds_a_step):
+    """Like grading a class, a long export writes its count on stderr (in a log, a plain
+    line); a quick one writes nothing. Time is a clock that moves a set step each time it
+    is read, never slept."""
+    import io
+    import itertools
+    ticks = itertools.count(1000, seconds_a_step)
+    log = io.StringIO()
+    with open_gradebook(url) as book:
+        export_nbgrader(book, str(tmp_path / "nb.db"), progress=True, stream=log,
+                        clock=lambda: next(ticks))
+    lines = log.getvalue().splitlines()
+    if seconds_a_step == 0:
+        assert lines == []
+        return
+    n = len(stored)                      # every result of every lesson, one at a time
+    assert lines and all(l.startswith("exporting to nbgrader [") for l in lines), lines
+    assert lines[-1].startswith(f"exporting to nbgrader [{'#' * 28}] {n}/{n}  "), lines
+    assert "\r" not in log.getvalue()    # a log, not a terminal: no redrawn line
+
+
+def test_an_nbgrader_export_from_the_command_line_asks_for_progress(url, tmp_path, monkeypatch):
+    from grader.cli import main
+    from grader.instructor.exports import nbgrader
+    asked = {}
+
+    def export(book, out, **kw):
+        asked.update(kw)
+        return out
+    monkeypatch.setattr(nbgrader, "export_nbgrader", export)
+    assert main(["export", "--format", "nbgrader", "--gradebook", url, "--out", str(tmp_path / "nb.db")]) == 0
+    assert asked == {"lesson": None, "progress": True}
+
+
 def test_nbgrader_missing_is_an_input_error(tmp_path, url, monkeypatch):
     monkeypatch.setitem(sys.modules, "nbgrader", None)
     with open_gradebook(url) as book, pytest.raises(InputError, match="pip install"):

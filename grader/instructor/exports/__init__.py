@@ -27,8 +27,10 @@ def safe_name(name: str) -> str:
     return clean[:120]
 
 
-def export(book, fmt: str, *, lesson: str | None = None, out: str | None = None) -> str:
-    """Write ``fmt`` and return where it went (a path, or "-" for stdout)."""
+def export(book, fmt: str, *, lesson: str | None = None, out: str | None = None,
+           progress: bool = False) -> str:
+    """Write ``fmt`` and return where it went (a path, or "-" for stdout). ``progress``: a
+    long export's count on stderr (nbgrader's; a CSV takes no time)."""
     if fmt == "csv":
         from grader.instructor.exports.csv import export_csv
         return export_csv(book, out, lesson=lesson)
@@ -36,5 +38,5 @@ def export(book, fmt: str, *, lesson: str | None = None, out: str | None = None)
         from grader.instructor.exports.nbgrader import export_nbgrader
         # Not gradebook.db: that is the grader's own gradebook, which must never be mixed
         # with nbgrader's tables.
-        return export_nbgrader(book, out or "nbgrader/gradebook.db", lesson=lesson)
+        return export_nbgrader(book, out or "nbgrader/gradebook.db", lesson=lesson, progress=progress)
     raise ValueError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")

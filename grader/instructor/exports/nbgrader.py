@@ -13,13 +13,16 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from grader.engine.errors import InputError
+from grader.engine.progress import Progress
 from grader.engine.text import one_line
 
 NOTEBOOK = "exercise"
+PROGRESS_AFTER_S = 2.0        # a quick export stays quiet; a longer one shows its count
 
 
 def _url(out: str) -> str:
@@ -97,7 +100,11 @@ def _refuse_a_grader_gradebook(url: str, out: str) -> None:
                               "gradebook file (default nbgrader/gradebook.db)")
 
 
-def export_nbgrader(book, out: str, *, lesson: str | None = None) -> str:
+def export_nbgrader(book, out: str, *, lesson: str | None = None, progress: bool = False,
+                    stream=None, clock=time.monotonic) -> str:
+    """``progress``: once the export has taken a few seconds, its count of results on stderr
+    (``stream``), moving every second: a new nbgrader gradebook alone takes seconds to make
+    (nbgrader runs alembic), and a class's results as long again."""
     try:
         from nbgrader import api as nb
     except ImportError:
@@ -108,29 +115,35 @@ def export_nbgrader(book, out: str, *, lesson: str | None = None) -> str:
         book.lesson(lesson)
     url = _url(out)
     _refuse_a_grader_gradebook(url, out)
+    kept = {i.id for i in infos}
+    rows = [r for r in book.results(lesson) if r.lesson in kept]
+    bar = Progress(len(rows), "exporting to nbgrader", stream=stream, enabled=progress, clock=clock,
+                   heartbeat_s=1.0, delay_s=PROGRESS_AFTER_S)
     try:
-        with _alembic_on_path():
-            gb = nb.Gradebook(url)
-    except Exception as e:            # nbgrader wraps SQLAlchemy; any failure here is the URL's
-        # The driver's own words, on one line: SQLAlchemy's text adds the SQL and a web page.
-        raise InputError(out, f"cannot open the nbgrader gradebook: "
-                              f"{one_line(getattr(e, 'orig', None) or e)}") from None
-    with gb:
-        for info in infos:
-            gb.update_or_create_assignment(info.id)
-            gb.update_or_create_notebook(NOTEBOOK, info.id)
-            for c in info.criteria:
-                gb.update_or_create_grade_cell(c.id, NOTEBOOK, info.id, max_score=c.max_score,
-                                               cell_type="code")
-        db = gb.db
-        assignments = {a.name: a for a in gb.assignments}
-        students = {s.id: s for s in db.query(nb.Student)}
-        for r in book.results(lesson):
-            if r.lesson not in assignments:
-                continue
-            with db.no_autoflush:
-                _store(nb, db, assignments[r.lesson], students, r)
-        db.commit()
+        try:
+            with _alembic_on_path():
+                gb = nb.Gradebook(url)
+        except Exception as e:            # nbgrader wraps SQLAlchemy; any failure here is the URL's
+            # The driver's own words, on one line: SQLAlchemy's text adds the SQL and a web page.
+            raise InputError(out, f"cannot open the nbgrader gradebook: "
+                                  f"{one_line(getattr(e, 'orig', None) or e)}") from None
+        with gb:
+            for info in infos:
+                gb.update_or_create_assignment(info.id)
+                gb.update_or_create_notebook(NOTEBOOK, info.id)
+                for c in info.criteria:
+                    gb.update_or_create_grade_cell(c.id, NOTEBOOK, info.id, max_score=c.max_score,
+                                                   cell_type="code")
+            db = gb.db
+            assignments = {a.name: a for a in gb.assignments}
+            students = {s.id: s for s in db.query(nb.Student)}
+            for r in rows:
+                with db.no_autoflush:
+                    _store(nb, db, assignments[r.lesson], students, r)
+                bar.advance()
+            db.commit()
+    finally:
+        bar.finish()
     return out
 
 
