@@ -148,6 +148,38 @@ def test_the_class_histogram_marks_the_mean_and_median(tmp_path, figures):
     assert score_at(5.0, 10.0, 11) == 4.5 and score_at(10.0, 10.0, 11) == 10.0
 
 
+@pytest.mark.parametrize("scores", [
+    [5.5, 5.5, 5.5, 1.0, 9.0],            # the median through the middle of a counted bar, the mean beside it
+    [5.5] * 4 + [5.4] * 3,                # both lines through one bar's count
+    [2.5, 2.5, 7.5, 7.5],                 # the median between two bars, the mean on neither
+    [10.0, 10.0, 10.0],                   # everyone at full marks: both lines on the last bar
+], ids=["median-through-a-count", "both-through-a-count", "between-bars", "all-full-marks"])
+def test_no_line_runs_through_a_bars_count(tmp_path, figures, scores):
+    """The count above each bar stays above its bar and clear of the mean and median lines
+    (read off the drawn text's extent, in score-axis units, not pixels)."""
+    from grader.instructor.class_report.plots import scores_png
+    numbers = class_numbers(scores)
+    scores_png(numbers, tmp_path / "s.png")
+    (fig,) = figures
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    to_data = ax.transData.inverted()
+    # Where the lines are, computed here: bar i, centred on i, holds scores from i to i + 1
+    # tenths of full marks; full marks are bar 10.
+    d = numbers.distribution
+    at = [10.0 if v >= 10.0 else v / 1.0 - 0.5 for v in (d["mean"], d["median"])]
+    assert sorted(line.get_xdata()[0] for line in ax.get_lines()) == pytest.approx(sorted(at))
+    counts = {i: b["count"] for i, b in enumerate(d["bins"]) if b["count"]}
+    labels = [t for t in ax.texts if t.get_text().isdigit()]
+    assert sorted(int(t.get_text()) for t in labels) == sorted(counts.values())
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        (left, _), (right, _) = to_data.transform([(box.x0, box.y0), (box.x1, box.y0)])
+        assert all(not left <= x <= right for x in at), (label.get_text(), left, right, at)
+        bar = round((left + right) / 2)
+        assert counts[bar] == int(label.get_text()) and bar - 0.4 <= left and right <= bar + 0.4
+
+
 def test_a_class_with_nobody_graded_says_so_in_both_figures(tmp_path, figures):
     from grader.instructor.class_report.plots import NOBODY, criteria_png, scores_png
     numbers = class_numbers([])

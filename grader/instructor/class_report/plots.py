@@ -1,7 +1,8 @@
 """The class report's two figures, drawn with matplotlib into PNG files.
 
 - scores.png: how many students got each score (ten equal bins below full marks, then
-  full marks), the mean and median marked as lines on the same score axis.
+  full marks), the mean and median marked as lines on the same score axis, each bar's
+  count above it and clear of them.
 - criteria.png: per criterion, the share of graded students who passed it and the mean
   score as a share of its points, side by side, in the rubric's order.
 
@@ -15,6 +16,7 @@ from grader.course.plots import write_png
 
 INK, PASS, MEAN, FULL = "#30343f", "#3b7d5a", "#5a7bb5", "#2f6a4b"
 DPI = 110
+BAR_WIDTH = 0.8
 NOBODY = "no graded student yet: nothing to plot\n(the page lists the students to look at)"
 
 
@@ -59,16 +61,16 @@ def scores_png(numbers, path: Path) -> Path:
         return _save(plt, fig, path)
     counts = [b["count"] for b in bins]
     colours = [PASS] * (len(bins) - 1) + [FULL]
-    bars = ax.bar(range(len(bins)), counts, color=colours, width=0.8)
-    for bar, n in zip(bars, counts):
-        if n:
-            ax.annotate(str(n), (bar.get_x() + bar.get_width() / 2, n), ha="center", va="bottom",
-                        fontsize=9, color=INK, xytext=(0, 2), textcoords="offset points")
+    bars = ax.bar(range(len(bins)), counts, color=colours, width=BAR_WIDTH)
+    labels = [ax.annotate(str(n), (bar.get_x() + bar.get_width() / 2, n), ha="center", va="bottom",
+                          fontsize=9, color=INK, xytext=(0, 2), textcoords="offset points")
+              for bar, n in zip(bars, counts) if n]
     d = numbers.distribution
     # The mean and the median on the score axis, told apart by line style (not colour).
+    lines = []
     for value, name, style in ((d["mean"], "mean", "--"), (d["median"], "median", ":")):
-        ax.axvline(score_at(value, numbers.max_score, len(bins)), color=INK, linestyle=style, linewidth=1.4,
-                   label=f"{name} {value:g}")
+        lines.append(score_at(value, numbers.max_score, len(bins)))
+        ax.axvline(lines[-1], color=INK, linestyle=style, linewidth=1.4, label=f"{name} {value:g}")
     ax.set_xticks(range(len(bins)))
     ax.set_xticklabels([b["label"].replace(" (full)", "\nfull") for b in bins], fontsize=8)
     ax.set_xlabel(f"score out of {numbers.max_score:g}")
@@ -77,7 +79,30 @@ def scores_png(numbers, path: Path) -> Path:
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=9,
               title=f"{numbers.graded} graded, {numbers.full_marks} at full marks", title_fontsize=9)
+    fig.tight_layout()          # the axes' final size: a count's width in score units depends on it
+    _clear_of_lines(ax, labels, lines)
     return _save(plt, fig, path)
+
+
+def _clear_of_lines(ax, labels, lines: list[float], pad_pt: float = 2.0) -> None:
+    """Move each bar's count sideways, as little as it takes, so that no mean or median line
+    runs through its text: a line through the middle of a bar (a median of 5.5 out of 10)
+    struck out its count. It stays above its bar: a count is a few characters, a bar much
+    wider, and there are only two lines."""
+    renderer = ax.figure.canvas.get_renderer()
+    to_data = ax.transData.inverted()
+    (x0, _), (x1, _) = to_data.transform([(0, 0), (pad_pt * ax.figure.dpi / 72, 0)])
+    pad = x1 - x0
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        (left, _), (right, _) = to_data.transform([(box.x0, 0), (box.x1, 0)])
+        centre, half = label.xy[0], (right - left) / 2 + pad
+
+        def clear(c: float) -> bool:
+            return all(abs(c - x) >= half - 1e-9 for x in lines)    # x + half, rounded
+        options = [centre] + [x + side * half for x in lines for side in (-1, 1)]
+        best = min((c for c in options if clear(c)), key=lambda c: abs(c - centre))
+        label.xy = (best, label.xy[1])
 
 
 def criteria_png(numbers, path: Path) -> Path:
