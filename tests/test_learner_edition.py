@@ -212,7 +212,8 @@ def test_instructor_commands_are_not_in_the_release_and_the_rest_is(release):
     assert p.returncode == 0
     commands = set(re.search(r"\{([a-z,]+)\}", p.stdout).group(1).split(","))
     assert {"check", "experiment", "sheet"} <= commands
-    assert not commands & {"grade", "export", "feedback", "release", "incident"}
+    assert not commands & {"grade", "export", "feedback", "release", "incident", "gradebook",
+                           "report", "gradescope"}
     assert "grader grade" not in p.stdout and "grader check" in p.stdout
     p = in_release(out, "grade", "lesson1", "x.py", "--secret-file", "s")
     assert p.returncode == 2 and "invalid choice" in p.stderr
