@@ -333,10 +333,11 @@ def test_a_slow_rule_that_finishes_is_told_how_far_above_the_oracles_ttft(tmp_pa
 def test_a_run_whose_rule_fails_says_whether_it_was_never_written_or_failed(tmp_path, body, says):
     p = tmp_path / "fails.py"
     p.write_text(f"def choose_chunk(ctx):\n    {body}\n")
-    for c in grade("lesson3", p, "check").criteria:
-        if c.id.startswith("e2e"):
-            assert c.score == 0 and says in c.feedback, c.feedback
-            assert ("failed during the run" in c.feedback) == ("ValueError" in body)
+    runs = [c for c in grade("lesson3", p, "check").criteria if c.id.startswith("e2e")]
+    assert [c.id for c in runs] == ["e2e-gap", "e2e-ttft"]
+    for c in runs:
+        assert c.score == 0 and says in c.feedback, c.feedback
+        assert ("failed during the run" in c.feedback) == ("ValueError" in body)
 
 
 def test_what_the_runs_keep_crosses_boundaries_frozen():
