@@ -67,6 +67,28 @@ def secret(request) -> bytes:
     return request.param
 
 
+def _never_skipped(report) -> None:
+    """A skipped test is never done: a skip (pytest.skip, a skip mark, an importorskip, an
+    empty parameter set, a whole file skipped at import) or an expected failure fails the
+    run, saying why, rather than leaving a green run that tested less than it says."""
+    if report.skipped:
+        why = f"expected to fail: {report.wasxfail}" if hasattr(report, "wasxfail") else \
+            f"skipped: {report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr}"
+        report.outcome, report.longrepr = "failed", f"{why} (the suite never skips: docs/testing.md)"
+        if hasattr(report, "wasxfail"):
+            del report.wasxfail
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    _never_skipped((yield).get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    _never_skipped((yield).get_result())
+
+
 def pytest_report_header(config):
     return f"hidden cases under the secrets {', '.join(SECRETS)} (GRADER_TEST_SECRET={RANDOM_SECRET.hex()})"
 
