@@ -50,13 +50,13 @@ def test_each_lessons_section_validates_and_is_the_templates(n):
     assert sheet()[name] == section[name], f"assignments/design_sheet.yaml's {name} is not lesson {n}'s"
 
 
-@pytest.mark.parametrize("n", range(1, 7))
+# Lesson 5's README points at its section file (checked above) instead of quoting it.
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 6])
 def test_readme_excerpt_uses_only_keys_of_the_schema(n):
     text = (ROOT / "assignments" / f"lesson{n}" / "README.md").read_text()
     part = text[text.index("## Your design sheet"):]
     excerpt = re.search(r"```yaml\n(.*?)```", part, re.S)
-    if excerpt is None:          # lesson 5 points at its section file instead of quoting it
-        return
+    assert excerpt, f"lesson {n}'s README quotes no part of its design sheet"
     data = yaml.safe_load(excerpt.group(1))
 
     def walk(node, path):
