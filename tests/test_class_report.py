@@ -119,7 +119,7 @@ def expected(url: str) -> dict:
     graded = [r for r in results if r.status == "graded"]
     scores = sorted(r.score for r in graded)
     n = len(scores)
-    out = {"graded": n, "full_marks": sum(1 for s in scores if s == 10),
+    out = {"criteria": criteria, "graded": n, "full_marks": sum(1 for s in scores if s == 10),
            "mean": round(sum(scores) / n, 3),
            "median": (scores[n // 2] + scores[(n - 1) // 2]) / 2,
            "bins": [sum(1 for s in scores if s < 10 and int(s) == b) for b in range(10)] + [scores.count(10)]}
@@ -159,6 +159,7 @@ def test_the_numbers_match_the_gradebook(graded_class):
     assert numbers["distribution"]["mean"] == want["mean"]
     assert numbers["distribution"]["median"] == want["median"]
     assert [b["count"] for b in numbers["distribution"]["bins"]] == want["bins"]
+    assert [c["id"] for c in numbers["criteria"]] == want["criteria"]
     for c in numbers["criteria"]:
         assert c["passed"] == want[f"passed:{c['id']}"] and c["mean_score"] == want[f"mean_score:{c['id']}"]
         assert c["pass_rate"] == round(c["passed"] / want["graded"], 4)
