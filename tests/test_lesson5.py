@@ -538,6 +538,7 @@ def test_goodput_experiment_plot_shows_the_decision_the_target_and_the_rejected_
     assert names == ["goodput (good requests / s)", "release decision\nagainst baseline",
                      "interactive SLO attainment (%)", "batch SLO attainment (%)", "rejected share (%)"]
     goodput, decision, interactive, batch, rejected = plot.panels
+    assert sorted(line.label for line in goodput.lines) == ["baseline", "gain", "rejections"]
     for line in goodput.lines:            # each design's mean goodput, banded by its own spread
         assert line.y == tuple(rows[x, line.label]["goodput"] for x in line.x)
         assert line.band[1] == tuple(rows[x, line.label]["goodput"] + rows[x, line.label]["band"]
