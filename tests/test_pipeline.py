@@ -10,6 +10,7 @@ inputs, when a grade refuses, and what the report's notes say.
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -195,10 +196,15 @@ def test_either_child_unconfined_is_told(seen, submission, settings):
     assert not any(n.startswith("not confined:") for n in report.notes)
 
 
-def test_the_duration_is_the_grades_own_in_milliseconds(seen, submission):
+def test_the_duration_is_the_grades_own_in_milliseconds(seen, submission, monkeypatch):
     # Read against a clock around the call: no bound on how long the call takes.
     before = time.perf_counter()
     report, _ = graded(submission, "check", crit("pub", "public"), cases=[PUB_A])
     after = time.perf_counter()
     assert 0.0 <= report.duration_s <= round(after - before, 3) + 0.001
     assert report.duration_s == round(report.duration_s, 3)
+    # The grade's own clock, read at its start and at its end, made to say 1.23456 s apart.
+    clock = iter([100.0, 101.23456])
+    monkeypatch.setattr(pipeline, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    report, _ = graded(submission, "check", crit("pub", "public"), cases=[PUB_A])
+    assert report.duration_s == 1.235
