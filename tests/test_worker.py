@@ -870,6 +870,7 @@ def test_cancel_of_a_running_request_releases_at_the_fence():
     assert list(rec.token_times) == _ends(0.0, _durations(result))[:i]
     assert len(result.steps) == i + 1 and nonzero(result) == {}
     assert result.series["free"][-1] < result.total_pages   # pages pinned until the fence
+    assert rec.fence_s == rec.released_s == end              # released when that step ends
 
 
 def test_a_step_ending_at_the_cancel_instant_completes_first():
