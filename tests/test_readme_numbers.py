@@ -109,7 +109,7 @@ def criteria_table(n: int) -> list[dict[str, str]]:
 def test_the_readmes_table_of_criteria_gives_the_rubrics_points_and_credit(n):
     """docs/learners.md promises that a lesson's README says how each criterion is scored:
     its table holds every criterion of the rubric, with the rubric's points and credit rule
-    (lesson 5 says it in prose: tests/test_lesson5.py)."""
+    (lessons 4 and 5 say it in prose: below, and tests/test_lesson5.py)."""
     rubric = {c["id"]: c for c in yaml.safe_load((ROOT / "rubrics" / f"lesson{n}.yaml").read_text())["criteria"]}
     rows = criteria_table(n)
     assert [r["criterion"] for r in rows] == list(rubric)
@@ -124,6 +124,25 @@ def test_the_readmes_table_of_criteria_gives_the_rubrics_points_and_credit(n):
         for bound, shown in ((credit.get("floor", 0.0), 0.0), (credit.get("target", 1.0), 1.0)):
             if bound != shown:
                 assert f"{bound:.0%}" in said, (row, bound)
+
+
+def test_lesson4_says_each_criterions_points_in_its_prose():
+    """Lesson 4 says how it is graded in prose, not in a table: the lesson's points, each
+    group's (the table, the runs, the probes) and, in the rubric's order, each criterion's
+    in brackets."""
+    import re
+    rubric = yaml.safe_load((ROOT / "rubrics" / "lesson4.yaml").read_text())["criteria"]
+    text = readme(4)
+    part = text[text.index("## How you are graded"):text.index("A stub scores 0")]
+    says(part, f"{sum(c['points'] for c in rubric):g} points.")
+    groups = {"The table": ("table-",), "Runs": ("run-",), "Probes": ("key-", "publishable-")}
+    assert all(c["id"].startswith(sum(groups.values(), ())) for c in rubric)
+    bullets = re.split(r"- \*\*", part)[1:]
+    assert [b.split("**")[0] for b in bullets] == list(groups)
+    for bullet, (name, prefixes) in zip(bullets, groups.items()):
+        mine = [c["points"] for c in rubric if c["id"].startswith(prefixes)]
+        assert bullet.startswith(f"{name}** ({sum(mine):g} points)"), bullet[:40]
+        assert [float(n) for n in re.findall(r"\((\d+)\)", bullet)] == mine, name
 
 
 def test_lesson1_public_probes_as_check_your_work_lists_them():
