@@ -350,13 +350,13 @@ def test_constant_decisions_and_verdicts_earn_nothing(tmp_path, secret):
                                  f"    return ReleaseDecision({decision!r})\n")
         got = scores(grade("lesson5", path, "grade", secret))
         release = {k: v for k, v in got.items() if k in RELEASE}
-        assert not any(release.values()), (decision, release)
+        assert release.keys() == RELEASE and not any(release.values()), (decision, release)
     for verdict in ("good", "slow_tokens", "late_first_token", "excluded", "rejected", "failed"):
         path = tmp_path / f"always_{verdict}.py"
         path.write_text(source + f"\n\ndef qualify(record, slo):\n    return {verdict!r}\n")
         got = scores(grade("lesson5", path, "check"))
         qualify = {k: v for k, v in got.items() if k in QUALIFY}
-        assert not any(qualify.values()), (verdict, qualify)
+        assert qualify.keys() == QUALIFY and not any(qualify.values()), (verdict, qualify)
 
 
 # ---- grading ----------------------------------------------------------------------------------------
