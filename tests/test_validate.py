@@ -1,4 +1,5 @@
 """grader.engine.validate: plain JSON from a submission -> trusted shapes, or a learner-actionable error."""
+import re
 from typing import Optional
 
 import pytest
@@ -134,10 +135,10 @@ def test_nested_dataclasses():
 
 def test_invalid_value_is_a_value_error_and_unsupported_types_are_grader_bugs():
     assert issubclass(InvalidValue, ValueError)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^validate does not support list\[int\]$"):
         coerce([1], list[int])
     # Only tuple[X, ...] is variadic: an ellipsis elsewhere is no type validate can read.
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="^validate does not support Ellipsis$"):
         coerce([1, 2, "a"], tuple[int, ..., str])
 
 
@@ -145,7 +146,7 @@ def test_a_union_other_than_optional_is_a_grader_bug_not_a_guess():
     # Two non-None options would need a rule for which one the value meant: validate has
     # none, so such a return type is refused rather than read as its first option.
     for expected in (int | str, Optional[int | str]):
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError, match=f"^validate does not support {re.escape(repr(expected))}$"):
             coerce(1, expected)
     assert coerce(None, int | None) is None and coerce(7, int | None) == 7
     assert message("7", int | None) == "returned str '7', expected int"
