@@ -39,9 +39,9 @@ def test_foreign_or_tampered_text_is_refused(text):
 def test_an_unregistered_value_cannot_be_stored():
     class Thing:
         pass
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"cannot store .*Thing \(not registered in grader.engine.codec\)"):
         codec.dumps(Thing())
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="only dicts with str keys can be stored"):
         codec.dumps({1: "int keys"})
 
 
