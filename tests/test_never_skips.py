@@ -35,20 +35,28 @@ SKIPPING = textwrap.dedent('''
 
 def test_every_kind_of_skip_fails_the_run_and_says_why(tmp_path):
     (tmp_path / "test_skipping.py").write_text(SKIPPING)
-    (tmp_path / "test_skipped_file.py").write_text("import pytest\npytest.importorskip('a_module_no_one_installed')\n")
+    (tmp_path / "test_skipped_file.py").write_text(
+        "import pytest\npytest.importorskip('a_module_no_one_installed')\n")
     # This folder's conftest, loaded as a plugin into a run of files outside tests/.
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-n", "0",
-                        "-rA", "--continue-on-collection-errors", "-c", "/dev/null", "--rootdir", str(tmp_path),
-                        str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "COLUMNS": "1000", "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"})
-    summary = [line for line in p.stdout.splitlines()
-               if line.startswith(("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL"))]
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider",
+                        "-n", "0", "-rA", "--continue-on-collection-errors", "-c", "/dev/null",
+                        "--rootdir", str(tmp_path), str(tmp_path)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "COLUMNS": "1000",
+                            "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"})
+    summary = {line.split(" ")[1]: line for line in p.stdout.splitlines()
+               if line.startswith(("PASSED ", "FAILED ", "ERROR ", "SKIPPED ", "XFAIL "))}
     assert p.returncode == 1, p.stdout + p.stderr
-    assert not [line for line in summary if line.startswith(("SKIPPED", "XFAIL"))], summary
-    assert [line.split(" ")[1] for line in summary if line.startswith("PASSED")] == ["test_skipping.py::test_done"]
-    for name, reason in [("test_skip", "no server here"), ("test_skipif", "not on this machine"),
-                         ("test_importorskip", "a_module_no_one_installed"), ("test_xfail", "known"),
-                         ("test_empty_parameters", "empty parameter set"),
-                         ("test_skipped_file.py", "a_module_no_one_installed")]:
-        assert any(name in line and reason in line and "the suite never skips" in line
-                   for line in summary if line.startswith(("FAILED", "ERROR"))), (name, summary)
+    assert summary.pop("test_skipping.py::test_done").startswith("PASSED ")
+    assert {id: line.split(" ")[0] for id, line in summary.items()} == {
+        "test_skipping.py::test_skip": "FAILED", "test_skipping.py::test_skipif": "ERROR",
+        "test_skipping.py::test_importorskip": "FAILED", "test_skipping.py::test_xfail": "FAILED",
+        "test_skipping.py::test_empty_parameters[NOTSET]": "ERROR", "test_skipped_file.py": "ERROR"}
+    reasons = {"test_skipping.py::test_skip": "no server here",
+               "test_skipping.py::test_skipif": "not on this machine",
+               "test_skipping.py::test_importorskip": "a_module_no_one_installed",
+               "test_skipping.py::test_xfail": "known",
+               "test_skipping.py::test_empty_parameters[NOTSET]": "empty parameter set",
+               "test_skipped_file.py": "a_module_no_one_installed"}
+    for id, reason in reasons.items():
+        assert reason in summary[id] and "the suite never skips" in summary[id], summary[id]
