@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, SECRET as SECRET_OF_TESTS, SUBMISSIONS, full, grade, other_than, scores
+from conftest import (ROOT, SECRET as SECRET_OF_TESTS, SUBMISSIONS, full, grade, other_than, scores,
+                      write_mutant)
 from grader.engine.errors import InputError
 from grader.engine.layout import find_course
 from grader.lessons import ledger_runs as runs
@@ -196,6 +197,20 @@ def test_a_ledger_that_admits_everything_is_not_called_efficient(tmp_path):
     report = grade("lesson2", wrong_file("lesson2", "admits_everything", tmp_path), "check")
     assert scores(report)["efficiency"] == 0 and scores(report)["safety"] == 0
     assert "efficiency is not shown by admitting everything" in feedback(report, "efficiency")
+
+
+def test_holding_back_on_the_probes_alone_is_not_efficiency(tmp_path, secret):
+    """A probe's request is told from a workload's by its scope, so a ledger can wait on the
+    probes and admit every request of a run. Efficiency is measured on the runs, and a probe
+    where it held back once said it was shown there: the runs' own decisions decide now."""
+    path = write_mutant(L2 / "alt_correct.py", [("    if promise <= spare:\n",
+                                                 "    if promise <= spare or request.scope not in ('public', 'hidden'):\n")],
+                        tmp_path, "holds_back_on_probes_only")
+    for report in (grade("lesson2", path, "check"), grade_hidden(path, secret)):
+        # Right on every probe: its reservations and its probes' safety are a correct ledger's.
+        assert scores(report)["reservations"] == full(report)["reservations"]
+        assert scores(report)["efficiency"] == 0 and scores(report)["safety"] == 0
+        assert "efficiency is not shown by admitting everything" in feedback(report, "efficiency")
 
 
 def test_a_crashing_admit_is_named_in_the_feedback(tmp_path):

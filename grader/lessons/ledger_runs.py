@@ -29,6 +29,16 @@ class Book:
     admitted: dict = field(default_factory=dict)   # id -> (request, ledger, admission), latest
     waited: dict = field(default_factory=dict)     # id -> (request, ledger, admission), latest
     overcautious: tuple | None = None   # the first wait or reject whose need was available
+    # Where capacity was short (the need over what the ledger showed available): how many
+    # admissions went ahead anyway, and how many calls were held back. A run with the first
+    # and none of the second shows a ledger that admits everything, whatever it does elsewhere.
+    beyond: int = 0
+    held_short: int = 0
+
+    @property
+    def never_held_back(self) -> bool:
+        """Capacity was short, and the ledger admitted all the same every time."""
+        return self.beyond > 0 and not self.held_short
 
 
 @dataclass(frozen=True)
@@ -60,11 +70,14 @@ def _recording(admit, book: Book):
         adm = admit(request, ledger)
         last[0], last[1] = (request, ledger), adm
         seen = (request, ledger, adm)
+        short = need(request) > available(ledger)
         if adm.decision == "admit":
             book.admitted[request.id] = seen
+            book.beyond += short
         else:
             book.waited[request.id] = seen
-            if book.overcautious is None and need(request) <= available(ledger):
+            book.held_short += short
+            if book.overcautious is None and not short:
                 book.overcautious = seen
         return adm
     return call

@@ -289,15 +289,6 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
     if stub:
         return stub
     runs = _runs(ctx)
-    short = [a for a in _probe_answers(ctx) if need(a.case.inputs[0]) > available(a.case.inputs[1])]
-    held = any(a.value is not None and a.value.decision != "admit" for a in short) or any(
-        out.book.waited for _, out in runs)
-    if not held:
-        # Efficiency is the other side of safety: admitting what fits. A ledger that admits
-        # everything has it for free, as one that admits nothing has safety.
-        return Measure(0.0, f"your ledger admitted every request, on every workload and on all "
-                            f"{len(short)} probes whose capacity was short: efficiency is not shown by "
-                            "admitting everything")
     from grader.lessons.ledger_runs import good_requests, oracle_run
     # A never-fit workload measures liveness: an impossible request at the head of the
     # queue would make its SLO count a second penalty for the same mistake.
@@ -308,8 +299,19 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
     for case, out in graded:
         ref = oracle_run(case)
         good = good_requests(out.run.requests)
-        rows.append((1.0 if ref.good == 0 else min(1.0, good / ref.good), case, good, ref.good, out))
-    worst, case, good, ref_good, out = min(rows, key=lambda row: row[0])
+        # Efficiency is the other side of safety: admitting what fits. A ledger that admits
+        # everything has it for free, as one that admits nothing has safety, so a run shows
+        # it only where the ledger held something back when capacity was short. Judged on
+        # each run it is measured on: a wait on a probe says nothing of a run (a ledger can
+        # tell a probe from a workload's request, and hold back on the probes alone).
+        share = 0.0 if out.book.never_held_back else 1.0 if ref.good == 0 else min(1.0, good / ref.good)
+        rows.append((share, case, good, ref.good, out))
+    worst, case, good, ref_good, out = min(rows, key=lambda row: (row[0], not row[4].book.never_held_back))
+    if out.book.never_held_back:
+        return Measure(0.0, f"on {case.where} your ledger never held a request back: it made "
+                            f"{out.book.beyond} admissions with less capacity available than the request "
+                            "needed, and no wait: efficiency is not shown by admitting everything",
+                       tuple(row[1].cite for row in rows if row[0] < 1.0))
     if worst >= 1.0:
         return Measure(1.0, f"on all {len(graded)} workloads where every request fits, as many "
                             f"requests met their SLO as under the oracle ledger, or more")
