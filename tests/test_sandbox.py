@@ -225,6 +225,47 @@ def test_raised_and_missing(box):
     assert box.call("NOT_A_FUNCTION").status == "missing"
 
 
+HOSTILE_RAISES = """
+class Text(str):
+    def __radd__(self, other):
+        raise RuntimeError("no")
+
+    def __add__(self, other):
+        raise RuntimeError("no")
+
+
+class Loud(Exception):
+    def __str__(self):
+        return Text("boom")
+
+
+
+class Eq:
+    def __eq__(self, other):
+        raise RuntimeError("no")
+
+
+def text_message():
+    raise Loud()
+
+
+def hostile_name():
+    e = NameError("x")
+    e.name = Eq()
+    raise e
+"""
+
+
+def test_an_exception_that_resists_being_described_still_reads_as_raised():
+    """Its message a str subclass whose + raises, or its name a value whose == raises: the
+    call raised, and says so (before, describing it crashed the child: 'ended the process')."""
+    with Sandbox(HOSTILE_RAISES, "exercise.py") as b:
+        r = b.call("text_message")
+        assert r.status == "raised" and r.detail == "Loud: boom (exercise.py line 22)", r
+        r = b.call("hostile_name")
+        assert r.status == "raised" and r.detail.startswith("NameError"), r
+
+
 def test_only_reference_shapes_is_importable(box):
     assert box.call("import_it", "reference.shapes").value is True
     for name in ("reference.worker", "reference.solutions", "grader", "grader.engine.validate", "yaml"):

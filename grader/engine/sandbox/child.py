@@ -728,9 +728,22 @@ def line_words(line):
 
 
 def describe(exc, filename):
-    """'ValueError: bad size (exercise.py line 7)': the type, the message, the learner's line."""
+    """'ValueError: bad size (exercise.py line 7)': the type, the message, the learner's line.
+
+    Total: an exception whose message is a hostile str subclass, or whose attributes raise,
+    is still described, never turned into a crash of the child (the learner would read
+    that their function ended the process, when it raised)."""
+    try:
+        return _describe(exc, filename)
+    except BaseException:
+        return one_line(type_name(exc) + ": <message could not be printed>")
+
+
+def _describe(exc, filename):
     try:
         msg = str(exc)
+        # str() hands back a str subclass as it is, with its own __add__ and __radd__.
+        msg = str.__str__(msg) if isinstance(msg, str) else "<message could not be printed>"
     except BaseException:
         msg = "<message could not be printed>"
     text = type_name(exc) + (": " + msg if msg else "")
