@@ -26,6 +26,11 @@ def case(name, kind="a"):
     (CallResult("bad", detail="NotImplementedError"), "f returned something unusable: NotImplementedError"),
     (CallResult("missing"), "f is not defined in your file"),
     (CallResult("timeout"), "f did not return in time (an endless loop?)"),
+    (CallResult("timeout", detail="f() did not return within 2 s"), "f did not return in time (an endless loop?)"),
+    # The whole submission's budget ran out during the call: slow calls do that, not only a loop.
+    (CallResult("timeout", detail="f() was stopped: the time budget for this submission (60 s) ran out"),
+     "f was stopped: the submission used up its time budget during this call; every call counts "
+     "against it, so a function that is slow on each call spends it as an endless loop would"),
     (CallResult("crashed", detail="SIGKILL"), "f ended the process: SIGKILL"),
     (CallResult("unavailable"), "f was not called: the submission used up its time budget"),
 ])

@@ -81,6 +81,12 @@ def call_failure(function: str, result) -> str:
     detail = (result.detail or "").strip()
     if result.stub:
         return f"{function} is not implemented yet (it raises NotImplementedError)"
+    if result.status == "timeout" and "time budget" in detail:
+        # Stopped by the whole submission's budget, not by its own call's limit (the session
+        # says which): a function slow on every call ends here, and is no endless loop.
+        return (f"{function} was stopped: the submission used up its time budget during this call; "
+                "every call counts against it, so a function that is slow on each call spends it as "
+                "an endless loop would")
     return {
         "raised": f"{function} raised {detail}",
         "missing": f"{function} is not defined in your file",
