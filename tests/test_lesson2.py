@@ -199,6 +199,21 @@ def test_a_ledger_that_admits_everything_is_not_called_efficient(tmp_path):
     assert "efficiency is not shown by admitting everything" in feedback(report, "efficiency")
 
 
+def test_a_decision_the_worker_cannot_use_is_named_on_every_criterion(tmp_path):
+    """'accept' for 'admit': the worker takes it for no decision. Safety once said only that
+    the ledger admitted nothing, and reservations that it should admit: each now names the
+    answer it could not use."""
+    path = write_mutant(L2 / "alt_correct.py", [('        return Admission(decision="admit",',
+                                                 '        return Admission(decision="accept",')],
+                        tmp_path, "accept")
+    report = grade("lesson2", path, "check")
+    assert report.score == 0
+    for criterion in CRITERIA:
+        assert "Admission.decision: 'accept' is not one of admit, wait, reject" in feedback(report, criterion), \
+            (criterion, feedback(report, criterion))
+    assert "exactly the whole pool were rejected" not in feedback(report, "liveness")
+
+
 def test_holding_back_on_the_probes_alone_is_not_efficiency(tmp_path, secret):
     """A probe's request is told from a workload's by its scope, so a ledger can wait on the
     probes and admit every request of a run. Efficiency is measured on the runs, and a probe

@@ -213,6 +213,27 @@ def test_domain_bounds_are_inclusive_and_name_the_limit():
     assert MAX_REASONS == 32
 
 
+def test_an_admission_the_worker_could_not_use_is_refused_saying_why():
+    """The worker takes any other decision, or a promise outside its page counts, for no
+    decision at all: refused here, every criterion says why (a ledger that answered
+    'accept' read that it admitted nothing)."""
+    def admission(decision, pages):
+        return {"__type__": "Admission", "decision": decision, "reserve_pages": pages, "reason": ""}
+    for decision in ("admit", "wait", "reject"):
+        within_domain("admit", admission(decision, 0), ())
+    within_domain("admit", admission("admit", (1 << 40) - 1), ())
+    for decision, pages in (("wait", -1), ("reject", 1 << 61)):    # read only when admitted
+        within_domain("admit", admission(decision, pages), ())
+    with pytest.raises(InvalidValue) as e:
+        within_domain("admit", admission("accept", 3), ())
+    assert e.value.message == "Admission.decision: 'accept' is not one of admit, wait, reject"
+    for pages in (-1, 1 << 40):
+        with pytest.raises(InvalidValue) as e:
+            within_domain("admit", admission("admit", pages), ())
+        assert e.value.message == (f"Admission.reserve_pages: {pages} pages is not a promise the worker "
+                                   "can keep (0 to 2**40 - 1 pages)")
+
+
 @pytest.mark.parametrize("function,value", [
     # Answers of the wrong shape are left to coerce, which names what is wrong with them.
     ("on_event", ["stop_scheduling"] * 10), ("on_event", {"actions": "x" * 10}),

@@ -15,12 +15,13 @@ import math
 import types
 import typing
 
-from reference.shapes import ACTIONS
+from reference.shapes import ACTIONS, DECISIONS
 
 MAX_INT = 2 ** 62           # |int| must stay below: far beyond any token or byte count
 MAX_STR = 10_000            # characters
 MAX_ITEMS = 100_000         # elements of a tuple (the domain bounds below are tighter)
 MAX_REASONS = 32            # a release decision's reasons: one per clause of a rule, with room
+PAGE_COUNTS = 1 << 40       # the worker's page counts (reference.worker.decisions.is_count)
 
 
 class InvalidValue(ValueError):
@@ -232,6 +233,15 @@ def within_domain(function: str, value, args: tuple) -> None:
         offered = len(args[0]) if args and isinstance(args[0], (tuple, list)) else 0
         if len(value) > offered:
             raise InvalidValue(f"returned value: {len(value)} page indices for {offered} pages offered")
+    if function == "admit" and type(value) is dict:
+        # The worker treats any other decision, or a promise it cannot count, as no decision
+        # at all: said here, every criterion names it ('accept' read as admitting nothing).
+        decision, pages = value.get("decision"), value.get("reserve_pages")
+        if type(decision) is str and decision not in DECISIONS:
+            raise InvalidValue(f"Admission.decision: {_short(decision)} is not one of {', '.join(DECISIONS)}")
+        if decision == "admit" and type(pages) is int and not 0 <= pages < PAGE_COUNTS:
+            raise InvalidValue(f"Admission.reserve_pages: {_short(pages)} pages is not a promise the worker "
+                               f"can keep (0 to 2**40 - 1 pages)")
     if function == "decide_release" and items("reasons") > MAX_REASONS:
         raise InvalidValue(f"ReleaseDecision.reasons: {items('reasons')} reasons, limit {MAX_REASONS}")
 

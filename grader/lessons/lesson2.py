@@ -259,8 +259,13 @@ def safety(ctx: CheckContext, params: dict) -> Measure:
     admitted = sum(len(o.book.admitted) for _, o in runs) + sum(
         1 for a in answers if a.value is not None and a.value.decision == "admit")
     if not admitted:
+        # An answer the worker could not use is no admission: say so, or "admitted nothing"
+        # reads as false to a ledger that meant to admit ("accept").
+        unusable = [a.problem for a in answers if a.problem]
+        why = (f" ({len(unusable)} of the {len(answers)} probes had no usable answer; first: {unusable[0]})"
+               if unusable else "")
         return Measure(0.0, "your ledger admitted no request on any workload or probe, so it "
-                            "kept no promise: safety is not shown by admitting nothing")
+                            "kept no promise: safety is not shown by admitting nothing" + why)
     total = len(runs) + len(answers)
     clean = total - len(bad_runs) - wrong_probes
     evidence = tuple(c.cite for c, _, _ in bad_runs) + probes.evidence
@@ -359,7 +364,7 @@ def liveness(ctx: CheckContext, params: dict) -> Measure:
             first = min(stuck_imp + refused, key=lambda x: (x.arrival_s, x.id))
             stories.append(liveness_story(case, out, first))
     answers = _probe_answers(ctx)
-    edge_total = edge_bad = 0
+    edge_total = edge_bad = edge_unusable = 0
     for a in answers:
         r, v = a.case.inputs
         wrong = bool(a.problem or _liveness_probe(a.case, a.value))
@@ -369,6 +374,7 @@ def liveness(ctx: CheckContext, params: dict) -> Measure:
             poss_total, poss_bad = poss_total + 1, poss_bad + wrong
         if footprint(r) == v.total_pages:
             edge_total, edge_bad = edge_total + 1, edge_bad + wrong
+            edge_unusable += bool(a.problem)
     probes = grade_answers(answers, _liveness_probe, "probes")
     # The pool's edge is a side of its own: a "can never fit" test one page off rejects only
     # the footprints of exactly the pool, a handful among the thousands of requests that fit.
@@ -380,9 +386,9 @@ def liveness(ctx: CheckContext, params: dict) -> Measure:
                             f"{poss_total} that fit the pool were admitted in the end")
     parts = [f"{imp_total - imp_bad} of {imp_total} requests that can never fit were rejected; "
              f"{poss_bad} of {poss_total} that fit the pool were rejected or never admitted"]
-    if edge_bad:
-        parts.append(f"{edge_bad} of the {edge_total} probes whose footprint is exactly the whole "
-                     "pool were rejected: a footprint equal to the pool fits it")
+    if edge_bad > edge_unusable:
+        parts.append(f"{edge_bad - edge_unusable} of the {edge_total} probes whose footprint is exactly "
+                     "the whole pool were rejected: a footprint equal to the pool fits it")
     parts += stories[:1]
     if probes.value < 1.0:
         parts.append(probes.feedback)
