@@ -315,7 +315,7 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
     if out.book.never_held_back:
         return Measure(0.0, f"on {case.where} your ledger never held a request back: it made "
                             f"{out.book.beyond} admissions with less capacity available than the request "
-                            "needed, and no wait: efficiency is not shown by admitting everything",
+                            "needed, and told none to wait: efficiency is not shown by admitting everything",
                        tuple(row[1].cite for row in rows if row[0] < 1.0))
     if worst >= 1.0:
         return Measure(1.0, f"on all {len(graded)} workloads where every request fits, as many "
