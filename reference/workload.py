@@ -80,7 +80,7 @@ from numpy.random import PCG64, Generator, SeedSequence
 
 from reference.request import Request
 from reference.shapes import Slo
-from reference.yaml_words import kind, line_of, short, wanted
+from reference.yaml_words import kind, line_of, number_as_text, short, wanted
 
 __all__ = [
     "WorkloadError", "Dist", "Arrival", "MaxNew", "Scope", "Cancel", "SloClass",
@@ -285,7 +285,7 @@ def _describe(error) -> str:
     v, arg, got = error.validator, error.validator_value, error.instance
     if v == "type":
         types = [arg] if isinstance(arg, str) else arg
-        return f"must be {wanted(types)}, got {kind(got)} {short(got, 40)}"
+        return f"must be {wanted(types)}, got {kind(got)} {short(got, 40)}{number_as_text(got)}"
     if v == "required":
         missing = [k for k in arg if k not in got]
         return f"missing key {missing[0]!r}" if missing else error.message

@@ -37,7 +37,29 @@ def got(value: Any) -> str:
     """'a string 'fast'', 'nothing', 'a mapping': what was there instead."""
     if value is None or isinstance(value, (dict, list)):
         return kind(value)
-    return f"{kind(value)} {short(value)}"
+    return f"{kind(value)} {short(value)}{number_as_text(value)}"
+
+
+def number_as_text(value: Any) -> str:
+    """For a number YAML read as text, how to write it as a number ("" for anything else).
+
+    YAML 1.1 reads a float only with a decimal point and a signed exponent: 5e-2, 1e+3 and
+    1.0e3 are strings, and "expected a number; got a string '5e-2'" alone reads as nonsense
+    to a person who wrote a number."""
+    if not isinstance(value, str) or len(value) > 40:
+        return ""
+    try:
+        number = float(value.replace("_", ""))
+    except ValueError:
+        return ""
+    if number != number or number in (float("inf"), float("-inf")):
+        return ""
+    if number.is_integer() and abs(number) < 1e15:
+        written = str(int(number))
+    else:
+        mantissa, _, exponent = repr(number).partition("e")
+        written = (mantissa if "." in mantissa else mantissa + ".0") + (f"e{exponent}" if exponent else "")
+    return f" (YAML reads {value} as text; as a number write {written})"
 
 
 def wanted(types: str | Sequence[str]) -> str:

@@ -13,6 +13,7 @@ from grader.course.sheet import (MAX_BYTES, SECTIONS, _known_path, load_sheet, p
                           unfilled, validate_sheet)
 from grader.engine.oracle import reference_policy
 from reference.shapes import CostModel
+from reference.yaml_words import number_as_text
 
 COURSE = find_course(str(ROOT))
 TEMPLATE = ROOT / "assignments" / "design_sheet.yaml"
@@ -125,6 +126,25 @@ def test_every_problem_names_its_path_and_what_was_expected():
     assert by_path["admission_ledger.outstanding"] == "missing key (required)"
     assert by_path["request_contract.worker.max_running"].startswith("expected an integer; got a string")
     assert by_path["cancellation.colour"].startswith("unknown key 'colour' (known here: ")
+
+
+def test_a_number_yaml_reads_as_text_is_shown_how_to_write_it(tmp_path):
+    """YAML 1.1 reads 5e-2 and 1e+3 as strings (a float needs a decimal point and a signed
+    exponent): the line says so, and how to write the number, or 'expected a number; got a
+    string' reads as nonsense beside what the person wrote."""
+    text = TEMPLATE.read_text()
+    assert "\n  gap_budget_s: 0.1" in text
+    path = tmp_path / "sheet.yaml"
+    path.write_text(text.replace("\n  gap_budget_s: 0.1", "\n  gap_budget_s: 1e-1", 1))
+    shown = [str(p) for p in load_sheet(path, COURSE)[1]]
+    assert any("chunk_rule.gap_budget_s: expected a number" in s and
+               "got a string '1e-1' (YAML reads 1e-1 as text; as a number write 0.1)" in s for s in shown), shown
+    # Words that only look like numbers to Python are not numbers to explain.
+    for word in ("nan", "inf", "fast"):
+        assert number_as_text(word) == ""
+    assert number_as_text("2e-9") == " (YAML reads 2e-9 as text; as a number write 2.0e-09)"
+    assert number_as_text("1e+3") == " (YAML reads 1e+3 as text; as a number write 1000)"
+    assert yaml.safe_load("a: 2.0e-09")["a"] == 2e-9        # what it says to write is a number
 
 
 def test_what_the_schema_cannot_say_is_checked_after_it():

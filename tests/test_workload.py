@@ -110,6 +110,8 @@ def _set(path, value):
 @pytest.mark.parametrize("mutate, message", [
     (_set(("arrival", "rate"), -1), "arrival.rate: must be > 0, got -1"),
     (_set(("arrival", "rate"), "fast"), "arrival.rate: must be a number, got a string 'fast'"),
+    (_set(("arrival", "rate"), "5e+1"),
+     "arrival.rate: must be a number, got a string '5e+1' (YAML reads 5e+1 as text; as a number write 50)"),
     (_set(("arrival", "process"), "gamma"), "arrival: missing key 'cv'"),
     (_set(("arrival", "process"), "weibull"), "arrival.process: must be one of poisson, gamma"),
     (_set(("prompt", "min"), 20000), "prompt.min: must be <= max (16384), got 20000"),
