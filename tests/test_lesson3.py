@@ -269,6 +269,23 @@ def test_a_rule_that_never_chooses_an_ok_chunk_earns_nothing_for_its_chunks(tmp_
         assert says in by_id[cid].feedback
 
 
+def test_a_rule_whose_every_ok_chunk_finishes_its_prompt_shows_no_alignment(tmp_path):
+    """Alignment applies to a chunk that leaves some of the prompt. A rule that runs the whole
+    prompt when it fits and is otherwise starved never chose such a chunk: page-aligned paid
+    it in full for a rule it was never asked to keep. Its ok chunks do keep the budget."""
+    p = tmp_path / "finish_or_starve.py"
+    p.write_text("from reference.shapes import ChunkPlan\n\n\ndef choose_chunk(ctx):\n"
+                 "    if ctx.cost.step_time(ctx.decode_contexts) > ctx.gap_budget_s:\n"
+                 "        return ChunkPlan(0, 'infeasible')\n"
+                 "    whole = ctx.cost.step_time(ctx.decode_contexts, ctx.prefill_remaining, ctx.prefill_done)\n"
+                 "    return ChunkPlan(ctx.prefill_remaining, 'ok') if whole <= ctx.gap_budget_s else ChunkPlan(0, 'starved')\n")
+    report = grade("lesson3", p, "check")
+    by_id = {c.id: c for c in report.criteria}
+    assert by_id["page-aligned"].score == 0, by_id["page-aligned"].feedback
+    assert "finishes its prompt, so none shows page alignment" in by_id["page-aligned"].feedback
+    assert by_id["within-budget"].score == by_id["within-budget"].max_score
+
+
 # ---- the end-to-end runs' feedback, against the worker's own runs ----------------------------
 def _fixed_run(scenario: str, tokens: int | None, max_steps: int | None = None):
     """The public scenario run on the worker: the reference's rule (tokens None) or a fixed

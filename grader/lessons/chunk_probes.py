@@ -124,6 +124,19 @@ def progress(ctx: CheckContext, params: dict) -> Measure:
     return grade_answers(ok, _usable_first(judge), "probes where a chunk fits")
 
 
+def _no_partial_chunks(answers: list[Answer]) -> Measure | None:
+    """Alignment applies to an ok chunk that leaves some of the prompt: a rule whose every
+    ok chunk finishes its prompt (the whole prompt when it fits, else starved) never chose a
+    chunk the rule constrains, and shows nothing of it."""
+    ok = [a for a in answers
+          if a.value is not None and a.value.verdict == "ok" and not unusable(a.case.inputs, a.value)]
+    if not ok or any(a.value.tokens < a.case.inputs.prefill_remaining for a in ok):
+        return None             # none at all is _no_chunks' to say, or the answers' problems
+    return Measure(0.0, f"every ok chunk choose_chunk gave on the {len(answers)} probes finishes its "
+                        "prompt, so none shows page alignment (it applies to a chunk that leaves some of "
+                        "the prompt for later)")
+
+
 @check("lesson3.page_aligned")
 def page_aligned(ctx: CheckContext, params: dict) -> Measure:
     def judge(case: Case, plan: ChunkPlan) -> str:
@@ -134,7 +147,8 @@ def page_aligned(ctx: CheckContext, params: dict) -> Measure:
                 f"does not finish the prompt ({c.prefill_remaining} left); round down to "
                 f"{plan.tokens - plan.tokens % c.page_tokens}")
     answers = _plans(ctx)
-    return _no_chunks(answers) or grade_answers(answers, _usable_first(judge), "probes")
+    return (_no_chunks(answers) or _no_partial_chunks(answers)
+            or grade_answers(answers, _usable_first(judge), "probes"))
 
 
 _WHY = {
