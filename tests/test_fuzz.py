@@ -27,7 +27,7 @@ from grader.engine.errors import InputError
 from grader.lessons import lesson_module
 from grader.engine.learner_policy import RETURNS
 from grader.engine.rubric import Rubric, load_rubric
-from grader.engine.sandbox import session
+from grader.engine.sandbox import session, wire
 from grader.engine.validate import MAX_INT, InvalidValue, coerce
 from reference import shapes
 from reference.workload import WorkloadError, WorkloadSpec, load_workload
@@ -201,7 +201,7 @@ def valid(t):
 def test_every_valid_value_survives_the_protocol_and_validation(data):
     expected = data.draw(st.sampled_from(TYPES))
     value = data.draw(valid(expected))
-    frame = json.dumps({"ok": session.encode_arg(value)}).encode()   # what the child sends
+    frame = json.dumps({"ok": wire.encode_arg(value)}).encode()   # what the child sends
     result = answer_to(frame)
     assert result.status == "ok"
     assert coerce(result.value, expected) == value
@@ -215,7 +215,7 @@ def test_every_valid_value_survives_the_protocol_and_validation(data):
 def test_any_frame_is_an_answer_or_a_protocol_error(frame):
     try:
         result = answer_to(frame)
-    except session._Protocol as e:
+    except wire.ProtocolError as e:
         assert str(e).startswith("sent ")
         return
     assert result.status in session.STATUSES and "\n" not in result.detail

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from grader.engine.sandbox import CallResult, Sandbox, SandboxError, isolation, session
+from grader.engine.sandbox import CallResult, Sandbox, SandboxError, isolation, session, wire
 from grader.engine.sandbox.child import (LL_READ_DIR, closed_to_others, installed_packages,
                                          readable_beneath)
 from grader.engine.validate import coerce
@@ -203,7 +203,7 @@ def test_shapes_sent_as_field_values_in_order_arrive_whole(box):
     sent = (AdmissionRequest("req-7", "tenant-a", 300, 100, 16, 2, 1), LedgerView(256, 100, 20, 30, 4),
             (PageInfo(0, 16, 16, 16, False), PageInfo(1, 5, 16, 0, True)),
             ChunkContext(0.05, CostModel(), (100, 200), 0, 512, 16, 16))
-    assert session.wire_arg(sent[0]) == {"__type__": "AdmissionRequest",
+    assert wire.wire_arg(sent[0]) == {"__type__": "AdmissionRequest",
                                          "__fields__": ["req-7", "tenant-a", 300, 100, 16, 2, 1]}
     got = box.call("echo", *sent).value
     assert coerce(got[0], AdmissionRequest) == sent[0] and coerce(got[1], LedgerView) == sent[1]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import answer_to
-from grader.engine.sandbox import session
+from grader.engine.sandbox import session, wire
 from reference.shapes import CostModel, PageInfo, Slo
 
 PAGE = PageInfo(index=3, prompt_tokens=16, page_tokens=16, written_tokens=8, published=False)
@@ -18,16 +18,16 @@ PAGE_FIELDS = [3, 16, 16, 8, False]
 
 # ---- arguments, as the child receives them ---------------------------------------------------
 def test_a_shape_is_sent_as_its_field_values_in_order():
-    assert session.wire_arg(PAGE) == {"__type__": "PageInfo", "__fields__": PAGE_FIELDS}
-    assert session.wire_arg((PAGE, 7, "s")) == [{"__type__": "PageInfo", "__fields__": PAGE_FIELDS}, 7, "s"]
-    assert session.wire_arg([(PAGE,)]) == [[{"__type__": "PageInfo", "__fields__": PAGE_FIELDS}]]
-    assert session.wire_arg(Slo(2.0, 0.5)) == {"__type__": "Slo", "__fields__": [2.0, 0.5]}
+    assert wire.wire_arg(PAGE) == {"__type__": "PageInfo", "__fields__": PAGE_FIELDS}
+    assert wire.wire_arg((PAGE, 7, "s")) == [{"__type__": "PageInfo", "__fields__": PAGE_FIELDS}, 7, "s"]
+    assert wire.wire_arg([(PAGE,)]) == [[{"__type__": "PageInfo", "__fields__": PAGE_FIELDS}]]
+    assert wire.wire_arg(Slo(2.0, 0.5)) == {"__type__": "Slo", "__fields__": [2.0, 0.5]}
 
 
 def test_the_keyed_form_names_every_field():
-    assert session.encode_arg(PAGE) == {"__type__": "PageInfo", "index": 3, "prompt_tokens": 16,
+    assert wire.encode_arg(PAGE) == {"__type__": "PageInfo", "index": 3, "prompt_tokens": 16,
                                         "page_tokens": 16, "written_tokens": 8, "published": False}
-    cost = session.encode_arg(CostModel())
+    cost = wire.encode_arg(CostModel())
     assert cost["__type__"] == "CostModel"
     assert set(cost) - {"__type__"} == {f.name for f in dataclasses.fields(CostModel)}
 
@@ -37,9 +37,9 @@ def test_plain_containers_and_numbers_are_sent_as_their_plain_values():
 
     class Name(str):
         pass
-    sent = session.encode_arg({"pair": Pair(1, 2), "name": Name("x"), "n": np.int64(3),
+    sent = wire.encode_arg({"pair": Pair(1, 2), "name": Name("x"), "n": np.int64(3),
                                "x": np.float32(0.5), "pages": [PAGE]})
-    assert sent == {"pair": [1, 2], "name": "x", "n": 3, "x": 0.5, "pages": [session.encode_arg(PAGE)]}
+    assert sent == {"pair": [1, 2], "name": "x", "n": 3, "x": 0.5, "pages": [wire.encode_arg(PAGE)]}
     assert [type(sent[k]) for k in ("name", "n", "x")] == [str, int, float]
     assert json.loads(json.dumps(sent)) == sent
 
@@ -56,9 +56,9 @@ def test_what_is_not_the_courses_is_never_sent():
     for value in (PageInfo(1), Other(1), {1: "int key"}, {"a": object()}, object(), b"bytes",
                   lambda: None, {"nested": [Other(2)]}):
         with pytest.raises(TypeError, match="cannot send"):
-            session.encode_arg(value)
+            wire.encode_arg(value)
         with pytest.raises(TypeError, match="cannot send"):
-            session.wire_arg(value)
+            wire.wire_arg(value)
 
 
 # ---- answers, as the grader reads them --------------------------------------------------------
@@ -74,17 +74,17 @@ def test_a_non_finite_float_is_refused_by_name_whatever_else_the_answer_holds():
                        (b'{"ok": {"a": 1, "b": 1e999}}', "returned a non-finite float (1e999)")):
         got = answer_to(frame)
         assert (got.status, got.detail) == ("bad", why)
-    long = "9" * (session.MAX_INT_DIGITS + 1)
+    long = "9" * (wire.MAX_INT_DIGITS + 1)
     got = answer_to(f'{{"ok": [1, 22, {long}]}}'.encode())
     assert (got.status, got.detail) == ("bad", f"returned an integer with {len(long)} digits")
-    ok = "9" * session.MAX_INT_DIGITS             # the longest integer that is an answer
+    ok = "9" * wire.MAX_INT_DIGITS             # the longest integer that is an answer
     assert answer_to(f'{{"ok": [1, {ok}, 2.5]}}'.encode()).value == [1, int(ok), 2.5]
     assert answer_to(f'{{"ok": [-{ok}, 1e3]}}'.encode()).value == [-int(ok), 1000.0]
 
 
 @pytest.mark.parametrize("frame", [b"[1]", b'"ok"', b"3", b"not json", b'{"ok": 1', b"\xff\xfe"])
 def test_a_frame_that_is_not_an_object_is_a_protocol_error(frame):
-    with pytest.raises(session._Protocol, match="^sent "):
+    with pytest.raises(wire.ProtocolError, match="^sent "):
         answer_to(frame)
 
 
@@ -96,7 +96,7 @@ def test_raised_and_bad_answers_are_one_bounded_printable_line():
     assert got.detail[:-3] == long[:session.DETAIL_CHARS - 3]
     got = answer_to(json.dumps({"bad": "a\nb\u202ec\u200bd"}).encode())
     assert (got.status, got.detail) == ("bad", "a b\ufffdc\ufffdd")
-    with pytest.raises(session._Protocol):
+    with pytest.raises(wire.ProtocolError):
         answer_to(json.dumps({"raised": ["not", "text"]}).encode())
 
 
@@ -147,8 +147,8 @@ def test_the_first_reason_an_answer_is_refused_is_the_one_given():
 def test_the_careful_decoder_keeps_every_integer_within_the_bound():
     # A long digit run inside a string sends the frame to the careful decoder, which must
     # accept the longest integer allowed beside it.
-    edge = "9" * session.MAX_INT_DIGITS
-    frame = f'{{"ok": ["{"1" * (session.MAX_INT_DIGITS + 5)}", {edge}, -{edge}, 2.5]}}'.encode()
+    edge = "9" * wire.MAX_INT_DIGITS
+    frame = f'{{"ok": ["{"1" * (wire.MAX_INT_DIGITS + 5)}", {edge}, -{edge}, 2.5]}}'.encode()
     got = answer_to(frame)
     assert got.status == "ok" and got.value[1:] == [int(edge), -int(edge), 2.5]
 
@@ -173,9 +173,9 @@ def test_a_shape_the_constructor_takes_by_keyword_is_sent_keyed(monkeypatch):
     for cls in (OneField, Keyed, Derived):
         monkeypatch.setattr(shapes, cls.__name__, cls, raising=False)
         monkeypatch.setattr(shapes, "__all__", [*shapes.__all__, cls.__name__])
-    assert session.wire_arg(OneField(5)) == {"__type__": "OneField", "__fields__": [5]}
-    assert session.wire_arg(Keyed(1, b=2)) == {"__type__": "Keyed", "a": 1, "b": 2}
-    assert session.wire_arg(Derived(1)) == {"__type__": "Derived", "a": 1, "b": 0}
+    assert wire.wire_arg(OneField(5)) == {"__type__": "OneField", "__fields__": [5]}
+    assert wire.wire_arg(Keyed(1, b=2)) == {"__type__": "Keyed", "a": 1, "b": 2}
+    assert wire.wire_arg(Derived(1)) == {"__type__": "Derived", "a": 1, "b": 0}
 
 
 def test_only_the_bytes_of_a_frame_past_16_kib_draw_on_the_4_mib_allowance():
@@ -190,7 +190,7 @@ def test_only_the_bytes_of_a_frame_past_16_kib_draw_on_the_4_mib_allowance():
     assert box._bulk_spent == 4194304
     box._draw(16384)                       # a free frame is free even when the allowance is spent,
     box._draw(100)                         # and a small one gives nothing back
-    with pytest.raises(session._Protocol, match="answer of 16385 bytes after 4.0 MiB.*over 16 KiB "
+    with pytest.raises(wire.ProtocolError, match="answer of 16385 bytes after 4.0 MiB.*over 16 KiB "
                                                 "draws on 4 MiB"):
         box._draw(16385)
     assert box._bulk_spent == 4194304      # a refused frame spends nothing

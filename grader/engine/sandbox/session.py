@@ -33,14 +33,8 @@ is pinned to its call; everything before it is kept.
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
-import json
 import math
-import numbers
-import operator
 import os
-import re
 import select
 import shutil
 import signal
@@ -56,6 +50,7 @@ from pathlib import Path
 from grader.engine.errors import InputError
 from grader.engine.sandbox import affinity
 from grader.engine.sandbox import isolation as containment
+from grader.engine.sandbox.wire import ProtocolError, dumps, parse_answer, wire_arg
 from grader.engine.text import one_line, printable
 from reference import shapes
 
@@ -77,7 +72,6 @@ MAX_FRAME = 8 << 20         # bytes; a larger frame is an attack or a runaway, n
 ANSWER_FREE = 16 << 10
 ANSWER_ALLOWANCE = 4 << 20
 READ_CHUNK = 1 << 16        # bytes per read of the child's answers (a pipe holds 64 KiB)
-MAX_INT_DIGITS = 40         # validate bounds ints far below this; longer is refused at parse
 STDOUT_SEND = 1024          # characters of printed output kept per call
 DETAIL_CHARS = 300
 CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}   # nothing of the grader's environment
@@ -93,24 +87,6 @@ CHILD_FLAGS = ("-P", "-s", "-S")
 def child_env(start: int) -> dict[str, str]:
     """The environment of a Sandbox's ``start``-th child (0 for the first)."""
     return {**CHILD_ENV, "PYTHONHASHSEED": str(FIRST_HASH_SEED + start)}
-
-
-def _compact_encoder():
-    """obj -> the text json.dumps(obj, separators=(",", ":")) gives. json.dumps builds its
-    encoder at every call, a good part of a round trip of tens of microseconds; this one is
-    built once. Without the circular-reference check: what is sent is built fresh by
-    encode_arg, a tree. child.py has its own: the grader never imports child.py, so a broken
-    child fails its sandbox's start, not the grader (the Gradescope self-test relies on it)."""
-    plain = json.JSONEncoder(separators=(",", ":"))
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return plain.encode
-    encode = make(None, plain.default, json.encoder.encode_basestring_ascii, None, ":", ",",
-                  False, False, True)
-    return lambda obj: "".join(encode(obj, 0))
-
-
-_DUMPS = _compact_encoder()
 
 
 @dataclass(frozen=True)
@@ -188,10 +164,6 @@ class _Ended(Exception):            # EOF or a broken pipe: the child is gone
     pass
 
 
-class _Protocol(Exception):         # a frame that is not what the protocol allows
-    pass
-
-
 class _Child:
     """One child process and its pipes. kill() is idempotent and leaves nothing behind."""
 
@@ -206,7 +178,7 @@ class _Child:
         self.poll.register(rfd, select.POLLIN)
 
     def send(self, obj, deadline):
-        data = _DUMPS(obj).encode()
+        data = dumps(obj).encode()
         view = memoryview(len(data).to_bytes(4, "big") + data)
         poll = None
         while view:
@@ -225,13 +197,13 @@ class _Child:
                 raise _Timeout
 
     def recv(self, deadline):
-        """The next frame's bytes; _Timeout, _Ended or _Protocol otherwise."""
+        """The next frame's bytes; _Timeout, _Ended or ProtocolError otherwise."""
         while True:
             have = len(self.buf) - self.pos
             if have >= 4:
                 n = int.from_bytes(self.buf[self.pos:self.pos + 4], "big")
                 if n > MAX_FRAME:
-                    raise _Protocol(f"sent a frame of {n} bytes (limit {MAX_FRAME})")
+                    raise ProtocolError(f"sent a frame of {n} bytes (limit {MAX_FRAME})")
                 if have >= 4 + n:
                     frame = self.buf[self.pos + 4:self.pos + 4 + n]
                     self.pos += 4 + n
@@ -345,130 +317,6 @@ def _one_line(text, limit=DETAIL_CHARS):
 
 def _clean_stdout(text):
     return printable(text[:STDOUT_SEND], keep="\n\t")
-
-
-class _Doubt(Exception):
-    """A frame the fast decoder does not judge: the careful one parses it."""
-
-
-def _doubt(_text):
-    raise _Doubt
-
-
-def _finite(text):
-    value = float(text)
-    if not math.isfinite(value):
-        raise _Doubt
-    return value
-
-
-# Most answers hold no float and no long digit run: the C scanner parses them alone, and
-# the careful decoder (one Python call per number) sees only frames that might hold what
-# it rejects. Both give the same message for every frame the fast one accepts.
-_FAST = json.JSONDecoder(parse_constant=_doubt, parse_float=_finite).decode
-_LONG_DIGITS = re.compile(rb"[0-9]{%d}" % (MAX_INT_DIGITS + 1))
-
-
-def _parse(frame):
-    """JSON from the child -> (message, why_rejected or None).
-
-    NaN, +-Infinity (also as 1e999) and integers longer than MAX_INT_DIGITS become
-    rejections of that one answer rather than values. Malformed JSON raises _Protocol."""
-    rejected = []
-
-    def constant(name):
-        rejected.append(f"returned a non-finite float ({name})")
-
-    def number(text):
-        value = float(text)
-        if not math.isfinite(value):
-            rejected.append(f"returned a non-finite float ({text[:20]})")
-        return value
-
-    def integer(text):
-        if len(text.lstrip("-")) > MAX_INT_DIGITS:
-            rejected.append(f"returned an integer with {len(text)} digits")
-            return 0
-        return int(text)
-
-    if not _LONG_DIGITS.search(frame):
-        try:
-            msg = _FAST(frame.decode("utf-8"))
-        except (_Doubt, ValueError, RecursionError, MemoryError):
-            pass        # malformed, or a non-finite float: the careful decoder says which
-        else:
-            if type(msg) is not dict:
-                raise _Protocol("sent a frame that is not a JSON object")
-            return msg, None
-    try:
-        msg = json.loads(frame, parse_constant=constant, parse_float=number, parse_int=integer)
-    except (ValueError, RecursionError, MemoryError) as exc:   # incl. bad UTF-8
-        raise _Protocol(f"sent a malformed frame ({type(exc).__name__})") from None
-    if type(msg) is not dict:
-        raise _Protocol("sent a frame that is not a JSON object")
-    return msg, (rejected[0] if rejected else None)
-
-
-_PLAIN = (str, int, float, bool, type(None))
-
-
-@functools.lru_cache(maxsize=None)
-def _shape_fields(cls):
-    """Field names of a reference.shapes dataclass, or None if cls is not one."""
-    if getattr(shapes, cls.__name__, None) is cls and cls.__name__ in shapes.__all__ \
-            and dataclasses.is_dataclass(cls):
-        return tuple(f.name for f in dataclasses.fields(cls))
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def _in_order(cls):
-    """A getter of a shapes dataclass's field values in its constructor's order, or None
-    (not a shapes class, or a field its constructor does not take by position)."""
-    names = _shape_fields(cls)
-    if not names or not all(f.init and not f.kw_only for f in dataclasses.fields(cls)):
-        return None
-    get = operator.attrgetter(*names)
-    return get if len(names) > 1 else (lambda value: (get(value),))
-
-
-def wire_arg(value):
-    """An argument as the child receives it: a shapes dataclass as its class name and its
-    field values in order, {"__type__": name, "__fields__": [...]}, shorter to write, to
-    parse and to build than the keyed form; anything else as encode_arg gives it."""
-    cls = type(value)
-    if cls is tuple or cls is list:
-        return [x if type(x) in _PLAIN else wire_arg(x) for x in value]
-    get = _in_order(cls)
-    if get is None:
-        return encode_arg(value)
-    return {"__type__": cls.__name__,
-            "__fields__": [x if type(x) in _PLAIN else wire_arg(x) for x in get(value)]}
-
-
-def encode_arg(value):
-    """A grader-side argument as tagged JSON: shapes dataclasses by name, tuples as arrays."""
-    cls = type(value)
-    if cls in _PLAIN:
-        return value
-    if cls is tuple or cls is list:
-        return [encode_arg(x) for x in value]
-    names = _shape_fields(cls)
-    if names is not None:
-        out = {"__type__": cls.__name__}
-        for name in names:
-            field = getattr(value, name)
-            out[name] = field if type(field) in _PLAIN else encode_arg(field)
-        return out
-    if isinstance(value, dict) and all(type(k) is str for k in value):
-        return {k: encode_arg(x) for k, x in value.items()}
-    if isinstance(value, (bool, str, tuple, list)):
-        return encode_arg(cls.__mro__[-2](value))      # a subclass: send the plain base value
-    if isinstance(value, numbers.Integral):              # numpy integers from the worker
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    raise TypeError(f"cannot send {cls.__module__}.{cls.__qualname__} to a submission")
 
 
 class Sandbox:
@@ -718,9 +566,9 @@ class Sandbox:
             # Until the child reports its isolation, only grader code has run in it: a
             # failure here is the grader's, not the submission's.
             deadline = start + self.load_timeout_s
-            hello, _ = _parse(self._child.recv(deadline))
+            hello, _ = parse_answer(self._child.recv(deadline))
             steps = hello.get("isolation")
-        except (_Timeout, _Ended, _Protocol) as exc:
+        except (_Timeout, _Ended, ProtocolError) as exc:
             how = self._child.ended_how() if isinstance(exc, _Ended) else type(exc).__name__
             raise SandboxError(f"the sandbox child did not start ({how}; "
                                f"{self._plan.describe}; {PYTHON} {CHILD})") from None
@@ -738,7 +586,7 @@ class Sandbox:
         try:
             frame = self._child.recv(min(deadline, start + self._remaining()))
             self._draw(len(frame))          # learner code has run: its frame, its allowance
-            loaded, _ = _parse(frame)
+            loaded, _ = parse_answer(frame)
         except _Timeout:
             self._kill()
             return f"loading {self._filename} did not finish within {self.load_timeout_s:g} s"
@@ -746,7 +594,7 @@ class Sandbox:
             how = self._child.ended_how()
             self._kill()
             return f"{how} while loading {self._filename}"
-        except _Protocol as exc:
+        except ProtocolError as exc:
             self._kill()
             return f"the process {exc} while loading {self._filename}"
         if type(loaded.get("stdout")) is str:
@@ -784,7 +632,7 @@ class Sandbox:
             results.append(CallResult("crashed", detail=_one_line(
                 f"{fname}() ended the process running {self._filename}: {child.ended_how()}")))
             self._kill()
-        except _Protocol as exc:
+        except ProtocolError as exc:
             fname = calls[len(results)][0]
             results.append(CallResult("bad", detail=_one_line(f"during {fname}() the process {exc}")))
             self._kill()
@@ -796,22 +644,22 @@ class Sandbox:
         return results
 
     def _draw(self, size):
-        """Charge a frame of ``size`` bytes to the allowance; _Protocol when it is spent."""
+        """Charge a frame of ``size`` bytes to the allowance; ProtocolError when it is spent."""
         extra = size - ANSWER_FREE
         if extra <= 0:
             return
         if self._bulk_spent + extra > ANSWER_ALLOWANCE:
-            raise _Protocol(f"sent an answer of {size} bytes after {self._bulk_spent / 2**20:.1f} MiB "
+            raise ProtocolError(f"sent an answer of {size} bytes after {self._bulk_spent / 2**20:.1f} MiB "
                             f"of large answers (every answer over {ANSWER_FREE >> 10} KiB draws "
                             f"on {ANSWER_ALLOWANCE >> 20} MiB shared by all its calls; the "
                             f"course's answers are a few hundred bytes)")
         self._bulk_spent += extra
 
     def _result(self, fname, frame):
-        msg, rejected = _parse(frame)
+        msg, rejected = parse_answer(frame)
         stdout = msg.get("stdout", "")
         if type(stdout) is not str:
-            raise _Protocol("sent a malformed answer")
+            raise ProtocolError("sent a malformed answer")
         if stdout:
             stdout = _clean_stdout(stdout)
             self._called_printed = True
@@ -825,7 +673,7 @@ class Sandbox:
         for status in ("raised", "bad"):
             if type(msg.get(status)) is str:
                 return CallResult(status, detail=_one_line(msg[status]), stdout=stdout)
-        raise _Protocol("sent a malformed answer")
+        raise ProtocolError("sent a malformed answer")
 
     def _kill(self):
         if self._loading is not None:           # stopped before its load was awaited
