@@ -321,6 +321,26 @@ def test_the_release_installs_what_it_imports_and_nothing_else(release):
     assert declared == imported and "sqlalchemy" not in declared
 
 
+def test_a_learners_own_tests_run_under_the_editions_pyproject(release, tmp_path):
+    """A learner who writes a test of their own functions runs `pytest` in the edition's
+    folder, with pytest alone installed. The course's suite and its options (`-n auto`, which
+    needs pytest-xdist) do not ship, so the edition's pyproject must not pass them; nor may it
+    name data of a package it does not ship."""
+    import tomllib
+    out, _ = release
+    shutil.copy2(out / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "test_mine.py").write_text("def test_pages():\n    assert -(-33 // 16) == 3\n")
+    # Without the xdist plugin, as in a learner's venv where only pytest was installed.
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-p", "no:cacheprovider",
+                        "test_mine.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout[-1500:] + p.stderr[-1500:]
+    assert "1 passed" in p.stdout
+    tool = tomllib.loads((out / "pyproject.toml").read_text())["tool"]
+    assert "pytest" not in tool
+    for package in tool["setuptools"].get("package-data", {}):
+        assert package == "*" or (out.joinpath(*package.split("."))).is_dir(), package
+
+
 # ---- the experiments, with the learner's own functions plugged in ------------------------------
 # Small settings (each call of a learner's function crosses to its sandbox); the edition
 # recorded the reference's rows at the defaults only.

@@ -313,22 +313,35 @@ def _third_party_imports(out: Path) -> set[str]:
     return found
 
 
+# Tables of the course's pyproject that configure what stays with the course: the extras
+# (instructor and test dependencies) and the course's own test suite, whose options
+# (`-n auto`: pytest-xdist) would stop a learner's plain `pytest` of their own tests.
+COURSE_ONLY_TABLES = ("[project.optional-dependencies]", "[tool.pytest.ini_options]")
+
+
 def _trim_pyproject(out: Path) -> None:
     """The release installs what its own modules import: the dependencies of what was left
     out (the gradebook's SQLAlchemy) and the instructor extras (nbgrader, dask, postgres,
-    test) go. The course's pyproject is ours, so its layout is known: one dependency per
-    line, the extras in their own table."""
+    test) go, and so do the test suite's options and the data of packages left out (the
+    Gradescope image's scripts). The course's pyproject is ours, so its layout is known:
+    one dependency per line, one package's data per line, the extras in their own table."""
     path = out / "pyproject.toml"
     if not path.is_file():
         return
     used = _third_party_imports(out)
-    lines, kept, in_deps, in_extras = path.read_text(encoding="utf-8").splitlines(), [], False, False
+    lines, kept, in_deps, skipping = path.read_text(encoding="utf-8").splitlines(), [], False, False
+    table = ""
     for line in lines:
         stripped = line.strip()
         if stripped.startswith("["):
-            in_extras = stripped == "[project.optional-dependencies]"
-        if in_extras:
+            table = stripped
+            skipping = table in COURSE_ONLY_TABLES
+        if skipping:
             continue
+        if table == "[tool.setuptools.package-data]" and stripped.startswith('"'):
+            package = stripped.split('"')[1]
+            if package != "*" and not out.joinpath(*package.split(".")).is_dir():
+                continue
         if stripped.startswith("dependencies = ["):
             in_deps = True
         elif in_deps and stripped.startswith("]"):
@@ -338,7 +351,7 @@ def _trim_pyproject(out: Path) -> None:
             if IMPORT_NAMES.get(dist, dist) not in used:
                 continue
         kept.append(line)
-    path.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    path.write_text("\n".join(kept).rstrip() + "\n", encoding="utf-8")
 
 
 def _published(out: Path, lessons: tuple[str, ...]) -> None:
