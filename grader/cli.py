@@ -506,8 +506,8 @@ def _sheet(args, course) -> int:
         blanks = unfilled(sheet if sheet is not None else read_file(path)[0], problems)
         if args.json:
             print(json.dumps({"file": str(path), "valid": not problems,
-                              "problems": [{"path": p.path, "message": p.message} for p in problems],
-                              "unfilled": [{"path": p.path, "message": p.message} for p in blanks]}))
+                              "problems": [p.to_dict() for p in problems],
+                              "unfilled": [p.to_dict() for p in blanks]}))
         else:
             head = f"{path}: valid" if not problems else f"{path}: {plural(len(problems), 'problem')}"
             if blanks:

@@ -453,6 +453,11 @@ def test_validate_command(tmp_path, capsys):
     assert main(["sheet", "validate", str(bad), "--json"]) == 2
     report = json.loads(capsys.readouterr().out)
     assert report["valid"] is False and report["problems"][0]["path"] == "chunk_rule.rule"
+    # The JSON names the line the text names, as run's worked_problems do: a script (an
+    # editor's, say) points at the place without parsing the sentence.
+    rule_line = 1 + next(i for i, l in enumerate(bad.read_text().splitlines())
+                         if l.lstrip().startswith("rule: budgett"))
+    assert report["problems"][0]["line"] == rule_line and f"line {rule_line}: chunk_rule.rule" in out
 
 
 def test_run_command_replays_a_sheet_and_decides_against_a_baseline(capsys):

@@ -374,7 +374,7 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
     if failed:
         text.append(f"note: your functions failed on some calls (the worker's safe fallback answered "
                     f"them): {failed}")
-    out["worked_problems"] = [{"file": f, "path": p.path, "line": p.line, "message": p.message}
+    out["worked_problems"] = [{"file": f, **p.to_dict()}
                               for f, p in wrong]
     text += [f"note: {f}: {p} (a worked number: this replay does not read it; grader sheet validate "
              f"lists every problem)" for f, p in wrong]

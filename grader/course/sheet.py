@@ -69,6 +69,10 @@ class Problem:
         where = "" if self.path == WHOLE_FILE else f"{self.path}: "
         return (f"line {self.line}: " if self.line else "") + where + self.message
 
+    def to_dict(self) -> dict:
+        """The problem in --json: the same place the text names (line None: no line of its own)."""
+        return {"path": self.path, "line": self.line, "message": self.message}
+
 
 def blocking(problems) -> list[Problem]:
     """The problems that stop a replay: all but the wrong worked numbers."""
