@@ -398,6 +398,25 @@ def test_an_experiment_in_the_edition_with_the_stub(release, tmp_path, name):
     assert (tmp_path / "stub.png").stat().st_size > 1000
 
 
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_the_reference_rows_stay_once_the_learner_fills_in_the_design_sheet(release, tmp_path, name):
+    """Filling in assignments/design_sheet.yaml is every lesson's homework, and no experiment
+    reads that file: at the default settings the reference's recorded rows are still shown,
+    not 'not available for these settings'."""
+    out, _ = release
+    course = tmp_path / "course"
+    for sub in ("assignments", "rubrics"):
+        shutil.copytree(out / sub, course / sub)
+    sheet = course / "assignments" / "design_sheet.yaml"
+    text = sheet.read_text(encoding="utf-8")
+    filled = re.sub(r"(?m)^(  pool_pages:) ", r"\1 30720", text, count=1)
+    assert filled != text
+    sheet.write_text(filled, encoding="utf-8")
+    got = edition_experiment(out, name, course=course)
+    assert any(r.get("reference") for r in got["rows"]), got["notes"]
+    assert not any("not available for these settings" in n for n in got["notes"])
+
+
 def test_experiment_help_in_the_edition_lists_every_experiment_and_setting(release):
     from grader.course import experiments
     out, _ = release

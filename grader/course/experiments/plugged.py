@@ -107,9 +107,12 @@ def plugged(course, lesson: str, submission: str | None = None) -> Iterator[Plug
 
 
 def _inputs(course, lesson: str) -> dict[str, str]:
-    """The course files an experiment about ``lesson`` reads: a recorded side holds for them only."""
+    """The course files an experiment about ``lesson`` reads: a recorded side holds for them only.
+    The models and workers, and the lesson's public workloads; never the learner's design
+    sheet beside them, which every lesson asks them to fill in and no experiment reads (keyed
+    by it, the reference's rows vanished from an edition the moment a learner wrote in it)."""
     root = course.root / "assignments"
-    files = sorted(root.glob("*.yaml")) + sorted(p for p in (root / lesson / "public").rglob("*") if p.is_file())
+    files = [root / "worker.yaml"] + sorted(p for p in (root / lesson / "public").rglob("*") if p.is_file())
     return {str(p.relative_to(root)): p.read_text(encoding="utf-8") for p in files}
 
 
