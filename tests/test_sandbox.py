@@ -143,6 +143,13 @@ SUBMISSION = textwrap.dedent('''
     def set_in_tuple():
         return (1, {2, 3})
 
+    def digest():
+        import hashlib
+        return hashlib.sha256(b"acme").digest()       # lesson 4's key: .digest() for .hexdigest()
+
+    def bytes_in_verdict():
+        return Verdict(False, bytearray(b"over_pool"))
+
     def named_tuple():
         return collections.namedtuple("Pair", "a b")(1, 2)
 
@@ -306,7 +313,7 @@ def test_an_unsendable_answer_names_its_place_and_the_fix(box):
     and the line says which field held it and what to return instead: "returned an object
     of type Reason" named neither, and cost contract verdicts whose ok was right."""
     said = {f: box.call(f) for f in ("enum_in_verdict", "int_enum", "generator", "set_in_tuple",
-                                     "named_tuple", "ordered", "hostile")}
+                                     "named_tuple", "ordered", "hostile", "digest", "bytes_in_verdict")}
     assert all(r.status == "bad" for r in said.values()), said
     assert said["enum_in_verdict"].detail == ("returned Verdict.reason as a Reason, a subclass of str: "
                                               "return a plain str (for an Enum member, its .value)")
@@ -319,6 +326,10 @@ def test_an_unsendable_answer_names_its_place_and_the_fix(box):
     assert said["ordered"].detail == ("returned value[0] as an OrderedDict, a subclass of dict: "
                                       "return a plain dict, dict(...) of it")
     assert said["hostile"].detail == "returned an object of type Hostile"
+    # Bytes are iterable, but a tuple of their ints is never the answer: text is.
+    assert said["digest"].detail == ("returned a bytes: return a str, not bytes (of a digest, its "
+                                     ".hexdigest(); of bytes b, b.hex() or b.decode())")
+    assert said["bytes_in_verdict"].detail.startswith("returned Verdict.reason as a bytearray: return a str")
 
 
 def test_print_flood_is_bounded():

@@ -629,6 +629,11 @@ def unsendable(v):
         for base, fix in _PLAIN_BASES:
             if issubclass(t, base):
                 return Unsendable("%s %s, a subclass of %s" % (a, name, base.__name__), fix)
+        if issubclass(t, (bytes, bytearray, memoryview)):
+            # Iterable, but a tuple of their ints is never the answer: where the course asks
+            # for text (lesson 4's key) a digest's .digest() came for its .hexdigest().
+            return Unsendable("%s %s" % (a, name), "return a str, not bytes (of a digest, its "
+                                                   ".hexdigest(); of bytes b, b.hex() or b.decode())")
         if issubclass(t, collections.abc.Iterable):
             # A generator, map, filter, set, range or dict view: values, in no tuple yet.
             return Unsendable("%s %s" % (a, name), "return a tuple, tuple(...) of it")
