@@ -424,6 +424,18 @@ def test_a_sheet_of_the_wrong_shape_is_a_problem(text):
     assert problems == [] and validate_sheet(data, COURSE)
 
 
+@pytest.mark.parametrize("text", ["", "# only comments, as lesson 6's submission stub\n\n"])
+def test_a_sheet_with_nothing_in_it_says_where_to_start(tmp_path, text):
+    """Lesson 6's stub design_sheet.yaml is comments only: validating it said '(top level):
+    expected a mapping; got nothing', which names no next step."""
+    (tmp_path / "design_sheet.yaml").write_text(text)
+    data, problems = load_sheet(tmp_path / "design_sheet.yaml", COURSE)
+    assert data is None and len(problems) == 1
+    assert str(problems[0]) == ("design_sheet.yaml holds no sheet yet (nothing but comments): start "
+                                "from assignments/design_sheet.yaml, or for an incident from your "
+                                "bundle's sheets/R42.yaml")
+
+
 def test_a_linked_or_missing_sheet_is_a_problem(tmp_path):
     (tmp_path / "secret.txt").write_text("instructor: secret\n")
     (tmp_path / "sheet.yaml").symlink_to(tmp_path / "secret.txt")

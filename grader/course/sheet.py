@@ -304,6 +304,11 @@ def load_sheet(path: Path, course) -> tuple[Any, list[Problem]]:
     data, problems = read_yaml(raw)
     if problems:
         return None, problems
+    if data is None:
+        # Lesson 6's stub is comments only; "expected a mapping; got nothing" named no next step.
+        return None, [Problem(WHOLE_FILE, f"{Path(path).name} holds no sheet yet (nothing but comments): "
+                                          "start from assignments/design_sheet.yaml, or for an incident "
+                                          "from your bundle's sheets/R42.yaml")]
     problems = with_lines(raw, validate_sheet(data, course))
     return (None if blocking(problems) else data), problems
 
