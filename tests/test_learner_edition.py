@@ -145,6 +145,23 @@ def test_the_learners_pages_ship_and_what_they_name_is_there(release):
                 assert (out / path.rstrip("/")).exists(), (name, path)
 
 
+def test_every_grader_command_the_learners_files_name_is_in_the_edition(release):
+    """A learner runs what the lesson files and pages name. A command the edition leaves out
+    (an instructor's `grader incident`) may be named only where the same sentence says the
+    edition does not have it."""
+    out, _ = release
+    p = in_release(out, "--help")
+    commands = set(re.search(r"\{([a-z,]+)\}", p.stdout).group(1).split(","))
+    files = [out / "README.md", *(out / "docs").glob("*.md"),
+             *(f for f in (out / "assignments").rglob("*") if f.suffix in (".md", ".yaml", ".py"))]
+    for path in files:
+        text = " ".join(path.read_text(encoding="utf-8").replace("#", " ").split())
+        for m in re.finditer(r"`grader ([a-z]+)", text):
+            if m.group(1) not in commands:
+                sentence = text[m.start():m.start() + 160].split(". ")[0]
+                assert "does not have" in sentence, (path.relative_to(out), sentence)
+
+
 def test_the_self_proof_ran_and_the_baselines_earn_at_most_half(release):
     _, manifest = release
     lines = "\n".join(manifest.proof)
