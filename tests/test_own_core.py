@@ -108,3 +108,42 @@ def test_a_qualify_that_returns_no_verdict_is_told_what_it_returned(tmp_path):
             replay.run_sheets(sheet, SHEET, COURSE, None, "24", None, False, core=mine)
     assert "returned bool True, not one of good, late_first_token, slow_tokens, rejected, failed, " \
            "excluded" in str(info.value), str(info.value)
+
+
+def _qualify_only(tmp_path):
+    """Lesson 5 half done, as its README orders the work: the reference's qualify and goodput,
+    decide_release still the stub."""
+    source = (ROOT / "reference" / "solutions" / "lesson5.py").read_text(encoding="utf-8")
+    source += "\n\ndef decide_release(baseline_runs, candidate_runs, rule):\n    raise NotImplementedError\n"
+    path = tmp_path / "lesson5.py"
+    path.write_text(source, encoding="utf-8")
+    return path
+
+
+def test_a_replay_with_decide_release_still_a_stub_gives_its_figures_and_no_decision(tmp_path):
+    """A learner with qualify written and decide_release not yet lost `sheet run --baseline`
+    to 'grader: lesson5 decide_release: NotImplementedError', after every run was made."""
+    sheet, bench, workload = _bench(20)
+    with core.own_core(COURSE, {"lesson5": _qualify_only(tmp_path)}) as mine:
+        assert mine.qualify is not None and mine.decide is None
+        assert "lesson5: decide_release is not written yet: no release decision" in mine.note, mine.note
+        text = replay.run_sheets(sheet, SHEET, COURSE, None, "24,25", str(SHEET), False,
+                                 plot=tmp_path / "release.png", core=mine)
+    assert "goodput" in text and "no release decision: lesson 5's decide_release is not written yet" in text
+    assert "lesson 5's rule" not in text and (tmp_path / "release.png").stat().st_size > 1000
+
+
+def test_the_goodput_experiment_with_decide_release_still_a_stub_shows_goodput_and_no_decision(tmp_path):
+    import json
+    from grader.course import experiments
+    from grader.course.experiments.common import save_plot
+    settings = ["rates=1", "rate_from=7", "seeds=2", "requests=30", "candidates=gain"]
+    outcome = experiments.run("goodput", settings, COURSE, submission=str(_qualify_only(tmp_path)))
+    save_plot(outcome.plot, tmp_path / "goodput.png")
+    got = json.loads(json.dumps(outcome.to_dict()))
+    mine = [r for r in got["rows"] if not r.get("reference")]
+    assert [r["design"] for r in mine] == ["baseline", "gain"]
+    assert all(r["goodput"] is not None for r in mine)
+    assert mine[1]["decision"] is None and mine[1]["diff"] is not None
+    assert any("decide_release is not written yet" in n for n in got["notes"]), got["notes"]
+    assert (tmp_path / "goodput.png").stat().st_size > 1000

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional
 
 from reference.policy import Policy
-from reference.shapes import (AdmissionRequest, ChunkContext, CostModel, LedgerView, ModelSpec,
-                              PageInfo, RequestView, Slo, WorkerSpec)
+from reference.shapes import (AdmissionRequest, ChunkContext, ClassSummary, CostModel, LedgerView,
+                              ModelSpec, PageInfo, ReleaseRule, RequestView, RunSummary, Slo,
+                              WorkerSpec)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ PROBES = {
     "on_event": ("waiting", "admit", False),
     "prefix_key": ("s", "", (1, 2, 3)),
     "publishable": ((PageInfo(0, 16, 16, 16, False),),),
+    "decide_release": ((RunSummary(1, 10.0, (ClassSummary("c", 4, good=4),)),),) * 2 + (ReleaseRule(),),
 }
 OWN_BUDGET_S = 3600.0
 FILES = {1: "check_contract", 2: "admit", 3: "choose_chunk", 4: "on_event prefix_key publishable",
@@ -96,7 +98,8 @@ class Written:
     path: Path
     digest: str                    # the submission's digest: part of a core's identity
     decisions: dict                # policy fields of its written functions (lessons 1 to 4)
-    gate: Optional[tuple]          # (qualify, decide) of lesson 5 when qualify is written
+    gate: Optional[tuple]          # (qualify, decide) of lesson 5 when qualify is written;
+                                   # decide None while decide_release is not
     missing: tuple[str, ...]       # its functions that are not written (or did not load)
     note: str                      # what falls back and why; "" when everything is written
     log: object = None             # the CallLog of its sandboxed decisions
@@ -123,10 +126,15 @@ def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
                        + ("no goodput or attainment" if n == 5 else _baseline(n)),
                        error=sandbox.load_error)
     if n == 5:
-        if _qualifies(sandbox):
-            return Written(lesson, path, sub.digest, {}, _gate(sandbox), (), "")
-        return Written(lesson, path, sub.digest, {}, None, names,
-                       f"{lesson}: qualify is not written yet: no goodput or attainment")
+        if not _qualifies(sandbox):
+            return Written(lesson, path, sub.digest, {}, None, names,
+                           f"{lesson}: qualify is not written yet: no goodput or attainment")
+        qualify, decide = _gate(sandbox)
+        if _standing(sandbox, "decide_release") == "written":
+            return Written(lesson, path, sub.digest, {}, (qualify, decide), (), "")
+        # qualify comes first in the lesson: its figures stand without a decision.
+        return Written(lesson, path, sub.digest, {}, (qualify, None), ("decide_release",),
+                       f"{lesson}: decide_release is not written yet: no release decision")
     standing = {name: _standing(sandbox, name) for name in names}
     wanted = tuple(name for name in names if standing[name] == "written")
     missing = tuple(name for name in names if name not in wanted)
