@@ -73,8 +73,8 @@ def test_a_baseline_standing_in_says_which_design_it_is(tmp_path):
            "nothing shared)" in note, note
     assert "lesson3: choose_chunk not written yet: the course baseline (fixed chunks, whatever the " \
            "gap budget)" in note, note
-    assert "the course baseline (cancellation deferred to the request's end: recorded as scheduled " \
-           "after its cancel)" in note, note
+    assert "lesson4: on_event, prefix_key, publishable not written yet: the course baseline " \
+           "(cancellation deferred to the request's end: recorded as scheduled after its cancel; " in note, note
     lesson5 = next(part for part in note.split("; ") if part.startswith("lesson5"))
     assert "did not load" in lesson5 and "no goodput or attainment" in lesson5, lesson5
     assert "the course baseline" not in lesson5, lesson5
@@ -147,3 +147,20 @@ def test_the_goodput_experiment_with_decide_release_still_a_stub_shows_goodput_a
     assert mine[1]["decision"] is None and mine[1]["diff"] is not None
     assert any("decide_release is not written yet" in n for n in got["notes"]), got["notes"]
     assert (tmp_path / "goodput.png").stat().st_size > 1000
+
+
+def test_a_lesson_half_written_names_the_baselines_of_what_is_missing_only(tmp_path):
+    """Lesson 4 with on_event written and its keys not yet: the note described the baseline
+    as 'cancellation deferred to the request's end', which is the learner's own on_event's
+    job here, and said nothing of whose keys the runs used (a 'key without scope' row then
+    shows no cross-scope hit, the worker's own keys being no knob's to distort)."""
+    source = (ROOT / "reference" / "solutions" / "lesson4.py").read_text(encoding="utf-8")
+    source += ("\n\ndef prefix_key(scope, parent_key, block_tokens):\n    raise NotImplementedError\n"
+               "\n\ndef publishable(pages):\n    raise NotImplementedError\n")
+    (tmp_path / "lesson4.py").write_text(source, encoding="utf-8")
+    with core.own_core(COURSE, {"lesson4": tmp_path / "lesson4.py"}) as mine:
+        note = mine.note
+    lesson4 = next(part for part in note.split("; lesson") if part.startswith("lesson4") or part.startswith("4:"))
+    assert "prefix_key, publishable not written yet" in lesson4, lesson4
+    assert "cancellation deferred" not in lesson4, lesson4
+    assert "the worker's own prefix keys" in lesson4 and "the worker's own publishing" in lesson4, lesson4

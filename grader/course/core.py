@@ -70,18 +70,21 @@ PROBES = {
 OWN_BUDGET_S = 3600.0
 FILES = {1: "check_contract", 2: "admit", 3: "choose_chunk", 4: "on_event prefix_key publishable",
          5: "qualify decide_release"}
-# What stands in for each lesson not written (reference/baselines.py), said where it stands
-# in: a baseline is not the design a sheet's knobs vary, so a replay of two sheets that
-# differ in those knobs can come out alike, and lesson 4's records its requests as
+# What stands in for each function not written (reference/baselines.py), said where it
+# stands in: a baseline is not the design a sheet's knobs vary, so a replay of two sheets
+# that differ in those knobs can come out alike, and lesson 4's records its requests as
 # scheduled after their cancel. A learner reads why here, not in the baselines' source.
-BASELINE = {1: "a contract that knows no deadline",
-            2: "worst-case reservations with nothing shared",
-            3: "fixed chunks, whatever the gap budget",
-            4: "cancellation deferred to the request's end: recorded as scheduled after its cancel"}
+# Named per function: a lesson half written is described by what is missing only.
+BASELINE = {"check_contract": "a contract that knows no deadline",
+            "admit": "worst-case reservations with nothing shared",
+            "choose_chunk": "fixed chunks, whatever the gap budget",
+            "on_event": "cancellation deferred to the request's end: recorded as scheduled after its cancel",
+            "prefix_key": "the worker's own prefix keys, which no knob of the sheet changes",
+            "publishable": "the worker's own publishing, which no knob of the sheet changes"}
 
 
-def _baseline(n: int) -> str:
-    return f"the course baseline ({BASELINE[n]})"
+def _baseline(names) -> str:
+    return f"the course baseline ({'; '.join(BASELINE[name] for name in names)})"
 
 
 def _standing(sandbox, function: str) -> str:
@@ -123,7 +126,7 @@ def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
     if sandbox.load_error:
         return Written(lesson, path, sub.digest, {}, None, names,
                        f"{lesson}: {path} did not load ({sandbox.load_error}): "
-                       + ("no goodput or attainment" if n == 5 else _baseline(n)),
+                       + ("no goodput or attainment" if n == 5 else _baseline(names)),
                        error=sandbox.load_error)
     if n == 5:
         if not _qualifies(sandbox):
@@ -147,7 +150,7 @@ def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
     stubs = [name for name in names if standing[name] == "stub"]
     why = ([f"{', '.join(stubs)} not written yet"] if stubs else []) + \
           ([f"{', '.join(absent)} not defined in {path.name} (is it {lesson}'s exercise file?)"] if absent else [])
-    note = f"{lesson}: {'; '.join(why)}: {_baseline(n)}" if why else ""
+    note = f"{lesson}: {'; '.join(why)}: {_baseline(missing)}" if why else ""
     return Written(lesson, path, sub.digest, decisions, None, missing, note, log, absent=absent)
 
 
@@ -167,7 +170,7 @@ def own_core(course, files: Mapping[str, Path] | None = None) -> Iterator[Core]:
                 # not the learner's to write, and the baselines stand in, as for a stub.
                 digest.update(f"{lesson}:not here".encode())
                 notes.append(f"{lesson}: not in this edition: " + ("no goodput or attainment" if n == 5
-                                                                    else _baseline(n)))
+                                                                    else _baseline(FILES[n].split())))
                 continue
             path = Path(given or course.assignment(lesson) / "exercise.py")
             mine = open_lesson(stack, lesson, path)
