@@ -434,6 +434,24 @@ def test_the_reference_rows_stay_once_the_learner_fills_in_the_design_sheet(rele
     assert not any("not available for these settings" in n for n in got["notes"])
 
 
+def test_goodput_in_the_edition_with_qualify_written_and_decide_release_not(release, tmp_path):
+    """Lesson 5 half done in the edition (the learner's lessons 1 to 4 beside it): goodput's
+    figures and paired differences, no decision, and the notes say which function is missing
+    under a label that covers lesson 5."""
+    out, _ = release
+    course = tmp_path / "course"
+    for sub in ("assignments", "rubrics"):
+        shutil.copytree(out / sub, course / sub)
+    source = (SOLUTIONS / "lesson5.py").read_text(encoding="utf-8")
+    source += "\n\ndef decide_release(baseline_runs, candidate_runs, rule):\n    raise NotImplementedError\n"
+    (course / "assignments" / "lesson5" / "exercise.py").write_text(source, encoding="utf-8")
+    got = edition_experiment(out, "goodput", EXPERIMENTS["goodput"][2] + ["candidates=gain"], course)
+    mine = [r for r in got["rows"] if not r.get("reference") and r["design"] == "gain"]
+    assert mine and all(r["decision"] is None and r["goodput"] is not None for r in mine)
+    assert any(n.startswith("lessons 1 to 5: your own functions (") and
+               "lesson5: decide_release is not written yet: no release decision" in n for n in got["notes"]), got["notes"]
+
+
 def test_experiment_help_in_the_edition_lists_every_experiment_and_setting(release):
     from grader.course import experiments
     out, _ = release

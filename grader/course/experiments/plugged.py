@@ -97,7 +97,9 @@ def plugged(course, lesson: str, submission: str | None = None) -> Iterator[Plug
             else:
                 own = stack.enter_context(own_core(course, {lesson: path}))
                 core = own if own.qualify is not None else None
-                notes, error = (f"decisions of lessons 1 to 4: {own.note}",), ""
+                # own.note names each of lessons 1 to 5 that falls back, lesson 5's
+                # decide_release among them.
+                notes, error = (f"lessons 1 to 5: {own.note}",), ""
             yield Plugged(lesson, core, str(path), False, notes, error=error)
             return
         mine = open_lesson(stack, lesson, path)
