@@ -141,11 +141,14 @@ def explain(error) -> tuple[list, str]:
         return path, f"expected one of {', '.join(map(str, arg))}; got {got(inst)}"
     if v == "const":
         return path, f"expected {arg!r}; got {got(inst)}"
+    # A schema's examples say what a value looks like (an evidence id, E1) better than its
+    # regular expression does.
+    like = f" like {', '.join(map(str, error.schema['examples']))}" if error.schema.get("examples") else ""
     if v == "type":
         kinds = [arg] if isinstance(arg, str) else list(arg)
         # A blank answer of the design sheet (null) is allowed: it is not yet filled.
         blank = " (or a blank: not yet filled)" if "null" in kinds and len(kinds) > 1 else ""
-        return path, f"expected {wanted([k for k in kinds if k != 'null'] or kinds)}{blank}; got {got(inst)}"
+        return path, f"expected {wanted([k for k in kinds if k != 'null'] or kinds)}{like}{blank}; got {got(inst)}"
     bounds = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
     if v in bounds:
         return path, f"expected a number {bounds[v]} {arg}; got {short(inst)}"
@@ -158,6 +161,8 @@ def explain(error) -> tuple[list, str]:
     if v == "maxLength":
         return path, f"expected at most {arg} characters; got {len(inst)}"
     if v == "pattern":
+        if like:
+            return path, f"{short(inst)} is not of the expected form: write it{like}"
         return path, f"{short(inst)} does not have the expected form ({arg})"
     if v == "uniqueItems":
         return path, "expected a list without repeated items"

@@ -10,7 +10,7 @@ from conftest import ROOT
 from grader.cli import main
 from grader.engine.layout import find_course
 from grader.course.sheet import (MAX_BYTES, SECTIONS, _known_path, load_sheet, policy_sheet, read_yaml,
-                          unfilled, validate_sheet)
+                          schema_problems, unfilled, validate_sheet)
 from grader.engine.oracle import reference_policy
 from reference.shapes import CostModel
 from reference.yaml_words import number_as_text
@@ -650,6 +650,20 @@ def test_a_lifted_contract_rule_lifts_the_specs_of_each_call():
         assert m == replace(model, max_context=huge)
         assert w == replace(worker, device_bytes=worker.device_bytes + huge * worker.page_tokens * 256)
         assert (r.slo.ttft_s, r.slo.gap_s) == (float(huge), float(huge)) and r.id == view.id
+
+
+def test_an_id_of_the_wrong_form_is_told_what_an_id_looks_like():
+    """A diagnosis citing evidence as numbers, or a change in lower case, was told
+    "'c4' does not have the expected form (^C[0-9]{1,3}$)": a regular expression, where a
+    learner needs an example of the ids their bundle uses."""
+    from grader.course.sheet import schema_path
+    diagnosis = {"incident": "p1", "causes": [{"change": "c4", "mechanism": "reclaim_before_fence",
+                                               "evidence": [10, "e15"],
+                                               "fix": {"cancellation": {"release": "at_fence"}}}]}
+    said = {p.path: p.message for p in schema_problems(diagnosis, schema_path(COURSE, "diagnosis.schema.json"))}
+    assert said == {"causes[0].change": "'c4' is not of the expected form: write it like C1, C12",
+                    "causes[0].evidence[0]": "expected a string like E1, E12; got an integer 10",
+                    "causes[0].evidence[1]": "'e15' is not of the expected form: write it like E1, E12"}
 
 
 def test_a_problem_of_the_whole_file_names_no_placeholder(tmp_path):
