@@ -223,6 +223,25 @@ def test_check_in_the_release_matches_the_course(release, tmp_path, lesson):
     assert stub["score"] == 0
 
 
+def test_a_fix_the_edition_cannot_judge_says_how_to_replay_it(release, tmp_path):
+    """A fixed sheet that also changes a knob R42 did not touch: fix-replayed is n/a in the
+    edition, and the line tells the learner the replay they can run themselves."""
+    out, _ = release
+    folder = tmp_path / "mine"
+    shutil.copytree(SOLUTIONS / "lesson6", folder)
+    sheet = folder / "design_sheet.yaml"
+    text = sheet.read_text(encoding="utf-8")
+    tuned = re.sub(r"(?m)^  gap_budget_s: 0\.1$", "  gap_budget_s: 0.12", text, count=1)
+    assert tuned != text
+    sheet.write_text(tuned, encoding="utf-8")
+    p = in_release(out, "check", "lesson6", str(folder), "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    fix = next(c for c in json.loads(p.stdout)["criteria"] if c["id"] == "fix-replayed")
+    assert fix["checked"] is False
+    assert ("replay it yourself: grader sheet run design_sheet.yaml --baseline "
+            "<your bundle>/sheets/R42.yaml") in fix["feedback"], fix["feedback"]
+
+
 def test_instructor_commands_are_not_in_the_release_and_the_rest_is(release):
     out, _ = release
     p = in_release(out, "--help")

@@ -322,7 +322,8 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
         return not_checked_here(
             "not checked here: this edition replays the fixes made of reverting or keeping each "
             f"change of {RELEASE}, and your sheet changes other knobs; the replay needs the "
-            "reference worker's decisions, which your instructor's grade has")
+            "reference worker's decisions, which your instructor's grade has; replay it yourself: "
+            f"grader sheet run design_sheet.yaml --baseline <your bundle>/sheets/{RELEASE}.yaml")
     seeds = ", ".join(map(str, incident.replay_seeds)) if not any(
         c.visibility == "hidden" for c in ctx.cases) else f"{len(incident.replay_seeds)} hidden seeds"
     if verdict.passed:
