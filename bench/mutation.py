@@ -297,6 +297,9 @@ def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tup
     ``contexts_of=(module files, json path)``, the run is measured by coverage.py and the
     tests that ran each line of those files are written to the json file."""
     scratch = Path(tempfile.mkdtemp(prefix="mutant-"))
+    # Searchable by others, as /tmp is: a sandbox test runs a child as nobody in a folder
+    # of its own beneath it (mkdtemp's 0700 refused it the path, and the unmutated run failed).
+    scratch.chmod(0o711)
     log = scratch / "output.txt"
     pid = os.fork()
     if pid == 0:                                      # the child: never returns
