@@ -227,7 +227,7 @@ def test_an_admission_the_worker_could_not_use_is_refused_saying_why():
     with pytest.raises(InvalidValue) as e:
         within_domain("admit", admission("accept", 3), ())
     assert e.value.message == "Admission.decision: 'accept' is not one of admit, wait, reject"
-    for pages in (-1, 1 << 40):
+    for pages in (-1, 1 << 40, (1 << 40) + 1, 1 << 61):     # the bound, and past it
         with pytest.raises(InvalidValue) as e:
             within_domain("admit", admission("admit", pages), ())
         assert e.value.message == (f"Admission.reserve_pages: {pages} pages is not a promise the worker "
