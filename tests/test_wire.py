@@ -4,6 +4,7 @@ child sends is a learner's; nothing in it may reach a report unbounded or unpars
 import collections
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -74,12 +75,26 @@ def test_a_non_finite_float_is_refused_by_name_whatever_else_the_answer_holds():
                        (b'{"ok": {"a": 1, "b": 1e999}}', "returned a non-finite float (1e999)")):
         got = answer_to(frame)
         assert (got.status, got.detail) == ("bad", why)
-    long = "9" * (wire.MAX_INT_DIGITS + 1)
+    long = "9" * 41                              # the bound docs/architecture.md gives, written out
     got = answer_to(f'{{"ok": [1, 22, {long}]}}'.encode())
     assert (got.status, got.detail) == ("bad", f"returned an integer with {len(long)} digits")
-    ok = "9" * wire.MAX_INT_DIGITS             # the longest integer that is an answer
+    ok = "9" * 40                              # the longest integer that is an answer
     assert answer_to(f'{{"ok": [1, {ok}, 2.5]}}'.encode()).value == [1, int(ok), 2.5]
     assert answer_to(f'{{"ok": [-{ok}, 1e3]}}'.encode()).value == [-int(ok), 1000.0]
+
+
+def test_the_grader_writes_a_frame_as_compact_json_writes_it():
+    """The encoder built once writes the text json.dumps gives with compact separators: the
+    keys in the order the grader built them (a learner may iterate a dict argument), a
+    non-finite float as JSON's extension, and a key that is no JSON key refused, not
+    dropped."""
+    for value in ({"b": 1, "a": [1, 2.5, None, True, "\u00e9\u2028"]}, [float("inf"), -float("inf")],
+                  {"calls": [["f", [{"__type__": "Slo", "__fields__": [2.0, 0.5]}]]]}):
+        assert wire.dumps(value) == json.dumps(value, separators=(",", ":"))
+    assert wire.dumps({"z": 1, "a": 2}) == '{"z":1,"a":2}'
+    assert math.isnan(json.loads(wire.dumps(float("nan"))))
+    with pytest.raises(TypeError):
+        wire.dumps({(1, 2): 3})
 
 
 @pytest.mark.parametrize("frame", [b"[1]", b'"ok"', b"3", b"not json", b'{"ok": 1', b"\xff\xfe"])
