@@ -209,3 +209,6 @@ def test_only_the_bytes_of_a_frame_past_16_kib_draw_on_the_4_mib_allowance():
                                                 "draws on 4 MiB"):
         box._draw(16385)
     assert box._bulk_spent == 4194304      # a refused frame spends nothing
+    box._bulk_spent = 3 * 2**20 + 2**19     # 3.5 MiB spent: the message gives the fraction
+    with pytest.raises(wire.ProtocolError, match="answer of 1064960 bytes after 3.5 MiB"):
+        box._draw(16384 + 2**20)
