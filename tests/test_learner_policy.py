@@ -106,3 +106,24 @@ def test_in_the_learners_own_tools_a_function_that_hung_is_not_asked_again():
         with pytest.raises(PolicyError):
             chunk(ctx)
     assert len(box.asked) == 2
+
+
+def test_the_log_counts_usable_answers_of_every_function_together():
+    # The experiments' rows are a rule's only when some call of it gave a usable answer
+    # (grader/course/experiments/plugged.py), so the count must be exact, table and calls alike.
+    keys = [(s, e, f) for s in STATES for e in EVENTS for f in (False, True)]
+    good = {"__type__": "Transition", "next_state": STATES[0], "actions": []}
+    table = [CallResult("raised", detail="KeyError: x") if i < 3 else CallResult("ok", good)
+             for i, _ in enumerate(keys)]
+    calls = [CallResult("ok", "k1"), CallResult("raised", detail="no"), CallResult("ok", 7),
+             CallResult("ok", "k2"), CallResult("ok", "k3")]
+    box, log = Scripted(table + calls), CallLog()
+    assert log.answered == 0
+    fields = learner_decisions(box, ("on_event", "prefix_key"), log)
+    assert log.answered == len(keys) - 3                 # the table is read when it is made
+    for i in range(len(calls)):
+        try:
+            fields["prefix_key"]("s", "", (i,))
+        except PolicyError:
+            pass
+    assert log.answered == len(keys) - 3 + 3             # k1, k2, k3; a raise and a 7 are not
