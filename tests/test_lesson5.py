@@ -667,6 +667,9 @@ def test_a_decisions_feedback_shows_the_paired_figures_the_rule_read_and_names_t
     assert f"left out, without a pair: candidate seed {stray.seed}" in said
     for cls in (c.cls for c in probe.baseline[0].classes):
         assert f"{cls} attainment {pooled(probe.baseline, cls):.1%} -> {pooled(paired, cls):.1%}" in said
+    # The mean TPOT quoted is the mean of the paired runs' own means, in milliseconds.
+    tpot = [statistics.mean(r.mean_tpot_s for r in runs) * 1000 for runs in (probe.baseline, paired)]
+    assert len(paired) > 1 and f"mean TPOT {tpot[0]:.1f} -> {tpot[1]:.1f} ms" in said, said
     # Over every run the figures differ, so the test tells the two apart.
     assert any(f"{pooled(probe.candidate, c.cls):.1%}" != f"{pooled(paired, c.cls):.1%}"
                for c in probe.baseline[0].classes)
