@@ -1,5 +1,6 @@
 """Lesson 5 graded end to end: the verdicts' edges, the release suite, each mistake losing
 where it is wrong, and the goodput experiment."""
+import dataclasses
 import json
 import math
 import re
@@ -639,7 +640,6 @@ def test_a_kind_even_the_reserve_cannot_settle_stops_the_grade(monkeypatch):
 
 
 def test_a_release_probe_crosses_boundaries_frozen_and_is_read_back_as_itself(public_cases):
-    import dataclasses
     from grader.engine import codec
     probe = next(c.inputs for c in public_cases if isinstance(c.inputs, release_decisions.ReleaseProbe))
     assert codec.loads(codec.dumps(probe)) == probe
@@ -670,6 +670,12 @@ def test_a_decisions_feedback_shows_the_paired_figures_the_rule_read_and_names_t
     # The mean TPOT quoted is the mean of the paired runs' own means, in milliseconds.
     tpot = [statistics.mean(r.mean_tpot_s for r in runs) * 1000 for runs in (probe.baseline, paired)]
     assert len(paired) > 1 and f"mean TPOT {tpot[0]:.1f} -> {tpot[1]:.1f} ms" in said, said
+    # At hundreds of ms a slip of 0.1% shows in the last place; the stray run's TPOT is left out.
+    slow = dataclasses.replace(
+        probe, baseline=tuple(dataclasses.replace(r, mean_tpot_s=0.5 + 0.1 * i) for i, r in enumerate(probe.baseline)),
+        candidate=tuple(dataclasses.replace(r, mean_tpot_s=0.9 if r is stray else 0.25) for r in probe.candidate))
+    n = len(probe.baseline)
+    assert f"mean TPOT {500 + 50 * (n - 1):.1f} -> 250.0 ms" in release_decisions._show_runs(slow)
     # Over every run the figures differ, so the test tells the two apart.
     assert any(f"{pooled(probe.candidate, c.cls):.1%}" != f"{pooled(paired, c.cls):.1%}"
                for c in probe.baseline[0].classes)
