@@ -113,6 +113,37 @@ def test_public_release_suite_is_settled(public_cases):
         assert release_decisions.settled(c.inputs, expect[c.inputs.kind]), c.name
 
 
+def test_the_correct_readings_of_a_rule_are_each_threshold_ten_percent_either_way():
+    """A case is settled when it decides alike under both deviations, both poolings, and each
+    threshold at 0.9 and 1.1 times its value, the others as given (the README's latitude)."""
+    from reference.shapes import ReleaseRule
+    rule = ReleaseRule(min_gain=0.02, noise_k=2.0, max_class_drop=0.05, max_rejection_rise=0.04)
+    moved = {("min_gain", 0.018), ("min_gain", 0.022), ("noise_k", 1.8), ("noise_k", 2.2),
+             ("max_class_drop", 0.045), ("max_class_drop", 0.055),
+             ("max_rejection_rise", 0.036), ("max_rejection_rise", 0.044)}
+    as_given = dataclasses.astuple(rule)
+    seen = {}
+    for kw, r in release_decisions._readings(rule):
+        changed = [(f.name, round(v, 9)) for f, v, g in zip(dataclasses.fields(r), dataclasses.astuple(r), as_given)
+                   if v != g]
+        assert len(changed) <= 1, changed
+        seen.setdefault((kw["stdev"], kw["pool"]), set()).add(changed[0] if changed else None)
+    assert seen == {(s, p): moved | {None} for s in ("sample", "population") for p in ("runs", "per_run")}
+
+
+def test_a_candidates_mean_gain_is_over_paired_seeds_relative_to_the_baselines_goodput():
+    from reference.shapes import ClassSummary, ReleaseRule, RunSummary
+    run = lambda seed, good: RunSummary(seed, 10.0, (ClassSummary("a", 20, good=good),))   # noqa: E731
+    # Goodputs 0.4 and 0.6 against 0.5 and 0.9 on the same seeds; seed 3 has no pair.
+    probe = release_decisions.ReleaseProbe("t", "gain", "", (run(1, 4), run(2, 6)),
+                                           (run(1, 5), run(2, 9), run(3, 20)), ReleaseRule())
+    assert release_decisions.mean_gain(probe) == pytest.approx(((0.1 + 0.3) / 2) / 0.5)
+    # A baseline that served nothing gains nothing measurable (and is not divided by).
+    nothing = dataclasses.replace(probe, baseline=(run(1, 0), run(2, 0)))
+    assert release_decisions.mean_gain(nothing) == 0.0
+    assert not release_decisions.settled(nothing, "")
+
+
 def test_stalls_scenario_improves_the_mean_tpot_it_should_not_trust(public_cases):
     probe = next(c.inputs for c in public_cases if c.family == "release-stalls")
     tpot = lambda runs: sum(r.mean_tpot_s for r in runs) / len(runs)
