@@ -111,6 +111,10 @@ def test_public_release_suite_is_settled(public_cases):
     expect = {t.kind: t.expect for t in public_suites(COURSE)[0].trials}
     for c in release:
         assert release_decisions.settled(c.inputs, expect[c.inputs.kind]), c.name
+        # ... and a case is never settled for a decision the oracle does not make.
+        for other in ("ship", "inconclusive", "rollback"):
+            if other != expect[c.inputs.kind]:
+                assert not release_decisions.settled(c.inputs, other), (c.name, other)
 
 
 def test_the_correct_readings_of_a_rule_are_each_threshold_ten_percent_either_way():
