@@ -716,6 +716,18 @@ def test_a_decisions_feedback_shows_the_paired_figures_the_rule_read_and_names_t
                for c in probe.baseline[0].classes)
 
 
+def test_a_class_with_nothing_counted_on_one_side_is_left_out_of_the_figures():
+    """A class whose every baseline request was excluded has no attainment there (README:
+    attainment is over the requests that count): the figures name the others only."""
+    from reference.shapes import ClassSummary, ReleaseRule, RunSummary
+    base = RunSummary(1, 10.0, (ClassSummary("chat", 10, good=5), ClassSummary("batch", 4, excluded=4)))
+    cand = RunSummary(1, 10.0, (ClassSummary("chat", 10, good=8), ClassSummary("batch", 4, good=2)))
+    probe = release_decisions.ReleaseProbe("t", "class", "", (base,), (cand,), ReleaseRule())
+    said = release_decisions._show_runs(probe)
+    assert said.startswith("chat attainment 50.0% -> 80.0%; rejected"), said
+    assert "batch" not in said
+
+
 def test_a_rollback_where_no_guard_trips_is_told_so(public_cases):
     """fall-inside: goodput falls inside the noise band, no guard trips: inconclusive. Its
     reason ("the gain is below the 2.0% minimum") explains why it does not ship; a learner
