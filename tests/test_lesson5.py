@@ -135,6 +135,18 @@ def test_the_correct_readings_of_a_rule_are_each_threshold_ten_percent_either_wa
     assert seen == {(s, p): moved | {None} for s in ("sample", "population") for p in ("runs", "per_run")}
 
 
+def test_a_gain_a_hair_over_min_gain_is_not_settled():
+    """Goodput 100 -> 102.1 req/s on every seed (no noise): +2.1% ships under min_gain 2%
+    and waits under 2.2%, a correct reading, so the case would mark a correct rule wrong."""
+    from reference.shapes import ClassSummary, ReleaseRule, RunSummary
+    runs = lambda good: tuple(RunSummary(s, 10.0, (ClassSummary("chat", 2000, good=good),))   # noqa: E731
+                              for s in range(4))
+    edge = release_decisions.ReleaseProbe("t", "gain", "", runs(1000), runs(1021), ReleaseRule())
+    assert reference.decide_release(edge.baseline, edge.candidate, edge.rule).decision == "ship"
+    assert not release_decisions.settled(edge, "ship")
+    assert release_decisions.settled(dataclasses.replace(edge, candidate=runs(1050)), "ship")   # +5%
+
+
 def test_a_candidates_mean_gain_is_over_paired_seeds_relative_to_the_baselines_goodput():
     from reference.shapes import ClassSummary, ReleaseRule, RunSummary
     run = lambda seed, good: RunSummary(seed, 10.0, (ClassSummary("a", 20, good=good),))   # noqa: E731
