@@ -754,6 +754,10 @@ def test_a_rollback_where_no_guard_trips_is_told_so(public_cases):
     # A learner who shipped it is told why it does not ship, and nothing about guards.
     said = release_decisions._judge_decision(case, ReleaseDecision("ship", ()))
     assert said.startswith("decided ship, expected inconclusive: the gain is below"), said
+    # Nor is one who waited where a guard trips: that is no rollback without a guard.
+    case = next(c for c in public_cases if c.family == "release-class")
+    said = release_decisions._judge_decision(case, ReleaseDecision("inconclusive", ()))
+    assert said.startswith("decided inconclusive, expected rollback: ") and "no guard trips" not in said, said
 
 
 def test_the_readme_states_each_criterions_credit_as_the_rubric_sets_it():
