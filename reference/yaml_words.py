@@ -11,6 +11,7 @@ expectations with these words, and points at the line a problem is on.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string",
@@ -52,7 +53,7 @@ def number_as_text(value: Any) -> str:
         number = float(value.replace("_", ""))
     except ValueError:
         return ""
-    if number != number or number in (float("inf"), float("-inf")):
+    if not math.isfinite(number):
         return ""
     if number.is_integer() and abs(number) < 1e15:
         written = str(int(number))

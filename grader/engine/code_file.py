@@ -19,6 +19,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.engine.text import first_few
+
 CODE_SUFFIXES = (".py", ".ipynb")
 
 
@@ -58,9 +60,9 @@ class Choice:
         """For the report: which file was graded, when there was a choice."""
         if self.file is None or not self.passed_over:
             return ""
-        others = ", ".join(p.as_posix() for p in self.passed_over[:5])
+        others = first_few([p.as_posix() for p in self.passed_over])
         return (f"graded {self.file.as_posix()}, the file that defines the lesson's functions; "
-                f"not graded: {others}{' ...' if len(self.passed_over) > 5 else ''}")
+                f"not graded: {others}")
 
 
 def choose(folder: Path, files: list[Path], lesson: str, functions: tuple[str, ...]) -> Choice:
@@ -76,7 +78,7 @@ def choose(folder: Path, files: list[Path], lesson: str, functions: tuple[str, .
     ranked = sorted(candidates, key=rank.__getitem__, reverse=True)   # stable: ties in name order
     best = rank[ranked[0]]
     if best == (0, False) or rank[ranked[1]] == best:
-        names = ", ".join(p.as_posix() for p in candidates[:8]) + (" ..." if len(candidates) > 8 else "")
+        names = first_few([p.as_posix() for p in candidates], 8)
         which = "none defines any" if best[0] == 0 else "more than one defines the most"
         return Choice(None, problem=f"several submission files ({names}), and {which} of the "
                                     f"lesson's functions ({', '.join(functions)}); keep one, or "
