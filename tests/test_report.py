@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from conftest import ROOT
-from grader.engine.report import COST_MODEL_NOTE, CriterionResult, Report, render
+from grader.engine.report import COST_MODEL_NOTE, CriterionResult, Report, isolation_in_brief, render
 
 
 def crit(id, score, max_score, passed=None, feedback="", checked=True):
@@ -35,6 +35,29 @@ def test_totals_count_only_the_criteria_this_edition_checked():
 def test_a_total_with_nothing_left_out_says_nothing_of_it():
     lines = render(report(crit("a", 2, 2)), width=100).splitlines()
     assert [l for l in lines if l.startswith("  total")] == ["  total 2 / 2   (2 cases; isolation: none here)"]
+
+
+@pytest.mark.parametrize("isolation,brief", [
+    # Each layer by its name; how it is set up is dropped, nested asides with it.
+    ("bwrap(no network, tmpfs /tmp 16 MiB): no_new_privs, landlock(ABI 7: reads only the "
+     "interpreter (and its libraries)), rlimits(as,cpu), clean env",
+     "bwrap: no_new_privs, landlock, rlimits, clean env"),
+    # What the child lacks, and why bubblewrap was not used, stay: they are the warning.
+    ("NOT CONFINED (lacks landlock (kernel 5.4), seccomp): process (no bwrap: not on PATH): "
+     "no_new_privs, rlimits(as)",
+     "NOT CONFINED (lacks landlock, seccomp): process (no bwrap: not on PATH): no_new_privs, rlimits"),
+    ("none needed: the submission is data", "none needed: the submission is data"),
+    ("an unclosed (aside", "an unclosed (aside"),
+])
+def test_the_terminal_names_the_isolation_by_its_layers(isolation, brief):
+    assert isolation_in_brief(isolation) == brief
+
+
+def test_a_total_whose_isolation_was_shortened_says_where_it_is_in_full():
+    r = dataclasses.replace(report(crit("a", 2, 2)), isolation="bwrap(no network): seccomp(82 calls)")
+    assert render(r, width=100).splitlines()[-2] == (
+        "  total 2 / 2   (2 cases; isolation: bwrap: seccomp; in full with --json)")
+    assert json.loads(json.dumps(r.to_dict()))["isolation"] == "bwrap(no network): seccomp(82 calls)"
 
 
 def test_totals_are_rounded_to_four_places():

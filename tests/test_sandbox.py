@@ -15,6 +15,7 @@ import pytest
 
 from conftest import ROOT
 from grader.engine.sandbox import CallResult, Sandbox, SandboxError, isolation, session, wire
+from grader.engine.report import isolation_in_brief
 from grader.engine.sandbox.child import (LL_READ_DIR, closed_to_others, installed_packages,
                                          readable_beneath)
 from grader.engine.validate import coerce
@@ -446,6 +447,14 @@ def test_isolation_is_described(mode, monkeypatch):
         assert "uid 65534 with no capabilities" in text and "nproc" in text
     else:
         assert text.startswith("process (no bwrap: GRADER_SANDBOX=process): ")
+    # The terminal's brief form: each layer by name, and why bubblewrap was not used.
+    brief = isolation_in_brief(text)
+    layers = "landlock, rlimits, seccomp, clean env, empty cwd, no site-packages"
+    if mode == "bwrap":
+        assert brief == f"bwrap: no_new_privs, uid 65534 with no capabilities, {layers}"
+    else:
+        assert brief.startswith("process (no bwrap: GRADER_SANDBOX=process): ")
+        assert brief.endswith(f"no_new_privs, {layers}")
     monkeypatch.setenv("GRADER_SANDBOX", mode)          # the variable selects the same
     with Sandbox(SUBMISSION, "exercise.py") as b:
         assert b.isolation == text

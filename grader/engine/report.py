@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from dataclasses import asdict, dataclass
@@ -69,6 +70,23 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
+# What the terminal keeps of a parenthesised part of the isolation: what the child lacks,
+# or why bubblewrap was not used. The rest says how each layer is set up, five lines of it
+# after every check: the report's --json form keeps it whole.
+_KEPT_ASIDES = ("lacks ", "no bwrap")
+_ASIDE = re.compile(r"(\s*)\(([^()]*)\)")
+
+
+def isolation_in_brief(isolation: str) -> str:
+    """The isolation named by its layers, without how each is set up."""
+    text = isolation
+    while True:     # innermost asides first, so a kept one can hold a dropped one
+        brief = _ASIDE.sub(lambda m: f"{m[1]}\0{m[2]}\1" if m[2].startswith(_KEPT_ASIDES) else "", text)
+        if brief == text:
+            return brief.replace("\0", "(").replace("\1", ")")
+        text = brief
+
+
 def render(report: Report, width: int | None = None) -> str:
     width = width or min(100, shutil.get_terminal_size((100, 20)).columns)
     name_w = max(len("criterion"), *(len(c.id) for c in report.criteria))
@@ -101,8 +119,10 @@ def render(report: Report, width: int | None = None) -> str:
     unchecked = round(sum(c.max_score for c in report.criteria if not c.checked), 4)
     left_out = (f"{_fmt(unchecked)} of {_fmt(round(report.max_score + unchecked, 4))} points not "
                 f"checked here; " if unchecked else "")
+    brief = isolation_in_brief(report.isolation)
+    isolation = brief if brief == report.isolation else f"{brief}; in full with --json"
     lines += ["", *textwrap.wrap(f"  total {_fmt(report.score)} / {_fmt(report.max_score)}   "
-                                 f"({left_out}{len(report.cases)} cases; isolation: {report.isolation})",
+                                 f"({left_out}{len(report.cases)} cases; isolation: {isolation})",
                                  max(FEEDBACK_MIN, width), subsequent_indent="    ")]
     for n in report.notes:
         lines += textwrap.wrap(f"  note: {n}", max(FEEDBACK_MIN, width), subsequent_indent="        ")
