@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT
 from grader.course import experiments
 from grader.course.plots import (HATCHES, REFERENCE_PREFIX, Bars, Line, Panel, Plot, save_plot, styles)
+from grader.engine.report import COST_MODEL_NOTE
 from grader.engine.layout import find_course
 
 COURSE = find_course(str(ROOT))
@@ -110,6 +111,29 @@ def test_a_png_is_the_same_bytes_and_names_no_version_or_date(tmp_path):
     assert one.read_bytes() == two.read_bytes()
     with Image.open(one) as im:
         assert not {"Software", "Creation Time", "date"} & set(im.info)
+
+
+@pytest.mark.parametrize("panels", [1, 5])
+def test_the_title_warnings_and_captions_stand_apart_and_above_the_panels(tmp_path, figures, panels):
+    """The goodput plot's five panels made a figure 15 inches tall, and its three-line title,
+    placed as a share of that height, came down onto the first warning."""
+    xs = (1.0, 2.0)
+    plot = Plot("first line\nsecond line\nthird line", "x", tuple(
+        Panel(f"y{i}", (Line("a", xs, (1.0, 2.0)),)) for i in range(panels)),
+        warnings=("rows a, b: not implemented: " + "why " * 40,), captions=("a caption",))
+    save_plot(plot, tmp_path / "p.png")
+    (fig,) = figures
+    renderer = fig.canvas.get_renderer()
+    title = fig._suptitle.get_window_extent(renderer)
+    texts = sorted((t.get_window_extent(renderer) for t in fig.texts
+                    if t.get_text() not in ("", COST_MODEL_NOTE) and t is not fig._suptitle),
+                   key=lambda box: -box.y1)
+    assert len(texts) == 3                      # the warning wraps to two lines, then the caption
+    boxes = [title, *texts]
+    assert all(upper.y0 >= lower.y1 for upper, lower in zip(boxes, boxes[1:]))
+    top_axes = max(fig.axes, key=lambda ax: ax.get_position().y1).get_window_extent(renderer)
+    assert texts[-1].y0 >= top_axes.y1
+    assert title.y1 <= fig.bbox.y1
 
 
 def test_a_stub_is_named_on_the_plot_not_only_in_the_table():

@@ -166,8 +166,11 @@ def save_plot(plot: Plot, path: str | Path) -> Path:
     texts = [(line, tint, weight) for items, tint, weight in ((plot.warnings, "crimson", "bold"),
                                                               (plot.captions, "dimgray", "normal"))
              for item in items for line in textwrap.wrap(item, 110)]
-    # tight_layout keeps room for the title itself; the texts under it need room of their own.
-    below = 0.26 + 0.19 * (plot.title.count("\n") + 1)      # inches from the top to the first text
+    # Measured in inches from the top, not as a share of the figure: a tall figure (five
+    # panels) would otherwise push its title down onto the first warning. tight_layout keeps
+    # room for the title itself; the texts under it need room of their own.
+    title_top = 0.08
+    below = title_top + 0.08 + 0.19 * (plot.title.count("\n") + 1)   # to the first text
     top = 0.2 * len(texts) + (0.06 if texts else 0.0)
     height = sum(heights) + top + 0.3 + 0.19 * (plot.title.count("\n") + 1)
     # A line panel's legend stands right of its axes, where it covers neither a line nor the
@@ -195,7 +198,7 @@ def save_plot(plot: Plot, path: str | Path) -> Path:
         ax.tick_params(labelbottom=False)
     if shared:
         _shared_x(shared[-1], plot)
-    fig.suptitle(plot.title, fontsize=11)
+    fig.suptitle(plot.title, fontsize=11, y=1 - title_top / height, va="top")
     for i, (text, tint, weight) in enumerate(texts):
         fig.text(0.5, 1 - (below + 0.2 * i) / height, text,
                  ha="center", va="top", fontsize=8, color=tint, weight=weight)
