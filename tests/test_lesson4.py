@@ -332,7 +332,7 @@ def test_the_model_walks_each_entry_with_the_flag_the_worker_fires_it_with(entri
 
 
 def _measured(table, problem=""):
-    ctx = CheckContext(None, [], memo={"table": (table, problem)})
+    ctx = CheckContext(None, [], memo={"table": ((table,), problem)})
     return {rule: transition_table._table_measure(ctx, rule) for rule in TableFaults.RULES}
 
 
@@ -346,6 +346,51 @@ def test_an_unusable_or_idle_table_earns_nothing_on_the_rules_it_cannot_show():
     for rule in ("pinned", "once"):
         assert idle[rule].value == 0.0 and "releases a request's pages on no event path" in idle[rule].feedback
     assert {rule: m.value for rule, m in _measured(_table(ref.on_event)).items()} == dict.fromkeys(TableFaults.RULES, 1.0)
+
+
+_SECOND_READING = """
+_asked = set()
+
+
+def on_event(state, event, step_in_flight):
+    # Right the first time an entry is asked; after that, {after}.
+    first = (state, event, step_in_flight) not in _asked
+    _asked.add((state, event, step_in_flight))
+    right = _right(state, event, step_in_flight)
+    if first:
+        return right
+    {body}
+"""
+
+
+def _read_again(tmp_path, after: str, body: str) -> dict:
+    text = REFERENCE.read_text().replace("def on_event(", "def _right(", 1)
+    path = tmp_path / "reading.py"
+    path.write_text(text + _SECOND_READING.format(after=after, body=body))
+    return {c.id: c for c in grade("lesson4", path, "check").criteria}
+
+
+def test_a_table_read_again_in_another_order_is_judged_on_each_reading(tmp_path):
+    """Right the first time each entry is asked and releasing at the cancel after: read
+    once, the table looked right and kept table-no-release-while-pinned (only the run,
+    which reads it again, showed the release). Each reading is judged, and the feedback
+    says the two differ."""
+    c = _read_again(tmp_path, "it releases at the cancel, under the step",
+                    "if event == 'cancel' and state == 'running':\n"
+                    "        return Transition('done', ('stop_scheduling', 'notify_client', 'release_pages'))\n"
+                    "    return right")
+    pinned = c["table-no-release-while-pinned"]
+    assert pinned.score == 0, pinned.feedback
+    assert "on_event('running', 'cancel', True)" in pinned.feedback and "still pins" in pinned.feedback
+    assert "your table changed between two readings" in pinned.feedback, pinned.feedback
+    assert "three arguments alone" in pinned.feedback, pinned.feedback
+    assert all(c[i].score == c[i].max_score for i in TABLE - {"table-no-release-while-pinned"}), c
+
+
+def test_readings_that_differ_only_in_the_order_of_the_actions_lose_nothing(tmp_path):
+    c = _read_again(tmp_path, "the same actions in another order",
+                    "return Transition(right.next_state, tuple(reversed(right.actions)))")
+    assert all(c[i].score == c[i].max_score for i in TABLE), {i: c[i].feedback for i in TABLE}
 
 
 # ---- probes, in process --------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""Lesson 4's transition table, model-checked: every entry asked once, every event path walked.
+"""Lesson 4's transition table, model-checked: every entry asked, every event path walked.
 
 on_event is a pure function of (state, event, in-flight), so all 5 x 5 x 2 entries can be
-asked up front, with no worker run. The table is then judged by what the worker would do
+asked up front, with no worker run (twice, in two orders: a table that is not a function of
+its arguments is judged on each reading). The table is then judged by what the worker would do
 with it, not entry by entry against the reference: a model of the worker's side of a
 request's life (which events can come next, and whether a launched step pins the pages)
 walks every event sequence the worker can produce, so each invariant (no release under a
@@ -36,24 +37,55 @@ def show_entry(state: str, event: str, in_flight: bool, tr: Transition) -> str:
     return f"on_event({state!r}, {event!r}, {in_flight}) -> {tr.next_state!r}{acts}"
 
 
-def table_answers(ctx: CheckContext) -> tuple[dict, str]:
-    """The learner's table {(state, event, in_flight): Transition}, or why it is unusable."""
+def table_answers(ctx: CheckContext) -> tuple[tuple[dict, ...], str]:
+    """The learner's table {(state, event, in_flight): Transition} as each reading gave it
+    (one table when every reading agrees), or why it is unusable.
+
+    The table is read twice, the second time in reverse order. A worker reads it once per
+    run and follows that reading, so a table whose answers depend on a coin, a call
+    counter or the order it is asked in is judged on every reading it gave: one reading
+    right is not the table right (a coin flip on one entry kept full marks one time in two).
+    Readings that differ only where both are right (the actions in another order) lose
+    nothing."""
     if "table" not in ctx.memo:
         cases = [Case("table", f"on_event{k}", "public", k) for k in TABLE_KEYS]
-        answers = ask(ctx, "on_event", cases, lambda c: c.inputs, Transition)
-        table, problem = {}, not_implemented(answers)
-        for a in answers:
-            why = a.problem
-            if not why and a.value.next_state not in STATES:
-                why = f"next_state {a.value.next_state!r} is not one of {', '.join(STATES)}"
-            if not why and any(x not in ACTIONS for x in a.value.actions):
-                why = f"actions {a.value.actions!r}: each must be one of {', '.join(ACTIONS)}"
-            if why and not problem:
-                problem = f"on_event{a.case.inputs}: {why}; every entry of the table must be a valid Transition"
-            if not why:
-                table[a.case.inputs] = a.value
-        ctx.memo["table"] = (table, problem)
+        tables, problem = [], ""
+        for order in (cases, cases[::-1]):
+            table, why = _reading(ask(ctx, "on_event", order, lambda c: c.inputs, Transition))
+            problem = problem or why
+            if table not in tables:
+                tables.append(table)
+        ctx.memo["table"] = (tuple(tables), problem)
     return ctx.memo["table"]
+
+
+def _reading(answers: list) -> tuple[dict, str]:
+    table, problem = {}, not_implemented(answers)
+    for a in answers:
+        why = a.problem
+        if not why and a.value.next_state not in STATES:
+            why = f"next_state {a.value.next_state!r} is not one of {', '.join(STATES)}"
+        if not why and any(x not in ACTIONS for x in a.value.actions):
+            why = f"actions {a.value.actions!r}: each must be one of {', '.join(ACTIONS)}"
+        if why and not problem:
+            problem = f"on_event{a.case.inputs}: {why}; every entry of the table must be a valid Transition"
+        if not why:
+            table[a.case.inputs] = a.value
+    return table, problem
+
+
+def answered_twice(tables: tuple[dict, ...]) -> str:
+    """The first entry two readings of the table answered differently, in words ("" when
+    they agree)."""
+    first, *others = tables
+    for other in others:
+        for k in TABLE_KEYS:
+            if first.get(k) != other.get(k):
+                again = show_entry(*k, other[k]).split(" -> ", 1)[1]
+                return (f"your table changed between two readings: {show_entry(*k, first[k])} the first "
+                        f"time, -> {again} the second; on_event must answer from its three arguments "
+                        "alone (the worker reads the table once per run and follows that reading)")
+    return ""
 
 
 # The worker's side of a request's life: in each phase, which events can come, with which
@@ -251,10 +283,11 @@ class TableFaults:
             self.add("reclaim", path, self._after_fence(tr.next_state, phase))
 
 
-def table_faults(ctx: CheckContext) -> tuple[TableFaults | None, str]:
+def table_faults(ctx: CheckContext) -> tuple[tuple[TableFaults, ...], str]:
+    """Each distinct reading of the table model-checked, or why the table is unusable."""
     if "table_faults" not in ctx.memo:
-        table, problem = table_answers(ctx)
-        ctx.memo["table_faults"] = (None if problem else TableFaults(table), problem)
+        tables, problem = table_answers(ctx)
+        ctx.memo["table_faults"] = (() if problem else tuple(TableFaults(t) for t in tables), problem)
     return ctx.memo["table_faults"]
 
 
@@ -269,9 +302,20 @@ KEPT = {
 
 
 def _table_measure(ctx: CheckContext, rule: str) -> Measure:
-    faults, problem = table_faults(ctx)
+    readings, problem = table_faults(ctx)
     if problem:
         return Measure(0.0, problem)
+    for faults in readings:
+        measure = _reading_measure(faults, rule)
+        if measure.value < 1.0:
+            differs = answered_twice(tuple(f.table for f in readings))
+            if differs:
+                return Measure(0.0, f"{measure.feedback}; {differs}", measure.evidence)
+            return measure
+    return measure
+
+
+def _reading_measure(faults: TableFaults, rule: str) -> Measure:
     if faults.vacuous(rule):
         return Measure(0.0, faults.vacuous(rule))
     found = list(faults.found[rule])
