@@ -84,6 +84,8 @@ WRONG = {
     # A key that never hits shows no hit in scope either.
     "key_salted": {"key-deterministic", "run-hit-rate", "run-hits-in-scope"},
     "key_builtin_hash": {"key-deterministic"},
+    # Numbered as met: one process agrees with itself, and its numbers are no collision.
+    "key_numbered": {"key-deterministic"},
     "publish_unwritten": {"publishable-pages", "run-clean-publish"},
     "publish_partial": {"publishable-pages", "run-clean-publish"},
     # An end no worker path produces today, judged all the same: it leaks.
@@ -180,6 +182,19 @@ def test_hidden_cases_alone_catch_the_mistake(name, tmp_path, secret):
     must, may = WRONG[name], ALSO.get(name, set()) | HIDDEN_MAY_ALSO.get(name, set())
     assert must <= _lost(report) <= must | may, _lost(report)
     assert all(c["visibility"] == "hidden" for c in report.cases)
+
+
+def test_a_key_numbered_as_met_is_caught_on_the_probes_alone(tmp_path):
+    """Asked in the same order in both processes, the probes' inputs got the same numbers,
+    so a key numbered as its inputs are met passed key-deterministic when nothing else had
+    asked the process for a key first (it was caught only because a run came before)."""
+    course = find_course(str(ROOT))
+    report = grade_submission("lesson4", load_submission(wrong_file("key_numbered", tmp_path)), course,
+                              mode="check", cases=lesson4.public_probes(course))
+    got = {c.id: c for c in report.criteria}
+    assert got["key-deterministic"].score == 0, got["key-deterministic"].feedback
+    assert "in a second process" in got["key-deterministic"].feedback
+    assert all(got[i].score == got[i].max_score for i in ("key-scope-separation", "key-position")), got
 
 
 # ---- feedback names what broke -------------------------------------------------------------

@@ -4,8 +4,9 @@ A key that merges two scopes lets a prefix hit cross tenants; one that merges tw
 positions (parents or blocks) hands a request pages of another prefix. The pairs are
 adversarial (scope names that hold separators, unicode look-alikes, empty scopes, parents,
 blocks; drawn in grader/lessons/lesson4.py), and each distinct input is asked twice in
-this process and once in a fresh one (new module state, new str hash seed), so a key that
-depends on anything but its inputs shows without a worker run.
+this process and once in a fresh one (new module state, new str hash seed), the last two
+times in reverse order, so a key that depends on anything but its inputs (the order they
+come in too) shows without a worker run.
 """
 from __future__ import annotations
 
@@ -53,9 +54,13 @@ def key_answers(ctx: CheckContext) -> dict:
                     seen[t] = Case("key-input", show_input(t), c.visibility, t, show_input(t))
         cases = list(seen.values())
         first = ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
-        again = ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
-        ctx.restart()               # a second process: new module state, new str hash seed
-        other = ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
+        # Asked again in reverse order, here and in a second process (new module state, new
+        # str hash seed): a key that numbers inputs as it meets them is the same in a process
+        # asked in one order, and in a second process asked in that order too, but not in a
+        # worker process that meets the blocks in another.
+        again = ask(ctx, "prefix_key", cases[::-1], lambda c: c.inputs, str)[::-1]
+        ctx.restart()
+        other = ask(ctx, "prefix_key", cases[::-1], lambda c: c.inputs, str)[::-1]
         ctx.memo[memo] = {c.inputs: (c, (x, y, z)) for c, x, y, z in zip(cases, first, again, other)}
     return ctx.memo[memo]
 
@@ -87,7 +92,11 @@ def searched(ctx: CheckContext) -> Searched:
         scouts = _ask_inputs(ctx, list(key_search.SCOUTS))
         triples = key_search.inputs([a.value for a in scouts if not _usable(a)])
         asked = list(zip(key_search.SCOUTS, scouts)) + list(zip(triples, _ask_inputs(ctx, triples)))
-        asked += [(t, got[0]) for t, (_, got) in keys.items()]
+        # The search runs in the second process. A probe's key joins it only when it was the
+        # same in both: a key that differs by process is key-deterministic's mistake, and a
+        # key numbered by a counter in each process would share numbers across the two.
+        asked += [(t, got[0]) for t, (_, got) in keys.items()
+                  if not got[0].problem and got[0].value == got[1].value == got[2].value]
         usable = [(t, a.value) for t, a in asked if not _usable(a)]
         space = _space_words([k for _, k in usable])
         small = "" if not space else (
@@ -215,7 +224,8 @@ def key_deterministic(ctx: CheckContext, params: dict) -> Measure:
         if other.value != first.value:
             # The keys are not quoted: they change from run to run, and a report must not.
             return ("gave one key in one process and another key in a second process: a key must "
-                    "be the same in every process (str hash(), for one, is salted per process)")
+                    "be the same in every process (str hash(), for one, is salted per process, and a "
+                    "number given to each input as it is met depends on the order inputs come in)")
         return ""
 
     answers = [Answer(case, got) for case, got in keys.values()]
