@@ -107,6 +107,8 @@ WRONG = {
     # A long digest of the scope beside a short one of the position: judged on one scope's keys.
     "key_scope_then_checksum": {"key-position"},
     "key_block_summary": {"key-position"},
+    # Some of the tokens: blocks one token apart anywhere in a page (or two).
+    "key_last_tokens": {"key-position"},
     # Entries of an ended request no worker path reaches, judged all the same.
     "launch_revives": {"table-cancel-stops"},
     "renotify_on_cancel": {"table-cancel-stops"},
@@ -770,6 +772,33 @@ def test_the_key_searchs_material_crosses_boundaries_frozen():
     m = Material(("s",), ("",), ((1,),), ("|",))
     with pytest.raises(dataclasses.FrozenInstanceError):
         m.glue = ()
+
+
+def test_a_collision_of_blocks_written_alike_names_the_token_they_differ_in(tmp_path):
+    """A key that skips a block's token 10 collides on page-long blocks one token apart
+    there; the two inputs are written alike up to their sixth token, so the line names the
+    token (before, it showed two identical inputs)."""
+    c = _key_report(tmp_path, "tokens = block_tokens[:10] + block_tokens[11:]\n"
+                              "    text = repr((scope, parent_key, len(block_tokens), tokens))\n"
+                              "    return hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()")
+    line = c["key-position"].feedback
+    assert c["key-position"].score == 0, line
+    found = re.search(r"\(the blocks differ only in token (\d+): (\d+) against (\d+)\)", line)
+    assert found, line
+    i, x, y = map(int, found.groups())
+    assert i == 10 and x != y, line
+    assert c["key-scope-separation"].score == c["key-scope-separation"].max_score, c["key-scope-separation"].feedback
+
+
+def test_difference_names_what_show_input_cuts():
+    from grader.lessons.prefix_keys import difference, show_input
+    parent = "9" * 50
+    a, b = ("s", parent, (1,)), ("s", parent[:-1] + "0", (1,))
+    assert show_input(a) == show_input(b)
+    assert difference(a, b) == " (the parent keys differ only in character 49: '9' against '0')"
+    block = tuple(range(10))
+    assert difference(("s", "", block), ("s", "", block + (0,))) == " (the blocks are 10 and 11 tokens long)"
+    assert difference(("s", "", (1,)), ("t", "", (1,))) == ""        # shown apart already
 
 
 def test_kind_names_the_first_field_two_inputs_differ_in_whatever_their_order():

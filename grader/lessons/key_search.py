@@ -15,7 +15,7 @@ collides only on inputs built for its own framing, so the grader searches for th
    and one-token blocks, scopes that are prefixes of each other): a field moved across a
    boundary, a raw field before a length-prefixed one, a one-byte length that wraps at 256,
    tokens moved between the parent and the block, token texts that join alike, blocks
-   with the same length, ends and sum, and scopes
+   with the same length, ends and sum, page-long blocks one token apart, and scopes
    that a lossy mapping of the name merges (a character outside ASCII replaced or dropped,
    punctuation a sanitiser rewrites, a long name cut short);
 3. a seeded sample of inputs composed from the same material, for what no family names.
@@ -151,6 +151,13 @@ def pairs(m: Material) -> list[tuple[Triple, Triple]]:
     # empty one, so the scope's tail passes for the parent.
     tail = "b" * 255
     out.append((("a\x00" + tail, "", b0), ("a", tail + "\x00", b0)))
+    # Every token counts: a block of one page (16 tokens) and of two against the same block
+    # with one token changed, at each place (a key that reads the last few tokens, every
+    # other one, all but one, one page's worth; the other families' blocks are short).
+    for length in (16, 32):
+        block = tuple(range(101, 101 + length))
+        for i in range(length):
+            out.append((("acme", "", block), ("acme", "", block[:i] + (block[i] + 1000,) + block[i + 1:])))
     # Scopes that are prefixes of each other, and scope/parent swaps.
     for a in m.scopes:
         for b in m.scopes:

@@ -42,6 +42,20 @@ def show_input(t: Triple) -> str:
     return f"prefix_key({_short(scope)}, {_short(parent)}, ({tokens}{',' if len(block) == 1 else ''}))"
 
 
+def difference(a: Triple, b: Triple) -> str:
+    """Where two inputs differ, when show_input writes them alike (a long parent or scope
+    cut short, a block past its sixth token): " (the blocks differ only in token 9: ...)"."""
+    if show_input(a) != show_input(b):
+        return ""
+    field, x, y = next(f for f in zip(("scope", "parent key", "block"), a, b) if f[1] != f[2])
+    places = [i for i, (u, v) in enumerate(zip(x, y)) if u != v]
+    if len(x) != len(y) or not places:
+        return f" (the {field}s are {len(x)} and {len(y)} {'tokens' if field == 'block' else 'characters'} long)"
+    i, what = places[0], "token" if field == "block" else "character"
+    only = "only " if len(places) == 1 else "first "
+    return f" (the {field}s differ {only}in {what} {i}: {x[i]!a} against {y[i]!a})"
+
+
 def key_answers(ctx: CheckContext) -> dict:
     """Every probe input -> (its case, its answers: twice in this process, once in a fresh one)."""
     pairs = ctx.family("key")
@@ -160,7 +174,7 @@ def _distinct(case: Case, keys: tuple) -> str:
     if why:
         return why
     if a.value == b.value:
-        return f"both got {a.value[:40]!r}: {_KIND_WORDS[case.inputs.kind]}"
+        return f"both got {a.value[:40]!r}: {_KIND_WORDS[case.inputs.kind]}{difference(case.inputs.a, case.inputs.b)}"
     return ""
 
 
@@ -187,7 +201,7 @@ def _pair_measure(ctx: CheckContext, kinds: tuple, noun: str) -> Measure:
         return Measure(0.0, small, ("key-space",))
     a, b, key = hit
     line = (f"the grader's search against your encoding found two inputs with one key: {show_input(a)} "
-            f"and {show_input(b)} both got {key[:40]!r}: {_KIND_WORDS[key_search.kind(a, b)]}")
+            f"and {show_input(b)} both got {key[:40]!r}: {_KIND_WORDS[key_search.kind(a, b)]}{difference(a, b)}")
     if measure.value < 1.0:
         if show_input(a) in measure.feedback and show_input(b) in measure.feedback:
             return measure          # the search found the very pair the probes already name
