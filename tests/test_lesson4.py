@@ -664,6 +664,22 @@ def test_a_key_space_is_the_smallest_alphabet_that_holds_every_character():
     assert (name, longest) == ("printable ASCII", 8) and 52.57 < bits < 52.58
 
 
+@pytest.mark.parametrize("digest_bytes,kept", [(7, False), (8, True)])
+def test_a_hash_written_in_decimal_digits_is_judged_on_ten_digits(tmp_path, digest_bytes, kept):
+    """A 56-bit hash written in decimal takes at most 10 + 10^2 + ... + 10^17 values, 56.6
+    bits; read as 17 hexadecimal characters it was 68 bits and kept full marks. A 64-bit one
+    (20 digits, 66.6 bits) keeps them."""
+    from grader.lessons.key_search import key_space
+    name, longest, bits = key_space(["12345678901234567", "9"])
+    assert (name, longest) == ("decimal", 17) and 56.6 < bits < 56.7
+    c = _key_report(tmp_path, "text = repr((scope, parent_key, tuple(block_tokens))).encode('utf-8', 'surrogatepass')\n"
+                              f"    return str(int.from_bytes(hashlib.sha256(text).digest()[:{digest_bytes}], 'big'))")
+    scope = c["key-scope-separation"]
+    assert (scope.score == scope.max_score) == kept, scope.feedback
+    if not kept:
+        assert "characters of decimal" in scope.feedback, scope.feedback
+
+
 def test_what_every_key_holds_alike_is_no_part_of_the_key_space():
     """A tag before a cut digest ("blk:" and 8 hexadecimal digits) is 2^32 keys; read as 12
     printable characters it was 2^78 and passed. Characters every key holds at one place (a

@@ -199,7 +199,9 @@ def kind(a: Triple, b: Triple) -> str:
 
 # Alphabets a digest is written in, smallest first: a key drawn from one, at most so many
 # characters long, takes at most so many values, whatever function made it.
-ALPHABETS = (("hexadecimal", "0123456789abcdef"), ("hexadecimal", "0123456789ABCDEF"),
+# Decimal first: a 56-bit hash written in digits (17 of them) read as 17 hexadecimal
+# characters, 2^68 keys, and passed.
+ALPHABETS = (("decimal", "0123456789"), ("hexadecimal", "0123456789abcdef"), ("hexadecimal", "0123456789ABCDEF"),
              ("hexadecimal", "0123456789abcdefABCDEF"),
              ("base64", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-_"),
              ("printable ASCII", "".join(map(chr, range(32, 127)))))
