@@ -767,6 +767,19 @@ def test_a_table_that_never_serves_a_request_shows_no_hit_rate(tmp_path):
     assert hit.score == 0 and "no request completed in this run" in hit.feedback, hit.feedback
 
 
+def test_no_hit_for_want_of_a_published_page_points_at_publishable(tmp_path):
+    """A publishable that offers nothing leaves run-hits-in-scope with no hit to judge: the
+    line says why, instead of leaving a right key's zero unexplained."""
+    c = _reference_but(tmp_path, "publishes_nothing", "def publishable(pages):\n    return ()")
+    hits = c["run-hits-in-scope"]
+    assert hits.score == 0 and "your publishable offered the cache no page" in hits.feedback, hits.feedback
+    c = _reference_but(tmp_path, "never_hits", "def prefix_key(scope, parent_key, block_tokens):\n"
+                                              "    import uuid\n    return uuid.uuid4().hex")
+    hits = c["run-hits-in-scope"]
+    assert hits.score == 0 and "no prefix lookup hit" in hits.feedback, hits.feedback
+    assert "publishable" not in hits.feedback, hits.feedback
+
+
 def test_a_learner_run_crosses_boundaries_frozen():
     import dataclasses
     from grader.lessons.cancellation_runs import LearnerRun
