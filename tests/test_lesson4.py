@@ -112,6 +112,8 @@ WRONG = {
     # Entries of an ended request no worker path reaches, judged all the same.
     "launch_revives": {"table-cancel-stops"},
     "renotify_on_cancel": {"table-cancel-stops"},
+    # A finish that tells the client of a cancel: no run can show it (before: 24 of 24).
+    "finish_notifies": {"table-cancel-stops"},
 }
 # Consequences a mistake may also cost: fewer pages published or usable keys share less.
 MAY_ALSO = {

@@ -191,6 +191,11 @@ class TableFaults:
                 self.add("stop", [("cancelling", e, f, tr)], "notifies the client again after the request ended")
         for s, f in product(SERVED, (False, True)):
             self._cancel_rules([(s, "cancel", f, t[s, "cancel", f])])
+            # The worker stops a finished request itself (a stop there is harmless), but the
+            # client of a request that finished must not be told it was cancelled.
+            if NOTIFY in t[s, "finished", f].actions:
+                self.add("stop", [(s, "finished", f, t[s, "finished", f])],
+                         "tells the client of a request that finished that it was cancelled")
             for e in LIVE_EVENTS:
                 self._live_rules([(s, e, f, t[s, e, f])])
                 keeps = KEEPS[s].get(e)
