@@ -674,6 +674,9 @@ def test_a_hash_written_in_decimal_digits_is_judged_on_ten_digits(tmp_path, dige
     from grader.lessons.key_search import key_space
     name, longest, bits = key_space(["12345678901234567", "9"])
     assert (name, longest) == ("decimal", 17) and 56.6 < bits < 56.7
+    # 19 digits: 63.27 bits, the one key space judged between 63 and 64 bits.
+    name, longest, bits = key_space(["1234567890123456789"])
+    assert (name, longest) == ("decimal", 19) and 63.2 < bits < 63.3
     c = _key_report(tmp_path, "text = repr((scope, parent_key, tuple(block_tokens))).encode('utf-8', 'surrogatepass')\n"
                               f"    return str(int.from_bytes(hashlib.sha256(text).digest()[:{digest_bytes}], 'big'))")
     scope = c["key-scope-separation"]
