@@ -833,6 +833,7 @@ def test_difference_names_what_show_input_cuts():
     block = tuple(range(10))
     assert difference(("s", "", block), ("s", "", block + (0,))) == " (the blocks are 10 and 11 tokens long)"
     assert difference(("s", "", (1,)), ("t", "", (1,))) == ""        # shown apart already
+    assert difference(a, a) == ""                                     # one input: nothing to name
 
 
 def test_kind_names_the_first_field_two_inputs_differ_in_whatever_their_order():

@@ -45,7 +45,7 @@ def show_input(t: Triple) -> str:
 def difference(a: Triple, b: Triple) -> str:
     """Where two inputs differ, when show_input writes them alike (a long parent or scope
     cut short, a block past its sixth token): " (the blocks differ only in token 9: ...)"."""
-    if show_input(a) != show_input(b):
+    if a == b or show_input(a) != show_input(b):
         return ""
     field, x, y = next(f for f in zip(("scope", "parent key", "block"), a, b) if f[1] != f[2])
     places = [i for i, (u, v) in enumerate(zip(x, y)) if u != v]
