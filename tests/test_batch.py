@@ -103,6 +103,35 @@ def test_a_symbolic_link_out_of_the_class_folder_is_not_followed(tmp_path, secre
     assert SECRET.decode() not in json.dumps([r.report for r in stored.values()]) + stored["mallory"].error
 
 
+def test_a_linked_students_folder_is_not_read_and_a_link_loop_stops_no_one(tmp_path):
+    """A student's folder that is a link out of the class folder is refused before its files
+    are read: choosing among two would parse them, and a tie would name them in that
+    student's feedback. A link that leads round in a loop is its student's error, not a
+    crash that stops the class."""
+    elsewhere = tmp_path / "instructor" / "lesson1"
+    elsewhere.mkdir(parents=True)
+    solution = (ROOT / "reference/solutions/lesson1.py").read_text()
+    for name in ("solution_a.py", "solution_b.py"):          # a tie: both define everything
+        (elsewhere / name).write_text(solution)
+    root = tmp_path / "class" / "submitted"
+    (root / "alice" / "lesson1").mkdir(parents=True)
+    (root / "alice" / "lesson1" / "exercise.py").write_text(solution)
+    (root / "mallory").symlink_to(elsewhere.parent, target_is_directory=True)
+    (root / "trudy").mkdir()
+    (root / "trudy" / "lesson1").symlink_to(elsewhere, target_is_directory=True)
+    (root / "loop.py").symlink_to("loop.py")
+    (root / "round").mkdir()
+    (root / "round" / "lesson1").symlink_to(root / "round" / "lesson1")
+    entries = {e.student: e for e in discover(tmp_path / "class", "lesson1")}
+    assert not entries["alice"].problem
+    for student in ("mallory", "trudy"):
+        assert entries[student].problem == ("a symbolic link that leads outside the class "
+                                            "folder; hand in the file itself")
+    for student in ("loop", "round"):
+        assert "leads round in a loop" in entries[student].problem, entries[student]
+    assert "solution_a" not in repr(entries)
+
+
 def test_discover_flat_folder(tmp_path):
     for name in ("alice.py", "bob.ipynb", "carol.py", "carol.ipynb", "notes.txt", ".hidden.py"):
         (tmp_path / name).write_text("x = 1\n")

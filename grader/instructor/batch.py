@@ -106,6 +106,7 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
                                           f"folder holding every student, or the file itself "
                                           f"(recorded as the student its folders name)")
     found: dict[str, list[Entry]] = {}
+    inside = root.resolve()
     for item in sorted(root.iterdir()):
         if item.name.startswith(".") or item.name in NOT_STUDENTS:
             continue
@@ -118,7 +119,12 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
             if files is not None and not where.is_dir() and is_submission_folder(item, files):
                 where = item
             note = ""
-            if where.is_dir():
+            stray = _leads_outside(where, inside)
+            if stray:
+                # Not even listed: choosing among its files would read them, and a tie
+                # would name them in the student's feedback.
+                path, problem = str(where), stray
+            elif where.is_dir():
                 path, problem, note = ((str(where), "", "") if files is not None
                                        else _pick(where, lesson, functions))
             else:
@@ -129,14 +135,11 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
         else:
             found.setdefault(student, []).append(
                 Entry(student, str(item), "not a submission (a .py file or a .ipynb notebook)"))
-    inside = root.resolve()
     for options in found.values():
         for i, e in enumerate(options):
-            # A submission is read from inside the class folder only: a symbolic link that
-            # leads elsewhere (the instructor's secret, a solution) is not followed.
-            if not e.problem and inside not in Path(e.path).resolve().parents:
-                options[i] = Entry(e.student, e.path, "a symbolic link that leads outside the "
-                                   "class folder; hand in the file itself")
+            stray = "" if e.problem else _leads_outside(Path(e.path), inside)
+            if stray:
+                options[i] = Entry(e.student, e.path, stray)
     entries = []
     for student, options in sorted(found.items()):
         if len(options) == 1:
@@ -147,6 +150,20 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
             paths = " and ".join(within(e.path, root) for e in options)
             entries.append(Entry(student, options[0].path, f"two submissions: {paths}; keep one"))
     return entries
+
+
+def _leads_outside(path: Path, inside: Path) -> str:
+    """Why ``path`` is not read, or "": a submission is read from inside the class folder
+    only, so a symbolic link that leads elsewhere (the instructor's secret, a folder of
+    solutions) is not followed, and one that leads round in a loop is that student's error,
+    not the whole class's."""
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):         # a loop: RuntimeError before Python 3.13
+        return "a symbolic link that leads round in a loop; hand in the file itself"
+    if inside not in real.parents:
+        return "a symbolic link that leads outside the class folder; hand in the file itself"
+    return ""
 
 
 NOT_SUBMISSIONS = ("not a submission", "no submission for")
