@@ -60,10 +60,22 @@ def test_a_worker_failure_is_that_students_error(scheduler, tmp_path, monkeypatc
     assert all("other lesson1 cases than the client" in why for _, why in s.failed)
 
 
-def test_an_unreachable_scheduler_is_an_input_error(tmp_path, monkeypatch):
+@pytest.mark.parametrize("address,says", [
+    ("tcp://127.0.0.1:9", "cannot reach the Dask scheduler"),
+    ("http://127.0.0.1:8787", "not a Dask scheduler's address (unknown address scheme 'http'"),
+    ("127.0.0.1", "not a Dask scheduler's address (missing port number"),
+])
+def test_a_scheduler_not_reached_refuses_the_class_before_anything_is_recorded(tmp_path, monkeypatch,
+                                                                              address, says):
+    """Refused whole, as a class that could not be confined is: not after the unreadable
+    submissions' error rows were written, nor graded some other way."""
     import grader.instructor.batch as batch
     monkeypatch.setattr(batch, "DASK_CONNECT_TIMEOUT", "1s")
     make_class(tmp_path / "class", "lesson1", 1, seed=1, slow=0)
-    with open_gradebook(str(tmp_path / "gb.db")) as book, pytest.raises(InputError, match="Dask scheduler"):
-        run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book,
-                  scheduler="tcp://127.0.0.1:9", progress=False)
+    (tmp_path / "class" / "submitted" / "zed.py").write_bytes(b"\x00")   # an error row, were it graded
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        with pytest.raises(InputError) as refused:
+            run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book,
+                      scheduler=address, progress=False)
+        assert refused.value.where == address and says in refused.value.message
+        assert book.results() == []

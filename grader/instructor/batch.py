@@ -13,6 +13,7 @@ same secret and grades one submission at a time in a fresh sandbox.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -322,25 +323,35 @@ def _local_pool(jobs: list[Job], n: int, args: tuple) -> Outcome:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _dask(jobs: list[Job], scheduler: str, args: tuple) -> Outcome:
+def _cluster(scheduler: str | None):
+    """A client of the Dask scheduler at ``scheduler`` (a context that closes it), or, with
+    none, a context of None. One that cannot be reached, or an address that is not a
+    scheduler's, is an input error naming it: never a class graded some other way."""
+    if not scheduler:
+        return contextlib.nullcontext()
     try:
-        from distributed import Client, as_completed as dask_completed
+        from distributed import Client
     except ImportError:
         raise InputError("--scheduler", "Dask is not installed: pip install 'serving-grader[dask]'") from None
     try:
-        client = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT)
+        return Client(scheduler, timeout=DASK_CONNECT_TIMEOUT)
+    except ValueError as e:              # http://..., no port: Dask's own words say which
+        raise InputError(scheduler, f"not a Dask scheduler's address ({e})") from None
     except (OSError, TimeoutError) as e:
         raise InputError(scheduler, f"cannot reach the Dask scheduler ({e})") from None
-    with client:
-        secret = client.scatter(args[2], broadcast=True)   # sent once, not with every task
-        task_args = (args[0], args[1], secret, *args[3:])
-        futures = {client.submit(grade_one, *task_args, job.submission, pure=False): job
-                   for job in jobs}
-        for future in dask_completed(list(futures)):
-            try:
-                yield futures[future], future.result()
-            except Exception as e:
-                yield futures[future], e
+
+
+def _dask(jobs: list[Job], client, args: tuple) -> Outcome:
+    from distributed import as_completed as dask_completed
+    secret = client.scatter(args[2], broadcast=True)   # sent once, not with every task
+    task_args = (args[0], args[1], secret, *args[3:])
+    futures = {client.submit(grade_one, *task_args, job.submission, pure=False): job
+               for job in jobs}
+    for future in dask_completed(list(futures)):
+        try:
+            yield futures[future], future.result()
+        except Exception as e:
+            yield futures[future], e
 
 
 # ---------------------------------------------------------------------------- the batch
@@ -454,66 +465,69 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     entries = discover(folder, lesson, course)
     refuse_a_folder_of_no_submissions(entries, Path(folder), lesson)
 
-    failed: list[tuple[str, str]] = []
-    todo: list[Job] = []
-    done = set() if force else book.graded_keys(lesson)
-    skipped = 0
-    root = class_root(Path(folder))
-    for e in entries:
-        shown = within(e.path, root)
-        if e.problem:
-            failed.append((e.student, f"{shown}: {e.problem}"))
-            book.record_error(e.student, info, shown, e.problem)
-            continue
-        try:
-            sub = load_submission(Path(e.path), folder_files(lesson), e.student, links_within=root)
-        except InputError as err:
-            failed.append((e.student, f"{shown}: {err.message}"))
-            book.record_error(e.student, info, shown, err.message)
-            continue
-        # Read; from here it is named, not opened.
-        sub = replace(sub, path=shown, notes=((e.note,) if e.note else ()) + sub.notes)
-        if pending(e, sub, done, rubric.version, expected_cases):
-            todo.append(Job(e.student, sub))
-        else:
-            skipped += 1
-
-    n = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
-    args = (str(course.root), lesson, secret, expected_cases, unconfined_ok)
-    if scheduler:
-        outcomes, workers = _dask(todo, scheduler, args), f"Dask at {scheduler}"
-    elif n == 1 or len(todo) <= 1:
-        outcomes, workers = _inline(todo, lambda s: grade_one(*args, s)), "1 process"
-    else:
-        n = min(n, len(todo))
-        outcomes, workers = _local_pool(todo, n, args), f"{n} processes"
-    bar = Progress(len(todo), f"grading {lesson}", stream=stream, enabled=progress, heartbeat_s=1.0)
-    graded = 0
-    try:
-        for job, result in outcomes:
-            if isinstance(result, BaseException):
-                why = f"{GRADER_FAILED}: {type(result).__name__}: {result}"
-                failed.append((job.student, f"{job.submission.path}: {why}"))
-                book.record_error(job.student, info, job.submission.path, why, job.submission.digest)
+    # Before anything is recorded: a cluster that cannot be reached refuses the class whole,
+    # rather than leaving each unreadable submission's error row behind it.
+    with _cluster(scheduler) as client:
+        failed: list[tuple[str, str]] = []
+        todo: list[Job] = []
+        done = set() if force else book.graded_keys(lesson)
+        skipped = 0
+        root = class_root(Path(folder))
+        for e in entries:
+            shown = within(e.path, root)
+            if e.problem:
+                failed.append((e.student, f"{shown}: {e.problem}"))
+                book.record_error(e.student, info, shown, e.problem)
+                continue
+            try:
+                sub = load_submission(Path(e.path), folder_files(lesson), e.student, links_within=root)
+            except InputError as err:
+                failed.append((e.student, f"{shown}: {err.message}"))
+                book.record_error(e.student, info, shown, err.message)
+                continue
+            # Read; from here it is named, not opened.
+            sub = replace(sub, path=shown, notes=((e.note,) if e.note else ()) + sub.notes)
+            if pending(e, sub, done, rubric.version, expected_cases):
+                todo.append(Job(e.student, sub))
             else:
-                book.record(job.student, result)
-                graded += 1
-            bar.advance()
-    except GradebookWriteError as e:
-        # A full disk mid-class: stop cleanly (the pool's workers are stopped on the way
-        # out); every result already written stays, and a re-run grades only the rest.
-        bar.finish()
-        raise GradebookWriteError(e.where, f"{e.message}; stopped after {graded} of {len(todo)} "
-                                  f"results this run, and every result written is kept: free "
-                                  f"space and run again to grade the rest") from None
-    finally:
-        outcomes.close()        # stopped early: the workers stop too, now
-        bar.finish()            # an interrupt too: the heartbeat stops before anything is said
+                skipped += 1
 
-    students = {e.student for e in entries}
-    scores = tuple(r.score for r in book.results(lesson)
-                   if r.status == "graded" and r.student in students)
-    return BatchSummary(lesson=lesson, students=len(entries), graded=graded, skipped=skipped,
-                        failed=tuple(sorted(failed)), scores=scores, max_score=info.max_score,
-                        elapsed_s=round(time.monotonic() - started, 3), workers=workers,
-                        gradebook=book.shown_url)
+        n = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
+        args = (str(course.root), lesson, secret, expected_cases, unconfined_ok)
+        if scheduler:
+            outcomes, workers = _dask(todo, client, args), f"Dask at {scheduler}"
+        elif n == 1 or len(todo) <= 1:
+            outcomes, workers = _inline(todo, lambda s: grade_one(*args, s)), "1 process"
+        else:
+            n = min(n, len(todo))
+            outcomes, workers = _local_pool(todo, n, args), f"{n} processes"
+        bar = Progress(len(todo), f"grading {lesson}", stream=stream, enabled=progress, heartbeat_s=1.0)
+        graded = 0
+        try:
+            for job, result in outcomes:
+                if isinstance(result, BaseException):
+                    why = f"{GRADER_FAILED}: {type(result).__name__}: {result}"
+                    failed.append((job.student, f"{job.submission.path}: {why}"))
+                    book.record_error(job.student, info, job.submission.path, why, job.submission.digest)
+                else:
+                    book.record(job.student, result)
+                    graded += 1
+                bar.advance()
+        except GradebookWriteError as e:
+            # A full disk mid-class: stop cleanly (the pool's workers are stopped on the way
+            # out); every result already written stays, and a re-run grades only the rest.
+            bar.finish()
+            raise GradebookWriteError(e.where, f"{e.message}; stopped after {graded} of {len(todo)} "
+                                      f"results this run, and every result written is kept: free "
+                                      f"space and run again to grade the rest") from None
+        finally:
+            outcomes.close()        # stopped early: the workers stop too, now
+            bar.finish()            # an interrupt too: the heartbeat stops before anything is said
+
+        students = {e.student for e in entries}
+        scores = tuple(r.score for r in book.results(lesson)
+                       if r.status == "graded" and r.student in students)
+        return BatchSummary(lesson=lesson, students=len(entries), graded=graded, skipped=skipped,
+                            failed=tuple(sorted(failed)), scores=scores, max_score=info.max_score,
+                            elapsed_s=round(time.monotonic() - started, 3), workers=workers,
+                            gradebook=book.shown_url)
