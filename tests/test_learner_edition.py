@@ -343,6 +343,33 @@ def test_release_replaces_an_earlier_release(tmp_path):
     assert not (out / "stale.txt").exists() and manifest.lessons == ("lesson1",)
 
 
+@pytest.mark.parametrize("failure", ["a leak", "interrupted"])
+def test_a_release_that_fails_leaves_the_earlier_one_as_it_was_and_nothing_half_made(tmp_path, monkeypatch,
+                                                                                   failure):
+    """Built beside --out and put in place once proven: a build that finds a leak, or is
+    stopped with Ctrl-C, neither removes the earlier edition nor leaves a half-made one
+    (which would look finished, its marker written before the proof)."""
+    import grader.instructor.release as release
+    out = tmp_path / "learner"
+    build_learner_edition(find_course(str(ROOT)), out, lessons=("lesson1",), verify=False)
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    if failure == "a leak":
+        monkeypatch.setattr(release, "find_leaks", lambda *a, **k: ["grader/x.py: holds the text of y"])
+    else:
+        def stopped(*a, **k):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(release, "record_experiments", stopped)
+    fresh = tmp_path / "fresh"
+    for where in (out, fresh):
+        with pytest.raises(InputError if failure == "a leak" else KeyboardInterrupt) as failed:
+            build_learner_edition(find_course(str(ROOT)), where, lessons=("lesson1",), verify=False)
+        if failure == "a leak":
+            kept = "an earlier edition there is left as it was" if where == out else "nothing is written there"
+            assert failed.value.where == str(where) and failed.value.message.endswith(kept)
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["learner"]
+
+
 def test_the_release_installs_what_it_imports_and_nothing_else(release):
     """No instructor extras, no dependency of what was left out (the gradebook's SQLAlchemy),
     and every third-party module the release imports is a declared dependency."""

@@ -223,10 +223,38 @@ def _prepare(out: Path, course: Course) -> None:
     if out.exists():
         if not out.is_dir():
             raise InputError(str(out), "exists and is not a folder")
-        if any(out.iterdir()):
-            if not (out / "grader" / MARKER.name).is_file():
-                raise InputError(str(out), "is not empty and holds no earlier learner edition")
-            shutil.rmtree(out)
+        if any(out.iterdir()) and not (out / "grader" / MARKER.name).is_file():
+            raise InputError(str(out), "is not empty and holds no earlier learner edition")
+
+
+def _aside(out: Path) -> Path:
+    """A new hidden folder beside ``out`` to build the edition in, made as ``out`` would
+    be (the umask's permissions, not mkdtemp's owner-only ones)."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        build = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    except OSError as e:
+        raise InputError(str(out), f"cannot write the learner edition: {e.strerror or e}") from None
+    umask = os.umask(0o022)
+    os.umask(umask)
+    build.chmod(0o777 & ~umask)
+    return build
+
+
+def _put_in_place(build: Path, out: Path) -> None:
+    """The finished edition becomes ``out``; an earlier one there goes only now."""
+    if not out.exists():
+        os.rename(build, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.earlier-", dir=out.parent))
+    os.rename(out, old / out.name)
+    try:
+        os.rename(build, out)
+    except OSError:
+        os.rename(old / out.name, out)
+        old.rmdir()
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _copy(out: Path, course: Course) -> None:
@@ -525,11 +553,31 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
             raise InputError("--publish-solutions", f"{lesson} is not a lesson of this edition "
                                                     f"(--lessons {','.join(chosen)})")
     _prepare(out, course)
-    out = out.resolve()
-    try:                        # a second or two: said with the next step, not before it
-        _copy(out, course)
-    except OSError as e:
-        raise InputError(str(out), f"cannot write the learner edition: {e.strerror or e}") from None
+    final = out.resolve()
+    # Built beside it and put in place once proven: a build that fails its proof (a leak),
+    # is interrupted or fills the disk leaves no half-made edition there, and an earlier
+    # edition is replaced only by one that is whole.
+    build = _aside(final)
+    try:
+        manifest = _build(course, build, known, chosen, tuple(publish), verify, say)
+        _put_in_place(build, final)
+    except BaseException as e:
+        shutil.rmtree(build, ignore_errors=True)
+        kept = ("an earlier edition there is left as it was"
+                if final.is_dir() and any(final.iterdir()) else "nothing is written there")
+        if isinstance(e, InputError) and e.where == str(build):
+            raise type(e)(str(final), f"{e.message}; {kept}") from None
+        if isinstance(e, OSError):
+            raise InputError(str(final), f"cannot write the learner edition: "
+                                         f"{e.strerror or e}; {kept}") from None
+        raise
+    return EditionManifest(**{**manifest.__dict__, "out": str(final)})
+
+
+def _build(course: Course, out: Path, known: tuple[str, ...], chosen: tuple[str, ...],
+           publish: tuple[str, ...], verify: bool, say) -> EditionManifest:
+    """The edition, written into ``out`` (a new empty folder) and proven there."""
+    _copy(out, course)          # a second or two: said with the next step, not before it
     _published(out, tuple(publish))
 
     left_out = {lesson: "not chosen for this edition (grader release --lessons)"
