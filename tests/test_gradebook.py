@@ -335,3 +335,83 @@ def test_grader_gradebook_forget_removes_the_row_from_exports_and_the_report(tmp
     assert main(["gradebook", "forget", "notes", "--gradebook", str(db)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"grader: sqlite:///{db.resolve()}: no student 'notes'"), err
+
+
+def _as_someone_who_may_only_read(task):
+    """``task()`` run by someone who may read the gradebook but not write it: under root
+    (as the suite runs), a child that has become nobody; otherwise this user, the file made
+    read-only. Its return value (JSON) or its exception's text comes back."""
+    import os
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                     # the child: never back into pytest
+        os.close(read)
+        try:
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            out = {"value": task()}
+        except BaseException as e:                   # noqa: BLE001 - reported to the parent
+            out = {"error": f"{type(e).__name__}: {e}"}
+        os.write(write, json.dumps(out).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+def test_a_gradebook_one_may_only_read_is_read_by_the_readers_and_refused_for_grading():
+    """Another's gradebook, or one on a share: export, report and feedback only read it, so
+    they read it; grade, which must write, is refused in words that say why."""
+    import os
+    import shutil
+    import tempfile
+    from grader.instructor.exports.csv import table
+    folder = tempfile.mkdtemp(prefix="grader-read-only-")     # not under pytest's own 0700 folder
+    try:
+        os.chmod(folder, 0o1777)                     # like /tmp: anyone may put SQLite's -shm there
+        path = os.path.join(folder, "gb.db")
+        with open_gradebook(path) as b:
+            b.record("alice", fake_report())
+        os.chmod(path, 0o644 if os.geteuid() == 0 else 0o444)
+        with open(path, "rb") as f:
+            before = f.read()
+        # Each open is a fresh engine: nothing the parent opened is reused by the child.
+        def read():
+            with open_gradebook(path, create=False, read_only=True) as b:
+                return table(b)
+        def write():
+            with open_gradebook(path) as b:
+                b.record("bob", fake_report())
+        got = _as_someone_who_may_only_read(read)
+        assert got == {"value": [["student", "lesson1 total", "lesson1/c0", "lesson1/c1", "notes"],
+                                 [["alice", "2.5", "2", "0.5", ""]]]}, got
+        refused = _as_someone_who_may_only_read(write)["error"]
+        assert refused.startswith(f"InputError: sqlite:///{path}: cannot open the gradebook: ")
+        assert refused.endswith("you may read it but not write it: grade into a gradebook you may "
+                                "write (export, report and feedback only read it)"), refused
+        with open(path, "rb") as f:
+            assert f.read() == before
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_a_reader_does_not_wait_for_a_grading_runs_write_lock(tmp_path):
+    """A grade holds the write lock while it writes; export, report and feedback take none,
+    so they read what is there rather than wait for it (and, were it held longer, fail)."""
+    import sqlite3
+    from conftest import run_grader
+    path = tmp_path / "gb.db"
+    with open_gradebook(str(path)) as b:
+        b.record("alice", fake_report())
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")                # as a grading run's write does
+    try:
+        code, out, err = run_grader("export", "--format", "csv", "--gradebook", str(path))
+        assert code == 0, err
+        assert out.splitlines()[1] == '"alice","2.5","2","0.5",""'
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import time
+import urllib.parse
 import unicodedata
 from dataclasses import dataclass
 from difflib import get_close_matches
@@ -223,21 +224,43 @@ def _no_nul(value):
     return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
 
 
-def _sqlite_setup(engine: sa.Engine) -> None:
+def _sqlite_setup(engine: sa.Engine, read_only: bool) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record):
         dbapi_conn.isolation_level = None        # pysqlite must not issue BEGIN itself
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA busy_timeout = 60000")
-        cur.execute("PRAGMA journal_mode = WAL")
+        if not read_only:                        # a reader reads the file as it is
+            cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.close()
 
     @event.listens_for(engine, "begin")
     def _begin(conn):
         # Take the write lock up front: two writers never both hold a read lock and then
-        # wait for each other's upgrade.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # wait for each other's upgrade. A reader takes none: it never waits for a writer.
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+
+def _read_only_sqlite(database: str) -> sa.URL:
+    """SQLite's URI for the file opened read-only (its path escaped as a URI's)."""
+    return sa.engine.URL.create("sqlite", database="file:" + urllib.parse.quote(database),
+                                query={"mode": "ro", "uri": "true"})
+
+
+def _sqlite_hint(database: str, why: str) -> str:
+    """What the instructor can do about a SQLite gradebook that would not open, in words
+    SQLite's own message ("unable to open database file") leaves out."""
+    path = Path(database)
+    if path.exists() and not os.access(path, os.R_OK):
+        return "; you may not read it (ask its owner, or give a copy you may read)"
+    if "unable to open" in why and path.exists() and not os.access(path.parent, os.W_OK):
+        return (f"; SQLite writes its journal beside the gradebook, and the folder {path.parent} "
+                "may not be written: copy the gradebook to a folder you may write")
+    if "readonly" in why:
+        return ("; you may read it but not write it: grade into a gradebook you may write "
+                "(export, report and feedback only read it)")
+    return ""
 
 
 # An error row of a submission the grader itself failed on starts with these words; what
@@ -254,14 +277,24 @@ def student_error(error: str) -> str:
 
 
 class Gradebook:
-    def __init__(self, url: str, create: bool = True):
+    def __init__(self, url: str, create: bool = True, read_only: bool = False):
+        """``read_only``: for a command that only reads it (export, report, feedback): a
+        SQLite gradebook is opened read-only, so one the instructor may read but not
+        write (another's, on a read-only share) reads as well as their own, and a reader
+        never waits for a grading run's write lock nor adds a table."""
         self.url = url
         self.shown_url = shown_url(url)
+        self.read_only = read_only
+        self.sqlite_file = ""
         try:
             parsed = sa.make_url(url)
             connect_args = {}
             if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
                 connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
+            if parsed.get_backend_name() == "sqlite":
+                self.sqlite_file = parsed.database or ""
+                if read_only:
+                    parsed = _read_only_sqlite(self.sqlite_file)
             self.engine = sa.create_engine(parsed, connect_args=connect_args)
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as e:
             raise InputError(self.shown_url, f"not a usable database URL ({e})") from None
@@ -271,8 +304,8 @@ class Gradebook:
             raise InputError(self.shown_url, f"not a usable database URL ({e}{hint})") from None
         self.dialect = self.engine.dialect.name
         if self.dialect == "sqlite":
-            _sqlite_setup(self.engine)
-        self._create_schema(create)
+            _sqlite_setup(self.engine, read_only)
+        self._create_schema(create and not read_only)
 
     # ------------------------------------------------------------------ setup
 
@@ -285,7 +318,9 @@ class Gradebook:
             raise self._cannot_open(e) from None
 
     def _cannot_open(self, e: sa.exc.DBAPIError) -> InputError:
-        return InputError(self.shown_url, f"cannot open the gradebook: {_one_line(e.orig)}")
+        why = _one_line(e.orig)
+        hint = _sqlite_hint(self.sqlite_file, why) if self.sqlite_file else ""
+        return InputError(self.shown_url, f"cannot open the gradebook: {why}{hint}")
 
     def _one_writer(self, conn) -> None:
         """Wait for the gradebook's write lock, held until this transaction ends. SQLite
@@ -298,15 +333,22 @@ class Gradebook:
             conn = self._connect()
             try:
                 with conn, conn.begin():
-                    self._one_writer(conn)
+                    if not self.read_only:
+                        self._one_writer(conn)
                     self._refuse_another_database(conn, create)
-                    _meta.create_all(conn)
+                    if not self.read_only:
+                        _meta.create_all(conn)
                     have = conn.execute(sa.select(schema_info.c.version)).scalar()
-                    if have is None:
+                    if have is None and not self.read_only:
                         conn.execute(schema_info.insert().values(version=SCHEMA_VERSION))
                     elif have != SCHEMA_VERSION:
                         raise InputError(self.shown_url, f"gradebook schema version {have}; this "
                                                          f"grader reads version {SCHEMA_VERSION}")
+                    if create:
+                        # A write that changes nothing: a gradebook that may be read but not
+                        # written (another's file, a read-only share) is refused here, before
+                        # any grade, not at the first result after minutes of grading.
+                        conn.execute(schema_info.update().values(version=schema_info.c.version))
                     if not create and conn.execute(sa.select(results.c.id).limit(1)).first() is None:
                         # Made by a grade that was refused (an empty or mistyped class folder,
                         # no readable file): a reader would export, report and write feedback
@@ -319,7 +361,7 @@ class Gradebook:
             except (IntegrityError, sa.exc.ProgrammingError):
                 if attempt == 2:        # another process created the same tables meanwhile
                     raise
-            except OperationalError as e:
+            except sa.exc.DatabaseError as e:     # locked, read-only, not a database at all
                 raise self._cannot_open(e) from None
 
     def _refuse_another_database(self, conn, create: bool) -> None:
@@ -600,7 +642,7 @@ class GradebookWriteError(InputError):
     """A result could not be written; nothing written before it is lost."""
 
 
-def open_gradebook(url: str, *, create: bool = True) -> Gradebook:
+def open_gradebook(url: str, *, create: bool = True, read_only: bool = False) -> Gradebook:
     """A gradebook at a SQLAlchemy URL, or at a plain file path (taken as SQLite).
 
     A plain path is a gradebook only if it ends in .db, .sqlite or .sqlite3 or already is
@@ -608,7 +650,8 @@ def open_gradebook(url: str, *, create: bool = True) -> Gradebook:
     garbage. An in-memory SQLite URL is refused: a class graded into it would be lost.
     ``create=False`` (a command that only reads it: report, export, feedback) refuses a
     SQLite file that does not exist, and a gradebook that holds no result yet: a mistyped
-    path would otherwise be an empty gradebook, and an export of no one."""
+    path would otherwise be an empty gradebook, and an export of no one. ``read_only`` (those
+    three) opens it so that nothing is written, and a file one may only read is read."""
     if "://" not in url:
         path = Path(url)
         if path.suffix.lower() not in SQLITE_SUFFIXES and not _is_sqlite(path):
@@ -641,7 +684,7 @@ def open_gradebook(url: str, *, create: bool = True) -> Gradebook:
                 pass
             except OSError as e:
                 raise InputError(str(where), f"cannot make the gradebook: {e.strerror or e}") from None
-    return Gradebook(url, create=create)
+    return Gradebook(url, create=create, read_only=read_only)
 
 
 def _is_sqlite(path: Path) -> bool:
