@@ -335,6 +335,21 @@ def test_safe_names_stay_inside_the_folder():
     assert safe_name("a/b") != safe_name("a_b")
 
 
+@pytest.mark.parametrize("fmt", ["md", "html"])
+def test_students_whose_names_differ_only_in_case_get_pages_a_case_blind_disk_tells_apart(tmp_path, fmt):
+    """On macOS's or Windows' disk Alice.md and alice.md are one file: one student's page
+    would be written over by the other's, and sent to the wrong student."""
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        for student, got in (("Alice", (2.0, 1.0)), ("alice", (0.0, 0.0)), ("bob", (2.0, 0.0))):
+            book.record(student, fake_report(got=got))
+        written = write_feedback(book, str(tmp_path / "fb"), fmt=fmt)
+    names = [p.name for p in written]
+    assert len({n.casefold() for n in names}) == 3, names
+    assert f"bob.{fmt}" in names                        # a name no other folds to stays as it was
+    for path, student in zip(written, ("Alice", "alice", "bob")):
+        assert f"Feedback for {student}" in path.read_text()
+
+
 def test_a_row_graded_under_an_older_rubric_says_so_in_its_notes(tmp_path):
     """A regrade under rubric version 2 that did not reach bob (his file gone, the run
     stopped): his points are out of version 1's 3, under a header of version 2's 4. The

@@ -17,14 +17,26 @@ FORMATS = ("csv", "nbgrader")
 _UNSAFE = re.compile(r"[\\/\x00-\x1f:*?\"<>|]")
 
 
-def safe_name(name: str) -> str:
+def safe_name(name: str, hashed: bool = False) -> str:
     """A student id as one file or folder name: no separators, no dot-names, nothing a
     listing would not show as itself (an escape, an override that reverses how the name
-    reads). An id that had to change gets a short hash so two ids never land on one file."""
+    reads). An id that had to change (or ``hashed``) gets a short hash so two ids never
+    land on one file."""
     clean = _UNSAFE.sub("_", printable(name).replace(REPLACEMENT, "_")).strip(" ")
-    if clean != name or not clean or clean.startswith("."):
+    if hashed or clean != name or not clean or clean.startswith("."):
         clean = (clean.lstrip(".") or "student") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
     return clean[:120]
+
+
+def file_names(students) -> dict[str, str]:
+    """Each student's file name (``safe_name``), distinct even where the disk ignores case
+    (macOS's, Windows'): there "Alice" and "alice" are one file, and one student's page
+    would be written over by, and sent as, the other's. Such names both get the hash."""
+    names = {s: safe_name(s) for s in students}
+    seen: dict[str, int] = {}
+    for name in names.values():
+        seen[name.casefold()] = seen.get(name.casefold(), 0) + 1
+    return {s: safe_name(s, hashed=True) if seen[n.casefold()] > 1 else n for s, n in names.items()}
 
 
 def export(book, fmt: str, *, lesson: str | None = None, out: str | None = None,

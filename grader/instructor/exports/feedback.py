@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from grader.engine.errors import InputError
-from grader.instructor.exports import safe_name
+from grader.instructor.exports import file_names
 from grader.instructor.gradebook import student_error
 from grader.engine.pipeline import HIDDEN_LATER
 from grader.engine.report import COST_MODEL_NOTE
@@ -122,7 +122,7 @@ def write_feedback(book, out: str, *, lesson: str | None = None, fmt: str = "md"
     for r in book.results(lesson):
         by_student.setdefault(r.student, []).append(r)
     folder = Path(out)
-    paths = {student: folder / f"{safe_name(student)}.{fmt}" for student in sorted(by_student)}
+    paths = {student: folder / f"{name}.{fmt}" for student, name in file_names(sorted(by_student)).items()}
     for path in paths.values():        # every one before the first is written
         refuse_to_replace(path, FEEDBACK_MD if fmt == "md" else FEEDBACK_HTML)
     written = []
