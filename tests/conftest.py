@@ -118,10 +118,19 @@ def answer_to(frame: bytes):
     return Sandbox._result(SimpleNamespace(_filename="exercise.py"), "f", frame)
 
 
-def run_grader(*args, cwd=ROOT, timeout=300):
-    """The command line as a person runs it: (exit code, stdout, stderr)."""
+def run_grader(*args, cwd=ROOT, timeout=300, full_disk_at=None):
+    """The command line as a person runs it: (exit code, stdout, stderr). ``full_disk_at``:
+    as if the disk filled up once it had written that many bytes into any one file (a write
+    past it fails, as on a full disk, rather than the process being killed)."""
+    def full_disk():
+        import resource
+        import signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (full_disk_at, full_disk_at))
     p = subprocess.run([sys.executable, "-m", "grader.cli", *args], cwd=cwd,
-                       capture_output=True, text=True, timeout=timeout)
+                       capture_output=True, text=True, timeout=timeout,
+                       preexec_fn=full_disk if full_disk_at is not None else None,
+                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"} if full_disk_at else None)
     return p.returncode, p.stdout, p.stderr
 
 

@@ -261,6 +261,36 @@ def test_an_out_that_holds_something_else_is_refused_and_left_as_it_was(url, tmp
                                                                      else [])
 
 
+def test_an_export_stopped_half_way_by_a_full_disk_keeps_the_earlier_one(tmp_path):
+    """A write that fails part way (the disk full) leaves the earlier export as it was, and
+    no part-written file beside it."""
+    import sqlite3
+    from conftest import run_grader
+    gradebook = tmp_path / "gb.db"
+    with open_gradebook(str(gradebook)) as book:
+        for n in range(60):
+            book.record(f"student {n:02}", fake_report())
+    out = tmp_path / "out"
+    out.mkdir()
+    csv_file = out / "grades.csv"
+    args = ("export", "--format", "csv", "--gradebook", str(gradebook), "--out", str(csv_file))
+    assert run_grader(*args)[0] == 0
+    before = csv_file.read_bytes()
+    assert len(before) > 2000
+    with open_gradebook(str(gradebook)) as book:
+        book.record("student 00", fake_report(got=(0.0, 0.0)))      # the export would differ
+    reader = sqlite3.connect(gradebook)                 # keeps SQLite's -shm as it is meanwhile
+    reader.execute("SELECT count(*) FROM results").fetchone()
+    try:
+        code, _, err = run_grader(*args, full_disk_at=1000)
+    finally:
+        reader.close()
+    assert code == 2 and err.startswith(f"grader: {csv_file}: cannot write the CSV: "), err
+    assert err.count("\n") == 1
+    assert csv_file.read_bytes() == before
+    assert [f.name for f in out.iterdir()] == ["grades.csv"]
+
+
 @pytest.mark.parametrize("args, written", [
     (["export", "--format", "csv", "--out", "{dir}/grades.csv"], ["grades.csv"]),
     (["feedback", "--out", "{dir}"], ["no show.md"]),

@@ -206,6 +206,23 @@ def test_out_replaces_an_earlier_autograder_zip_and_nothing_else(lesson1_zip, tm
     assert build("lesson1", secret_file, earlier).read_bytes() == lesson1_zip.read_bytes()
 
 
+def test_a_build_the_disk_cannot_hold_keeps_the_earlier_zip_and_leaves_no_part_of_one(lesson1_zip, tmp_path,
+                                                                                       secret_file):
+    """A part-written zip would hold the secret's bytes, readable where the zip is not yet
+    private, and the earlier zip would be gone: neither happens."""
+    out = tmp_path / "zips"
+    out.mkdir()
+    earlier = out / "lesson1-autograder.zip"
+    earlier.write_bytes(lesson1_zip.read_bytes())
+    earlier.chmod(0o600)
+    code, printed, err = run_grader("gradescope", "lesson1", "--secret-file", str(secret_file),
+                                    "--out", str(earlier), full_disk_at=lesson1_zip.stat().st_size // 2)
+    assert code == 2 and printed == "", err
+    assert err.startswith(f"grader: {earlier}: cannot write the autograder zip: ") and err.count("\n") == 1, err
+    assert earlier.read_bytes() == lesson1_zip.read_bytes()
+    assert [p.name for p in out.iterdir()] == [earlier.name]
+
+
 # ---- grading, as Gradescope runs it -----------------------------------------------------------------
 CRASH_AT_IMPORT = b"import ctypes\nctypes.string_at(0)   # SIGSEGV while the file loads\n"
 

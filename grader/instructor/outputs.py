@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,3 +69,31 @@ def is_earlier(path: Path, kind: Kind) -> bool:
         return kind.looks_ours(read_regular(path, kind.read))
     except (OSError, Unreadable):
         return False
+
+
+def write_whole(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` as ``path`` all at once: into a new file beside it, then renamed over
+    it. A write stopped half way (Ctrl-C, a full disk) leaves the earlier output as it was
+    and no part-written file. ``mode``: the new file's permissions (default: what the
+    umask gives a new file, or the earlier output's own). A link is written through to the
+    file it names, as opening it would. OSError says why it could not be written."""
+    path = Path(os.path.realpath(path))
+    if mode is None:
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+        except FileNotFoundError:
+            umask = os.umask(0o022)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:       # mkstemp's file is the owner's only until then
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

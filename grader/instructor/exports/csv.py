@@ -25,7 +25,7 @@ from pathlib import Path
 
 from grader.engine.errors import InputError
 from grader.engine.text import printable
-from grader.instructor.outputs import CSV_EXPORT, refuse_to_replace
+from grader.instructor.outputs import CSV_EXPORT, refuse_to_replace, write_whole
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -84,7 +84,7 @@ def export_csv(book, out: str | None, *, lesson: str | None = None) -> str:
         return "-"
     refuse_to_replace(Path(out), CSV_EXPORT)
     try:
-        Path(out).write_text(buf.getvalue(), encoding="utf-8-sig", newline="")
+        write_whole(Path(out), buf.getvalue().encode("utf-8-sig"))
     except OSError as e:
         raise InputError(out, f"cannot write the CSV: {e.strerror}") from None
     return out

@@ -28,7 +28,7 @@ from grader import __version__
 from grader.engine.errors import InputError
 from grader.engine.layout import Course
 from grader.engine.secret import load_secret
-from grader.instructor.outputs import AUTOGRADER, refuse_to_replace
+from grader.instructor.outputs import AUTOGRADER, refuse_to_replace, write_whole
 
 HERE = Path(__file__).resolve().parent
 PACKAGE_ROOT = HERE.parents[2]           # where grader/ and reference/ are
@@ -152,12 +152,7 @@ def build_autograder(course: Course, lesson: str, secret_file: str, out: Path, *
             z.writestr(info, data)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        # 0600: the zip holds the secret.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(buffer.getvalue())
-        os.replace(tmp, out)
+        write_whole(out, buffer.getvalue(), mode=0o600)      # 0600: the zip holds the secret
     except OSError as e:
         # mkdir of a folder that is a file says "File exists": name what is in the way.
         blocker = next((p for p in out.parents if p.exists()), None)
