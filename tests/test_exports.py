@@ -216,16 +216,19 @@ def test_an_nbgrader_export_into_a_file_that_is_no_database_is_one_line_and_keep
     (["export", "--format", "nbgrader"], "nb/gradebook.db"),
     (["feedback"], "feedback"),
     (["report", "lesson1"], "report"),
+    (["feedback"], ""),                    # --out the file itself, where the folder goes
+    (["report", "lesson1"], ""),
 ])
 def test_an_unwritable_out_is_one_line_naming_it(url, tmp_path, capsys, args, out):
     from grader.cli import main
     blocker = tmp_path / "a-file"          # a file where a folder should be: unwritable even for root
     blocker.write_text("")
-    target = blocker / out
+    target = blocker / out if out else blocker
     code = main([*args, "--gradebook", url, "--out", str(target)])
     printed, err = capsys.readouterr()
     assert code == 2 and printed == "", (code, printed, err)
     assert err.startswith(f"grader: {target}: ") and err.count("\n") == 1, err
+    assert err.endswith(f": {blocker} is a file, not a folder\n"), err     # not "Not a directory"
     assert "Traceback" not in err
 
 

@@ -97,3 +97,15 @@ def write_whole(path: Path, data: bytes, mode: int | None = None) -> None:
         except OSError:
             pass
         raise
+
+
+def cannot_write(out: str | Path, what: str, error: OSError, *, folder: bool = False) -> InputError:
+    """One line for an output that could not be written: a file standing where a folder
+    must be (``--out`` itself for a ``folder`` output, else a parent of it) is named, since
+    the system's words for it ("File exists", "Not a directory") say neither what nor where."""
+    path = Path(out)
+    where = (path, *path.parents) if folder else path.parents
+    blocker = next((p for p in where if os.path.lexists(p)), None)
+    why = (f"{blocker} is a file, not a folder" if blocker is not None and not blocker.is_dir()
+           else error.strerror or str(error))
+    return InputError(str(out), f"cannot write {what}: {why}")

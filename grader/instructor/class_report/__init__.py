@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.engine.errors import InputError
 from grader.engine.text import plural, terminal
 from grader.instructor.class_report.numbers import ClassNumbers, class_numbers
-from grader.instructor.outputs import FIGURE, REPORT_PAGE, refuse_to_replace
+from grader.instructor.outputs import FIGURE, REPORT_PAGE, cannot_write, refuse_to_replace
 
 PAGE = "index.html"
 FIGURES = {"scores": "scores.png", "criteria": "criteria.png"}
@@ -60,5 +59,5 @@ def write_report(book, lesson: str, out: Path) -> Written:
         text = page.render(numbers, gradebook=book.shown_url, figures=FIGURES)
         (out / PAGE).write_text(text, encoding="utf-8")
     except OSError as e:
-        raise InputError(str(out), f"cannot write the report: {e.strerror or e}") from None
+        raise cannot_write(out, "the report", e, folder=True) from None
     return Written(numbers, out / PAGE, figures)

@@ -23,9 +23,8 @@ import io
 import sys
 from pathlib import Path
 
-from grader.engine.errors import InputError
 from grader.engine.text import printable
-from grader.instructor.outputs import CSV_EXPORT, refuse_to_replace, write_whole
+from grader.instructor.outputs import CSV_EXPORT, cannot_write, refuse_to_replace, write_whole
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -86,5 +85,5 @@ def export_csv(book, out: str | None, *, lesson: str | None = None) -> str:
     try:
         write_whole(Path(out), buf.getvalue().encode("utf-8-sig"))
     except OSError as e:
-        raise InputError(out, f"cannot write the CSV: {e.strerror}") from None
+        raise cannot_write(out, "the CSV", e) from None
     return out

@@ -21,7 +21,7 @@ from grader.instructor.gradebook import student_error
 from grader.engine.pipeline import HIDDEN_LATER
 from grader.engine.report import COST_MODEL_NOTE
 from grader.engine.text import html_text, printable
-from grader.instructor.outputs import FEEDBACK_HTML, FEEDBACK_MD, is_earlier, refuse_to_replace
+from grader.instructor.outputs import FEEDBACK_HTML, FEEDBACK_MD, cannot_write, is_earlier, refuse_to_replace
 
 FORMATS = ("md", "html")
 
@@ -134,7 +134,7 @@ def write_feedback(book, out: str, *, lesson: str | None = None, fmt: str = "md"
             path.write_text(text, encoding="utf-8")
             written.append(path)
     except OSError as e:
-        raise InputError(out, f"cannot write feedback files: {e.strerror}") from None
+        raise cannot_write(out, "feedback files", e, folder=True) from None
     return written
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from grader.engine.errors import InputError
 from grader.engine.progress import Progress
 from grader.engine.text import one_line
+from grader.instructor.outputs import cannot_write
 
 NOTEBOOK = "exercise"
 PROGRESS_AFTER_S = 2.0        # a quick export stays quiet; a longer one shows its count
@@ -32,7 +33,7 @@ def _url(out: str) -> str:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise InputError(out, f"cannot write the nbgrader gradebook: {e.strerror or e}") from None
+        raise cannot_write(out, "the nbgrader gradebook", e) from None
     return f"sqlite:///{path}"
 
 

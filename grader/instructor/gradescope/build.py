@@ -28,7 +28,7 @@ from grader import __version__
 from grader.engine.errors import InputError
 from grader.engine.layout import Course
 from grader.engine.secret import load_secret
-from grader.instructor.outputs import AUTOGRADER, refuse_to_replace, write_whole
+from grader.instructor.outputs import AUTOGRADER, cannot_write, refuse_to_replace, write_whole
 
 HERE = Path(__file__).resolve().parent
 PACKAGE_ROOT = HERE.parents[2]           # where grader/ and reference/ are
@@ -154,9 +154,5 @@ def build_autograder(course: Course, lesson: str, secret_file: str, out: Path, *
         out.parent.mkdir(parents=True, exist_ok=True)
         write_whole(out, buffer.getvalue(), mode=0o600)      # 0600: the zip holds the secret
     except OSError as e:
-        # mkdir of a folder that is a file says "File exists": name what is in the way.
-        blocker = next((p for p in out.parents if p.exists()), None)
-        why = (f"{blocker} is a file, not a folder" if blocker is not None and not blocker.is_dir()
-               else e.strerror or e)
-        raise InputError(str(out), f"cannot write the autograder zip: {why}") from None
+        raise cannot_write(out, "the autograder zip", e) from None
     return Built(out, lesson, len(entries), len(buffer.getvalue()), digest, requirements)
