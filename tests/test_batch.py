@@ -132,6 +132,22 @@ def test_a_linked_students_folder_is_not_read_and_a_link_loop_stops_no_one(tmp_p
     assert "solution_a" not in repr(entries)
 
 
+def test_a_gradebook_kept_in_the_class_folder_is_no_student(tmp_path):
+    """Kept beside the submissions (a flat folder), the gradebook and the journal files
+    SQLite writes beside it were three students with 0 points in every export."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "alice.py").write_text((ROOT / "reference/solutions/lesson1.py").read_text())
+    (folder / "loop.py").symlink_to("loop.py")          # resolved without a loop error
+    with open_gradebook(str(folder / "grades.db")) as book:
+        for run in range(2):
+            summary = run_batch("lesson1", folder, COURSE, SECRET, book, jobs=1, progress=False)
+            assert (summary.students, summary.graded, summary.skipped) == (2, 1 - run, run)
+            assert book.students() == ["alice", "loop"]
+            # The second run finds SQLite's files beside the gradebook too.
+            assert {"grades.db-wal", "grades.db-shm"} <= {p.name for p in folder.iterdir()}
+
+
 def test_discover_flat_folder(tmp_path):
     for name in ("alice.py", "bob.ipynb", "carol.py", "carol.ipynb", "notes.txt", ".hidden.py"):
         (tmp_path / name).write_text("x = 1\n")

@@ -462,7 +462,10 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     refuse_changed_rubric(book, rubric)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
     info = replace(rubric_info(rubric), criteria=())     # an error row's lesson: its totals only
-    entries = discover(folder, lesson, course)
+    # The gradebook kept in the class folder is no student (nor are SQLite's files beside it):
+    # recorded, it would be three students with 0 points in every export.
+    own = book.own_files()
+    entries = [e for e in discover(folder, lesson, course) if Path(os.path.realpath(e.path)) not in own]
     refuse_a_folder_of_no_submissions(entries, Path(folder), lesson)
 
     # Before anything is recorded: a cluster that cannot be reached refuses the class whole,

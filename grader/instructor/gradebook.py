@@ -382,6 +382,14 @@ class Gradebook:
                                              "first (grader grade ... --gradebook), or give the "
                                              "gradebook your grades went to")
 
+    def own_files(self) -> set[Path]:
+        """The files on disk that are this gradebook (SQLite's, with the journal files it
+        keeps beside it; none for a server's), as resolved paths."""
+        if not self.sqlite_file:
+            return set()
+        main = Path(self.sqlite_file).resolve()
+        return {main, *(main.with_name(main.name + side) for side in SQLITE_SIDE_FILES)}
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -635,6 +643,7 @@ class Gradebook:
 
 
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")      # what SQLite keeps beside a database
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
