@@ -505,3 +505,30 @@ def test_the_summary_names_the_gradebook_the_results_went_to(tmp_path, secret_fi
     summary = BatchSummary("lesson1", 1, 1, 0, (), (10.0,), 10.0, 2.0, "1 process",
                            "postgresql+psycopg://grader:***@db/course")
     assert summary.render().splitlines()[1] == "gradebook: postgresql+psycopg://grader:***@db/course"
+
+
+def test_a_disk_that_fills_up_mid_class_stops_it_keeping_every_result_and_a_rerun_grades_the_rest(tmp_path,
+                                                                                                   secret_file):
+    """The disk full after a few results (here a file-size limit the gradebook's journal
+    runs into): one line naming the gradebook and the student whose result could not be
+    written; what was written stays, and the same command grades the rest."""
+    from conftest import run_grader
+    folder = tmp_path / "class"
+    folder.mkdir()
+    solution = (ROOT / "reference/solutions/lesson1.py").read_text()
+    for n in range(12):
+        (folder / f"s{n:02}.py").write_text(f"{solution}\n# {n}\n")     # twelve submissions, twelve digests
+    url = f"sqlite:///{tmp_path / 'gb.db'}"
+    args = ("grade", "lesson1", str(folder), "--secret-file", str(secret_file), "--gradebook", url,
+            "--jobs", "1", "--quiet")
+    code, out, err = run_grader(*args, full_disk_at=120_000)
+    assert code == 2 and out == "", err
+    assert err.startswith(f"grader: {url}: cannot write s") and err.count("\n") == 1, err
+    assert err.endswith("results this run, and every result written is kept: once that is fixed "
+                        "(space freed, the lock let go), the same command grades the rest\n"), err
+    kept = by_student(url)
+    assert 0 < len(kept) < 12 and all(r.score == 10 for r in kept.values())
+    code, out, err = run_grader(*args)
+    assert code == 0, err
+    assert out.startswith(f"lesson1: 12 students: {12 - len(kept)} graded now, {len(kept)} already graded, "
+                          "0 failed"), out

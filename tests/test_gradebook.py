@@ -415,3 +415,26 @@ def test_a_reader_does_not_wait_for_a_grading_runs_write_lock(tmp_path):
     finally:
         writer.execute("ROLLBACK")
         writer.close()
+
+
+def test_a_gradebook_another_program_keeps_locked_is_refused_saying_so(tmp_path, monkeypatch):
+    """A viewer left open in a transaction, or another grade: after waiting its while,
+    one line that says what holds it, not SQLite's bare "database is locked"."""
+    import sqlite3
+    import grader.instructor.gradebook as gradebook
+    path = tmp_path / "gb.db"
+    with open_gradebook(str(path)) as b:
+        b.record("alice", fake_report())
+    monkeypatch.setattr(gradebook, "SQLITE_BUSY_TIMEOUT_MS", 200)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(InputError) as refused:
+            open_gradebook(str(path))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert refused.value.message == ("cannot open the gradebook: database is locked; another program "
+                                     "has held its write lock for 0.2 s (a grade still running, a "
+                                     "database viewer left open): wait for it or close it, then run "
+                                     "this again")

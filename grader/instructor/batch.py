@@ -517,12 +517,14 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
                     graded += 1
                 bar.advance()
         except GradebookWriteError as e:
-            # A full disk mid-class: stop cleanly (the pool's workers are stopped on the way
-            # out); every result already written stays, and a re-run grades only the rest.
+            # A full disk mid-class, or a lock held too long: stop cleanly (the pool's workers
+            # are stopped on the way out); every result already written stays, and a re-run
+            # grades only the rest.
             bar.finish()
             raise GradebookWriteError(e.where, f"{e.message}; stopped after {graded} of {len(todo)} "
-                                      f"results this run, and every result written is kept: free "
-                                      f"space and run again to grade the rest") from None
+                                      f"results this run, and every result written is kept: once "
+                                      f"that is fixed (space freed, the lock let go), the same "
+                                      f"command grades the rest") from None
         finally:
             outcomes.close()        # stopped early: the workers stop too, now
             bar.finish()            # an interrupt too: the heartbeat stops before anything is said

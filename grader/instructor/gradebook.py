@@ -42,6 +42,7 @@ from grader.engine.text import first_few, plural, terminal
 SCHEMA_VERSION = 1
 DEFAULT_FILE = "gradebook.db"
 CONNECT_TIMEOUT_S = 10         # PostgreSQL: an unreachable server is an error, not a hang
+SQLITE_BUSY_TIMEOUT_MS = 60_000   # SQLite: how long a write waits for another writer's lock
 # pg_advisory_xact_lock's key for "one gradebook writer at a time": any fixed 64-bit number;
 # this one is derived from a name so it is unlikely to be another application's.
 _PG_WRITE_LOCK = int.from_bytes(hashlib.sha256(b"serving-grader gradebook writes").digest()[:8],
@@ -229,7 +230,7 @@ def _sqlite_setup(engine: sa.Engine, read_only: bool) -> None:
     def _connect(dbapi_conn, _record):
         dbapi_conn.isolation_level = None        # pysqlite must not issue BEGIN itself
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA busy_timeout = 60000")
+        cur.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_MS)}")
         if not read_only:                        # a reader reads the file as it is
             cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA foreign_keys = ON")
@@ -257,6 +258,10 @@ def _sqlite_hint(database: str, why: str) -> str:
     if "unable to open" in why and path.exists() and not os.access(path.parent, os.W_OK):
         return (f"; SQLite writes its journal beside the gradebook, and the folder {path.parent} "
                 "may not be written: copy the gradebook to a folder you may write")
+    if "locked" in why:
+        return (f"; another program has held its write lock for {SQLITE_BUSY_TIMEOUT_MS / 1000:g} s "
+                "(a grade still running, a database viewer left open): wait for it or close it, "
+                "then run this again")
     if "readonly" in why:
         return ("; you may read it but not write it: grade into a gradebook you may write "
                 "(export, report and feedback only read it)")
@@ -458,8 +463,10 @@ class Gradebook:
             except (OperationalError, OSError) as e:
                 # A full disk, a read-only or vanished file: this transaction rolled back,
                 # every earlier one stands.
+                why = _one_line(getattr(e, 'orig', None) or e)
+                hint = _sqlite_hint(self.sqlite_file, why) if self.sqlite_file else ""
                 raise GradebookWriteError(self.shown_url, f"cannot write {student}'s result: "
-                                          f"{_one_line(getattr(e, 'orig', None) or e)}") from None
+                                                          f"{why}{hint}") from None
 
     def forget(self, student: str, lesson: str | None = None, *, dry_run: bool = False) -> Forgotten:
         """Remove a student's results (of ``lesson``, or of every lesson) in one transaction:
