@@ -148,6 +148,21 @@ def test_a_gradebook_kept_in_the_class_folder_is_no_student(tmp_path):
             assert {"grades.db-wal", "grades.db-shm"} <= {p.name for p in folder.iterdir()}
 
 
+def test_a_class_of_a_course_missing_the_lessons_stub_is_one_line_naming_it(course, tmp_path, secret_file):
+    """The stub tells a student's several files apart: without it a class is refused in one
+    line naming it (it was a traceback, exit 1)."""
+    (course / "assignments" / "lesson1" / "exercise.py").unlink()
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "alice.py").write_text((ROOT / "reference/solutions/lesson1.py").read_text())
+    p = run_cli("--course", str(course), "grade", "lesson1", str(folder), "--secret-file", str(secret_file),
+                "--gradebook", str(tmp_path / "gb.db"), "--quiet")
+    stub = course / "assignments" / "lesson1" / "exercise.py"
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert p.stderr == (f"grader: {stub}: the lesson's stub is missing from the course: it names the "
+                        "functions by which a student's files are told apart\n")
+
+
 def test_discover_flat_folder(tmp_path):
     for name in ("alice.py", "bob.ipynb", "carol.py", "carol.ipynb", "notes.txt", ".hidden.py"):
         (tmp_path / name).write_text("x = 1\n")

@@ -185,6 +185,22 @@ def test_building_refuses_bad_input_in_one_line(tmp_path, secret_file):
     assert not (tmp_path / "x.zip").exists()
 
 
+@pytest.mark.parametrize("missing, says", [
+    ("assignments/lesson1/exercise.py", "the lesson's stub is missing from the course"),
+    ("assignments/lesson1/public.yaml", "no such file"),
+])
+def test_a_course_missing_what_grading_needs_builds_no_zip(course, secret_file, tmp_path, missing, says):
+    """Found here, in one line naming the file, not in Gradescope's image build after the
+    upload (nor in each student's result)."""
+    (course / missing).unlink()
+    out = tmp_path / "lesson1-autograder.zip"
+    code, printed, err = run_grader("--course", str(course), "gradescope", "lesson1", "--secret-file",
+                                    str(secret_file), "--out", str(out))
+    assert code == 2 and printed == "", err
+    assert err.startswith(f"grader: {course / missing}: {says}") and err.count("\n") == 1, err
+    assert not out.exists()
+
+
 def test_out_replaces_an_earlier_autograder_zip_and_nothing_else(lesson1_zip, tmp_path, secret_file):
     """`--out` naming the secret (or the gradebook) would replace it with a zip, and neither
     can be made again: refused, every byte kept. An earlier zip is built over."""

@@ -31,8 +31,17 @@ def code_suffix(path: Path | str) -> str | None:
 
 
 def lesson_functions(stub: Path) -> tuple[str, ...]:
-    """The top-level functions a lesson's exercise stub declares."""
-    tree = ast.parse(stub.read_text(encoding="utf-8"))
+    """The top-level functions a lesson's exercise stub declares. A stub missing from the
+    course (or not Python) is one line naming it: a class cannot be graded without it,
+    since it tells a student's several files apart."""
+    from grader.engine.errors import InputError
+    try:
+        tree = ast.parse(stub.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(str(stub), "the lesson's stub is missing from the course: it names the "
+                                    "functions by which a student's files are told apart") from None
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as e:
+        raise InputError(str(stub), f"the lesson's stub cannot be read as Python: {e}") from None
     return tuple(n.name for n in tree.body if isinstance(n, ast.FunctionDef))
 
 

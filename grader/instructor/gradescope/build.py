@@ -113,7 +113,8 @@ def _digest(entries: list[tuple[str, bytes]]) -> str:
 
 def build_autograder(course: Course, lesson: str, secret_file: str, out: Path, *,
                      student_key: str = "email") -> Built:
-    from grader.engine.pipeline import folder_files
+    from grader.engine.code_file import lesson_functions
+    from grader.engine.pipeline import build_cases, folder_files
     from grader.engine.rubric import load_rubric
     from grader.engine.checks import REGISTRY
     from grader.lessons import lesson_module
@@ -124,6 +125,12 @@ def build_autograder(course: Course, lesson: str, secret_file: str, out: Path, *
     secret = load_secret(secret_file)
     lesson_module(lesson)
     rubric = load_rubric(course.rubric_path(lesson), REGISTRY)     # a broken rubric stops here
+    # What the zip's setup and every grade will need, checked here rather than in
+    # Gradescope's image build after the upload: the cases (the probe file, the families,
+    # the worker) and the stub that tells a student's several files apart.
+    build_cases(lesson, course, secret)
+    if folder_files(lesson) is None:
+        lesson_functions(course.assignment(lesson) / "exercise.py")
     out = Path(out)
     if out.is_dir():
         raise InputError(str(out), "is a folder; give the zip file to write, e.g. autograder.zip")
