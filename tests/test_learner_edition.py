@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -368,6 +369,28 @@ def test_a_release_that_fails_leaves_the_earlier_one_as_it_was_and_nothing_half_
             assert failed.value.where == str(where) and failed.value.message.endswith(kept)
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["learner"]
+
+
+def test_the_solutions_and_instructor_tools_are_never_copied_into_a_build(tmp_path, monkeypatch):
+    """Left out as they are copied, not removed after: a build killed in between (kill -9)
+    leaves no reference solution on disk beside the edition."""
+    import grader.instructor.release as release
+    entered = []
+
+    def listing(directory, names):                    # called for each folder copytree copies
+        entered.append(Path(directory).relative_to(release.PACKAGE_ROOT).as_posix())
+        return ignored(directory, names)
+    ignored = release.IGNORED
+    monkeypatch.setattr(release, "IGNORED", listing)
+
+    def stop(*args):
+        raise KeyboardInterrupt                       # killed once the copy is done
+    monkeypatch.setattr(release, "_published", stop)
+    with pytest.raises(KeyboardInterrupt):
+        build_learner_edition(find_course(str(ROOT)), tmp_path / "learner", lessons=("lesson1",), verify=False)
+    assert "reference" in entered and "grader" in entered
+    for left_out in ("reference/solutions", "grader/instructor", "grader/lessons/oracles"):
+        assert not any(d == left_out or d.startswith(left_out + "/") for d in entered), left_out
 
 
 def test_the_release_installs_what_it_imports_and_nothing_else(release):

@@ -257,10 +257,17 @@ def _put_in_place(build: Path, out: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _not_shipped(directory: str, names: list[str]) -> set[str]:
+    """copytree's ignore for the package: what IGNORED skips and what LEFT_OUT names, never
+    copied (a build killed before it removed them must not leave the solutions on disk)."""
+    here = Path(directory).relative_to(PACKAGE_ROOT)
+    return set(IGNORED(directory, names)) | {n for n in names if here / n in LEFT_OUT}
+
+
 def _copy(out: Path, course: Course) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for sub in ("grader", "reference"):
-        shutil.copytree(PACKAGE_ROOT / sub, out / sub, ignore=IGNORED)
+        shutil.copytree(PACKAGE_ROOT / sub, out / sub, ignore=_not_shipped)
     if (PACKAGE_ROOT / "pyproject.toml").is_file():
         shutil.copy2(PACKAGE_ROOT / "pyproject.toml", out / "pyproject.toml")
     for sub in ("assignments", "rubrics"):
