@@ -368,6 +368,19 @@ def test_safe_names_stay_inside_the_folder():
     assert safe_name("a/b") != safe_name("a_b")
 
 
+def test_a_student_named_by_a_file_name_of_255_bytes_gets_a_page_the_disk_can_hold(tmp_path):
+    """84 CJK characters are a 255-byte file name, the most a disk holds: the page's name
+    (".html" added) was longer, and feedback stopped half way, "File name too long"."""
+    long_ones = ["漢" * 84, "漢" * 84 + "字", "a" * 250, "a" * 250 + "b"]
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        for student in long_ones:
+            book.record(student, fake_report())
+        for fmt in ("md", "html"):
+            written = write_feedback(book, str(tmp_path / fmt), fmt=fmt)
+            assert len(written) == len(long_ones) == len({p.name for p in written})
+            assert all(len(p.name.encode()) <= 255 for p in written)
+
+
 @pytest.mark.parametrize("fmt", ["md", "html"])
 def test_students_whose_names_differ_only_in_case_get_pages_a_case_blind_disk_tells_apart(tmp_path, fmt):
     """On macOS's or Windows' disk Alice.md and alice.md are one file: one student's page

@@ -14,6 +14,7 @@ from grader.engine.text import REPLACEMENT, printable
 
 FORMATS = ("csv", "nbgrader")
 
+NAME_BYTES = 120                 # of a page's name before its suffix, well within a disk's 255
 _UNSAFE = re.compile(r"[\\/\x00-\x1f:*?\"<>|]")
 
 
@@ -23,9 +24,12 @@ def safe_name(name: str, hashed: bool = False) -> str:
     reads). An id that had to change (or ``hashed``) gets a short hash so two ids never
     land on one file."""
     clean = _UNSAFE.sub("_", printable(name).replace(REPLACEMENT, "_")).strip(" ")
-    if hashed or clean != name or not clean or clean.startswith("."):
-        clean = (clean.lstrip(".") or "student") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
-    return clean[:120]
+    if hashed or clean != name or not clean or clean.startswith(".") or len(clean.encode()) > NAME_BYTES:
+        # Cut in bytes, not characters: a disk holds 255 bytes of a name, and a student's own
+        # file name may take them all (84 CJK characters), leaving none for ".html".
+        kept = clean.lstrip(".").encode()[:NAME_BYTES - 9].decode(errors="ignore")
+        clean = (kept or "student") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return clean
 
 
 def file_names(students) -> dict[str, str]:
