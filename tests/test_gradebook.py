@@ -438,3 +438,20 @@ def test_a_gradebook_another_program_keeps_locked_is_refused_saying_so(tmp_path,
                                      "has held its write lock for 0.2 s (a grade still running, a "
                                      "database viewer left open): wait for it or close it, then run "
                                      "this again")
+
+
+@pytest.mark.parametrize("create", [True, False], ids=["grade", "reader"])
+def test_a_gradebook_path_that_is_a_folder_or_a_pipe_is_refused_naming_it(tmp_path, create):
+    """A folder was SQLite's "unable to open database file", and a named pipe a wait for
+    ever, for a writer that never comes."""
+    import os
+    folder = tmp_path / "grades.db"
+    folder.mkdir()
+    pipe = tmp_path / "pipe.db"
+    os.mkfifo(pipe)
+    for path, kind in ((folder, "a folder"), (pipe, "not a regular file (a pipe, a device or a socket)")):
+        for given in (str(path), f"sqlite:///{path}"):
+            with pytest.raises(InputError) as refused:
+                open_gradebook(given, create=create, read_only=not create)
+            assert (refused.value.where, refused.value.message) == (
+                str(path), f"is {kind}, not a gradebook: give the gradebook's file")

@@ -685,6 +685,11 @@ def open_gradebook(url: str, *, create: bool = True, read_only: bool = False) ->
                                          "when the grader ends; give a file (sqlite:///PATH.db)")
     if parsed is not None and parsed.get_backend_name() == "sqlite":
         where = Path(parsed.database)
+        if where.exists() and not where.is_file():
+            # SQLite says "unable to open database file" of a folder, and waits forever on a
+            # named pipe for a writer that never comes.
+            kind = "a folder" if where.is_dir() else "not a regular file (a pipe, a device or a socket)"
+            raise InputError(str(where), f"is {kind}, not a gradebook: give the gradebook's file")
         if not create and not where.exists():
             raise InputError(str(where), "no gradebook here: grade into it first (grader grade ... "
                                          "--gradebook), or give the gradebook your grades went to")
