@@ -376,6 +376,8 @@ def _grade(args, course) -> int:
     if files is None and not args.unconfined_ok:
         from grader.engine.sandbox.session import require_confinement
         require_confinement()                   # refused before any file is graded
+    if args.gradebook:
+        _refuse_one_student_twice(args.paths, files is not None)
     book = _gradebook(args, course, create=True) if args.gradebook else None
     try:
         if book is not None:
@@ -403,6 +405,20 @@ def _grade(args, course) -> int:
         if book is not None:
             book.close()
     return 2 if unread else 0
+
+
+def _refuse_one_student_twice(paths: list[str], folder: bool) -> None:
+    """Two files of one student (`v1/alice.py late/alice.py`) would each be recorded as
+    their result, the later over the earlier, in silence: refused before any grade, as two
+    submissions of one student in a class folder are."""
+    from grader.engine.submission import student_named
+    seen: dict[str, str] = {}
+    for path in paths:
+        student = student_named(Path(path), folder)
+        if student in seen and Path(seen[student]).resolve() != Path(path).resolve():
+            raise InputError(path, f"is {student}'s, as {seen[student]} is: the gradebook keeps one "
+                                   f"result a student; grade the one to keep")
+        seen.setdefault(student, path)
 
 
 # The flags of `grade` that mean something only for a class folder: (flag, its argument,

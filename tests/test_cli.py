@@ -244,3 +244,22 @@ def test_the_learners_pages_example_report_is_what_check_prints(tmp_path):
     printed = p.stdout.splitlines()
     shown = [line for line in block.splitlines() if "..." not in line]
     assert len(shown) >= 8 and [line for line in shown if line not in printed] == []
+
+
+def test_two_files_of_one_student_into_a_gradebook_are_refused_before_any_grade(tmp_path):
+    """Each would be recorded as the student's result, the later over the earlier, in
+    silence; without a gradebook, or the same file twice, nothing is lost and both grade."""
+    secret = tmp_path / "s"
+    secret.write_text("class of 2026\n")
+    for folder in ("v1", "late"):
+        (tmp_path / folder / "alice" / "lesson1").mkdir(parents=True)
+        (tmp_path / folder / "alice" / "lesson1" / "exercise.py").write_text(open(REF).read())
+    first, second = (str(tmp_path / f / "alice" / "lesson1" / "exercise.py") for f in ("v1", "late"))
+    book = tmp_path / "gb.db"
+    code, out, err = run("grade", "lesson1", first, second, "--secret-file", str(secret),
+                         "--gradebook", str(book), "--json")
+    assert code == 2 and out == "" and not book.exists()
+    assert err == (f"grader: {second}: is alice's, as {first} is: the gradebook keeps one result a "
+                   "student; grade the one to keep\n")
+    code, out, _ = run("grade", "lesson1", first, second, "--secret-file", str(secret), "--json")
+    assert code == 0 and len(out.splitlines()) == 2
