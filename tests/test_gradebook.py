@@ -388,10 +388,16 @@ def test_a_gradebook_one_may_only_read_is_read_by_the_readers_and_refused_for_gr
         got = _as_someone_who_may_only_read(read)
         assert got == {"value": [["student", "lesson1 total", "lesson1/c0", "lesson1/c1", "notes"],
                                  [["alice", "2.5", "2", "0.5", ""]]]}, got
+        def forget():
+            with open_gradebook(path, create=False) as b:
+                b.forget("alice")
         refused = _as_someone_who_may_only_read(write)["error"]
         assert refused.startswith(f"InputError: sqlite:///{path}: cannot open the gradebook: ")
         assert refused.endswith("you may read it but not write it: grade into a gradebook you may "
                                 "write (export, report and feedback only read it)"), refused
+        refused = _as_someone_who_may_only_read(forget)["error"]
+        assert refused.startswith(f"GradebookWriteError: sqlite:///{path}: cannot forget 'alice': ")
+        assert "you may read it but not write it" in refused, refused
         with open(path, "rb") as f:
             assert f.read() == before
     finally:

@@ -463,10 +463,7 @@ class Gradebook:
             except (OperationalError, OSError) as e:
                 # A full disk, a read-only or vanished file: this transaction rolled back,
                 # every earlier one stands.
-                why = _one_line(getattr(e, 'orig', None) or e)
-                hint = _sqlite_hint(self.sqlite_file, why) if self.sqlite_file else ""
-                raise GradebookWriteError(self.shown_url, f"cannot write {student}'s result: "
-                                                          f"{why}{hint}") from None
+                raise self._write_failed(f"cannot write {student}'s result", e) from None
 
     def forget(self, student: str, lesson: str | None = None, *, dry_run: bool = False) -> Forgotten:
         """Remove a student's results (of ``lesson``, or of every lesson) in one transaction:
@@ -499,9 +496,14 @@ class Gradebook:
                         conn.execute(criteria.delete().where(criteria.c.lesson == old))
                         conn.execute(lessons.delete().where(lessons.c.id == old))
         except (OperationalError, OSError) as e:
-            raise GradebookWriteError(self.shown_url, f"cannot forget {student!r}: "
-                                      f"{_one_line(getattr(e, 'orig', None) or e)}") from None
+            raise self._write_failed(f"cannot forget {student!r}", e) from None
         return Forgotten(self.shown_url, student, gone, removed=True)
+
+    def _write_failed(self, what: str, e: Exception) -> "GradebookWriteError":
+        """A write that failed, in one line with what the instructor can do about it."""
+        why = _one_line(getattr(e, "orig", None) or e)
+        hint = _sqlite_hint(self.sqlite_file, why) if self.sqlite_file else ""
+        return GradebookWriteError(self.shown_url, f"{what}: {why}{hint}")
 
     def _not_here(self, student: str, lesson: str | None) -> str:
         everyone = self.students()
