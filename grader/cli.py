@@ -377,7 +377,7 @@ def _grade(args, course) -> int:
         from grader.engine.sandbox.session import require_confinement
         require_confinement()                   # refused before any file is graded
     if args.gradebook:
-        _refuse_one_student_twice(args.paths, files is not None)
+        _refuse_what_the_gradebook_cannot_keep(args.paths, files is not None)
     book = _gradebook(args, course, create=True) if args.gradebook else None
     try:
         if book is not None:
@@ -407,13 +407,18 @@ def _grade(args, course) -> int:
     return 2 if unread else 0
 
 
-def _refuse_one_student_twice(paths: list[str], folder: bool) -> None:
-    """Two files of one student (`v1/alice.py late/alice.py`) would each be recorded as
-    their result, the later over the earlier, in silence: refused before any grade, as two
-    submissions of one student in a class folder are."""
+def _refuse_what_the_gradebook_cannot_keep(paths: list[str], folder: bool) -> None:
+    """Refused before any grade, as in a class folder: two files of one student
+    (`v1/alice.py late/alice.py`), which would each be recorded as their result, the later
+    over the earlier, in silence; and a path that is not UTF-8 text (a name from an archive
+    made with another encoding), which no gradebook can store."""
     from grader.engine.submission import student_named
+    from grader.instructor.batch import NOT_UTF8, as_text
     seen: dict[str, str] = {}
     for path in paths:
+        shown = as_text(os.path.abspath(path))
+        if shown != os.path.abspath(path):
+            raise InputError(as_text(path), NOT_UTF8.format(name=shown))
         student = student_named(Path(path), folder)
         if student in seen and Path(seen[student]).resolve() != Path(path).resolve():
             raise InputError(path, f"is {student}'s, as {seen[student]} is: the gradebook keeps one "

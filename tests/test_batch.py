@@ -163,6 +163,36 @@ def test_a_class_of_a_course_missing_the_lessons_stub_is_one_line_naming_it(cour
                         "functions by which a student's files are told apart\n")
 
 
+def test_names_that_are_not_utf8_are_recorded_not_a_crash_of_the_class(tmp_path, secret_file):
+    """A zip made on a machine of another encoding unpacks "café.py" as the bytes caf\\xe9.py,
+    which Python reads with a lone surrogate that no database stores: the class stopped at
+    the first such name with a traceback. A student so named is that student's error, shown
+    as \\xNN; a file so named in a student's own folder is graded, and named the same way."""
+    solution = (ROOT / "reference/solutions/lesson1.py").read_bytes()
+    folder = tmp_path / "class"
+    (folder / "alice" / "lesson1").mkdir(parents=True)
+    (folder / "alice" / "lesson1" / "exercise.py").write_bytes(solution)
+    root = os.fsencode(folder)
+    with open(root + b"/caf\xe9.py", "wb") as f:                    # a flat student
+        f.write(solution)
+    os.makedirs(root + b"/m\xfcller/lesson1")                     # an nbgrader student
+    os.makedirs(root + b"/bob/lesson1")
+    with open(root + b"/bob/lesson1/r\xe9ponse.py", "wb") as f:    # bob's own file
+        f.write(solution)
+    url = f"sqlite:///{tmp_path / 'gb.db'}"
+    p = run_cli("grade", "lesson1", str(folder), "--secret-file", str(secret_file), "--gradebook", url,
+                "--jobs", "1", "--quiet", "--json")
+    assert p.returncode == 0, p.stderr
+    stored = by_student(url)
+    assert sorted(stored) == ["alice", "bob", "caf\\xe9", "m\\xfcller"]
+    assert stored["bob"].score == 10 and stored["bob"].submission_path == "bob/lesson1/r\\xe9ponse.py"
+    assert stored["caf\\xe9"].error == ("its name is not UTF-8 text (caf\\xe9): rename it (the archive it "
+                                        "came from used another encoding), then grade again")
+    assert stored["m\\xfcller"].status == "error"
+    for command in (("export", "--format", "csv"), ("feedback", "--out", str(tmp_path / "fb"))):
+        assert run_cli(*command, "--gradebook", url).returncode == 0
+
+
 def test_discover_flat_folder(tmp_path):
     for name in ("alice.py", "bob.ipynb", "carol.py", "carol.ipynb", "notes.txt", ".hidden.py"):
         (tmp_path / name).write_text("x = 1\n")

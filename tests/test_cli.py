@@ -263,3 +263,23 @@ def test_two_files_of_one_student_into_a_gradebook_are_refused_before_any_grade(
                    "student; grade the one to keep\n")
     code, out, _ = run("grade", "lesson1", first, second, "--secret-file", str(secret), "--json")
     assert code == 0 and len(out.splitlines()) == 2
+
+
+def test_a_file_whose_name_is_not_utf8_is_refused_before_grading_into_a_gradebook(tmp_path):
+    """No gradebook can store such a name (it was a traceback after grading); without a
+    gradebook it is graded as it is."""
+    import os
+    secret = tmp_path / "s"
+    secret.write_text("class of 2026\n")
+    name = os.fsencode(tmp_path) + b"/caf\xe9.py"
+    with open(name, "wb") as f:
+        f.write(open(REF, "rb").read())
+    path = os.fsdecode(name)
+    book = tmp_path / "gb.db"
+    code, out, err = run("grade", "lesson1", path, "--secret-file", str(secret), "--gradebook", str(book))
+    shown = f"{tmp_path}/caf\\xe9.py"
+    assert code == 2 and out == "" and not book.exists()
+    assert err == (f"grader: {shown}: its name is not UTF-8 text ({shown}): rename it (the archive it "
+                   "came from used another encoding), then grade again\n")
+    code, out, _ = run("grade", "lesson1", path, "--secret-file", str(secret), "--json")
+    assert code == 0 and json.loads(out)["score"] == 10

@@ -61,13 +61,24 @@ def _pick(folder: Path, lesson: str, functions: tuple[str, ...]) -> tuple[str, s
     files = [Path(p.name) for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")]
     choice = choose(folder, files, lesson, functions)
     if choice.file is not None:
-        return str(folder / choice.file), "", choice.note
+        return str(folder / choice.file), "", as_text(choice.note)
     if any(code_suffix(f) for f in files):
-        return str(folder), choice.problem, ""
+        return str(folder), as_text(choice.problem), ""
     # What is there instead (answers.txt, a .zip) tells the student what to hand in again.
     held = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     there = f"it holds {first_few(held)}" if held else "it is empty"
-    return str(folder), f"{choice.problem} in the submission folder ({there})", ""
+    return str(folder), as_text(f"{choice.problem} in the submission folder ({there})"), ""
+
+
+def as_text(name: str) -> str:
+    """A file name as text the gradebook, a page and a terminal can hold: a byte that is not
+    UTF-8 (a name from an archive made with another encoding, which Python reads as a lone
+    surrogate and no database or file will store) is shown as \\xNN."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+NOT_UTF8 = ("its name is not UTF-8 text ({name}): rename it (the archive it came from used "
+            "another encoding), then grade again")
 
 
 def class_root(folder: Path) -> Path:
@@ -79,7 +90,7 @@ def within(path: str, root: Path) -> str:
     """A submission as results name it: its path inside the class folder (``alice.py``,
     ``alice/lesson1/exercise.py``), so a result does not depend on where the folder lies
     or how the command line named it."""
-    return Path(os.path.relpath(path, root)).as_posix()
+    return as_text(Path(os.path.relpath(path, root)).as_posix())
 
 
 def discover(folder: Path, lesson: str, course: Course | None = None) -> list[Entry]:
@@ -115,6 +126,11 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
         # the two spellings must be one student (and two files of theirs, two submissions).
         student = unicodedata.normalize("NFC", item.name if item.is_dir() or not code_suffix(item)
                                         else item.stem)
+        if as_text(student) != student:
+            # Not graded under a made-up name: the student's id would match no roster.
+            student = as_text(student)
+            found.setdefault(student, []).append(Entry(student, str(item), NOT_UTF8.format(name=student)))
+            continue
         if item.is_dir():
             where = item / lesson
             if files is not None and not where.is_dir() and is_submission_folder(item, files):
