@@ -393,6 +393,30 @@ def test_the_solutions_and_instructor_tools_are_never_copied_into_a_build(tmp_pa
         assert not any(d == left_out or d.startswith(left_out + "/") for d in entered), left_out
 
 
+def test_an_instructors_output_saved_in_a_lessons_folder_stops_the_release(course, tmp_path):
+    """`grader gradescope lesson1 --out assignments/lesson1/autograder.zip` (or an export, a
+    gradebook kept there) would ship with the lesson's files: the zip holds the secret and
+    the solutions, the others every student's grades. Told by their bytes, not their names."""
+    from grader.engine.layout import Course
+    lesson = course / "assignments" / "lesson1"
+    import zipfile
+    with zipfile.ZipFile(lesson / "autograder.zip", "w") as z:      # what `grader gradescope` writes
+        for name in ("autograder.json", "run_autograder", "secret"):
+            z.writestr(name, "")
+    (lesson / "marks.txt").write_bytes('\ufeff"student","lesson1 total"\r\n'.encode())
+    (lesson / "old.sqlite").write_bytes(b"SQLite format 3\x00" + bytes(100))
+    out = tmp_path / "learner"
+    with pytest.raises(InputError) as refused:
+        build_learner_edition(Course(course), out, lessons=("lesson1",), verify=False)
+    assert refused.value.where == str(out)
+    assert refused.value.message == (
+        "the course's folders hold what an instructor's command wrote, which would ship to every "
+        "learner: assignments/lesson1/autograder.zip: autograder zip; assignments/lesson1/marks.txt: "
+        "CSV export; assignments/lesson1/old.sqlite: gradebook or other SQLite database; move them "
+        "out of the course's folders; nothing is written there")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["course"]
+
+
 def test_the_release_installs_what_it_imports_and_nothing_else(release):
     """No instructor extras, no dependency of what was left out (the gradebook's SQLAlchemy),
     and every third-party module the release imports is a declared dependency."""

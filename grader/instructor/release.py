@@ -211,6 +211,30 @@ def find_leaks(root: Path, prints: dict[str, str], allowed: tuple[Path, ...] = (
     return leaks
 
 
+def instructor_outputs(root: Path, folder: str) -> list[str]:
+    """Files in ``root``'s ``folder`` (the course's own: assignments/, rubrics/, copied as
+    they are) that an instructor's command wrote, told by their bytes whatever
+    their names: an autograder zip (the secret and the solutions), a gradebook or any SQLite
+    database, a CSV export, feedback pages, a class report. Saved into a lesson's folder
+    (`grader gradescope lesson1 --out assignments/lesson1/...`), each would be copied into
+    the learner edition with the lesson's files."""
+    from grader.instructor.gradebook import SQLITE_MAGIC
+    from grader.instructor.outputs import (AUTOGRADER, CSV_EXPORT, FEEDBACK_HTML, FEEDBACK_MD,
+                                           REPORT_PAGE, is_earlier)
+    found = []
+    for path in sorted(p for p in (root / folder).rglob("*") if p.is_file() and not p.is_symlink()):
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+        kinds = [k.name for k in (CSV_EXPORT, FEEDBACK_MD, FEEDBACK_HTML, REPORT_PAGE)
+                 if is_earlier(path, k)]
+        if head.startswith(b"PK") and is_earlier(path, AUTOGRADER):
+            kinds.append(AUTOGRADER.name)
+        if head == SQLITE_MAGIC:
+            kinds.append("gradebook or other SQLite database")
+        found += [f"{path.relative_to(root).as_posix()}: {kind}" for kind in kinds]
+    return found
+
+
 # ---------------------------------------------------------------------------- building
 
 def _prepare(out: Path, course: Course) -> None:
@@ -585,6 +609,11 @@ def _build(course: Course, out: Path, known: tuple[str, ...], chosen: tuple[str,
            publish: tuple[str, ...], verify: bool, say) -> EditionManifest:
     """The edition, written into ``out`` (a new empty folder) and proven there."""
     _copy(out, course)          # a second or two: said with the next step, not before it
+    outputs = [o for sub in ("assignments", "rubrics") for o in instructor_outputs(out, sub)]
+    if outputs:
+        raise ReleaseError(str(out), "the course's folders hold what an instructor's command wrote, "
+                           "which would ship to every learner: " + "; ".join(outputs[:5])
+                           + "; move them out of the course's folders")
     _published(out, tuple(publish))
 
     left_out = {lesson: "not chosen for this edition (grader release --lessons)"
