@@ -224,6 +224,38 @@ def test_a_damaged_stored_report_is_one_line_naming_the_student(tmp_path, capsys
     assert code == 2 and err.count("\n") == 1 and "gradebook result of 'alice' for lesson1" in err, err
 
 
+@pytest.mark.parametrize("change, field", [
+    (lambda r: r.update(criteria=5), "criteria"),
+    (lambda r: r["criteria"].__setitem__(1, "c1"), "criteria[1]"),
+    (lambda r: r["criteria"][0].__setitem__("evidence", [{"case": 1}]), "criteria[0]"),
+    (lambda r: r["criteria"][0].__setitem__("public_feedback", 7), "criteria[0]"),
+    (lambda r: r.update(cases={"a": 1}), "cases"),
+    (lambda r: r["cases"][0].pop("name"), "cases[0]"),
+], ids=["criteria-a-number", "a-criterion-a-string", "evidence-not-text", "public-feedback-a-number",
+        "cases-a-mapping", "a-case-without-its-name"])
+@pytest.mark.parametrize("command", [["report", "lesson1", "--json"], ["feedback", "--public-only"]])
+def test_a_stored_report_of_the_wrong_shape_is_one_line_naming_the_student_and_field(tmp_path, capsys,
+                                                                                   change, field, command):
+    """Valid JSON, edited by hand into another shape: the class report and the feedback
+    pages stopped with a TypeError traceback."""
+    from grader.cli import main
+    db = tmp_path / "gb.db"
+    report = json.loads(json.dumps(fake_report()))      # its own copy: fake_report shares its cases
+    report["criteria"][0]["evidence"] = ["m"]
+    change(report)
+    with open_gradebook(str(db)) as book:
+        book.record("bob", fake_report())
+        book.record("alice", fake_report())
+        with book.engine.begin() as conn:
+            conn.execute(results.update().where(results.c.student == "alice").values(report=json.dumps(report)))
+    out = ["--out", str(tmp_path / "out")] if command[0] == "feedback" else []
+    code = main([*command, "--gradebook", str(db), *out])
+    printed, err = capsys.readouterr()
+    assert code == 2 and printed == "", err
+    assert err == (f"grader: gradebook result of 'alice' for lesson1: its stored report's {field} is not "
+                   "what a report holds (damaged?); grade it again: grader grade lesson1 ... --force\n")
+
+
 # ---- forgetting a student graded by mistake -------------------------------------------------------
 
 def _class_with_a_stray(path):

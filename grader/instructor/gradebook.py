@@ -162,11 +162,39 @@ class StoredResult:
             report = json.loads(self.report_json)
         except ValueError as e:
             report = e
+        where = f"gradebook result of {self.student!r} for {self.lesson}"
+        again = f"grade it again: grader grade {self.lesson} ... --force"
         if not isinstance(report, dict):
-            raise InputError(f"gradebook result of {self.student!r} for {self.lesson}",
-                             "its stored report is not a JSON object (damaged?); grade it again: "
-                             f"grader grade {self.lesson} ... --force")
+            raise InputError(where, f"its stored report is not a JSON object (damaged?); {again}")
+        field = _misshapen(report)
+        if field:
+            raise InputError(where, f"its stored report's {field} is not what a report holds "
+                                    f"(damaged?); {again}")
         return report
+
+
+def _misshapen(report: dict) -> str:
+    """The first field of a stored report that the class report and the feedback pages read
+    and could not (a list that is a number, a case without its name), or "": they would
+    stop with a TypeError deep inside, rather than one line naming the result."""
+    def text(value) -> bool:
+        return isinstance(value, str)
+    cases, criteria = report.get("cases", []), report.get("criteria", [])
+    if not isinstance(cases, list):
+        return "cases"
+    for n, c in enumerate(cases):
+        cite = "name" if isinstance(c, dict) and c.get("visibility") == "public" else "digest"
+        if not (isinstance(c, dict) and text(c.get("visibility")) and text(c.get("family"))
+                and text(c.get(cite))):
+            return f"cases[{n}]"
+    if not isinstance(criteria, list):
+        return "criteria"
+    for n, c in enumerate(criteria):
+        if not (isinstance(c, dict) and text(c.get("id")) and text(c.get("feedback", ""))
+                and isinstance(c.get("evidence", []), list) and all(map(text, c.get("evidence", [])))
+                and text(c.get("public_feedback") or "")):
+            return f"criteria[{n}]"
+    return ""
 
 
 @dataclass(frozen=True)
