@@ -184,8 +184,8 @@ def test_a_full_disk_mid_class_stops_cleanly_and_keeps_what_was_written(tmp_path
         pages = conn.exec_driver_sql("PRAGMA page_count").scalar()
     setup = gradebook_module._sqlite_setup
 
-    def capped(engine):
-        setup(engine)
+    def capped(engine, read_only):
+        setup(engine, read_only)
 
         @sa.event.listens_for(engine, "connect")
         def cap(dbapi_conn, _record):
