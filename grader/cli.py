@@ -439,8 +439,8 @@ CLASS_ONLY = (
 def _gradebook(args, course, create: bool = False):
     """The gradebook a command names; only grade may create it, and only grade and
     gradebook forget write it (export, feedback and report open it read-only)."""
-    from grader.instructor.gradebook import default_url, open_gradebook
-    return open_gradebook(args.gradebook or default_url(course.root), create=create,
+    from grader.instructor.gradebook import default_gradebook, open_gradebook
+    return open_gradebook(args.gradebook or default_gradebook(course.root), create=create,
                           read_only=args.command in READERS)
 
 

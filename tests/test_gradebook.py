@@ -493,3 +493,26 @@ def test_a_gradebook_path_that_is_a_folder_or_a_pipe_is_refused_naming_it(tmp_pa
                 open_gradebook(given, create=create, read_only=not create)
             assert (refused.value.where, refused.value.message) == (
                 str(path), f"is {kind}, not a gradebook: give the gradebook's file")
+
+
+def test_a_gradebook_in_a_folder_whose_name_has_a_question_mark_or_a_hash_is_that_file(tmp_path):
+    """A path was made into a URL's text, where "?" begins the query and "#" the fragment:
+    the gradebook of a course kept in "C# course" was made at ".../C", and read from there."""
+    import shutil
+    from conftest import ROOT, SECRET, run_grader
+    root = tmp_path / "C# course?"
+    for part in ("rubrics", "assignments"):
+        shutil.copytree(ROOT / part, root / part)
+    book = root / "gradebook.db"                               # the course's own, by default
+    (tmp_path / "secret").write_bytes(SECRET)
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "alice.py").write_text((ROOT / "reference/solutions/lesson1.py").read_text())
+    code, out, err = run_grader("--course", str(root), "grade", "lesson1", str(tmp_path / "class"),
+                                "--secret-file", str(tmp_path / "secret"), "--quiet", "--json")
+    assert code == 0, err
+    assert json.loads(out)["gradebook"] == f"sqlite:///{book}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["C# course?", "class", "secret"]
+    with open_gradebook(str(book), create=False, read_only=True) as b:
+        assert [(r.student, r.score) for r in b.results()] == [("alice", 10.0)]
+    code, out, err = run_grader("--course", str(root), "export", "--format", "csv")
+    assert code == 0 and out.splitlines()[1].startswith('"alice","10"'), err

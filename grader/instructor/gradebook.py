@@ -223,8 +223,9 @@ def cases_digest(cases: list[dict]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def default_url(course_root: Path) -> str:
-    return f"sqlite:///{Path(course_root) / DEFAULT_FILE}"
+def default_gradebook(course_root: Path) -> str:
+    """The course's own gradebook, as a path (a URL would misread a folder named "C#")."""
+    return str(Path(course_root) / DEFAULT_FILE)
 
 
 def _now() -> datetime:
@@ -310,17 +311,19 @@ def student_error(error: str) -> str:
 
 
 class Gradebook:
-    def __init__(self, url: str, create: bool = True, read_only: bool = False):
+    def __init__(self, url: str, create: bool = True, read_only: bool = False,
+                 location: sa.URL | None = None):
         """``read_only``: for a command that only reads it (export, report, feedback): a
         SQLite gradebook is opened read-only, so one the instructor may read but not
         write (another's, on a read-only share) reads as well as their own, and a reader
-        never waits for a grading run's write lock nor adds a table."""
+        never waits for a grading run's write lock nor adds a table. ``location``: the URL
+        itself, when ``url`` is only how it is shown (a path's, which its text would misread)."""
         self.url = url
         self.shown_url = shown_url(url)
         self.read_only = read_only
         self.sqlite_file = ""
         try:
-            parsed = sa.make_url(url)
+            parsed = location if location is not None else sa.make_url(url)
             connect_args = {}
             if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
                 connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
@@ -698,17 +701,22 @@ def open_gradebook(url: str, *, create: bool = True, read_only: bool = False) ->
     SQLite file that does not exist, and a gradebook that holds no result yet: a mistyped
     path would otherwise be an empty gradebook, and an export of no one. ``read_only`` (those
     three) opens it so that nothing is written, and a file one may only read is read."""
+    given = url
     if "://" not in url:
         path = Path(url)
         if path.suffix.lower() not in SQLITE_SUFFIXES and not _is_sqlite(path):
             raise InputError(url, f"not a gradebook: give a SQLite file ending in "
                                   f"{', '.join(SQLITE_SUFFIXES)} (or an existing gradebook), or a "
                                   f"SQLAlchemy URL such as postgresql+psycopg://USER@HOST/DB")
-        url = f"sqlite:///{path.resolve()}"
-    try:
-        parsed = sa.make_url(url)
-    except (sa.exc.ArgumentError, ValueError):
-        parsed = None                     # Gradebook says why, naming the URL
+        # Built, not parsed: in a URL's text a "?" or "#" in a folder's name would begin its
+        # query, and the gradebook would be made at the path cut there.
+        parsed = sa.engine.URL.create("sqlite", database=str(path.resolve()))
+        url = f"sqlite:///{path.resolve()}"           # as it is shown
+    else:
+        try:
+            parsed = sa.make_url(url)
+        except (sa.exc.ArgumentError, ValueError):
+            parsed = None                 # Gradebook says why, naming the URL
     if parsed is not None and parsed.get_backend_name() == "sqlite" \
             and parsed.database in (None, "", ":memory:") or "mode=memory" in url:
         raise InputError(shown_url(url), "an in-memory SQLite gradebook would lose every result "
@@ -735,7 +743,8 @@ def open_gradebook(url: str, *, create: bool = True, read_only: bool = False) ->
                 pass
             except OSError as e:
                 raise InputError(str(where), f"cannot make the gradebook: {e.strerror or e}") from None
-    return Gradebook(url, create=create, read_only=read_only)
+    return Gradebook(url, create=create, read_only=read_only,
+                     location=parsed if "://" not in given else None)
 
 
 def _is_sqlite(path: Path) -> bool:
