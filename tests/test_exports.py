@@ -125,6 +125,19 @@ def test_nbgrader_gradebook_and_nbgrader_export_show_the_same_totals(url, stored
         assert seen[key] == pytest.approx(r.score)
 
 
+def test_an_nbgrader_export_into_a_folder_whose_name_has_a_hash_or_a_question_mark_goes_there(url, tmp_path):
+    """Written as a URL's text, "nbgrader C#?/gradebook.db" was cut at the "#": the export
+    said it wrote there and made a file "nbgrader C" beside it."""
+    from nbgrader.api import Gradebook as NbGradebook
+    import sqlalchemy as sa
+    db = tmp_path / "nbgrader C#?" / "gradebook.db"
+    p = cli("export", "--gradebook", url, "--format", "nbgrader", "--out", str(db))
+    assert p.returncode == 0, p.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nbgrader C#?"]
+    with NbGradebook(sa.engine.URL.create("sqlite", database=str(db))) as gb:
+        assert sorted(a.name for a in gb.assignments) == ["lesson1", "lesson9"]
+
+
 def test_nbgrader_export_from_a_venv_that_is_not_activated(tmp_path, url, monkeypatch):
     # nbgrader versions a new gradebook by running `alembic` from PATH; an instructor who runs
     # the venv's grader by its path has that command only beside the interpreter.

@@ -26,7 +26,11 @@ NOTEBOOK = "exercise"
 PROGRESS_AFTER_S = 2.0        # a quick export stays quiet; a longer one shows its count
 
 
-def _url(out: str) -> str:
+def _url(out: str):
+    """The nbgrader gradebook's URL: as given, or a path's, built rather than written as
+    text (where a "?" or "#" in a folder's name would begin a query, and the export would
+    go to the path cut there)."""
+    import sqlalchemy as sa
     if "://" in out:
         return out
     path = Path(out).resolve()
@@ -34,7 +38,7 @@ def _url(out: str) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise cannot_write(out, "the nbgrader gradebook", e) from None
-    return f"sqlite:///{path}"
+    return sa.engine.URL.create("sqlite", database=str(path))
 
 
 def _submission(nb, db, assignment, student):
