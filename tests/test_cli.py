@@ -24,6 +24,19 @@ def test_check_reference_json_full_marks():
     assert {"id", "title", "score", "max_score", "passed", "feedback"} <= set(c)
 
 
+def test_python_dash_m_grader_is_the_grader_command():
+    """Where the script is not on PATH (a venv not activated), the package runs as itself."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "grader", "check", "lesson1", "--submission", REF, "--json"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["score"] == 10
+    p = subprocess.run([sys.executable, "-m", "grader", "chek"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and "invalid choice: 'chek'" in p.stderr and not p.stdout
+
+
 def test_check_default_submission_is_the_stub_and_exits_zero():
     code, out, _ = run("check", "lesson1")
     assert code == 0
