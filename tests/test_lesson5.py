@@ -280,18 +280,23 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             "attainment_counts_excluded": "class-excluded", "band_one_pair_zero": "one-pair",
             "base_goodput_all_runs": "paired-stray", "class_guard_truthy": "class-zero",
             "class_guard_relative": "class-inside-low", "class_guard_goodput": "class-inside-low",
-            "rejection_per_class": "rejections-one-class", "rollback_any_fall": "fall-inside"}
+            "rejection_per_class": "rejections-one-class", "rollback_any_fall": "fall-inside",
+            "band_over_n": "gain-inside", "pairs_by_sorted_seed": "paired",
+            "rejection_guard_both_ways": "rejections-fall", "goodput_per_request": "paired-windows",
+            "rejection_guard_vs_allowance": "rejections-high"}
 # Kinds about the same clause as another: a pairing mistake may decide either wrongly, and
 # a class guard measured on another quantity may misjudge any shape of class change. A rule
 # that rolls back on any fall also rolls back where the paired differences average to a
 # hair below zero (paired-small's).
-SAME_CLAUSE = {"paired": ("paired-small", "paired-stray", "one-pair"),
+SAME_CLAUSE = {"paired": ("paired-small", "paired-stray", "one-pair", "paired-windows"),
                "class-inside-low": ("class-excluded", "class-zero", "class-rejected"),
                "fall-inside": ("paired-small",)}
 # A class guard on each class's goodput fires on any fall of a class's goodput, and a fall
 # inside the band is one (no probe can fall overall and keep every class's goodput): it
 # may also misjudge the fall-inside probes, as a random secret showed (d750f7f225ae1bf8).
-ALSO_MISJUDGES = {"class_guard_goodput": ("fall-inside",)}
+ALSO_MISJUDGES = {"class_guard_goodput": ("fall-inside",),
+                  # A band half as wide misjudges a fall inside the band as a gain inside it.
+                  "band_over_n": ("fall-inside",)}
 
 
 def test_rule_probes_decide_as_built_and_each_catches_its_mistake(secret, tmp_path):
@@ -463,6 +468,15 @@ WRONG = {
     "rollback_any_fall": "goodput-fall",
     # An explicit SLO honoured on completed records and not on cancelled ones.
     "cancel_own_slo": "cancels",
+    # Rules right on every probe above, each wrong on a rule probe drawn for it: a band of
+    # s / n, the runs paired by sorted position, a rejection guard that trips on a fall too
+    # or on the candidate's share alone, a run's goodput taken per request instead of per
+    # second of its window.
+    "band_over_n": "noise-band",
+    "pairs_by_sorted_seed": "paired-seeds",
+    "rejection_guard_both_ways": "rejection-guard",
+    "rejection_guard_vs_allowance": "rejection-guard",
+    "goodput_per_request": "paired-seeds",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not
@@ -481,7 +495,9 @@ MAY_ALSO = {"unpaired_band": {"ship-real-gain", "goodput-fall", "noise-band"}, "
             "mean_only": {"paired-seeds", "goodput-fall"}, "rollback_any_fall": {"paired-seeds"},
             "class_guard_relative": {"noise-band"}, "class_guard_goodput": {"goodput-fall"},
             # An explicit SLO ignored everywhere is ignored on the cancels passed one too.
-            "own_slo_only": {"cancels"}}
+            "own_slo_only": {"cancels"},
+            # A band half as wide rolls back a fall inside the band as it ships a gain inside it.
+            "band_over_n": {"goodput-fall"}}
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
@@ -492,6 +508,22 @@ def test_wrong_solution_loses_exactly_where_it_is_wrong(name, reference_grade, t
     assert WRONG[name] in lost and lost <= {WRONG[name]} | MAY_ALSO.get(name, set()), f"{name} lost {lost}"
     feedback = next(c.feedback for c in report.criteria if c.id == WRONG[name])
     assert "expected" in feedback, feedback
+
+
+def test_a_class_guard_that_trips_on_a_rise_loses_class_guard(public_cases, tmp_path, secret):
+    """A class guard on any change of attainment rolls back a class that rises beyond the
+    guard (the class-rise probe, on class-guard's quiet side). Every gain raises some class's
+    attainment, so where a scenario's gain raises one beyond the guard the mistake costs that
+    scenario's criterion too: only class-guard is asserted."""
+    wrong = _module(wrong_file("class_guard_both_ways", tmp_path))
+    rises = [c.inputs for c in public_cases if c.family == "rule-class-rise"]
+    assert rises and all(wrong.decide_release(p.baseline, p.candidate, p.rule).decision == "rollback"
+                         and reference.decide_release(p.baseline, p.candidate, p.rule).decision == "ship"
+                         for p in rises)
+    report = grade("lesson5", wrong_file("class_guard_both_ways", tmp_path), "grade", secret)
+    assert scores(report)["class-guard"] < full(report)["class-guard"]
+    feedback = next(c.feedback for c in report.criteria if c.id == "class-guard")
+    assert "expected ship" in feedback, feedback
 
 
 # A secret whose hidden suite holds a stalls candidate that rolls back on its interactive

@@ -22,8 +22,8 @@ both sides of its decision:
 - ``class-inside``: one class dips, inside the guard, and goodput rises: ship;
 - ``rejections-inside``: the rejected share rises, inside its allowance, and goodput rises: ship;
 - ``tpot-worse``: the mean TPOT gets worse and goodput rises: ship (the TPOT decides nothing);
-- ``fall-inside``: goodput falls, inside the noise band, and no guard trips: inconclusive (a
-  fall is a rollback only beyond the band);
+- ``fall-inside``: goodput falls, inside the noise band (by more than half of it), and no guard
+  trips: inconclusive (a fall is a rollback only beyond the band);
 - ``one-pair``: a clear gain on the one seed the two sides share: inconclusive (one pair has
   no spread, so its band is infinite);
 - ``class-excluded``: one class has many more requests its clients cancelled before any miss
@@ -39,7 +39,23 @@ both sides of its decision:
   allowance is on the service's share);
 - ``paired-stray``: the baseline has a run on a seed the candidate lacks, with a far higher
   goodput; the paired gain is beyond the band and min_gain: ship (a run without a pair is
-  left out of the baseline's mean goodput too).
+  left out of the baseline's mean goodput too);
+- ``gain-inside``: a gain well over min_gain, inside the noise band but by more than half of
+  it: inconclusive (a band half as wide, s / n for s / sqrt(n), would ship it);
+- ``rejections-fall``: the rejected share falls by more than the allowance, while goodput
+  rises: ship (the guard is on a rise);
+- ``class-rise``: one class's attainment rises by more than the guard, while goodput rises:
+  ship (the guard is on a fall);
+- ``rejections-high``: both sides reject 1.5 times the allowance, the candidate no more than
+  the baseline, while goodput rises: ship (the guard is on the rise from the baseline, not on
+  the candidate's share);
+- ``paired-windows``: seeds whose windows are far apart (one eight times the others), the same
+  gain in good requests per second on each: ship (a run's goodput is per second of its own
+  window: the good requests' differences, or the attainments', spread with the window).
+
+A run without a pair (``paired``, ``paired-small``, ``paired-stray``) is on a seed below every
+paired one, so it sorts first: pairing the two sides' runs sorted by seed, position by position,
+misses each pair, as pairing them in the order given does.
 
 Each class has the same number of requests in every run, so pooled and per-run attainment
 are the same number; the other readings (sample or population deviation, each threshold
@@ -75,7 +91,9 @@ EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollb
           # Drawn after the kinds above, so their draws stay what they were.
           "fall-inside": "inconclusive", "one-pair": "inconclusive", "class-excluded": "ship",
           "class-zero": "rollback", "class-inside-low": "ship", "rejections-one-class": "ship",
-          "paired-stray": "ship"}
+          "paired-stray": "ship",
+          "gain-inside": "inconclusive", "rejections-fall": "ship", "class-rise": "ship",
+          "paired-windows": "ship", "rejections-high": "ship"}
 KINDS = tuple(EXPECT)
 NOTES = {
     "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
@@ -96,6 +114,11 @@ NOTES = {
     "class-inside-low": "a large class with low attainment dips, inside its guard, while goodput rises",
     "rejections-one-class": "the rejected share rises, inside its allowance, all of it in one small class",
     "paired-stray": "the baseline has one more run, on a seed the candidate lacks, with a far higher goodput",
+    "gain-inside": "a gain over min_gain, inside the noise band (by more than half of it)",
+    "rejections-fall": "the rejected share falls by more than its allowance, while goodput rises",
+    "class-rise": "one class's attainment rises by more than its guard, while goodput rises",
+    "paired-windows": "seeds whose windows are far apart; the same gain per second on each",
+    "rejections-high": "both sides reject more than the allowance, the candidate no more than the baseline",
 }
 PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
 
@@ -130,6 +153,7 @@ class _Draw:
         self.small_good = int(round(self.small * g.uniform(0.75, 0.9)))
         self.large_good = int(round(self.large * g.uniform(0.45, 0.6)))
         self.seeds = tuple(seed0 + i for i in range(SEEDS))
+        self.stray = seed0 - 1          # a seed without a pair: below the paired ones, it sorts first
         self.tpot = float(g.uniform(0.02, 0.05))
 
     def effects(self, spread: int) -> list[int]:
@@ -175,7 +199,7 @@ def _build(kind: str, d: _Draw, rule: ReleaseRule):
         diffs = around(mean) if kind == "paired" else [spread * p for p in PATTERN]
         runs = [d.run(s, e, large_gain=x) for s, e, x in zip(d.seeds, wide, diffs)]
         order = [runs[i] for i in (2, 3, 1, 0)]         # no run at its baseline's position
-        stray = d.run(d.seeds[-1] + 17, -int(d.large * 0.3))   # a seed the baseline never ran
+        stray = d.run(d.stray, -int(d.large * 0.3))       # a seed the baseline never ran
         return base, order[:2] + [stray] + order[2:]
     if kind == "class-rejected":
         # Half the allowance of the service's rejected share, all of it in a class small
@@ -200,10 +224,12 @@ def _build(kind: str, d: _Draw, rule: ReleaseRule):
 def _build_more(kind: str, d: _Draw, rule: ReleaseRule, base, cand, around, clear: int, band: float):
     g = d.g
     if kind == "fall-inside":
-        # A fall of at most 40% of the band, the band widened so that it holds a whole request.
+        # A fall of about 63% of the band (see _inside), the band widened so that this is a
+        # whole number of requests. The fall is small against min_gain: one over it would move
+        # a class's attainment, as a share of itself, by about the guard.
         spread = int(g.integers(3, 6))
         band = spread * 2 / math.sqrt(3) * rule.noise_k / math.sqrt(SEEDS)
-        fall = max(1, int(0.4 * band))
+        fall = max(1, round(0.63 * band))
         return base, cand([-fall + spread * p for p in PATTERN])
     if kind == "one-pair":
         shared = int(g.integers(0, SEEDS))
@@ -243,9 +269,67 @@ def _build_more(kind: str, d: _Draw, rule: ReleaseRule, base, cand, around, clea
         # of the window), counted in the baseline's mean, cuts it under min_gain.
         gain = max(d.gain(rule.min_gain * 1.3), int(4 * band) + 1)
         runs = cand(around(gain))
-        stray = replace(d.run(d.seeds[-1] + 17, 0), window_s=d.window / 5)
+        stray = replace(d.run(d.stray, 0), window_s=d.window / 5)
         return base + [stray], runs
+    return _build_last(kind, d, rule, around, clear, band)
+
+
+def _build_last(kind: str, d: _Draw, rule: ReleaseRule, around, clear: int, band: float):
+    g = d.g
+    if kind == "gain-inside":
+        return _inside(d, rule)
+    if kind == "rejections-high":
+        # Both sides reject 1.5 times the allowance of the service's requests: the share is
+        # high and does not rise.
+        rejected = math.ceil(1.5 * rule.max_rejection_rise * (d.small + d.large))
+        quiet = d.effects(1)
+        return ([d.run(s, e, large_rejected=rejected) for s, e in zip(d.seeds, quiet)],
+                [d.run(s, e, large_rejected=rejected, large_gain=x) for s, e, x in zip(d.seeds, quiet, around(clear))])
+    if kind == "rejections-fall":
+        # The baseline rejects 1.5 times the allowance of the service's requests, all in the
+        # batch class; the candidate serves them late, so a class's attainment moves only by
+        # the gain, in a class of low attainment where the gain is a few points.
+        d.large_good = int(round(d.large * g.uniform(0.2, 0.3)))
+        rejected = math.ceil(1.5 * rule.max_rejection_rise * (d.small + d.large))
+        gain = max(d.gain(rule.min_gain * 1.5), int(2 * band) + 1)
+        quiet = d.effects(1)
+        return ([d.run(s, e, large_rejected=rejected) for s, e in zip(d.seeds, quiet)],
+                [d.run(s, e, large_gain=x) for s, e, x in zip(d.seeds, quiet, around(gain))])
+    if kind == "class-rise":
+        # The small class turns 1.5 times its guard of late requests into good ones.
+        risen = math.ceil(1.5 * rule.max_class_drop * d.small)
+        d.small_good = min(d.small_good, d.small - risen)
+        quiet = d.effects(1)
+        return ([d.run(s, e) for s, e in zip(d.seeds, quiet)],
+                [d.run(s, e, small_lost=-risen, large_gain=x) for s, e, x in zip(d.seeds, quiet, around(clear))])
+    if kind == "paired-windows":
+        # As many requests on every seed, one seed's window eight times the others' (its
+        # arrivals sparser), and the same good requests per second gained on each seed: eight
+        # times the good requests on the long one. Differences in good requests, or in
+        # attainment, spread with the window, and their band swallows the gain.
+        d.large_good = int(round(d.large * g.uniform(0.25, 0.35)))
+        scale = [1, 1, 1, 8]
+        g.shuffle(scale)
+        base_rate = (d.small_good + d.large_good) * sum(1 / m for m in scale) / len(scale)
+        gain = max(math.ceil(rule.min_gain * 1.5 * base_rate), int(4 * band) + 1)
+        base, cand = [], []
+        for s, m, x in zip(d.seeds, scale, around(gain)):
+            window = d.window * m
+            base.append(replace(d.run(s, 0), window_s=window))
+            cand.append(replace(d.run(s, 0, large_gain=x * m), window_s=window))
+        return base, cand
     raise ValueError(kind)
+
+
+def _inside(d: _Draw, rule: ReleaseRule):
+    """A gain of 1.6 min_gain at about 63% of a band widened to hold it: inside the band
+    under every reading (the population deviation's band is 87% of the sample's), beyond
+    half of it (s / n for s / sqrt(n))."""
+    gain = d.gain(rule.min_gain * 1.6)
+    spread = max(1, round(gain / 0.63 * math.sqrt(3) / rule.noise_k))
+    quiet = d.effects(1)
+    return ([d.run(s, e) for s, e in zip(d.seeds, quiet)],
+            [d.run(s, e, large_gain=gain + spread * p) for s, e, p in zip(d.seeds, quiet, PATTERN)])
 
 
 def _band(diffs: list[float], k: float) -> float:
@@ -264,7 +348,20 @@ def _share(runs, cls: str, *, rejected_counted: bool = True) -> float:
 # the band of the seeds' own spread too, or a band of two independent samples (the pairing
 # mistake, which the paired kinds are about) would lose them on another kind's criterion.
 BEYOND_ANY_BAND = ("clear-gain", "fall", "class-inside", "rejections-inside", "tpot-worse",
-                   "class-excluded", "class-zero", "class-inside-low", "rejections-one-class")
+                   "class-excluded", "class-zero", "class-inside-low", "rejections-one-class",
+                   "rejections-fall", "class-rise", "rejections-high")
+
+
+def _decided(baseline, candidate, rule: ReleaseRule) -> str:
+    return _reference().decide_release(baseline, candidate, rule).decision
+
+
+def _by_sorted_position(baseline, candidate):
+    """The two sides' runs sorted by seed and paired position by position: each candidate run
+    relabelled with the seed of the baseline run it meets (the extra runs of the longer side
+    dropped), so the reference's pairing by seed pairs them so."""
+    base, cand = (sorted(runs, key=lambda r: r.seed) for runs in (baseline, candidate))
+    return base[:len(cand)], [replace(c, seed=b.seed) for b, c in zip(base, cand)]
 
 
 def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
@@ -287,9 +384,24 @@ def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
         blind = [_share(base, c, rejected_counted=False) - _share(cand, c, rejected_counted=False)
                  for c in classes]
         return max(blind) <= 0.7 * rule.max_class_drop
+    if kind in ("paired", "paired-stray") and _decided(*_by_sorted_position(baseline, candidate), rule) == "ship":
+        return False                        # pairing the runs sorted by seed would ship it too
     if kind == "paired-stray":              # the stray in the baseline's mean would not ship
         everything = sum(goods(baseline)) / len(baseline)
         return mean / everything < 0.9 * rule.min_gain
+    if kind in ("gain-inside", "fall-inside"):   # a band half as wide would decide it
+        return _decided(baseline, candidate, replace(rule, noise_k=rule.noise_k / 2)) != EXPECT[kind]
+    if kind == "rejections-high":           # the candidate's share alone is beyond the allowance
+        return slo.rejected_share(cand) > 1.2 * rule.max_rejection_rise
+    if kind == "rejections-fall":           # the share falls by more than the allowance; no class moves near its guard
+        fall = slo.rejected_share(base) - slo.rejected_share(cand)
+        moved = max(abs(_share(base, c) - _share(cand, c)) for c in classes)
+        return fall > 1.2 * rule.max_rejection_rise and moved <= 0.7 * rule.max_class_drop
+    if kind == "class-rise":                # a class rises by more than its guard
+        return max(_share(cand, c) - _share(base, c) for c in classes) > 1.2 * rule.max_class_drop
+    if kind == "paired-windows":            # good requests (or attainments) for goodput would not ship
+        per_request = [[replace(r, window_s=1.0) for r in runs] for runs in (base, cand)]
+        return _decided(*per_request, rule) != "ship"
     if kind == "paired":
         by_position = [slo.run_goodput(c) - slo.run_goodput(b) for b, c in zip(baseline, candidate)]
         position_ships = (sum(by_position) / len(by_position) > _band(by_position, rule.noise_k))
