@@ -97,6 +97,25 @@ def test_hidden_edge_records_judge_cancels_under_an_explicit_slo_both_ways():
              if s is not None and r.outcome == "cancelled_by_client"}
     assert {("excluded", "slow_tokens"), ("late_first_token", "excluded")} <= moved, moved
 
+def test_hidden_records_are_named_as_a_runs_records_are(secret):
+    """An edge record built as h0-first-at-deadline, or a twin as ...-smooth, would name what
+    decides its verdict: a qualify could answer by the id instead of the times. Every hidden
+    record is named r and a number, as a run names its requests, the edges' and twins' drawn
+    from the secret (one record passed with and without an SLO keeps one name)."""
+    hidden = [c.inputs for c in lesson5.hidden_cases(secret, COURSE)
+              if c.family.startswith("qualify-") and c.visibility == "hidden"]
+    assert hidden and all(re.fullmatch(r"r\d+", r.id) for r, _ in hidden), \
+        sorted({r.id for r, _ in hidden if not re.fullmatch(r"r\d+", r.id)})[:5]
+    edges = [c.inputs for c in lesson5.hidden_cases(secret, COURSE) if c.name.startswith("edge#")]
+    by_id = {}
+    for r, _ in edges:
+        by_id.setdefault(r.id, set()).add(r)
+    assert all(len(records) == 1 for records in by_id.values())
+    others = {r.id for r, _ in (c.inputs for c in lesson5.hidden_cases(other_than(secret), COURSE)
+                                if c.name.startswith("edge#"))}
+    assert set(by_id) != others
+
+
 # ---- the release suite -------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def public_cases():

@@ -17,8 +17,8 @@ Cases:
   class whose rejected requests count against it, and the other side of every guard.
 
 Public cases come from assignments/lesson5/public/ (records.yaml and the release suite);
-hidden ones are drawn from the instructor secret: edge records with fresh numbers, records
-of hidden suite runs, and the hidden suites of grader/instructor/families/lesson5.yaml. A hidden
+hidden ones are drawn from the instructor secret: edge records with fresh numbers (under ids
+that name nothing, as a run's do), records of hidden suite runs, and the hidden suites of grader/instructor/families/lesson5.yaml. A hidden
 release case is kept only when the oracle's decision is the one its kind expects, stays the
 same under every correct reading of the rule (sample or population deviation, pooled or
 per-run shares, each threshold 10% either way) and differs from the decision of the mistake
@@ -75,10 +75,11 @@ def record_case(record: RequestRecord, slo: Optional[Slo], name: str, visibility
                 f"{where} {show_record(record, slo)}")
 
 
-def smoothed(cases: list[Case]) -> list[Case]:
+def smoothed(cases: list[Case], rename=lambda rid: f"{rid}-smooth") -> list[Case]:
     """The other side of the largest gap: each completed record whose stall the average
     hides, with the stall taken out (every gap at most half of gap_s), so it is good. A
-    rule that calls every record of the gaps topic slow is right on one side only."""
+    rule that calls every record of the gaps topic slow is right on one side only.
+    ``rename`` gives a twin's id from its record's."""
     out = []
     for case in cases:
         record, slo = case.inputs
@@ -88,7 +89,7 @@ def smoothed(cases: list[Case]) -> list[Case]:
         times = [record.token_times[0]]
         for a, b in zip(record.token_times, record.token_times[1:]):
             times.append(times[-1] + min(b - a, limit))
-        twin = replace(record, id=f"{record.id}-smooth", token_times=tuple(times), finish_s=times[-1])
+        twin = replace(record, id=rename(record.id), token_times=tuple(times), finish_s=times[-1])
         out.append(Case("qualify-gaps", f"{case.name} smoothed", case.visibility, (twin, slo),
                         f"{case.label.split(' record ')[0]} {show_record(twin, slo)}"))
     return out
@@ -343,12 +344,22 @@ def public_cases(course) -> list[Case]:
     return cases
 
 
+def _unnamed(secret: bytes):
+    """A hidden record's id as a run would give it (r and a number), drawn from the secret
+    and the id it was built under. An edge record's own id names its edge
+    (h0-first-at-deadline) and a twin's its stall taken out (-smooth): a qualify could answer
+    those by name instead of by their times."""
+    return lambda rid: f"r{derive_seed(secret, 'lesson5', 'record id', rid) % 1_000_000_000}"
+
+
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
     g = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson5", "records")))
     suites = hidden_suites(course, secret)
-    edges = [record_case(r, s, f"edge#{i}", "hidden", "hidden") for i, (r, s) in enumerate(edge_records(g, "h"))]
+    unnamed = _unnamed(secret)
+    edges = [record_case(replace(r, id=unnamed(r.id)), s, f"edge#{i}", "hidden", "hidden")
+             for i, (r, s) in enumerate(edge_records(g, "h"))]
     cases = edges + real_records(suites, g, "hidden")
-    cases += smoothed(cases)
+    cases += smoothed(cases, lambda rid: unnamed(f"{rid}-smooth"))
     cases += goodput_cases(_suite_records(edges), suites, g, "hidden")
     cases += hidden_release_cases(course, secret, suites)
     r = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson5", "rule probes")))
