@@ -302,7 +302,7 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             "rejection_per_class": "rejections-one-class", "rollback_any_fall": "fall-inside",
             "band_over_n": "gain-inside", "pairs_by_sorted_seed": "paired",
             "rejection_guard_both_ways": "rejections-fall", "goodput_per_request": "paired-windows",
-            "rejection_guard_vs_allowance": "rejections-high"}
+            "rejection_guard_vs_allowance": "rejections-high", "class_guard_per_seed": "class-one-seed"}
 # Kinds about the same clause as another: a pairing mistake may decide either wrongly, and
 # a class guard measured on another quantity may misjudge any shape of class change. A rule
 # that rolls back on any fall also rolls back where the paired differences average to a
@@ -496,6 +496,8 @@ WRONG = {
     "rejection_guard_both_ways": "rejection-guard",
     "rejection_guard_vs_allowance": "rejection-guard",
     "goodput_per_request": "paired-seeds",
+    # A class guard read seed by seed: lost noise-band alone before class-one-seed.
+    "class_guard_per_seed": "class-guard",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not
@@ -516,7 +518,10 @@ MAY_ALSO = {"unpaired_band": {"ship-real-gain", "goodput-fall", "noise-band"}, "
             # An explicit SLO ignored everywhere is ignored on the cancels passed one too.
             "own_slo_only": {"cancels"},
             # A band half as wide rolls back a fall inside the band as it ships a gain inside it.
-            "band_over_n": {"goodput-fall"}}
+            "band_over_n": {"goodput-fall"},
+            # A class guard read seed by seed rolls back a real noise candidate whose class dips
+            # on one seed, and, by the secret, a real gain's.
+            "class_guard_per_seed": {"noise-band", "ship-real-gain"}}
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))

@@ -49,6 +49,9 @@ both sides of its decision:
 - ``rejections-high``: both sides reject 1.5 times the allowance, the candidate no more than
   the baseline, while goodput rises: ship (the guard is on the rise from the baseline, not on
   the candidate's share);
+- ``class-one-seed``: one class dips by 1.5 times the guard on one seed and not on the others,
+  inside the guard over the paired runs together, while goodput rises: ship (a class's
+  attainment is taken over all its paired runs, not seed by seed);
 - ``paired-windows``: seeds whose windows are far apart (one eight times the others), the same
   gain in good requests per second on each: ship (a run's goodput is per second of its own
   window: the good requests' differences, or the attainments', spread with the window).
@@ -93,7 +96,7 @@ EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollb
           "class-zero": "rollback", "class-inside-low": "ship", "rejections-one-class": "ship",
           "paired-stray": "ship",
           "gain-inside": "inconclusive", "rejections-fall": "ship", "class-rise": "ship",
-          "paired-windows": "ship", "rejections-high": "ship"}
+          "paired-windows": "ship", "rejections-high": "ship", "class-one-seed": "ship"}
 KINDS = tuple(EXPECT)
 NOTES = {
     "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
@@ -119,6 +122,7 @@ NOTES = {
     "class-rise": "one class's attainment rises by more than its guard, while goodput rises",
     "paired-windows": "seeds whose windows are far apart; the same gain per second on each",
     "rejections-high": "both sides reject more than the allowance, the candidate no more than the baseline",
+    "class-one-seed": "one class dips beyond its guard on one seed, inside it over the paired runs, while goodput rises",
 }
 PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
 
@@ -302,6 +306,13 @@ def _build_last(kind: str, d: _Draw, rule: ReleaseRule, around, clear: int, band
         quiet = d.effects(1)
         return ([d.run(s, e) for s, e in zip(d.seeds, quiet)],
                 [d.run(s, e, small_lost=-risen, large_gain=x) for s, e, x in zip(d.seeds, quiet, around(clear))])
+    if kind == "class-one-seed":
+        lost = math.ceil(1.5 * rule.max_class_drop * d.small)
+        dips = [0] * SEEDS
+        dips[int(g.integers(0, SEEDS))] = lost
+        quiet = d.effects(1)
+        return ([d.run(s, e) for s, e in zip(d.seeds, quiet)],
+                [d.run(s, e, small_lost=l, large_gain=x) for s, e, l, x in zip(d.seeds, quiet, dips, around(clear))])
     if kind == "paired-windows":
         # As many requests on every seed, one seed's window eight times the others' (its
         # arrivals sparser), and the same good requests per second gained on each seed: eight
@@ -349,7 +360,7 @@ def _share(runs, cls: str, *, rejected_counted: bool = True) -> float:
 # mistake, which the paired kinds are about) would lose them on another kind's criterion.
 BEYOND_ANY_BAND = ("clear-gain", "fall", "class-inside", "rejections-inside", "tpot-worse",
                    "class-excluded", "class-zero", "class-inside-low", "rejections-one-class",
-                   "rejections-fall", "class-rise", "rejections-high")
+                   "rejections-fall", "class-rise", "rejections-high", "class-one-seed")
 
 
 def _decided(baseline, candidate, rule: ReleaseRule) -> str:
@@ -397,6 +408,10 @@ def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
         fall = slo.rejected_share(base) - slo.rejected_share(cand)
         moved = max(abs(_share(base, c) - _share(cand, c)) for c in classes)
         return fall > 1.2 * rule.max_rejection_rise and moved <= 0.7 * rule.max_class_drop
+    if kind == "class-one-seed":            # one seed dips beyond the guard, the paired runs well inside it
+        one = max(_share([b], c) - _share([n], c) for b, n in pairs for c in classes)
+        together = max(_share(base, c) - _share(cand, c) for c in classes)
+        return one > 1.2 * rule.max_class_drop and together <= 0.5 * rule.max_class_drop
     if kind == "class-rise":                # a class rises by more than its guard
         return max(_share(cand, c) - _share(base, c) for c in classes) > 1.2 * rule.max_class_drop
     if kind == "paired-windows":            # good requests (or attainments) for goodput would not ship
