@@ -87,14 +87,55 @@ def test_a_wrong_goodput_is_told_the_good_requests_and_what_its_own_qualify_coun
          + [(r, None) for r in (B, E)])]
 
 
-def test_a_goodput_that_raises_on_one_set_loses_that_set_alone_and_no_qualify_is_asked():
+def test_a_goodput_that_raises_on_one_set_loses_that_set_alone():
+    # Its qualify is asked, to learn whether it raised the same there: it did not.
     learner = Learner(goodput=lambda records, slo, window: 1.0 if window == 2.0 else 1 / 0,
                       qualify=completed_is_good)
     broken = goodput_case("broken", (A,), 1.0)
     m = judged(learner, [RIGHT, broken])
     assert (m.value, m.feedback) == (0.5, "1 of 2 record sets wrong; first, set broken: goodput raised "
                                           "ZeroDivisionError: division by zero")
-    assert [function for function, _ in learner.asked] == ["goodput"]
+    assert [function for function, _ in learner.asked] == ["goodput", "qualify"]
+
+
+def no_tokens_raise(record, slo):
+    """A wrong qualify: it reads the first token of a record that has none (D, rejected)."""
+    record.token_times[0]
+    return completed_is_good(record, slo)
+
+
+def counts_with(qualify):
+    return lambda records, slo, window: sum(qualify(r, slo) == "good" for r in records) / window
+
+
+def test_a_goodput_that_raises_what_its_qualify_raised_is_not_charged_for_it():
+    # no_tokens_raise raises on D, so a goodput counting its verdicts raises on both seeds
+    # (D is in each), and matches its own count on (B, X), which that qualify splits (B
+    # good, X failed): the raises are charged to the qualify criteria alone.
+    split = goodput_case("split", (B, X), 2.0)
+    learner = Learner(goodput=counts_with(no_tokens_raise), qualify=no_tokens_raise)
+    m = judged(learner, [SEED_1, SEED_2, split])
+    assert (m.value, m.feedback) == (1.0, "all 3 record sets right")
+
+
+def test_a_goodput_that_raises_with_a_qualify_that_splits_no_set_is_charged():
+    # Without a set where it matches its qualify's count on a split, raising where the
+    # qualify raised shows nothing: a goodput that raises everywhere would be excused.
+    learner = Learner(goodput=counts_with(no_tokens_raise), qualify=no_tokens_raise)
+    m = judged(learner, [SEED_1, SEED_2])
+    assert m.value == 0.0
+    assert m.feedback.startswith("2 of 2 record sets wrong; first, set runs/seed 1: goodput raised IndexError")
+
+
+def test_a_goodput_that_raises_otherwise_than_its_qualify_is_charged():
+    def goodput(records, slo, window):
+        if len(records) > 3:
+            raise ValueError("too many")
+        return counts_with(no_tokens_raise)(records, slo, window)
+    split = goodput_case("split", (B, X), 2.0)
+    m = judged(Learner(goodput=goodput, qualify=no_tokens_raise), [SEED_1, split])
+    assert (m.value, m.feedback) == (0.5, "1 of 2 record sets wrong; first, set runs/seed 1: goodput raised "
+                                          "ValueError: too many")
 
 
 @pytest.mark.parametrize("case,got,right", [

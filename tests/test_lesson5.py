@@ -581,6 +581,22 @@ def test_goodput_that_calls_a_wrong_qualify_is_not_charged_twice(reference_grade
     assert "your qualify counts" in feedback and "good requests /" in feedback
 
 
+def test_a_qualify_that_fails_on_zero_tokens_costs_completed_alone(tmp_path, secret):
+    """Its goodput, built on it, raises on every set that holds a record with no tokens: it
+    raised what its qualify raised, and matches its qualify's count elsewhere, so goodput is
+    not charged for it (it lost its point as well as completed's share before)."""
+    path = tmp_path / "zero_tokens_crash.py"
+    path.write_text((L5 / "alt_correct.py").read_text()
+                    + "\n\n_qualify = qualify\n\n\ndef qualify(record, slo):\n"
+                    + "    if record.outcome == 'completed' and record.token_times[0] - record.arrival_s > 1e9:\n"
+                    + "        return 'late_first_token'\n    return _qualify(record, slo)\n")
+    for mode in ("check", "grade"):
+        report = grade("lesson5", path, mode, secret)
+        got, top = scores(report), full(report)
+        assert {k for k in got if got[k] < top[k]} == {"completed"}, (mode, got)
+        assert "qualify raised IndexError" in next(c.feedback for c in report.criteria if c.id == "completed")
+
+
 # (qualify, goodput): a qualify that judges every record of each set alike (good spelt as a
 # miss; every record good, but none under an explicit SLO), and a goodput that ignores it.
 ALIKE = {

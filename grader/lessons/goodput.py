@@ -6,6 +6,11 @@ the qualify criteria charge that mistake once. Only a goodput that shows it read
 verdicts gets that: one that matches them on a set they split (some records good, some
 not). Where they judge a set all alike, a goodput that ignores them (0.0, or every record)
 matches them too: a qualify that never said good once paid a goodput of 0.0 in full.
+
+A qualify that raises on a record (an IndexError on a record with no tokens) makes a goodput
+built on it raise on every set holding that record: that goodput raised the very exception its
+qualify raised, and once it shows that it reads the verdicts it is not charged for it (before,
+a qualify that failed on zero-token records lost goodput's point as well as its own).
 """
 from __future__ import annotations
 
@@ -18,24 +23,33 @@ from grader.engine.oracle import reference_oracle
 oracle = reference_oracle("lesson5")     # recorded for the public cases in the learner edition
 
 REL_TOL = 1e-9
+_AS_ITS_QUALIFY = object()   # a goodput that raised what its own qualify raised on the set
 
 
-def _own_goodput(ctx: CheckContext, cases: list[Case]) -> dict[str, tuple[int, int]]:
-    """Each record set's (good, records) as the learner's own qualify counts them. A goodput
-    that calls a wrong qualify is consistent: that mistake is charged to the qualify criteria.
-    A qualify that gives every record one verdict is no qualify: nothing is consistent with it."""
+def _raised(problem: str) -> str:
+    """What a call raised, with where ("IndexError: ... (exercise.py line 12)"), or ""."""
+    return problem.split(" raised ", 1)[1] if " raised " in problem else ""
+
+
+def _own_goodput(ctx: CheckContext, cases: list[Case]) -> tuple[dict[str, tuple[int, int]], dict[str, set[str]]]:
+    """Each record set's (good, records) as the learner's own qualify counts them, and what
+    it raised on the sets where it raised. A goodput that calls a wrong qualify is consistent:
+    that mistake is charged to the qualify criteria. A qualify that gives every record one
+    verdict is no qualify: nothing is consistent with it."""
     # Each record is asked with its set's visibility: a hidden set's records are hidden inputs.
     probes = [Case("own", f"{c.name}/{i}", c.visibility, (r, c.inputs[1]))
               for c in cases for i, r in enumerate(c.inputs[0])]
     verdicts = ask_once(ctx, "own-qualify", "qualify", probes, lambda c: c.inputs, str)
     if constant_answer(verdicts, "qualify"):
-        return {}
-    own = {}
+        return {}, {}
+    own, raised = {}, {}
     for c in cases:
         mine = [a for a in verdicts if a.case.name.rsplit("/", 1)[0] == c.name]
         if all(not a.problem for a in mine):
             own[c.name] = (sum(1 for a in mine if a.value == "good"), len(mine))
-    return own
+        elif any(_raised(a.problem) for a in mine):
+            raised[c.name] = {_raised(a.problem) for a in mine} - {""}
+    return own, raised
 
 
 def _reads_verdicts(answers: list[Answer], own: dict[str, tuple[int, int]]) -> bool:
@@ -57,11 +71,18 @@ def _close(a: float, b: float) -> bool:
 def goodput(ctx: CheckContext, params: dict) -> Measure:
     cases = ctx.family("goodput")
     answers = ask(ctx, "goodput", cases, lambda c: c.inputs, float)
-    off = any(not a.problem and not _close(a.value, oracle.goodput(*a.case.inputs)) for a in answers)
-    own = _own_goodput(ctx, cases) if off else {}
+    off = any(_raised(a.problem) if a.problem else not _close(a.value, oracle.goodput(*a.case.inputs))
+              for a in answers)
+    own, raised = _own_goodput(ctx, cases) if off else ({}, {})
     credit = _reads_verdicts(answers, own)
+    if credit:
+        # Raised what its qualify raised on this set: charged to the qualify criteria.
+        answers = [Answer(a.case, value=_AS_ITS_QUALIFY) if _raised(a.problem) in raised.get(a.case.name, ()) else a
+                   for a in answers]
 
     def judge(case: Case, got: float) -> str:
+        if got is _AS_ITS_QUALIFY:
+            return ""
         records, slo, window = case.inputs
         want = oracle.goodput(records, slo, window)
         mine = own[case.name][0] / window if case.name in own else None
