@@ -383,10 +383,16 @@ def _grade(args, course) -> int:
         if book is not None:
             from grader.engine.checks import REGISTRY
             from grader.engine.rubric import load_rubric
-            from grader.instructor.batch import refuse_changed_rubric
+            from grader.engine.pipeline import build_cases
+            from grader.instructor.batch import refuse_changed_rubric, refuse_other_cases
+            from grader.instructor.gradebook import cases_digest
             from grader.lessons import lesson_module
             lesson_module(args.lesson)
             refuse_changed_rubric(book, load_rubric(course.rubric_path(args.lesson), REGISTRY))
+            # Each file replaces its student's result: on other cases than the rest of the
+            # class, the gradebook would hold two sets of cases under one lesson.
+            cases = cases_digest([c.summary() for c in build_cases(args.lesson, course, secret)])
+            refuse_other_cases(book, args.lesson, cases, args.secret_file)
         unread = 0
         for path in args.paths:
             try:
@@ -452,7 +458,7 @@ def _grade_class(args, course, secret: bytes, folder: Path) -> int:
     with _gradebook(args, course, create=True) as book:
         summary = run_batch(args.lesson, folder, course, secret, book, jobs=args.jobs,
                             force=args.force, scheduler=args.scheduler, progress=not args.quiet,
-                            unconfined_ok=args.unconfined_ok)
+                            unconfined_ok=args.unconfined_ok, secret_file=args.secret_file)
     print(json.dumps(summary.to_dict(), sort_keys=True) if args.json else summary.render())
     return 0
 

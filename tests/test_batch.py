@@ -413,10 +413,17 @@ def test_rerun_skips_what_is_graded_and_regrades_what_changed(tmp_path):
         forced = run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book, jobs=2, force=True,
                            progress=False)
         assert (forced.graded, forced.skipped) == (6, 0)
+        kept = {r.student: stable(r.report) for r in book.results()}
+        # Another secret draws other hidden cases: refused before any work, the results kept
+        # (a mistyped --secret-file replaced every grade of the class, one by one).
+        with pytest.raises(InputError, match="^--secret-file: draws other hidden cases than 6 lesson1 results in the gradebook"):
+            run_batch("lesson1", tmp_path / "class", COURSE, b"another secret", book, jobs=2, progress=False)
+        assert {r.student: stable(r.report) for r in book.results()} == kept
         other = run_batch("lesson1", tmp_path / "class", COURSE, b"another secret", book, jobs=2,
+                          force=True, progress=False)
+        assert other.graded == 6                  # --force: the whole class on the other cases
+        again = run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book, jobs=2, force=True,
                           progress=False)
-        assert other.graded == 6                  # other hidden cases: graded again
-        again = run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book, jobs=2, progress=False)
         after = {r.student: stable(r.report) for r in book.results()}
     changed = {s.name for s in students[:1]}
     assert {k: v for k, v in after.items() if k not in changed} == \

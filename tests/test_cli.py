@@ -278,6 +278,32 @@ def test_two_files_of_one_student_into_a_gradebook_are_refused_before_any_grade(
     assert code == 0 and len(out.splitlines()) == 2
 
 
+def test_files_graded_into_a_gradebook_on_other_hidden_cases_are_refused(tmp_path):
+    """alice graded with one secret, then bob with another: the gradebook would hold one
+    lesson graded on two sets of hidden cases, in silence. Refused before bob is graded,
+    naming the secret file and whose results differ; with alice's secret, bob grades."""
+    ours, typo = tmp_path / "course.secret", tmp_path / "old.secret"
+    ours.write_text("class of 2026\n")
+    typo.write_text("class of 2025\n")
+    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
+    for path in (alice, bob):
+        path.write_text(open(REF).read())
+    book = tmp_path / "gb.db"
+    code, _, err = run("grade", "lesson1", str(alice), "--secret-file", str(ours), "--gradebook", str(book))
+    assert code == 0, err
+    code, out, err = run("grade", "lesson1", str(bob), "--secret-file", str(typo), "--gradebook", str(book),
+                         "--json")
+    assert code == 2 and out == ""
+    assert err.startswith(f"grader: {typo}: draws other hidden cases than 1 lesson1 result in the "
+                          f"gradebook sqlite:///{book} (alice) were graded on: ")
+    assert err.endswith("(grader gradebook forget STUDENT --lesson lesson1)\n") and err.count("\n") == 1
+    code, out, err = run("export", "--format", "csv", "--gradebook", str(book), "--out", str(tmp_path / "g.csv"))
+    assert code == 0, err
+    assert "bob" not in (tmp_path / "g.csv").read_text()
+    code, _, err = run("grade", "lesson1", str(bob), "--secret-file", str(ours), "--gradebook", str(book))
+    assert code == 0, err
+
+
 def test_a_file_whose_name_is_not_utf8_is_refused_before_grading_into_a_gradebook(tmp_path):
     """No gradebook can store such a name (it was a traceback after grading); without a
     gradebook it is graded as it is."""

@@ -448,20 +448,39 @@ def refuse_changed_rubric(book: Gradebook, rubric) -> None:
                                            "grade with it (every result is then graded again)")
 
 
+def refuse_other_cases(book: Gradebook, lesson: str, cases: str, secret_file: str) -> None:
+    """Results graded on other hidden cases (another secret, or a grader that draws its
+    cases otherwise) would be replaced one by one, the class's grades mixing two sets of
+    cases until every student was graded again: refused before any work, unless --force
+    regrades the whole class on these."""
+    other = sorted({key[0] for key in book.graded_keys(lesson) if key[3] != cases})
+    if other:
+        raise InputError(secret_file, (
+            f"draws other hidden cases than {plural(len(other), f'{lesson} result')} in the "
+            f"gradebook {book.shown_url} ({first_few(other)}) were graded on: another secret, "
+            f"or a grader that draws its cases otherwise. With their secret, a class keeps those "
+            f"results and grades only what is missing; with this one, grade the class folder "
+            f"with --force (every student graded again), or first remove those results "
+            f"(grader gradebook forget STUDENT --lesson {lesson})"))
+
+
 def pending(entry: Entry, submission: Submission, done: set, rubric_version: int,
             cases: str) -> bool:
     """Resuming: does this submission still need grading? Only a graded result of the same
     file (digest), under the same rubric version and the same cases (so the same secret)
-    counts as done; a changed file, rubric or secret is graded again."""
+    counts as done; a changed file or rubric is graded again (a changed secret is refused
+    before, by refuse_other_cases, unless the class is forced)."""
     return (entry.student, submission.digest, rubric_version, cases) not in done
 
 
 def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gradebook, *,
               jobs: int | None = None, force: bool = False, scheduler: str | None = None,
-              progress: bool = True, stream=None, unconfined_ok: bool = False) -> BatchSummary:
+              progress: bool = True, stream=None, unconfined_ok: bool = False,
+              secret_file: str = "--secret-file") -> BatchSummary:
     """``unconfined_ok``: grade even where the sandbox cannot confine a submission (the
     instructor's explicit choice); otherwise a class that could not be confined refuses
-    before any work."""
+    before any work. ``secret_file``: how to name the secret when it draws other cases
+    than the gradebook's results were graded on."""
     from grader.engine.checks import REGISTRY
     from grader.lessons import lesson_module
     from grader.engine.pipeline import build_cases, folder_files
@@ -477,6 +496,8 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     rubric = load_rubric(course.rubric_path(lesson), REGISTRY)
     refuse_changed_rubric(book, rubric)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
+    if not force:
+        refuse_other_cases(book, lesson, expected_cases, secret_file)
     info = replace(rubric_info(rubric), criteria=())     # an error row's lesson: its totals only
     # The gradebook kept in the class folder is no student (nor are SQLite's files beside it):
     # recorded, it would be three students with 0 points in every export.
