@@ -143,9 +143,14 @@ def experiment_run(name: str, folder: Path, plot: str):
 
 
 def without_landlock(child_source: str) -> str:
-    """The sandbox child's source made to find no Landlock, as on a kernel without it: its
-    install_landlock returns '' at once (whatever its parameters are)."""
-    head = re.search(r"^def install_landlock\((?P<params>[^)]*)\):\n", child_source, re.M)
-    assert head, "the sandbox child has no install_landlock to disable"
-    return child_source.replace(head.group(0), f"{head.group(0)}    return ''\n\n\n"
-                                f"def _unused_landlock({head.group('params')}):\n", 1)
+    """The sandbox child's source made to find no Landlock, as on a kernel without it
+    (before 5.12, which has no mount_setattr either): its install_landlock returns '' at
+    once and its read_only_tree False (whatever their parameters are), so a file that
+    learner code writes on the host shows that it ran."""
+    for name, value in (("install_landlock", "''"), ("read_only_tree", "False")):
+        head = re.search(r"^def %s\((?P<params>[^)]*)\):\n" % name, child_source, re.M)
+        assert head, f"the sandbox child has no {name} to disable"
+        child_source = child_source.replace(
+            head.group(0), f"{head.group(0)}    return {value}\n\n\n"
+                           f"def _unused_{name}({head.group('params')}):\n", 1)
+    return child_source

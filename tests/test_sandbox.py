@@ -609,6 +609,8 @@ UNCAPPED = textwrap.dedent('''
     from grader.engine.sandbox import child
     if os.geteuid() == 0:
         child.private_tmpfs = lambda libc, workdir, size: "working directory not size-capped (unshare failed)"
+    else:                                  # a kernel with unprivileged user namespaces off
+        child.own_user_namespace = lambda libc: False
     work = sys.argv[1]
     applied, lacks = child.harden(work, {"tmp": 16 << 20, "fsize": 1 << 20})
     try:
@@ -642,6 +644,58 @@ def test_a_working_directory_nothing_can_cap_is_read_only(user):
     finally:
         shutil.rmtree(work)
     assert "not size-capped" in applied and ": read-only" in applied and "writes nothing" in applied
+
+
+# Not root, where the kernel allows a user namespace: a file of a folder it may read
+# (the script adds it to sys.path, whose folders Landlock lets it read) is read after
+# hardening, and the working directory written.
+OWN_NAMESPACES = textwrap.dedent('''
+    import os, sys
+    from grader.engine.sandbox import child
+    work, readable = sys.argv[1], sys.argv[2]
+    sys.path.append(os.path.dirname(readable))
+    applied, lacks = child.harden(work, {"tmp": 16 << 20, "fsize": 1 << 20})
+    with open(readable, "rb") as f:
+        f.read()
+    with open("f0", "wb") as f:
+        f.write(b"x")
+    print(os.listdir("."))
+    print("; ".join(applied))
+    print(lacks)
+''')
+
+
+def test_not_root_the_fallback_reads_without_a_trace_and_writes_in_a_tmpfs():
+    """A grader that is not root cannot make a mount namespace, but a user namespace of the
+    child's own (its uid mapped to itself) can, where the kernel allows one: there the
+    working directory is a 16 MiB tmpfs (it was a host folder, read-only so that nothing
+    filled it) and every other mount read-only, so reading a file stamps no access time
+    (relatime did, for any later child to see); the capabilities the namespace gave are
+    gone before any learner code runs, so the child is still confined."""
+    work = tempfile.mkdtemp(prefix="grader-own-ns-")   # pytest's own folders are root's alone
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="grader-own-ns-lib-"))
+    readable = folder / "mark.py"
+    readable.write_text("# a file any child may read\n")
+    mtime = readable.stat().st_mtime_ns
+    os.utime(readable, ns=(mtime, mtime))          # as on a fresh install: a read would stamp it
+    os.chmod(folder, 0o755)
+    os.chmod(readable, 0o644)
+    try:
+        os.chown(work, 65534, 65534)
+        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                               sys.executable, "-c", OWN_NAMESPACES, work, str(readable)],
+                              cwd=work, capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, done.stderr
+        inside, applied, lacks = done.stdout.splitlines()
+        assert inside == "['f0']" and os.listdir(work) == [], done.stdout   # not the host folder
+        assert readable.stat().st_atime_ns == mtime
+    finally:
+        shutil.rmtree(work)
+        shutil.rmtree(folder)
+    assert "user namespace of its own" in applied
+    assert "tmpfs working directory 16 MiB, every other mount read-only" in applied
+    assert "uid 65534 with no capabilities" in applied and lacks == "", done.stdout
 
 
 MACHINE_WIDE = textwrap.dedent('''

@@ -139,8 +139,16 @@ def harden(workdir, limits):
         applied.append("private network namespace")
     capped = True
     if limits.get("tmp"):                   # the fallback (under bwrap /tmp is one already)
-        said = (private_tmpfs(libc, workdir, limits["tmp"]) if started_root and libc
-                else "working directory not size-capped (not root)")
+        if started_root and libc:
+            said = private_tmpfs(libc, workdir, limits["tmp"])
+        elif libc and own_user_namespace(libc):
+            # Not root: the mount namespace is its user namespace's, and so are the
+            # capabilities it holds there, which go before anything else runs.
+            said = private_tmpfs(libc, workdir, limits["tmp"])
+            applied.append("user namespace of its own")
+            drop_capabilities(libc)
+        else:
+            said = "working directory not size-capped (not root)"
         # Where nothing caps its size, the working directory is read-only (Landlock, below):
         # a host folder would take file after file until the time budget ended.
         capped = said.startswith("tmpfs")
@@ -230,6 +238,42 @@ def read_only_tree(libc):
         return False
 
 
+CLONE_NEWUSER = 0x10000000
+
+
+def own_user_namespace(libc):
+    """Not root: enter a user namespace of its own, its uid and gid mapped to themselves,
+    so that it may make the mount namespace of private_tmpfs (a capped working directory,
+    every other mount read-only) as root's child does. Every capability it holds in it
+    must then go (drop_capabilities). False where the kernel refuses (unprivileged user
+    namespaces turned off): the working directory is then read-only instead."""
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(CLONE_NEWUSER) != 0:
+        return False
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", "%d %d 1" % (uid, uid)),
+                           ("gid_map", "%d %d 1" % (gid, gid))):
+            with open("/proc/self/" + name, "w") as f:
+                f.write(text)
+    except OSError:
+        pass        # unmapped, it reads as the overflow uid; the kernel checks the real one
+    return True
+
+
+def drop_capabilities(libc):
+    """Every capability gone: nothing to regain, then the effective and permitted sets."""
+    drop_bounding_set(libc)
+    return capset(libc, 0)
+
+
+def drop_bounding_set(libc):
+    """The bounding set emptied (nothing to regain) and the ambient set cleared."""
+    for cap in range(64):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+
 def load_libc():
     if not sys.platform.startswith("linux"):
         return None
@@ -281,10 +325,7 @@ def drop_uid(libc, workdir):
     try:
         if libc is None:
             raise OSError(0, "no libc")
-        for cap in range(64):                              # the bounding set: nothing to regain
-            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-                break
-        libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+        drop_bounding_set(libc)
         if blocker:
             libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0)
         else:

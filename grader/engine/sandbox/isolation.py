@@ -18,7 +18,9 @@ On Linux as root with bubblewrap (and setpriv, from util-linux) present, the chi
 
 Otherwise (not Linux, not root, bwrap missing or unusable, or GRADER_SANDBOX=process) the
 child is a plain process, and child.py builds the confinement itself where the kernel
-allows: as root a private network namespace and uid 65534 with no capabilities; then
+allows: as root a private network namespace, a mount namespace read-only but for its tmpfs
+working directory (not root: the same, in a user namespace of its own) and uid 65534 with
+no capabilities; then
 no_new_privs, Landlock (reads only the interpreter and the system libraries, writes only
 its own working directory), rlimits and a seccomp allow list. It is *confined* when
 Landlock, the allow list and a capability-free uid all took; a grade requires that (or
