@@ -56,13 +56,15 @@ READS = ["read_secret_file", "read_hidden_workloads", "read_reference", "read_gr
          "read_environment", "read_installed_packages"]
 SAFE = ["loop_forever", "sleep_forever", "memory_bomb", "flood_output", "exit_sys",
         "exit_os", "fake_result", "monkeypatch_grader", "hostile_values", "mutate_args",
-        "crash_interpreter", "network", "swelling_answers"]
+        "crash_interpreter", "network", "swelling_answers", "wire_tampering"]
 ESCAPES = READS + ["write_outside", "fork_bomb", "threads_and_children", "kill_parent",
-                   "run_the_reference", "raw_syscalls", "tamper_gradebook", "signal_by_pipe"]
+                   "run_the_reference", "raw_syscalls", "tamper_gradebook", "signal_by_pipe",
+                   "leave_a_mark", "kernel_interfaces"]
 ALL = ESCAPES + SAFE
 # The feedback is the leak channel: these raise "LEAK <what they got>" from their module.
 LEAKS = READS + ["network", "threads_and_children", "kill_parent", "raw_syscalls",
-                 "tamper_gradebook", "write_outside", "run_the_reference", "signal_by_pipe"]
+                 "tamper_gradebook", "write_outside", "run_the_reference", "signal_by_pipe",
+                 "leave_a_mark", "kernel_interfaces"]
 
 
 def test_every_attack_file_is_in_the_suite():
@@ -262,6 +264,7 @@ SAYS = {"loop_forever": "did not return in time", "sleep_forever": "did not fini
         "flood_output": "returned str 'flooded', expected int", "mutate_args": "returned str 'mutated'",
         "monkeypatch_grader": "returned str 'patched-encode'", "fake_result": "returned str 'forged'",
         "swelling_answers": "draws on 4 MiB shared by all its calls",
+        "wire_tampering": "returned str 'tampered'",
         "fork_bomb": "bomb failed: fork: PermissionError, shell: PermissionError, "
                      "spawn: PermissionError"}
 
