@@ -59,12 +59,12 @@ SAFE = ["loop_forever", "sleep_forever", "memory_bomb", "flood_output", "exit_sy
         "crash_interpreter", "network", "swelling_answers", "wire_tampering"]
 ESCAPES = READS + ["write_outside", "fork_bomb", "threads_and_children", "kill_parent",
                    "run_the_reference", "raw_syscalls", "tamper_gradebook", "signal_by_pipe",
-                   "leave_a_mark", "kernel_interfaces"]
+                   "leave_a_mark", "kernel_interfaces", "inherited_descriptors"]
 ALL = ESCAPES + SAFE
 # The feedback is the leak channel: these raise "LEAK <what they got>" from their module.
 LEAKS = READS + ["network", "threads_and_children", "kill_parent", "raw_syscalls",
                  "tamper_gradebook", "write_outside", "run_the_reference", "signal_by_pipe",
-                 "leave_a_mark", "kernel_interfaces"]
+                 "leave_a_mark", "kernel_interfaces", "inherited_descriptors"]
 
 
 def test_every_attack_file_is_in_the_suite():
