@@ -2,7 +2,8 @@
 pipes (a gradebook, the class folder, the secret, another child's pipe, a listening
 socket): every descriptor number up to the open-files limit is looked at, and any that is
 not the null device or a protocol pipe is read, and listed if it is a folder. Then the
-ways to name a descriptor of another process: /proc/self/fd, /proc/<grader>/fd."""
+ways to name a descriptor of another process, /proc/self/fd and /proc/<grader>/fd, and to
+learn where the course is: /proc/self/mountinfo, /proc/1/cmdline."""
 import json
 import os
 import stat
@@ -31,6 +32,12 @@ for fd in range(1024):
 for path in ("/proc/self/fd", "/proc/%d/fd" % TARGETS.get("grader_pid", os.getppid())):
     try:
         found[path] = "ok:" + ",".join(os.listdir(path))
+    except BaseException as exc:
+        found[path] = type(exc).__name__
+for path in ("/proc/self/mountinfo", "/proc/1/cmdline", "/proc/self/cwd/../.."):
+    try:                          # where the course and the grader's folders are mounted
+        found[path] = "ok:%r" % (open(path, "rb").read(60) if "cwd" not in path
+                                 else os.listdir(path)[:5])
     except BaseException as exc:
         found[path] = type(exc).__name__
 raise RuntimeError("LEAK " + json.dumps(sorted(found.items(), key=lambda kv: "ok" not in kv[1])))
