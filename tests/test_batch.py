@@ -462,6 +462,10 @@ def test_every_lesson_grades_in_a_batch(lesson, tmp_path):
         assert not s.failed and s.graded == 1
         [ref] = book.results()
         assert ref.score == ref.max_score and ref.lesson == lesson
+        # Resumed with the same secret, the result counts as done (lesson 6's cases are the
+        # student's own incident: the gradebook's cases must still match the class's).
+        again = run_batch(lesson, folder, COURSE, SECRET, book, jobs=1, progress=False)
+        assert (again.graded, again.skipped) == (0, 1)
 
 
 # ---------------------------------------------------------------------------- a class of 200
