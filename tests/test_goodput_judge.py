@@ -217,3 +217,20 @@ def test_a_set_split_one_good_to_one_not_shows_the_goodput_reads_the_verdicts():
         return sum(completed_is_good(r, slo) == "good" for r in records) / window
     m = judged(Learner(goodput=counts_own, qualify=completed_is_good), [split])
     assert (m.value, m.feedback) == (1.0, "1 of 1 record sets right")
+
+
+def test_what_a_goodput_raised_is_compared_whole_with_what_its_qualify_raised():
+    # Alike up to a second " raised " in the message, then not: two failures, charged.
+    def qualify(record, slo):
+        if not record.token_times:
+            raise ValueError("a record raised here")
+        return completed_is_good(record, slo)
+
+    def goodput(records, slo, window):
+        if any(not r.token_times for r in records):
+            raise ValueError("a record raised there")
+        return counts_with(qualify)(records, slo, window)
+    split = goodput_case("split", (B, X), 2.0)
+    m = judged(Learner(goodput=goodput, qualify=qualify), [SEED_1, split])
+    assert (m.value, m.feedback) == (0.5, "1 of 2 record sets wrong; first, set runs/seed 1: goodput raised "
+                                          "ValueError: a record raised there")
