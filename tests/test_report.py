@@ -46,6 +46,8 @@ def test_a_total_with_nothing_left_out_says_nothing_of_it():
     ("NOT CONFINED (lacks landlock (kernel 5.4), seccomp): process (no bwrap: not on PATH): "
      "no_new_privs, rlimits(as)",
      "NOT CONFINED (lacks landlock, seccomp): process (no bwrap: not on PATH): no_new_privs, rlimits"),
+    # A kept aside and a nested one in one text: every level goes, not only the first pass's.
+    ("process (no bwrap: x): landlock(ABI 7: reads (a, b))", "process (no bwrap: x): landlock"),
     ("none needed: the submission is data", "none needed: the submission is data"),
     ("an unclosed (aside", "an unclosed (aside"),
 ])
@@ -58,6 +60,10 @@ def test_a_total_whose_isolation_was_shortened_says_where_it_is_in_full():
     assert render(r, width=100).splitlines()[-2] == (
         "  total 2 / 2   (2 cases; isolation: bwrap: seccomp; in full with --json)")
     assert json.loads(json.dumps(r.to_dict()))["isolation"] == "bwrap(no network): seccomp(82 calls)"
+    # Shortened only at its end, the brief is the start of the whole: still said.
+    r = dataclasses.replace(r, isolation="process (no bwrap: x): rlimits(as)")
+    assert render(r, width=100).splitlines()[-2] == (
+        "  total 2 / 2   (2 cases; isolation: process (no bwrap: x): rlimits; in full with --json)")
 
 
 def test_totals_are_rounded_to_four_places():
