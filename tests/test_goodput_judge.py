@@ -127,15 +127,31 @@ def test_a_goodput_that_raises_with_a_qualify_that_splits_no_set_is_charged():
     assert m.feedback.startswith("2 of 2 record sets wrong; first, set runs/seed 1: goodput raised IndexError")
 
 
-def test_a_goodput_that_raises_otherwise_than_its_qualify_is_charged():
+def qualify_raising(message):
+    """A wrong qualify: it raises ValueError(message) on a record that has no tokens (D)."""
+    def qualify(record, slo):
+        if not record.token_times:
+            raise ValueError(message)
+        return completed_is_good(record, slo)
+    return qualify
+
+
+@pytest.mark.parametrize("message,qualify,raises_on", [
+    # On sets of more than three records, where its qualify raised on no-token records.
+    ("too many", no_tokens_raise, lambda records: len(records) > 3),
+    # Where its qualify raised, in words alike up to a second " raised ", then not.
+    ("a record raised there", qualify_raising("a record raised here"),
+     lambda records: any(not r.token_times for r in records)),
+])
+def test_a_goodput_that_raises_otherwise_than_its_qualify_is_charged(message, qualify, raises_on):
     def goodput(records, slo, window):
-        if len(records) > 3:
-            raise ValueError("too many")
-        return counts_with(no_tokens_raise)(records, slo, window)
+        if raises_on(records):
+            raise ValueError(message)
+        return counts_with(qualify)(records, slo, window)
     split = goodput_case("split", (B, X), 2.0)
-    m = judged(Learner(goodput=goodput, qualify=no_tokens_raise), [SEED_1, split])
+    m = judged(Learner(goodput=goodput, qualify=qualify), [SEED_1, split])
     assert (m.value, m.feedback) == (0.5, "1 of 2 record sets wrong; first, set runs/seed 1: goodput raised "
-                                          "ValueError: too many")
+                                          f"ValueError: {message}")
 
 
 @pytest.mark.parametrize("case,got,right", [
@@ -217,20 +233,3 @@ def test_a_set_split_one_good_to_one_not_shows_the_goodput_reads_the_verdicts():
         return sum(completed_is_good(r, slo) == "good" for r in records) / window
     m = judged(Learner(goodput=counts_own, qualify=completed_is_good), [split])
     assert (m.value, m.feedback) == (1.0, "1 of 1 record sets right")
-
-
-def test_what_a_goodput_raised_is_compared_whole_with_what_its_qualify_raised():
-    # Alike up to a second " raised " in the message, then not: two failures, charged.
-    def qualify(record, slo):
-        if not record.token_times:
-            raise ValueError("a record raised here")
-        return completed_is_good(record, slo)
-
-    def goodput(records, slo, window):
-        if any(not r.token_times for r in records):
-            raise ValueError("a record raised there")
-        return counts_with(qualify)(records, slo, window)
-    split = goodput_case("split", (B, X), 2.0)
-    m = judged(Learner(goodput=goodput, qualify=qualify), [SEED_1, split])
-    assert (m.value, m.feedback) == (0.5, "1 of 2 record sets wrong; first, set runs/seed 1: goodput raised "
-                                          "ValueError: a record raised there")
