@@ -380,6 +380,7 @@ def _grade(args, course) -> int:
         _refuse_what_the_gradebook_cannot_keep(args.paths, files is not None)
     book = _gradebook(args, course, create=True) if args.gradebook else None
     try:
+        prepared = {}           # the rubric and cases, when the gradebook needed them first
         if book is not None:
             from grader.engine.checks import REGISTRY
             from grader.engine.rubric import load_rubric
@@ -388,16 +389,18 @@ def _grade(args, course) -> int:
             from grader.instructor.gradebook import cases_digest
             from grader.lessons import lesson_module
             lesson_module(args.lesson)
-            refuse_changed_rubric(book, load_rubric(course.rubric_path(args.lesson), REGISTRY))
+            prepared = {"rubric": load_rubric(course.rubric_path(args.lesson), REGISTRY),
+                        "cases": build_cases(args.lesson, course, secret)}
+            refuse_changed_rubric(book, prepared["rubric"])
             # Each file replaces its student's result: on other cases than the rest of the
             # class, the gradebook would hold two sets of cases under one lesson.
-            cases = cases_digest([c.summary() for c in build_cases(args.lesson, course, secret)])
-            refuse_other_cases(book, args.lesson, cases, args.secret_file)
+            refuse_other_cases(book, args.lesson, cases_digest([c.summary() for c in prepared["cases"]]),
+                               args.secret_file)
         unread = 0
         for path in args.paths:
             try:
                 report = grade_path(args.lesson, Path(path), course, mode="grade", secret=secret,
-                                    unconfined_ok=args.unconfined_ok)
+                                    unconfined_ok=args.unconfined_ok, **prepared)
             except InputError as e:
                 # One unreadable submission must not stop the others; the exit code still
                 # tells a script that one was not graded.

@@ -448,12 +448,15 @@ def refuse_changed_rubric(book: Gradebook, rubric) -> None:
                                            "grade with it (every result is then graded again)")
 
 
-def refuse_other_cases(book: Gradebook, lesson: str, cases: str, secret_file: str) -> None:
+def refuse_other_cases(book: Gradebook, lesson: str, cases: str, secret_file: str,
+                       graded: set | None = None) -> None:
     """Results graded on other hidden cases (another secret, or a grader that draws its
     cases otherwise) would be replaced one by one, the class's grades mixing two sets of
     cases until every student was graded again: refused before any work, unless --force
-    regrades the whole class on these."""
-    other = sorted({key[0] for key in book.graded_keys(lesson) if key[3] != cases})
+    regrades the whole class on these. ``graded``: the book's graded_keys of the lesson,
+    when the caller has read them already."""
+    graded = book.graded_keys(lesson) if graded is None else graded
+    other = sorted({key[0] for key in graded if key[3] != cases})
     if other:
         raise InputError(secret_file, (
             f"draws other hidden cases than {plural(len(other), f'{lesson} result')} in the "
@@ -496,8 +499,9 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     rubric = load_rubric(course.rubric_path(lesson), REGISTRY)
     refuse_changed_rubric(book, rubric)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
+    done = set() if force else book.graded_keys(lesson)
     if not force:
-        refuse_other_cases(book, lesson, expected_cases, secret_file)
+        refuse_other_cases(book, lesson, expected_cases, secret_file, graded=done)
     info = replace(rubric_info(rubric), criteria=())     # an error row's lesson: its totals only
     # The gradebook kept in the class folder is no student (nor are SQLite's files beside it):
     # recorded, it would be three students with 0 points in every export.
@@ -510,7 +514,6 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     with _cluster(scheduler) as client:
         failed: list[tuple[str, str]] = []
         todo: list[Job] = []
-        done = set() if force else book.graded_keys(lesson)
         skipped = 0
         root = class_root(Path(folder))
         for e in entries:
