@@ -201,6 +201,86 @@ def test_digest_is_the_same_in_other_processes_and_hash_seeds():
         assert out.split() == expected, f"PYTHONHASHSEED={seed}"
 
 
+# Run digests pinned when they were taken (1527aad, 2026-12-06), for the test workloads under
+# the reference policy and two faulty ones. They equal those of d9d80c9 (where issue 18
+# measured the worker) but for ("long-outputs", "greedy"): 4047ef2 fixed a preempted
+# request that no longer offered its prompt pages for publishing. A change of the worker
+# that changes one of them changes what every grade stands on: it must be meant, and say
+# so in its commit along with the new values.
+PINNED_DIGESTS = {
+    ("cancel-heavy", "reference"): "8955c96fe81b79c6ecc234efe6a2c47d529e4b69df22c98a2496c3f9ec98e6df",
+    ("cancel-heavy", "double_release"): "ce24fcb8cc6511a1d1ca06952c9e3e508d19142bb41616dcd0bb78307107cea3",
+    ("cancel-heavy", "greedy"): "bc21ddc63f5e21294c6d970fb11bfa02fa9a10509da5a3268f201dbeee39f2f4",
+    ("heavy", "reference"): "e5ec34fbcf61f3dc4960562ab6c73c2047c75f1710593e0080e5ece2a206b367",
+    ("heavy", "double_release"): "e5ec34fbcf61f3dc4960562ab6c73c2047c75f1710593e0080e5ece2a206b367",
+    ("heavy", "greedy"): "fe5bcf85737f23d4f7ad1b5c85a362f679c0632ece82b8bb430a0d00967c68de",
+    ("long-outputs", "reference"): "52cba9464b689967ffbba33cea3116ce201b6077b820bc83f028f2322e5be7cc",
+    ("long-outputs", "double_release"): "52cba9464b689967ffbba33cea3116ce201b6077b820bc83f028f2322e5be7cc",
+    ("long-outputs", "greedy"): "51fbb05eab944c370a1c0272590a1faf021eba5626a641270170e6774ba61e05",
+    ("max-running-1", "reference"): "eb28feb719759af7238051c29532f095c2d61de84f94cf6abab1f83ad04183a7",
+    ("max-running-1", "double_release"): "eb28feb719759af7238051c29532f095c2d61de84f94cf6abab1f83ad04183a7",
+    ("max-running-1", "greedy"): "edfa7ee5db95b363744f90a9bbab9446178652205d4126d73b3841580fb417f3",
+    ("page-tokens-1", "reference"): "f0b46c6f3aca4599f0f8a21328db4dbd4cb3a7ea5cedeae759ccbf016a93c653",
+    ("page-tokens-1", "double_release"): "aaa8e88a3110e9b90b1c4eef8c4ac368fc82fe5de7c1728cad3d5159ffdac02d",
+    ("page-tokens-1", "greedy"): "f5d2bbc022a90e7b3c42d896cf9c7ce59590ddcce7c2010f02e0ff2d68608afd",
+    ("prefix-multiscope", "reference"): "b22e4519ccf81f8b86e97d1d061144c2b9fc8f5a5faceab124aff6183f0060cf",
+    ("prefix-multiscope", "double_release"): "755a0f3266bee47c5d4d388608eb5af44bfeb3cd73db485e3a85e38333ee6b5a",
+    ("prefix-multiscope", "greedy"): "9f741c9ea38b957983c7d87f74b30a9b8a52fb36ffe3d5751b9718d3fc86f83a",
+}
+
+
+@pytest.mark.parametrize("name, policy_name", sorted(PINNED_DIGESTS))
+def test_run_digests_are_the_pinned_ones(name, policy_name):
+    model, worker, requests = scenario(name)
+    result = simulate(model, worker, policy_variants()[policy_name], requests)
+    assert result.digest() == PINNED_DIGESTS[name, policy_name]
+
+def _one_step_at_a_time(monkeypatch) -> None:
+    """The worker without its decode stretches: every step through run()'s event loop."""
+    monkeypatch.setattr(Worker, "_decode_steps", lambda self, next_at: None)
+
+
+def _evidence(model, worker, policy, requests, max_steps=None):
+    trace = []
+    result = simulate(model, worker, policy, requests, trace=trace, max_steps=max_steps)
+    return result.digest(), trace, result.violations, result.aborted
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_decode_stretches_leave_the_run_as_steps_one_at_a_time(name, monkeypatch):
+    """Steps that only decode run in stretches (steps.py: _decode_steps); the run must be the
+    one the event loop makes a step at a time: digest, page trace, violations, and where a
+    step cap stops it (caps at a quarter of the run's steps apart, and one step either
+    side, so some land inside a stretch, on its last step and right after it)."""
+    model, worker, requests = scenario(name)
+    for policy_name, policy in policy_variants().items():
+        stretched = _evidence(model, worker, policy, requests)
+        steps = len(simulate(model, worker, policy, requests).steps)
+        caps = sorted({c + d for c in range(1, steps, max(1, steps // 4)) for d in (-1, 0, 1) if c + d > 0})
+        capped = [_evidence(model, worker, policy, requests, cap) for cap in caps]
+        with monkeypatch.context() as m:
+            _one_step_at_a_time(m)
+            assert _evidence(model, worker, policy, requests) == stretched, policy_name
+            for cap, got in zip(caps, capped):
+                assert _evidence(model, worker, policy, requests, cap) == got, (policy_name, cap)
+
+
+def test_most_steps_of_a_decode_heavy_run_go_by_stretches(monkeypatch):
+    """Not a speed test: the stretches must be what runs, or the test above compares the
+    event loop with itself."""
+    model, worker, requests = scenario("long-outputs")
+    stretched = []
+    real = Worker._decode_steps
+
+    def counting(self, next_at):
+        before = self.completed
+        real(self, next_at)
+        stretched.append(self.completed - before)
+    monkeypatch.setattr(Worker, "_decode_steps", counting)
+    result = simulate(model, worker, reference_policy(), requests)
+    assert sum(stretched) > 0.5 * len(result.steps)
+
+
 # ============================================================================ 3. violations
 
 def test_broken_promise_when_reserving_the_prompt_only():

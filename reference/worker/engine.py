@@ -120,6 +120,7 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
         # Transitions a sane machine ignores are skipped per request, keeping steps O(changes).
         self.quiet_launch = self._noop("running", "step_launched", True)
         self.quiet_complete = self._noop("running", "step_completed", False)
+        self.quiet_steps = self.quiet_launch and self.quiet_complete
         self.aborted = ""
 
     def run(self) -> Run:
@@ -156,6 +157,8 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
                 if self.waiting:
                     self._admit_waiting()
             if self.inflight is None:
+                if self.quiet_steps and self.decoding and not self.prefilling:
+                    self._decode_steps(next_at)
                 self.aborted = self._stopped()
                 if self.aborted:
                     break

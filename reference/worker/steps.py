@@ -16,11 +16,7 @@ from reference.worker.sequence import Sequence
 class Steps:
     def _launch(self) -> None:
         index = self.completed
-        due = self.page_due.pop(index, None)
-        if due:
-            for live in due:
-                if live.phase == "decode" and self._page_step(live) == index and self._grow(live):
-                    self._schedule_page(live)
+        self._grow_due(index)
         chunk_live, chunk, verdict = self._plan_chunk() if self.prefilling else (None, 0, "")
         decoding = len(self.decoding)
         if not decoding and chunk_live is None:
@@ -30,9 +26,7 @@ class Steps:
         # The chunk's request and verdict are codes (recorder.py: _ROW).
         if chunk_live is None:
             duration = self.cost.decode_step_time(decoding, self.context_sum)
-            rows.append((now, duration, decoding, 0, 0, 0, self.decode_pages, len(pool.free),
-                         len(pool.evictable), self.outstanding, self.running, self.queued,
-                         self.prefix_hits))
+            rows.append((now, duration, decoding) + self._decode_books())
         else:
             duration = self.cost.step_time_of(decoding, self.context_sum, chunk, chunk_live.done)
             rows.append((now, duration, decoding, chunk, chunk_live.req.index + 1,
@@ -86,8 +80,33 @@ class Steps:
 
     def _complete(self) -> None:
         index, end, chunk_live, chunk = self.inflight
-        self.completed += 1
         self.inflight = None
+        self._completed(index)
+        if chunk_live is not None and chunk_live.released_pages is None:
+            chunk_live.done += chunk
+            chunk_live.written = chunk_live.done
+            self._publish(chunk_live)
+            if chunk_live.phase == "prefill" and chunk_live.done == chunk_live.target:
+                self._first_token(chunk_live, index)
+        self._step_ends(index)
+
+    def _grow_due(self, index: int) -> None:
+        """A page for each decoder whose next token crosses into a new page at this step."""
+        due = self.page_due.pop(index, None)
+        if due:
+            for live in due:
+                if live.phase == "decode" and self._page_step(live) == index and self._grow(live):
+                    self._schedule_page(live)
+
+    def _decode_books(self) -> tuple:
+        """A decode-only step's row after its time, duration and decoders (recorder.py: _ROW)."""
+        pool = self.pool
+        return (0, 0, 0, self.decode_pages, len(pool.free), len(pool.evictable), self.outstanding,
+                self.running, self.queued, self.prefix_hits)
+
+    def _completed(self, index: int) -> None:
+        """The books every completed step keeps, whatever it held."""
+        self.completed += 1
         if self.trace is not None:
             self.trace.append(("complete", self.now, index))
         if self.orphans:
@@ -97,12 +116,72 @@ class Steps:
         if self.decoding:
             self.progress_step = index + 1          # every decoder emitted a token
         self.context_sum += len(self.decoding)
-        if chunk_live is not None and chunk_live.released_pages is None:
-            chunk_live.done += chunk
-            chunk_live.written = chunk_live.done
-            self._publish(chunk_live)
-            if chunk_live.phase == "prefill" and chunk_live.done == chunk_live.target:
-                self._first_token(chunk_live, index)
+
+    def _decode_steps(self, next_at: float) -> None:
+        """Steps that only decode, launched and completed in one loop, as run() would one
+        by one: the same rows, books and trace, without the event loop's round per step.
+
+        Most of a run's steps are these: between two client events, with nothing prefilling,
+        nothing cancelling and no queue head to ask again, what can happen at a step is a
+        decoder's new page (which can preempt) or its last token (which ends it). Between
+        two of those the steps form a stretch in which only the time and the decoders'
+        context move, so a stretch's rows share everything else. The loop stops where run() must take over: at
+        a step ending after the next client event (run() launches it and takes the event
+        while it flies), when a page or an ending changed what may happen next, and one step
+        before the step cap (run() says why it stops)."""
+        decoding, rows, trace = self.decoding, self.step_rows, self.trace
+        step_time = self.cost.decode_step_time
+        page_due, finish_due, last = self.page_due, self.finish_due, self.max_steps - 1
+        while decoding and not self.prefilling and not self.cancelling and self._head_waits():
+            index = self.completed
+            if index >= last:
+                return
+            if index in page_due:
+                self._grow_due(index)
+                continue            # a preemption may have queued a request: look again
+            first, n, context, now = index, len(decoding), self.context_sum, self.now
+            books = self._decode_books()
+            if self.check:
+                self._assert_books()     # a stretch changes no page, promise or queue
+            ids = tuple(l.req.id for l in decoding.values()) if trace is not None else ()
+            while index < last and index not in page_due:
+                duration = step_time(n, context)
+                end = now + duration
+                if end > next_at:
+                    break
+                rows.append((now, duration, n) + books)
+                if len(rows) >= SPILL_ROWS:
+                    self.step_columns.spill(rows)
+                if trace is not None:
+                    trace += (("launch", now, index, ids), ("complete", end, index))
+                now, context, index = end, context + n, index + 1
+                if index - 1 in finish_due:
+                    break
+            if index == first:
+                return
+            self.now, self.context_sum, self.completed = now, context, index
+            # No step was in flight when the stretch began (the last completion cleared the
+            # pages pinned by it) and none flies in it, so no page was freed under one.
+            self.progress_step = index          # every decoder emitted a token at every step
+            if index - 1 in finish_due:
+                self._step_ends(index - 1)
+            # run() retries the queue's head after every completion.
+            self.retry = False
+            if self.waiting:
+                self._admit_waiting()
+
+    def _head_waits(self) -> bool:
+        """Would retrying the queue's head at a completion change nothing, as long as no page,
+        promise or running count changes? (admission.py: the head is asked again only once
+        what it would be shown has changed.) Requests stopped while queued leave the head
+        first, as a retry would take them."""
+        waiting = self.waiting
+        while waiting and waiting[0].phase != "queued":
+            waiting.popleft()
+        return not waiting or self.running >= self.spec.max_running or waiting[0].waited == self._shown()
+
+    def _step_ends(self, index: int) -> None:
+        """What a completed step ends: its decoders' last tokens, and the state machine told."""
         for live in self.finish_due.pop(index, ()):
             if live.phase == "decode" and self._finish_step(live) == index:
                 self._end(live, "completed")
