@@ -80,8 +80,17 @@ class Steps:
 
     def _complete(self) -> None:
         index, end, chunk_live, chunk = self.inflight
+        self.completed += 1
         self.inflight = None
-        self._completed(index)
+        if self.trace is not None:
+            self.trace.append(("complete", self.now, index))
+        if self.orphans:
+            self.orphans.clear()
+        if self.freed_pinned:
+            self.freed_pinned.clear()
+        if self.decoding:
+            self.progress_step = index + 1          # every decoder emitted a token
+        self.context_sum += len(self.decoding)
         if chunk_live is not None and chunk_live.released_pages is None:
             chunk_live.done += chunk
             chunk_live.written = chunk_live.done
@@ -104,19 +113,6 @@ class Steps:
         return (0, 0, 0, self.decode_pages, len(pool.free), len(pool.evictable), self.outstanding,
                 self.running, self.queued, self.prefix_hits)
 
-    def _completed(self, index: int) -> None:
-        """The books every completed step keeps, whatever it held."""
-        self.completed += 1
-        if self.trace is not None:
-            self.trace.append(("complete", self.now, index))
-        if self.orphans:
-            self.orphans.clear()
-        if self.freed_pinned:
-            self.freed_pinned.clear()
-        if self.decoding:
-            self.progress_step = index + 1          # every decoder emitted a token
-        self.context_sum += len(self.decoding)
-
     def _decode_steps(self, next_at: float) -> None:
         """Steps that only decode, launched and completed in one loop, as run() would one
         by one: the same rows, books and trace, without the event loop's round per step.
@@ -125,10 +121,10 @@ class Steps:
         nothing cancelling and no queue head to ask again, what can happen at a step is a
         decoder's new page (which can preempt) or its last token (which ends it). Between
         two of those the steps form a stretch in which only the time and the decoders'
-        context move, so a stretch's rows share everything else. The loop stops where run() must take over: at
-        a step ending after the next client event (run() launches it and takes the event
-        while it flies), when a page or an ending changed what may happen next, and one step
-        before the step cap (run() says why it stops)."""
+        context move, so a stretch's rows share everything else. The loop stops where run()
+        must take over: at a step ending after the next client event (run() launches it and
+        takes the event while it flies), when a page or an ending changed what may happen
+        next, and one step before the step cap (run() says why it stops)."""
         decoding, rows, trace = self.decoding, self.step_rows, self.trace
         step_time = self.cost.decode_step_time
         page_due, finish_due, last = self.page_due, self.finish_due, self.max_steps - 1
