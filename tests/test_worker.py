@@ -208,24 +208,42 @@ def test_digest_is_the_same_in_other_processes_and_hash_seeds():
 # that changes one of them changes what every grade stands on: it must be meant, and say
 # so in its commit along with the new values.
 PINNED_DIGESTS = {
-    ("cancel-heavy", "reference"): "8955c96fe81b79c6ecc234efe6a2c47d529e4b69df22c98a2496c3f9ec98e6df",
-    ("cancel-heavy", "double_release"): "ce24fcb8cc6511a1d1ca06952c9e3e508d19142bb41616dcd0bb78307107cea3",
-    ("cancel-heavy", "greedy"): "bc21ddc63f5e21294c6d970fb11bfa02fa9a10509da5a3268f201dbeee39f2f4",
-    ("heavy", "reference"): "e5ec34fbcf61f3dc4960562ab6c73c2047c75f1710593e0080e5ece2a206b367",
-    ("heavy", "double_release"): "e5ec34fbcf61f3dc4960562ab6c73c2047c75f1710593e0080e5ece2a206b367",
-    ("heavy", "greedy"): "fe5bcf85737f23d4f7ad1b5c85a362f679c0632ece82b8bb430a0d00967c68de",
-    ("long-outputs", "reference"): "52cba9464b689967ffbba33cea3116ce201b6077b820bc83f028f2322e5be7cc",
-    ("long-outputs", "double_release"): "52cba9464b689967ffbba33cea3116ce201b6077b820bc83f028f2322e5be7cc",
-    ("long-outputs", "greedy"): "51fbb05eab944c370a1c0272590a1faf021eba5626a641270170e6774ba61e05",
-    ("max-running-1", "reference"): "eb28feb719759af7238051c29532f095c2d61de84f94cf6abab1f83ad04183a7",
-    ("max-running-1", "double_release"): "eb28feb719759af7238051c29532f095c2d61de84f94cf6abab1f83ad04183a7",
-    ("max-running-1", "greedy"): "edfa7ee5db95b363744f90a9bbab9446178652205d4126d73b3841580fb417f3",
-    ("page-tokens-1", "reference"): "f0b46c6f3aca4599f0f8a21328db4dbd4cb3a7ea5cedeae759ccbf016a93c653",
-    ("page-tokens-1", "double_release"): "aaa8e88a3110e9b90b1c4eef8c4ac368fc82fe5de7c1728cad3d5159ffdac02d",
-    ("page-tokens-1", "greedy"): "f5d2bbc022a90e7b3c42d896cf9c7ce59590ddcce7c2010f02e0ff2d68608afd",
-    ("prefix-multiscope", "reference"): "b22e4519ccf81f8b86e97d1d061144c2b9fc8f5a5faceab124aff6183f0060cf",
-    ("prefix-multiscope", "double_release"): "755a0f3266bee47c5d4d388608eb5af44bfeb3cd73db485e3a85e38333ee6b5a",
-    ("prefix-multiscope", "greedy"): "9f741c9ea38b957983c7d87f74b30a9b8a52fb36ffe3d5751b9718d3fc86f83a",
+    ("cancel-heavy", "reference"):
+        "8955c96fe81b79c6ecc234efe6a2c47d529e4b69df22c98a2496c3f9ec98e6df",
+    ("cancel-heavy", "double_release"):
+        "ce24fcb8cc6511a1d1ca06952c9e3e508d19142bb41616dcd0bb78307107cea3",
+    ("cancel-heavy", "greedy"):
+        "bc21ddc63f5e21294c6d970fb11bfa02fa9a10509da5a3268f201dbeee39f2f4",
+    ("heavy", "reference"):
+        "e5ec34fbcf61f3dc4960562ab6c73c2047c75f1710593e0080e5ece2a206b367",
+    ("heavy", "double_release"):
+        "e5ec34fbcf61f3dc4960562ab6c73c2047c75f1710593e0080e5ece2a206b367",
+    ("heavy", "greedy"):
+        "fe5bcf85737f23d4f7ad1b5c85a362f679c0632ece82b8bb430a0d00967c68de",
+    ("long-outputs", "reference"):
+        "52cba9464b689967ffbba33cea3116ce201b6077b820bc83f028f2322e5be7cc",
+    ("long-outputs", "double_release"):
+        "52cba9464b689967ffbba33cea3116ce201b6077b820bc83f028f2322e5be7cc",
+    ("long-outputs", "greedy"):
+        "51fbb05eab944c370a1c0272590a1faf021eba5626a641270170e6774ba61e05",
+    ("max-running-1", "reference"):
+        "eb28feb719759af7238051c29532f095c2d61de84f94cf6abab1f83ad04183a7",
+    ("max-running-1", "double_release"):
+        "eb28feb719759af7238051c29532f095c2d61de84f94cf6abab1f83ad04183a7",
+    ("max-running-1", "greedy"):
+        "edfa7ee5db95b363744f90a9bbab9446178652205d4126d73b3841580fb417f3",
+    ("page-tokens-1", "reference"):
+        "f0b46c6f3aca4599f0f8a21328db4dbd4cb3a7ea5cedeae759ccbf016a93c653",
+    ("page-tokens-1", "double_release"):
+        "aaa8e88a3110e9b90b1c4eef8c4ac368fc82fe5de7c1728cad3d5159ffdac02d",
+    ("page-tokens-1", "greedy"):
+        "f5d2bbc022a90e7b3c42d896cf9c7ce59590ddcce7c2010f02e0ff2d68608afd",
+    ("prefix-multiscope", "reference"):
+        "b22e4519ccf81f8b86e97d1d061144c2b9fc8f5a5faceab124aff6183f0060cf",
+    ("prefix-multiscope", "double_release"):
+        "755a0f3266bee47c5d4d388608eb5af44bfeb3cd73db485e3a85e38333ee6b5a",
+    ("prefix-multiscope", "greedy"):
+        "9f741c9ea38b957983c7d87f74b30a9b8a52fb36ffe3d5751b9718d3fc86f83a",
 }
 
 

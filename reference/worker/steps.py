@@ -174,7 +174,8 @@ class Steps:
         waiting = self.waiting
         while waiting and waiting[0].phase != "queued":
             waiting.popleft()
-        return not waiting or self.running >= self.spec.max_running or waiting[0].waited == self._shown()
+        return (not waiting or self.running >= self.spec.max_running
+                or waiting[0].waited == self._shown())
 
     def _step_ends(self, index: int) -> None:
         """What a completed step ends: its decoders' last tokens, and the state machine told."""
