@@ -512,29 +512,9 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     # Before anything is recorded: a cluster that cannot be reached refuses the class whole,
     # rather than leaving each unreadable submission's error row behind it.
     with _cluster(scheduler) as client:
-        failed: list[tuple[str, str]] = []
-        todo: list[Job] = []
-        skipped = 0
-        root = class_root(Path(folder))
-        for e in entries:
-            shown = within(e.path, root)
-            if e.problem:
-                failed.append((e.student, f"{shown}: {e.problem}"))
-                book.record_error(e.student, info, shown, e.problem)
-                continue
-            try:
-                sub = load_submission(Path(e.path), folder_files(lesson), e.student, links_within=root)
-            except InputError as err:
-                failed.append((e.student, f"{shown}: {err.message}"))
-                book.record_error(e.student, info, shown, err.message)
-                continue
-            # Read; from here it is named, not opened.
-            sub = replace(sub, path=shown, notes=((e.note,) if e.note else ()) + sub.notes)
-            if pending(e, sub, done, rubric.version, expected_cases):
-                todo.append(Job(e.student, sub))
-            else:
-                skipped += 1
-
+        todo, failed, skipped = _read_entries(
+            entries, Path(folder), lesson, book, info,
+            to_grade=lambda e, sub: pending(e, sub, done, rubric.version, expected_cases))
         n = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
         args = (str(course.root), lesson, secret, expected_cases, unconfined_ok)
         if scheduler:
@@ -545,34 +525,73 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
             n = min(n, len(todo))
             outcomes, workers = _local_pool(todo, n, args), f"{n} processes"
         bar = Progress(len(todo), f"grading {lesson}", stream=stream, enabled=progress, heartbeat_s=1.0)
-        graded = 0
-        try:
-            for job, result in outcomes:
-                if isinstance(result, BaseException):
-                    why = f"{GRADER_FAILED}: {type(result).__name__}: {result}"
-                    failed.append((job.student, f"{job.submission.path}: {why}"))
-                    book.record_error(job.student, info, job.submission.path, why, job.submission.digest)
-                else:
-                    book.record(job.student, result)
-                    graded += 1
-                bar.advance()
-        except GradebookWriteError as e:
-            # A full disk mid-class, or a lock held too long: stop cleanly (the pool's workers
-            # are stopped on the way out); every result already written stays, and a re-run
-            # grades only the rest.
-            bar.finish()
-            raise GradebookWriteError(e.where, f"{e.message}; stopped after {graded} of {len(todo)} "
-                                      f"results this run, and every result written is kept: once "
-                                      f"that is fixed (space freed, the lock let go), the same "
-                                      f"command grades the rest") from None
-        finally:
-            outcomes.close()        # stopped early: the workers stop too, now
-            bar.finish()            # an interrupt too: the heartbeat stops before anything is said
+        graded = _record_outcomes(outcomes, len(todo), book, info, failed, bar)
 
-        students = {e.student for e in entries}
-        scores = tuple(r.score for r in book.results(lesson)
-                       if r.status == "graded" and r.student in students)
-        return BatchSummary(lesson=lesson, students=len(entries), graded=graded, skipped=skipped,
-                            failed=tuple(sorted(failed)), scores=scores, max_score=info.max_score,
-                            elapsed_s=round(time.monotonic() - started, 3), workers=workers,
-                            gradebook=book.shown_url)
+    students = {e.student for e in entries}
+    scores = tuple(r.score for r in book.results(lesson)
+                   if r.status == "graded" and r.student in students)
+    return BatchSummary(lesson=lesson, students=len(entries), graded=graded, skipped=skipped,
+                        failed=tuple(sorted(failed)), scores=scores, max_score=info.max_score,
+                        elapsed_s=round(time.monotonic() - started, 3), workers=workers,
+                        gradebook=book.shown_url)
+
+
+def _read_entries(entries: list, folder: Path, lesson: str, book: Gradebook, info,
+                  to_grade) -> tuple[list, list, int]:
+    """Each student's file read: (the jobs ``to_grade`` keeps, the (student, why) of those
+    that could not be read, each recorded as an error row, and how many it passed over as
+    graded already)."""
+    from grader.engine.pipeline import folder_files
+
+    failed: list[tuple[str, str]] = []
+    todo: list[Job] = []
+    skipped = 0
+    root = class_root(folder)
+    for e in entries:
+        shown = within(e.path, root)
+        if e.problem:
+            failed.append((e.student, f"{shown}: {e.problem}"))
+            book.record_error(e.student, info, shown, e.problem)
+            continue
+        try:
+            sub = load_submission(Path(e.path), folder_files(lesson), e.student, links_within=root)
+        except InputError as err:
+            failed.append((e.student, f"{shown}: {err.message}"))
+            book.record_error(e.student, info, shown, err.message)
+            continue
+        # Read; from here it is named, not opened.
+        sub = replace(sub, path=shown, notes=((e.note,) if e.note else ()) + sub.notes)
+        if to_grade(e, sub):
+            todo.append(Job(e.student, sub))
+        else:
+            skipped += 1
+    return todo, failed, skipped
+
+
+def _record_outcomes(outcomes, total: int, book: Gradebook, info, failed: list, bar) -> int:
+    """Each grade into the gradebook as it comes (a grader that failed as an error row, added
+    to ``failed``); how many were recorded as graded."""
+    graded = 0
+    try:
+        for job, result in outcomes:
+            if isinstance(result, BaseException):
+                why = f"{GRADER_FAILED}: {type(result).__name__}: {result}"
+                failed.append((job.student, f"{job.submission.path}: {why}"))
+                book.record_error(job.student, info, job.submission.path, why, job.submission.digest)
+            else:
+                book.record(job.student, result)
+                graded += 1
+            bar.advance()
+    except GradebookWriteError as e:
+        # A full disk mid-class, or a lock held too long: stop cleanly (the pool's workers
+        # are stopped on the way out); every result already written stays, and a re-run
+        # grades only the rest.
+        bar.finish()
+        raise GradebookWriteError(e.where, f"{e.message}; stopped after {graded} of {total} "
+                                  f"results this run, and every result written is kept: once "
+                                  f"that is fixed (space freed, the lock let go), the same "
+                                  f"command grades the rest") from None
+    finally:
+        outcomes.close()        # stopped early: the workers stop too, now
+        bar.finish()            # an interrupt too: the heartbeat stops before anything is said
+    return graded
