@@ -154,6 +154,7 @@ WRONG = {
     "strict_min": ({"verdicts"}, set()),
     "tail_starved": ({"verdicts"}, set()),
     "infeasible_needs_batch": ({"verdicts"}, set()),
+    "no_min_chunk": ({"verdicts"}, set()),
     # An impossible value is wrong on every probe it answers, never a chunk that "fits"; in a
     # run the worker falls back to its floor, so those runs show nothing of the rule.
     "negative_when_starved": ({"within-budget", "page-aligned", "verdicts"}, {"e2e-gap", "e2e-ttft"}),
@@ -197,14 +198,16 @@ def test_wrong_rule_loses_where_it_is_wrong_on_public_cases(name, tmp_path):
 # The share of verdicts a rule wrong on one whole clause of the table loses. Within ok, the
 # clauses weigh a third each (a short tail, exactly min_chunk_tokens with prompt left, the
 # rest): 1/3 of the ok verdict's 1/3. Within infeasible, half each (nothing decoding, the
-# rest): 1/2 of 1/3.
-CLAUSE_SHARE = {"tail_starved": 1 / 9, "strict_min": 1 / 9, "infeasible_needs_batch": 1 / 6}
+# rest): 1/2 of 1/3. Within starved, half each (a chunk fits, below min_chunk_tokens; not
+# one page fits): 1/2 of 1/3.
+CLAUSE_SHARE = {"tail_starved": 1 / 9, "strict_min": 1 / 9, "infeasible_needs_batch": 1 / 6,
+                "no_min_chunk": 1 / 6}
 
 
 @pytest.mark.parametrize("name", sorted(CLAUSE_SHARE))
 def test_a_rule_wrong_on_one_clause_of_a_verdict_loses_that_clause_s_share(name, tmp_path, secret):
-    """A short tail, a chunk of exactly min_chunk_tokens and an empty batch over the budget
-    are each a few probes of their verdict; a rule wrong on one of them is wrong on a whole
+    """A short tail, a chunk of exactly min_chunk_tokens, an empty batch over the budget and
+    a chunk that fits below min_chunk_tokens are each a few probes of their verdict; a rule wrong on one of them is wrong on a whole
     clause of the table, and verdicts is (1 - share - 0.6) / 0.4 of its 2 points."""
     report = grade("lesson3", wrong_file("lesson3", name, tmp_path), "grade", secret)
     verdicts = next(c for c in report.criteria if c.id == "verdicts")

@@ -50,12 +50,15 @@ def _kind(case: Case) -> str:
 def _clause(case: Case) -> str:
     """Which clause of its verdict decides a probe: each weighs the same within the verdict
     in verdicts. A short tail (it finishes the prompt below min_chunk_tokens) and a largest
-    chunk of exactly min_chunk_tokens are a few of the ok probes each, and a decode-only step
-    over the budget with nothing decoding (step_fixed alone) a few of the infeasible ones, so
-    a rule wrong on one of them alone would otherwise lose almost nothing."""
+    chunk of exactly min_chunk_tokens are a few of the ok probes each, a decode-only step
+    over the budget with nothing decoding (step_fixed alone) a few of the infeasible ones,
+    and a chunk that fits but is below min_chunk_tokens a few of the starved ones (most fit
+    no page at all), so a rule wrong on one of them alone would otherwise lose almost nothing."""
     c, e = case.inputs, expected(case)
     if e.verdict == "infeasible":
         return "nothing decoding" if not c.decode_contexts else ""
+    if e.verdict == "starved":
+        return "below min_chunk_tokens" if e.largest else ""
     if e.verdict != "ok":
         return ""
     if e.largest == c.prefill_remaining < c.min_chunk_tokens:
