@@ -66,6 +66,11 @@ MUTANTS = {
     # one page over, so a request whose worst case is exactly the pool reads as over it.
     "page_past_a_multiple": ("return -(-tokens // page_tokens)", "return tokens // page_tokens + 1",
                              {"pages-for", "worst-case", "contract-ok"}),
+    # A clause of a rule left out: the prefill timed without its attention pairs (README
+    # calculation 3), and the window held against the prompt alone, not prompt + max_new.
+    "ttft_without_pairs": ("cost.step_time((), p, 0) > request.slo.ttft_s",
+                           "cost.step_fixed + cost.per_token * p > request.slo.ttft_s", {"contract-ok"}),
+    "window_without_output": ("if p + m > model.max_context", "if p > model.max_context", {"contract-ok"}),
 }
 BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late", "gap_step_one_early")
 # Off by one on a limit a request that meets the contract may sit on: wrong on a whole clause
@@ -74,6 +79,12 @@ BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late"
 # decode step, a gap only the slowest step keeps, and the rest), so contract-ok loses at
 # least (1/12) / 0.4 of its 3 points.
 MEETS_ON_A_LIMIT = ("max_context_exclusive", "pool_exclusive", "gap_for_one_token", "gap_step_one_late")
+# A rule wrong on every request that one clause of the failing side holds, and that breaks
+# no other rule: a whole clause of at most eleven (each of the six rules, three of them on
+# their limit too, the TTFT rule by its attention pairs, and several rules at once), so
+# contract-ok loses at least (1/22) / 0.4 of its 3 points. Both clauses are in the public
+# probes (c13, c6), so every secret holds them.
+LEAVES_OUT_A_CLAUSE = ("ttft_without_pairs", "window_without_output")
 WRONG = {name: lost for name, (_, _, lost) in MUTANTS.items()}
 WRONG["always_ok"] = {"contract-ok", "contract-reason"}
 
@@ -116,6 +127,17 @@ def test_a_rule_one_off_at_a_limit_loses_its_clause_of_contract_ok(name, tmp_pat
     assert lost >= 3 * (1 / 12) / 0.4 - 1e-9, (name, lost)
 
 
+@pytest.mark.parametrize("name", LEAVES_OUT_A_CLAUSE)
+def test_a_rule_that_leaves_out_a_clause_loses_that_clause_of_contract_ok(name, tmp_path, secret):
+    """Before, a request one past the window mostly broke the pool too, and a TTFT deadline
+    the attention pairs alone decide was among the other TTFT misses: the window held
+    against the prompt alone kept 9.7 to 9.8 of 10, the prefill without its pairs 9.2 to 9.6
+    (contract-ok lost 0.12 to 0.42: under some secrets, less than a clause)."""
+    report = grade("lesson1", _wrong_file(name, tmp_path), "grade", secret)
+    lost = full(report)["contract-ok"] - scores(report)["contract-ok"]
+    assert lost >= 3 * (1 / 22) / 0.4 - 1e-4, (name, lost)      # scores are kept to 4 places
+
+
 def test_a_pool_that_goes_negative_loses_pool_pages(tmp_path, secret):
     report = grade("lesson1", _wrong_file("negative_pool", tmp_path), "grade", secret)
     assert scores(report)["pool-pages"] == 0
@@ -156,6 +178,18 @@ def test_each_request_on_a_limit_is_a_clause_of_its_own():
     assert clause(10, 1, gap=3.0) == "one token, no gap"               # below 4.0 s at context 10
     assert clause(10, 5, gap=5.125) == "the slowest decode step"       # the step at 15 takes 5.25 s
     assert clause(10, 5) == ""
+    # Several rules at once: none decides it alone.
+    assert clause(90, 11, small) == "several rules"                    # 101 tokens, 101 pages of 60
+    assert clause(0, 0) == "several rules"
+    # The TTFT rule, with attention pairs: a prefill of 10 tokens takes 1 + 5 + 55/4 = 19.75 s,
+    # 6 s of it without its 55 pairs.
+    paired = WorkerSpec(device_bytes=410, reserved_bytes=0, page_tokens=1, max_running=8,
+                        cost=CostModel(step_fixed=1.0, per_token=0.5, per_context_token=0.0,
+                                       per_attention_pair=0.25))
+    assert clause(10, 1, paired, ttft=10.0) == "ttft_unreachable by its attention pairs"
+    assert clause(10, 1, paired, ttft=6.0) == "ttft_unreachable by its attention pairs"
+    assert clause(10, 1, paired, ttft=5.0) == "ttft_unreachable"
+    assert clause(10, 1, paired, ttft=19.75) == "a deadline met exactly"
 
 
 def test_hidden_workers_leave_empty_pools_both_ways(secret):
@@ -202,6 +236,26 @@ def test_hidden_requests_sit_on_every_limit_of_the_gap_rule(secret):
             seen.add("the slowest step just keeps it")
     assert seen == {"1 tokens, a gap below every step", "2 tokens, a gap below every step",
                     "only the slowest step misses", "the slowest step just keeps it"}, seen
+
+
+def test_hidden_requests_break_the_window_alone_and_miss_ttft_by_the_pairs_alone(secret):
+    """A request one past max_context that fits the pool (it breaks the window alone: every
+    fourth model's roomy worker has one), and a TTFT deadline between the prefill without its
+    attention pairs and the whole prefill."""
+    from reference.shapes import CostModel
+    seen = set()
+    for case in L.hidden_cases(secret):
+        if case.family != "contract":
+            continue
+        r, model, worker = case.inputs
+        reasons = L.oracle.contract_reasons(r, model, worker)
+        p, cost = r.prompt_tokens, worker.cost
+        if reasons == ("over_max_context",) and p + r.max_new_tokens == model.max_context + 1:
+            seen.add("one past the window, alone")
+        bare = CostModel(cost.step_fixed, cost.per_token, cost.per_context_token, 0.0)
+        if reasons == ("ttft_unreachable",) and bare.step_time((), p, 0) <= r.slo.ttft_s:
+            seen.add("ttft missed by the pairs alone")
+    assert seen == {"one past the window, alone", "ttft missed by the pairs alone"}, seen
 
 
 def test_constant_verdicts_earn_nothing_on_the_verdicts(tmp_path, secret):

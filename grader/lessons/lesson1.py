@@ -69,8 +69,9 @@ def _model(g: np.random.Generator, i: int) -> ModelSpec:
                      weight_bytes=int(g.integers(1, 200)) * GiB + int(g.integers(0, GiB)))
 
 
-def _worker(g: np.random.Generator, model: ModelSpec, empty: str = "") -> WorkerSpec:
-    """A worker for ``model``; ``empty`` ("under a page", "negative") leaves it no pool."""
+def _worker(g: np.random.Generator, model: ModelSpec, empty: str = "", roomy: bool = False) -> WorkerSpec:
+    """A worker for ``model``; ``empty`` ("under a page", "negative") leaves it no pool, and
+    ``roomy`` gives it a pool past the model's whole window."""
     page_tokens = int(g.choice([1, 8, 16, 32, 64, 128]))
     page = oracle.kv_bytes_per_token(model) * page_tokens
     # Device sizes land anywhere: whole GiB, odd bytes, and a few bytes either side of a page.
@@ -78,6 +79,11 @@ def _worker(g: np.random.Generator, model: ModelSpec, empty: str = "") -> Worker
         pages = 0 if empty == "under a page" else int(g.integers(-3, 0))
     else:
         pages = int(g.integers(-2, 4000))
+        if roomy:
+            # A request one token past max_context then fits the pool, so the window alone
+            # refuses it: on a small pool it breaks over_pool too, and a rule that never
+            # counted the output budget against the window was right on it by over_pool.
+            pages = abs(pages) + oracle.pages_for(model.max_context + 1, page_tokens)
     free = pages * page + int(g.choice([0, 1, page - 1, int(g.integers(0, page))]))
     reserved = int(g.integers(0, 8)) * GiB + int(g.integers(0, 1 << 20))
     cost = CostModel(step_fixed=float(g.uniform(0.001, 0.02)), per_token=float(g.uniform(5e-6, 1e-4)),
@@ -88,17 +94,19 @@ def _worker(g: np.random.Generator, model: ModelSpec, empty: str = "") -> Worker
                       max_running=int(g.integers(1, 257)), cost=cost)
 
 
-def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpec) -> RequestView:
-    """A request placed near one of the contract's boundaries (or none)."""
+def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpec,
+             past_window: bool = False) -> RequestView:
+    """A request placed near one of the contract's boundaries (or none); ``past_window``:
+    one token past max_context."""
     pt, pool, cost = worker.page_tokens, oracle.pool_pages(model, worker), worker.cost
-    kind = int(g.integers(0, 8))
+    kind = 1 if past_window else int(g.integers(0, 8))
     p = int(g.integers(1, max(2, min(model.max_context, 20000))))
     m = int(g.integers(1, 2048))
     if kind == 0:
         p, m = (0, m) if g.random() < 0.6 else (p, 0)
     elif kind == 1:      # around max_context
         m = max(1, min(m, model.max_context - 1))
-        p = max(1, model.max_context - m + int(g.integers(-1, 2)))
+        p = max(1, model.max_context - m + (1 if past_window else int(g.integers(-1, 2))))
     elif kind == 2 and pool > 0:   # around the whole pool
         total = pool * pt + int(g.choice([-1, 0, 1, pt - 1 if pt > 1 else 0]))
         m = max(1, min(m, total - 1))
@@ -110,7 +118,12 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
     ttft = cost.step_time((), p, 0) if p else 0.5
     gap = cost.step_time((p + m - 1,)) if m >= 2 else 0.01
     # Deadlines a little either side of what the worker can do, never on the knife edge.
-    ttft *= float(g.choice([0.97, 1.03, 3.0])) if kind in (3, 5) else 5.0
+    if kind in (3, 5) and p and g.random() < 0.4:
+        # Between the prefill without its attention pairs and the whole prefill: the pairs
+        # alone decide it (README calculation 3), half a prefill's pairs from either step.
+        ttft = (_without_pairs(cost).step_time((), p, 0) + ttft) / 2
+    else:
+        ttft *= float(g.choice([0.97, 1.03, 3.0])) if kind in (3, 5) else 5.0
     if kind in (4, 5) and m >= 2 and g.random() < 0.5:
         # Halfway between the decode steps one token of context apart, on either side of the
         # slowest: only the step at context p + m - 1 decides it (half a per_context_token
@@ -125,6 +138,11 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
                        slo=Slo(ttft_s=max(ttft, 1e-6), gap_s=max(gap, 1e-6)))
 
 
+def _without_pairs(cost: CostModel) -> CostModel:
+    """The cost model with no attention term: a prefill timed by its tokens alone."""
+    return CostModel(cost.step_fixed, cost.per_token, cost.per_context_token, 0.0)
+
+
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
     g = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson1", "hidden")))
     cases: list[Case] = []
@@ -134,11 +152,13 @@ def hidden_cases(secret: bytes, course=None) -> list[Case]:
         for j in range(2):
             # Every fourth model's second worker has no pool: under a page, or less than nothing.
             empty = ("under a page", "negative")[i // 4 % 2] if j == 1 and i % 4 == 3 else ""
-            w = _worker(g, m, empty)
+            w = _worker(g, m, empty, roomy=j == 0)
             cases.append(Case("shapes", f"shapes#{i}.{j}", "hidden", (m, w),
                               f"hidden model {_show_model(m)} on worker {_show_worker(w)}"))
             for k in range(4):
-                r = _request(g, len(cases), m, w)
+                # Every fourth model's roomy worker has a request one past the window that
+                # fits its pool: the window alone refuses it, under every secret.
+                r = _request(g, len(cases), m, w, past_window=i % 4 == 0 and j == 0 and k == 0)
                 cases.append(Case("contract", f"contract#{i}.{j}.{k}", "hidden", (r, m, w),
                                   f"hidden request {_show_request(r)} on {_show_model(m)}, "
                                   f"{_show_worker(w)}"))
@@ -218,22 +238,29 @@ def _verdicts(ctx: CheckContext):
 def _clause(case: Case) -> str:
     """Within a verdict, what decides a request: each weighs the same in contract-ok.
 
-    A request that breaks the contract is decided by its first broken rule, on that rule's
+    A request that breaks the contract is decided by the one rule it breaks, on that rule's
     limit (one past max_context or the pool; two tokens, or a gap only the slowest decode
-    step misses) or beyond it. One that meets it may sit on a limit too (exactly max_context
-    or the pool; a deadline equal to its step time; one token and a gap below every decode
-    step; a gap only the slowest step keeps). The requests on a limit are a few of their
-    verdict, so without a clause of their own a rule one off at that limit would lose almost
-    nothing."""
+    step misses), by the TTFT rule's attention pairs alone (a deadline the prefill misses
+    only by them), or beyond it; one that breaks several rules is decided by none of them
+    (ok is right however wrong one rule is), and is a clause of its own. One that meets it
+    may sit on a limit too (exactly max_context or the pool; a deadline equal to its step
+    time; one token and a gap below every decode step; a gap only the slowest step keeps).
+    The requests on a limit are a few of their verdict, so without a clause of their own a
+    rule one off at that limit would lose almost nothing."""
     r, model, worker = case.inputs
     p, m, gap, step = r.prompt_tokens, r.max_new_tokens, r.slo.gap_s, worker.cost.step_time
     reasons = oracle.contract_reasons(r, model, worker)
     past = {"over_max_context": p + m - model.max_context,     # 0: exactly at it, 1: one past
             "over_pool": oracle.worst_case_pages(r, worker) - oracle.pool_pages(model, worker)}
+    if len(reasons) > 1:
+        # No one rule decides it: a rule left out, or wrong, is still refused by another.
+        return "several rules"
     if reasons:
-        first = reasons[0]
-        edge = past.get(first) == 1 or (first == "gap_unreachable" and (m == 2 or step((p + m - 2,)) <= gap))
-        return f"{first}, on its limit" if edge else first
+        (rule,) = reasons
+        if rule == "ttft_unreachable" and _without_pairs(worker.cost).step_time((), p, 0) <= r.slo.ttft_s:
+            return "ttft_unreachable by its attention pairs"
+        edge = past.get(rule) == 1 or (rule == "gap_unreachable" and (m == 2 or step((p + m - 2,)) <= gap))
+        return f"{rule}, on its limit" if edge else rule
     for rule, by in past.items():
         if by == 0:
             return rule
