@@ -368,3 +368,27 @@ def test_what_the_runs_keep_crosses_boundaries_frozen():
         o.steps = 11
     with pytest.raises(dataclasses.FrozenInstanceError):
         RunPair(None, o, 0.1, "stopped").failure = ""
+
+
+def test_a_step_a_hair_over_the_budget_reads_over_it_in_the_feedback(tmp_path):
+    """README calculation 5: 80 tokens beside 108 requests at context 8192 make the step
+    0.10000008 s, 0.08 µs over a 100 ms budget. Said to six digits, both were "100 ms", and
+    the feedback read "makes the step 100 ms, over the budget 100 ms"."""
+    wrapped = (L3 / "alt_search.py").read_text().replace("def choose_chunk(", "def _right(")
+    p = tmp_path / "hair_over.py"
+    p.write_text(wrapped + "\n\ndef choose_chunk(ctx):\n"
+                 "    if len(ctx.decode_contexts) == 108 and ctx.prefill_done == 0:\n"
+                 "        return ChunkPlan(80, 'ok')\n"
+                 "    return _right(ctx)\n")
+    feedback = next(c.feedback for c in grade("lesson3", p, "check").criteria if c.id == "within-budget")
+    import re
+    step, budget = map(float, re.search(r"makes the step (\S+) ms, over the budget (\S+) ms", feedback).groups())
+    true = CostModel().step_time((8192,) * 108, 80, 0)
+    assert true > 0.1 and step > budget == 100.0, feedback
+    assert abs(step / 1000 - true) <= 1e-6 * true, (step, true)
+
+
+def test_times_a_hair_apart_are_said_apart():
+    assert chunk_oracle.ms_apart(0.10000008, 0.1) == ("100.0001 ms", "100 ms")
+    assert chunk_oracle.ms_apart(0.004, 0.004 * (1 - 1e-6)) == ("4 ms", "3.999996 ms")
+    assert chunk_oracle.ms_apart(0.158191248, 0.1) == ("158.191 ms", "100 ms")

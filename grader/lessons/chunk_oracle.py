@@ -57,3 +57,13 @@ def expected(case: Case) -> Expected:
 def ms(seconds: float) -> str:
     """A step time as feedback says it."""
     return f"{seconds * 1000:.6g} ms"
+
+
+def ms_apart(larger: float, smaller: float) -> tuple[str, str]:
+    """Two times as feedback says them when one is over the other, with the digits it takes
+    to read so: a step 0.08 µs over a 100 ms budget is "100.00008 ms", not "100 ms"."""
+    for digits in range(6, 18):
+        said = f"{larger * 1000:.{digits}g} ms", f"{smaller * 1000:.{digits}g} ms"
+        if said[0] != said[1]:
+            break
+    return said

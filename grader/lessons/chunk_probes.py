@@ -10,7 +10,7 @@ from __future__ import annotations
 from grader.engine.cases import Case
 from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, constant_answer,
                                   grade_answers)
-from grader.lessons.chunk_oracle import expected, fits, ms, step_s
+from grader.lessons.chunk_oracle import expected, fits, ms, ms_apart, step_s
 from reference.shapes import CHUNK_VERDICTS, ChunkContext, ChunkPlan
 
 PROGRESS_SHARE = 0.95     # an ok chunk must reach this share of the largest fitting one
@@ -99,8 +99,8 @@ def within_budget(ctx: CheckContext, params: dict) -> Measure:
         e = expected(case)
         best = ("no chunk fits: the decode-only step alone takes " + ms(e.decode_only_s)
                 if e.verdict == "infeasible" else f"the largest chunk that fits is {e.largest} tokens")
-        return (f"ok chunk of {plan.tokens} tokens makes the step {ms(step_s(c, plan.tokens))}, over "
-                f"the budget {ms(c.gap_budget_s)} ({best})")
+        step, budget = ms_apart(step_s(c, plan.tokens), c.gap_budget_s)
+        return f"ok chunk of {plan.tokens} tokens makes the step {step}, over the budget {budget} ({best})"
     answers = _plans(ctx)
     return _no_chunks(answers) or grade_answers(answers, _usable_first(judge), "probes", by=_kind)
 
@@ -173,7 +173,9 @@ def verdicts(ctx: CheckContext, params: dict) -> Measure:
             return ""
         reason = ("starved0" if e.verdict == "starved" and e.largest == 0
                   else "tail" if _clause(case) == "a short tail" else e.verdict)
-        why = _WHY[reason].format(d=ms(e.decode_only_s), b=ms(c.gap_budget_s), n=e.largest,
+        # An infeasible probe's decode-only step may be a hair over the budget: said apart.
+        d, b = ms_apart(e.decode_only_s, c.gap_budget_s)
+        why = _WHY[reason].format(d=d, b=b, n=e.largest,
                                   m=c.min_chunk_tokens, s=ms(step_s(c, e.largest)), p=c.page_tokens,
                                   r=c.prefill_remaining)
         return f"said {plan.verdict!r}, expected {e.verdict!r}: {why}"

@@ -18,7 +18,7 @@ from grader.engine.checks import Answer, CheckContext, Measure, check, grade_ans
 from grader.course.experiments.common import token_gaps, ttfts
 from grader.engine.codec import persistent
 from grader.engine.learner_policy import CallLog, learner_decisions
-from grader.lessons.chunk_oracle import ms
+from grader.lessons.chunk_oracle import ms, ms_apart
 from grader.lessons.chunk_probes import unusable
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from grader.engine.together import memo_runs
@@ -155,7 +155,8 @@ def e2e_gap(ctx: CheckContext, params: dict) -> Measure:
         if p <= pair.budget_s * (1 + GAP_SLACK):
             return ""
         late = int(np.count_nonzero(gaps > pair.budget_s * (1 + GAP_SLACK)))
-        return (f"p{q:g} token gap {ms(p)} > budget {ms(pair.budget_s)} ({late} of {gaps.size} "
+        gap, budget = ms_apart(p, pair.budget_s)
+        return (f"p{q:g} token gap {gap} > budget {budget} ({late} of {gaps.size} "
                 f"gaps over budget){worst_step(pair.learner)}")
     return grade_answers(_scenario_answers(ctx), judge, "scenarios")
 
