@@ -71,8 +71,16 @@ MUTANTS = {
     "ttft_without_pairs": ("cost.step_time((), p, 0) > request.slo.ttft_s",
                            "cost.step_fixed + cost.per_token * p > request.slo.ttft_s", {"contract-ok"}),
     "window_without_output": ("if p + m > model.max_context", "if p > model.max_context", {"contract-ok"}),
+    # The prefill's pairs one off: each token's pair with itself left out, or p*p/2.
+    "pairs_without_self": ("cost.step_time((), p, 0) > request.slo.ttft_s",
+                           "cost.step_fixed + cost.per_token * p + cost.per_attention_pair * (p * (p - 1) // 2)"
+                           " > request.slo.ttft_s", {"contract-ok"}),
+    "pairs_half_square": ("cost.step_time((), p, 0) > request.slo.ttft_s",
+                          "cost.step_fixed + cost.per_token * p + cost.per_attention_pair * (p * p / 2)"
+                          " > request.slo.ttft_s", {"contract-ok"}),
 }
-BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late", "gap_step_one_early")
+BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late", "gap_step_one_early",
+              "pairs_without_self", "pairs_half_square")
 # Off by one on a limit a request that meets the contract may sit on: wrong on a whole clause
 # of the requests that meet it, which is at least a sixth of that side (six clauses: exactly
 # max_context, exactly the pool, a deadline met exactly, one token and a gap below every
@@ -80,11 +88,11 @@ BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late"
 # least (1/12) / 0.4 of its 3 points.
 MEETS_ON_A_LIMIT = ("max_context_exclusive", "pool_exclusive", "gap_for_one_token", "gap_step_one_late")
 # A rule wrong on every request that one clause of the failing side holds, and that breaks
-# no other rule: a whole clause of at most eleven (each of the six rules, three of them on
+# no other rule: a whole clause of at most twelve (each of the six rules, four of them on
 # their limit too, the TTFT rule by its attention pairs, and several rules at once), so
-# contract-ok loses at least (1/22) / 0.4 of its 3 points. Both clauses are in the public
-# probes (c13, c6), so every secret holds them.
-LEAVES_OUT_A_CLAUSE = ("ttft_without_pairs", "window_without_output")
+# contract-ok loses at least (1/24) / 0.4 of its 3 points. Each clause is in the public
+# probes (c13, c6, c23), so every secret holds them.
+LEAVES_OUT_A_CLAUSE = ("ttft_without_pairs", "window_without_output", "pairs_without_self", "pairs_half_square")
 WRONG = {name: lost for name, (_, _, lost) in MUTANTS.items()}
 WRONG["always_ok"] = {"contract-ok", "contract-reason"}
 
@@ -132,10 +140,11 @@ def test_a_rule_that_leaves_out_a_clause_loses_that_clause_of_contract_ok(name, 
     """Before, a request one past the window mostly broke the pool too, and a TTFT deadline
     the attention pairs alone decide was among the other TTFT misses: the window held
     against the prompt alone kept 9.7 to 9.8 of 10, the prefill without its pairs 9.2 to 9.6
-    (contract-ok lost 0.12 to 0.42: under some secrets, less than a clause)."""
+    (contract-ok lost 0.12 to 0.42: under some secrets, less than a clause), and one pair a
+    token off (p(p-1)/2 or p*p/2 pairs) kept 10 of 10."""
     report = grade("lesson1", _wrong_file(name, tmp_path), "grade", secret)
     lost = full(report)["contract-ok"] - scores(report)["contract-ok"]
-    assert lost >= 3 * (1 / 22) / 0.4 - 1e-4, (name, lost)      # scores are kept to 4 places
+    assert lost >= 3 * (1 / 24) / 0.4 - 1e-4, (name, lost)      # scores are kept to 4 places
 
 
 def test_a_pool_that_goes_negative_loses_pool_pages(tmp_path, secret):
@@ -186,6 +195,9 @@ def test_each_request_on_a_limit_is_a_clause_of_its_own():
     paired = WorkerSpec(device_bytes=410, reserved_bytes=0, page_tokens=1, max_running=8,
                         cost=CostModel(step_fixed=1.0, per_token=0.5, per_context_token=0.0,
                                        per_attention_pair=0.25))
+    assert clause(10, 1, paired, ttft=19.5) == "ttft_unreachable, on its limit"    # 10 pairs fewer: 17.25 s
+    assert clause(10, 1, paired, ttft=17.25) == "ttft_unreachable, on its limit"
+    assert clause(10, 1, paired, ttft=17.0) == "ttft_unreachable by its attention pairs"
     assert clause(10, 1, paired, ttft=10.0) == "ttft_unreachable by its attention pairs"
     assert clause(10, 1, paired, ttft=6.0) == "ttft_unreachable by its attention pairs"
     assert clause(10, 1, paired, ttft=5.0) == "ttft_unreachable"
@@ -240,8 +252,8 @@ def test_hidden_requests_sit_on_every_limit_of_the_gap_rule(secret):
 
 def test_hidden_requests_break_the_window_alone_and_miss_ttft_by_the_pairs_alone(secret):
     """A request one past max_context that fits the pool (it breaks the window alone: every
-    fourth model's roomy worker has one), and a TTFT deadline between the prefill without its
-    attention pairs and the whole prefill."""
+    fourth model's roomy worker has one), a TTFT deadline between the prefill without its
+    attention pairs and the whole prefill, and one that p*p/2 pairs would keep."""
     from reference.shapes import CostModel
     seen = set()
     for case in L.hidden_cases(secret):
@@ -255,7 +267,11 @@ def test_hidden_requests_break_the_window_alone_and_miss_ttft_by_the_pairs_alone
         bare = CostModel(cost.step_fixed, cost.per_token, cost.per_context_token, 0.0)
         if reasons == ("ttft_unreachable",) and bare.step_time((), p, 0) <= r.slo.ttft_s:
             seen.add("ttft missed by the pairs alone")
-    assert seen == {"one past the window, alone", "ttft missed by the pairs alone"}, seen
+        prefill = cost.step_time((), p, 0)
+        if reasons == ("ttft_unreachable",) and prefill - cost.per_attention_pair * p / 2 < r.slo.ttft_s:
+            seen.add("ttft missed by less than half a pair a token")
+    assert seen == {"one past the window, alone", "ttft missed by the pairs alone",
+                    "ttft missed by less than half a pair a token"}, seen
 
 
 def test_constant_verdicts_earn_nothing_on_the_verdicts(tmp_path, secret):

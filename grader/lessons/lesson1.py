@@ -94,19 +94,27 @@ def _worker(g: np.random.Generator, model: ModelSpec, empty: str = "", roomy: bo
                       max_running=int(g.integers(1, 257)), cost=cost)
 
 
+# Limits a few hidden requests sit on under every secret, each on a roomy worker, where it
+# breaks that one rule alone (drawn, each would be missing from a secret now and then).
+PLACED = ("one past the window", "a TTFT a pair a token short", "a TTFT short by its pairs")
+
+
 def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpec,
-             past_window: bool = False) -> RequestView:
-    """A request placed near one of the contract's boundaries (or none); ``past_window``:
-    one token past max_context."""
+             placed: str = "") -> RequestView:
+    """A request placed near one of the contract's boundaries (or none), or on the limit
+    ``placed`` names (one of PLACED)."""
     pt, pool, cost = worker.page_tokens, oracle.pool_pages(model, worker), worker.cost
-    kind = 1 if past_window else int(g.integers(0, 8))
+    drawn = int(g.integers(0, 8))
+    kind = {"": drawn, PLACED[0]: 1}.get(placed, 3)
     p = int(g.integers(1, max(2, min(model.max_context, 20000))))
     m = int(g.integers(1, 2048))
+    if placed in PLACED[1:]:
+        m = max(1, min(m, model.max_context - p))       # inside the window: TTFT alone decides
     if kind == 0:
         p, m = (0, m) if g.random() < 0.6 else (p, 0)
     elif kind == 1:      # around max_context
         m = max(1, min(m, model.max_context - 1))
-        p = max(1, model.max_context - m + (1 if past_window else int(g.integers(-1, 2))))
+        p = max(1, model.max_context - m + (1 if placed else int(g.integers(-1, 2))))
     elif kind == 2 and pool > 0:   # around the whole pool
         total = pool * pt + int(g.choice([-1, 0, 1, pt - 1 if pt > 1 else 0]))
         m = max(1, min(m, total - 1))
@@ -118,10 +126,16 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
     ttft = cost.step_time((), p, 0) if p else 0.5
     gap = cost.step_time((p + m - 1,)) if m >= 2 else 0.01
     # Deadlines a little either side of what the worker can do, never on the knife edge.
-    if kind in (3, 5) and p and g.random() < 0.4:
+    u = g.random() if kind in (3, 5) and p else 1.0
+    u = {PLACED[1]: 0.3, PLACED[2]: 0.1}.get(placed, u)
+    if u < 0.25:
         # Between the prefill without its attention pairs and the whole prefill: the pairs
         # alone decide it (README calculation 3), half a prefill's pairs from either step.
         ttft = (_without_pairs(cost).step_time((), p, 0) + ttft) / 2
+    elif u < 0.45:
+        # A quarter of the p pairs of each token with itself under the prefill: one pair a
+        # token fewer (p(p-1)/2), or p*p/2, meets it; far from a float rounding either way.
+        ttft -= cost.per_attention_pair * p / 4
     else:
         ttft *= float(g.choice([0.97, 1.03, 3.0])) if kind in (3, 5) else 5.0
     if kind in (4, 5) and m >= 2 and g.random() < 0.5:
@@ -156,9 +170,9 @@ def hidden_cases(secret: bytes, course=None) -> list[Case]:
             cases.append(Case("shapes", f"shapes#{i}.{j}", "hidden", (m, w),
                               f"hidden model {_show_model(m)} on worker {_show_worker(w)}"))
             for k in range(4):
-                # Every fourth model's roomy worker has a request one past the window that
-                # fits its pool: the window alone refuses it, under every secret.
-                r = _request(g, len(cases), m, w, past_window=i % 4 == 0 and j == 0 and k == 0)
+                # Every fourth model's roomy worker has a request on each limit of PLACED.
+                placed = PLACED[k] if i % 4 == 0 and j == 0 and k < len(PLACED) else ""
+                r = _request(g, len(cases), m, w, placed)
                 cases.append(Case("contract", f"contract#{i}.{j}.{k}", "hidden", (r, m, w),
                                   f"hidden request {_show_request(r)} on {_show_model(m)}, "
                                   f"{_show_worker(w)}"))
@@ -239,9 +253,9 @@ def _clause(case: Case) -> str:
     """Within a verdict, what decides a request: each weighs the same in contract-ok.
 
     A request that breaks the contract is decided by the one rule it breaks, on that rule's
-    limit (one past max_context or the pool; two tokens, or a gap only the slowest decode
-    step misses), by the TTFT rule's attention pairs alone (a deadline the prefill misses
-    only by them), or beyond it; one that breaks several rules is decided by none of them
+    limit (one past max_context or the pool; a deadline the prefill misses by less than a
+    pair a token; two tokens, or a gap only the slowest decode step misses), by the TTFT
+    rule's attention pairs alone (a deadline the prefill misses only by them), or beyond it; one that breaks several rules is decided by none of them
     (ok is right however wrong one rule is), and is a clause of its own. One that meets it
     may sit on a limit too (exactly max_context or the pool; a deadline equal to its step
     time; one token and a gap below every decode step; a gap only the slowest step keeps).
@@ -257,8 +271,13 @@ def _clause(case: Case) -> str:
         return "several rules"
     if reasons:
         (rule,) = reasons
-        if rule == "ttft_unreachable" and _without_pairs(worker.cost).step_time((), p, 0) <= r.slo.ttft_s:
-            return "ttft_unreachable by its attention pairs"
+        if rule == "ttft_unreachable":
+            # On its limit, a prefill without each token's pair with itself would keep it.
+            prefill = step((), p, 0)
+            if prefill - worker.cost.per_attention_pair * p <= r.slo.ttft_s:
+                return "ttft_unreachable, on its limit"
+            if _without_pairs(worker.cost).step_time((), p, 0) <= r.slo.ttft_s:
+                return "ttft_unreachable by its attention pairs"
         edge = past.get(rule) == 1 or (rule == "gap_unreachable" and (m == 2 or step((p + m - 2,)) <= gap))
         return f"{rule}, on its limit" if edge else rule
     for rule, by in past.items():
