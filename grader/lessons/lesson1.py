@@ -105,7 +105,7 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
     ``placed`` names (one of PLACED)."""
     pt, pool, cost = worker.page_tokens, oracle.pool_pages(model, worker), worker.cost
     drawn = int(g.integers(0, 8))
-    kind = {"": drawn, PLACED[0]: 1}.get(placed, 3)
+    kind = drawn if not placed else 1 if placed == PLACED[0] else 3    # 1: the window, 3: TTFT
     p = int(g.integers(1, max(2, min(model.max_context, 20000))))
     m = int(g.integers(1, 2048))
     if placed in PLACED[1:]:
@@ -255,8 +255,9 @@ def _clause(case: Case) -> str:
     A request that breaks the contract is decided by the one rule it breaks, on that rule's
     limit (one past max_context or the pool; a deadline the prefill misses by less than a
     pair a token; two tokens, or a gap only the slowest decode step misses), by the TTFT
-    rule's attention pairs alone (a deadline the prefill misses only by them), or beyond it; one that breaks several rules is decided by none of them
-    (ok is right however wrong one rule is), and is a clause of its own. One that meets it
+    rule's attention pairs alone (a deadline the prefill misses only by them), or beyond
+    it. One that breaks several rules is decided by none of them (ok is right however wrong
+    one rule is), and is a clause of its own. One that meets it
     may sit on a limit too (exactly max_context or the pool; a deadline equal to its step
     time; one token and a gap below every decode step; a gap only the slowest step keeps).
     The requests on a limit are a few of their verdict, so without a clause of their own a
