@@ -278,6 +278,30 @@ def test_two_files_of_one_student_into_a_gradebook_are_refused_before_any_grade(
     assert code == 0 and len(out.splitlines()) == 2
 
 
+def test_files_graded_into_a_gradebook_by_other_grading_code_are_refused(tmp_path):
+    """alice graded by an older grader (her result says so), then bob by this one: the
+    lesson would hold the grades of two graders. Refused before bob is graded, naming the
+    gradebook, alice and both graders."""
+    import sqlite3
+    from grader.engine.fingerprint import grading_version
+    secret = tmp_path / "course.secret"
+    secret.write_text("class of 2026\n")
+    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
+    for path in (alice, bob):
+        path.write_text(open(REF).read())
+    book = tmp_path / "gb.db"
+    code, _, err = run("grade", "lesson1", str(alice), "--secret-file", str(secret), "--gradebook", str(book))
+    assert code == 0, err
+    with sqlite3.connect(book) as db:
+        assert db.execute("UPDATE results SET grader_version = '0.1.0+older'").rowcount == 1
+    code, out, err = run("grade", "lesson1", str(bob), "--secret-file", str(secret), "--gradebook", str(book))
+    assert code == 2 and out == ""
+    assert err.startswith(f"grader: sqlite:///{book}: 1 lesson1 result (alice) was graded by other "
+                          f"grading code (0.1.0+older) than this grader's ({grading_version()}): ")
+    with sqlite3.connect(book) as db:
+        assert [r[0] for r in db.execute("SELECT student FROM results")] == ["alice"]
+
+
 def test_files_graded_into_a_gradebook_on_other_hidden_cases_are_refused(tmp_path):
     """alice graded with one secret, then bob with another: the gradebook would hold one
     lesson graded on two sets of hidden cases, in silence. Refused before bob is graded,
@@ -295,7 +319,7 @@ def test_files_graded_into_a_gradebook_on_other_hidden_cases_are_refused(tmp_pat
                          "--json")
     assert code == 2 and out == ""
     assert err.startswith(f"grader: {typo}: draws other hidden cases than 1 lesson1 result in the "
-                          f"gradebook sqlite:///{book} (alice) were graded on: ")
+                          f"gradebook sqlite:///{book} (alice) was graded on: ")
     assert err.endswith("(grader gradebook forget STUDENT --lesson lesson1)\n") and err.count("\n") == 1
     code, out, err = run("export", "--format", "csv", "--gradebook", str(book), "--out", str(tmp_path / "g.csv"))
     assert code == 0, err

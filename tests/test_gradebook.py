@@ -57,7 +57,7 @@ def test_graded_matches_digest_rubric_version_and_cases(book):
     assert not book.graded("alice", "lesson1", "d" * 64, 2, cd)        # another rubric
     assert not book.graded("alice", "lesson1", "d" * 64, 1, "other")   # another secret
     assert not book.graded("bob", "lesson1", "d" * 64, 1, cd)
-    assert book.graded_keys("lesson1") == {("alice", "d" * 64, 1, cd)}
+    assert book.graded_keys("lesson1") == {("alice", "d" * 64, 1, cd, "0.1.0")}
 
 
 def test_regrading_replaces_the_result(book):

@@ -1,11 +1,13 @@
 """Resuming a batch: what a re-run grades again. Only a graded result of the same file,
-under the same rubric version and the same cases (so the same secret), counts as done."""
+under the same rubric version, on the same cases (so the same secret) and by the same
+grading code, counts as done."""
 import shutil
 
 import pytest
 import yaml
 
 from conftest import ROOT, SECRET
+from grader.engine.fingerprint import grading_version
 from grader.engine.layout import Course, find_course
 from grader.engine.submission import Submission
 from grader.instructor.batch import Entry, pending, run_batch
@@ -19,15 +21,17 @@ def _submission(digest: str) -> Submission:
 
 
 @pytest.mark.parametrize("key,graded_again", [
-    (("alice", "d1", 3, "cases"), False),     # the same file, rubric and cases: done
-    (("alice", "d0", 3, "cases"), True),      # another file
-    (("alice", "d1", 2, "cases"), True),      # another rubric version
-    (("alice", "d1", 3, "other"), True),      # other cases: another secret
-    (("bob", "d1", 3, "cases"), True),        # another student's result
+    (("alice", "d1", 3, "cases", "code"), False),     # the same file, rubric, cases, code: done
+    (("alice", "d0", 3, "cases", "code"), True),      # another file
+    (("alice", "d1", 2, "cases", "code"), True),      # another rubric version
+    (("alice", "d1", 3, "other", "code"), True),      # other cases: another secret
+    (("alice", "d1", 3, "cases", "older"), True),     # other grading code
+    (("bob", "d1", 3, "cases", "code"), True),        # another student's result
 ])
 def test_pending_needs_every_part_of_the_key(key, graded_again):
-    assert pending(Entry("alice", "alice.py"), _submission("d1"), {key}, 3, "cases") is graded_again
-    assert pending(Entry("alice", "alice.py"), _submission("d1"), set(), 3, "cases") is True
+    alice = Entry("alice", "alice.py")
+    assert pending(alice, _submission("d1"), {key}, 3, "cases", "code") is graded_again
+    assert pending(alice, _submission("d1"), set(), 3, "cases", "code") is True
 
 
 def _class(folder):
@@ -80,7 +84,7 @@ def test_graded_keys_are_the_graded_results_of_that_lesson_only(tmp_path):
         results = {r.student: r for r in book.results()}
         keys = book.graded_keys("lesson1")
         assert keys == {(s, results[s].submission_digest, results[s].rubric_version,
-                         results[s].cases_digest) for s in ("alice", "bob")}
+                         results[s].cases_digest, grading_version()) for s in ("alice", "bob")}
         assert all(len(k[1]) == 64 and len(k[3]) == 64 for k in keys)
         assert results["carol"].status == "error"
         assert book.graded_keys("lesson2") == set()
@@ -97,6 +101,80 @@ def test_graded_keys_leave_out_every_other_lesson_and_every_error(tmp_path):
             book.record(student, fake_report(lesson=lesson, digest=digest * 64))
         book.record_error("eve", LessonInfo("lesson1", "T", 1, 3.0, ()), "eve.py", "unreadable", "e" * 64)
         [cases] = {r.cases_digest for r in book.results() if r.student == "bea"}
-        assert book.graded_keys("lesson1") == {("bea", "b" * 64, 1, cases)}
+        assert book.graded_keys("lesson1") == {("bea", "b" * 64, 1, cases, "0.1.0")}
         assert {k[0] for k in book.graded_keys("lesson10")} == {"dee"}
         assert book.graded_keys("lesson") == set()
+
+
+def test_results_of_other_grading_code_are_refused_until_forced(tmp_path, monkeypatch):
+    """An upgrade between two runs (or a result of an older grader): grading only what is
+    missing would leave the class graded by two graders, silently. Refused before any
+    work, naming the results and both graders; --force regrades everyone with this one."""
+    from grader.engine.errors import InputError
+    from grader.instructor import batch
+    folder = _class(tmp_path / "class")
+    (folder / "carol.py").unlink()
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        run_batch("lesson1", folder, COURSE, SECRET, book, jobs=1, progress=False)
+        before = {r.student: r.report for r in book.results()}
+        assert {r["grader_version"] for r in before.values()} == {grading_version()}
+        (folder / "dan.py").write_text((ROOT / "reference/solutions/lesson1.py").read_text())
+        from grader.engine import pipeline
+        for module in (batch, pipeline):      # the grader upgraded: its grades say so too
+            monkeypatch.setattr(module, "grading_version", lambda: "0.1.0+upgraded")
+        with pytest.raises(InputError) as refused:
+            run_batch("lesson1", folder, COURSE, SECRET, book, jobs=1, progress=False)
+        assert refused.value.where == book.shown_url
+        assert refused.value.message.startswith(
+            f"2 lesson1 results (alice, bob) were graded by other grading code ({grading_version()}) "
+            f"than this grader's (0.1.0+upgraded)")
+        assert "--force" in refused.value.message and "gradebook forget" in refused.value.message
+        assert {r.student: r.report for r in book.results()} == before      # nothing recorded
+        forced = run_batch("lesson1", folder, COURSE, SECRET, book, jobs=1, force=True, progress=False)
+        assert (forced.graded, forced.skipped) == (3, 0)
+        assert {r.report["grader_version"] for r in book.results()} == {"0.1.0+upgraded"}
+        again = run_batch("lesson1", folder, COURSE, SECRET, book, jobs=1, progress=False)
+        assert (again.graded, again.skipped) == (0, 3)
+
+
+def test_a_worker_with_other_grading_code_grades_nothing():
+    """A Dask worker with another copy of the grader: its grades would follow other rules
+    than the rest of the class's. It fails the task (an error row saying why) instead."""
+    from grader.instructor.batch import grade_one
+    with pytest.raises(RuntimeError, match=r"this worker's grading code \(0\.1\.0\+[0-9a-f]{12}\) "
+                                           r"is not the client's \(0\.1\.0\+client\)"):
+        grade_one(str(ROOT), "lesson1", SECRET, "cases", "0.1.0+client", False, _submission("d1"))
+
+
+def test_the_grading_code_digest_follows_the_grading_sources(tmp_path, monkeypatch):
+    """Not the instructor's tools (recording and exporting change no grade), and every
+    grading source, by name and content."""
+    from grader.engine import fingerprint
+    for part in fingerprint.GRADING_CODE + ("grader/instructor",):
+        (tmp_path / part).mkdir(parents=True)
+        (tmp_path / part / "m.py").write_text("x = 1\n")
+
+    def digest():
+        fingerprint.grading_version.cache_clear()
+        return fingerprint.grading_version()
+    monkeypatch.setattr(fingerprint, "_ROOT", tmp_path)
+    try:
+        first = digest()
+        assert first.startswith("0.1.0+") and len(first) == len("0.1.0+") + 12
+        (tmp_path / "grader/instructor/m.py").write_text("x = 2\n")
+        (tmp_path / "grader/instructor/__pycache__").mkdir()
+        assert digest() == first
+        for part in fingerprint.GRADING_CODE:
+            (tmp_path / part / "m.py").write_text("x = 2\n")
+            changed = digest()
+            assert changed != first
+            (tmp_path / part / "m.py").rename(tmp_path / part / "n.py")    # the name counts
+            assert digest() not in (first, changed)
+            (tmp_path / part / "n.py").rename(tmp_path / part / "m.py")
+            (tmp_path / part / "m.py").write_text("x = 1\n")
+            assert digest() == first
+        (tmp_path / "reference/__pycache__").mkdir()
+        (tmp_path / "reference/__pycache__/m.cpython-311.pyc").write_bytes(b"\0")
+        assert digest() == first                                       # compiled copies do not
+    finally:
+        fingerprint.grading_version.cache_clear()

@@ -16,6 +16,7 @@ from grader.engine.cases import Case
 from grader.engine.checks import REGISTRY, CheckContext, Measure
 from grader.engine.layout import FAMILIES, Course
 from grader.engine.errors import InputError
+from grader.engine.fingerprint import grading_version
 from grader.lessons import lesson_module
 from grader.engine.memo import files_digest, remember
 from grader.engine.oracle import has_solution, recorded
@@ -182,7 +183,9 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
     return Report(lesson=lesson, title=rubric.title, mode=mode, submission=submission.path,
                   submission_digest=submission.digest, rubric_version=rubric.version,
                   criteria=results, cases=tuple(c.summary() for c in cases),
-                  isolation=isolation, grader_version=__version__,
+                  isolation=isolation,
+                  # A grade names the code that made it (a gradebook keeps a class to one).
+                  grader_version=grading_version() if mode == "grade" else __version__,
                   duration_s=round(time.perf_counter() - started, 3),
                   notes=tuple(one_line(n) for n in notes))     # they name the learner's files
 

@@ -30,6 +30,7 @@ from typing import Callable, Iterator
 from grader.engine.layout import Course
 from grader.engine.sandbox import affinity
 from grader.engine.errors import InputError
+from grader.engine.fingerprint import grading_version
 from grader.instructor.gradebook import (GRADER_FAILED, CriterionInfo, Gradebook, GradebookWriteError,
                                          LessonInfo, cases_digest)
 from grader.engine.progress import Progress
@@ -233,9 +234,14 @@ def _prepared(course_root: str, lesson: str, secret: bytes, expected_cases: str)
 
 
 def grade_one(course_root: str, lesson: str, secret: bytes, expected_cases: str,
-              unconfined_ok: bool, submission: Submission) -> dict:
+              expected_grader: str, unconfined_ok: bool, submission: Submission) -> dict:
     """Grade one submission (in a worker): its report as a dict."""
     from grader.engine.pipeline import grade_submission
+    if grading_version() != expected_grader:
+        # A Dask worker with another copy of the grader would grade some of the class by
+        # other rules than the rest, and say nothing.
+        raise RuntimeError(f"this worker's grading code ({grading_version()}) is not the "
+                           f"client's ({expected_grader}): install the same grader on every worker")
     course, rubric, cases = _prepared(course_root, lesson, secret, expected_cases)
     report = grade_submission(lesson, submission, course, mode="grade", secret=secret,
                               rubric=rubric, cases=cases, unconfined_ok=unconfined_ok)
@@ -460,20 +466,40 @@ def refuse_other_cases(book: Gradebook, lesson: str, cases: str, secret_file: st
     if other:
         raise InputError(secret_file, (
             f"draws other hidden cases than {plural(len(other), f'{lesson} result')} in the "
-            f"gradebook {book.shown_url} ({first_few(other)}) were graded on: another secret, "
+            f"gradebook {book.shown_url} ({first_few(other)}) {'was' if len(other) == 1 else 'were'} "
+            f"graded on: another secret, "
             f"or a grader that draws its cases otherwise. With their secret, a class keeps those "
             f"results and grades only what is missing; with this one, grade the class folder "
             f"with --force (every student graded again), or first remove those results "
             f"(grader gradebook forget STUDENT --lesson {lesson})"))
 
 
+def refuse_other_grading_code(book: Gradebook, lesson: str, grader: str,
+                              graded: set | None = None) -> None:
+    """Results made by other grading code (grader.engine.fingerprint: an upgrade since, or
+    a worker with another copy) would stand beside this grader's, the class graded by two
+    graders: refused before any work, unless --force regrades the whole class with this one."""
+    graded = book.graded_keys(lesson) if graded is None else graded
+    other = sorted({key[0] for key in graded if key[4] != grader})
+    if other:
+        theirs = sorted({key[4] or "unrecorded" for key in graded if key[4] != grader})
+        raise InputError(book.shown_url, (
+            f"{plural(len(other), f'{lesson} result')} ({first_few(other)}) "
+            f"{'was' if len(other) == 1 else 'were'} graded by other "
+            f"grading code ({first_few(theirs)}) than this grader's ({grader}): graded on top "
+            f"of them, the class would hold the grades of two graders. Grade the class folder "
+            f"with --force (every student graded again by this grader), or first remove those "
+            f"results (grader gradebook forget STUDENT --lesson {lesson})"))
+
+
 def pending(entry: Entry, submission: Submission, done: set, rubric_version: int,
-            cases: str) -> bool:
+            cases: str, grader: str) -> bool:
     """Resuming: does this submission still need grading? Only a graded result of the same
-    file (digest), under the same rubric version and the same cases (so the same secret)
-    counts as done; a changed file or rubric is graded again (a changed secret is refused
-    before, by refuse_other_cases, unless the class is forced)."""
-    return (entry.student, submission.digest, rubric_version, cases) not in done
+    file (digest), under the same rubric version, on the same cases (so the same secret)
+    and by the same grading code counts as done; a changed file or rubric is graded again
+    (other cases or code are refused before, by refuse_other_cases and
+    refuse_other_grading_code, unless the class is forced)."""
+    return (entry.student, submission.digest, rubric_version, cases, grader) not in done
 
 
 def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gradebook, *,
@@ -500,8 +526,10 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     refuse_changed_rubric(book, rubric)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
     done = set() if force else book.graded_keys(lesson)
+    grader = grading_version()
     if not force:
         refuse_other_cases(book, lesson, expected_cases, secret_file, graded=done)
+        refuse_other_grading_code(book, lesson, grader, graded=done)
     info = replace(rubric_info(rubric), criteria=())     # an error row's lesson: its totals only
     # The gradebook kept in the class folder is no student (nor are SQLite's files beside it):
     # recorded, it would be three students with 0 points in every export.
@@ -514,9 +542,9 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     with _cluster(scheduler) as client:
         todo, failed, skipped = _read_entries(
             entries, Path(folder), lesson, book, info,
-            to_grade=lambda e, sub: pending(e, sub, done, rubric.version, expected_cases))
+            to_grade=lambda e, sub: pending(e, sub, done, rubric.version, expected_cases, grader))
         n = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
-        args = (str(course.root), lesson, secret, expected_cases, unconfined_ok)
+        args = (str(course.root), lesson, secret, expected_cases, grader, unconfined_ok)
         if scheduler:
             outcomes, workers = _dask(todo, client, args), f"Dask at {scheduler}"
         elif n == 1 or len(todo) <= 1:

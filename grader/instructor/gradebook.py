@@ -617,12 +617,12 @@ class Gradebook:
             changes.append(f"total {have.max_score:g} -> {lesson.max_score:g}")
         return "; ".join(changes)
 
-    def graded_keys(self, lesson: str) -> set[tuple[str, str, int, str]]:
-        """(student, digest, rubric_version, cases_digest) of every graded result: one
-        query for a whole class instead of one per student."""
+    def graded_keys(self, lesson: str) -> set[tuple[str, str, int, str, str]]:
+        """(student, digest, rubric_version, cases_digest, grader_version) of every graded
+        result: one query for a whole class instead of one per student."""
         q = sa.select(results.c.student, results.c.submission_digest, results.c.rubric_version,
-                      results.c.cases_digest).where(results.c.lesson == lesson,
-                                                    results.c.status == "graded")
+                      results.c.cases_digest, results.c.grader_version).where(
+            results.c.lesson == lesson, results.c.status == "graded")
         with self.engine.connect() as conn:
             return {tuple(r) for r in conn.execute(q)}
 
