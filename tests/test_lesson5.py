@@ -302,7 +302,8 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             "rejection_per_class": "rejections-one-class", "rollback_any_fall": "fall-inside",
             "band_over_n": "gain-inside", "pairs_by_sorted_seed": "paired",
             "rejection_guard_both_ways": "rejections-fall", "goodput_per_request": "paired-windows",
-            "rejection_guard_vs_allowance": "rejections-high", "class_guard_per_seed": "class-one-seed"}
+            "rejection_guard_vs_allowance": "rejections-high", "class_guard_per_seed": "class-one-seed",
+            "median_difference": "skewed"}
 # Kinds about the same clause as another: a pairing mistake may decide either wrongly, and
 # a class guard measured on another quantity may misjudge any shape of class change. A rule
 # that rolls back on any fall also rolls back where the paired differences average to a
@@ -498,6 +499,8 @@ WRONG = {
     "goodput_per_request": "paired-seeds",
     # A class guard read seed by seed: lost noise-band alone before class-one-seed.
     "class_guard_per_seed": "class-guard",
+    # The median of the paired differences for their mean: kept 17 of 17 before skewed.
+    "median_difference": "noise-band",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not

@@ -138,7 +138,8 @@ def _judge_not_ship(case: Case, got: ReleaseDecision) -> str:
 EXACT, NOT_SHIP = _judge_decision, _judge_not_ship
 SIDES = {
     "gain": ((("release-gain",), EXACT), (("rule-fall",), NOT_SHIP)),
-    "noise": ((("release-noise", "rule-one-pair", "rule-gain-inside"), EXACT), (("rule-clear-gain",), EXACT)),
+    "noise": ((("release-noise", "rule-one-pair", "rule-gain-inside"), EXACT),
+              (("rule-clear-gain", "rule-skewed"), EXACT)),
     "rejections": ((("release-rejections",), EXACT),
                    (("rule-rejections-inside", "rule-rejections-one-class", "rule-rejections-fall",
                      "rule-rejections-high"), EXACT)),

@@ -55,6 +55,8 @@ both sides of its decision:
 - ``paired-windows``: seeds whose windows are far apart (one eight times the others), the same
   gain in good requests per second on each: ship (a run's goodput is per second of its own
   window: the good requests' differences, or the attainments', spread with the window).
+- ``skewed``: one seed gains far more than the others, the paired differences' mean beyond the
+  band and min_gain, their median inside the band: ship (the band is about the mean).
 
 A run without a pair (``paired``, ``paired-small``, ``paired-stray``) is on a seed below every
 paired one, so it sorts first: pairing the two sides' runs sorted by seed, position by position,
@@ -72,6 +74,7 @@ band too). A draw that fails either is drawn again.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import replace
 
 import numpy as np
@@ -96,7 +99,8 @@ EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollb
           "class-zero": "rollback", "class-inside-low": "ship", "rejections-one-class": "ship",
           "paired-stray": "ship",
           "gain-inside": "inconclusive", "rejections-fall": "ship", "class-rise": "ship",
-          "paired-windows": "ship", "rejections-high": "ship", "class-one-seed": "ship"}
+          "paired-windows": "ship", "rejections-high": "ship", "class-one-seed": "ship",
+          "skewed": "ship"}
 KINDS = tuple(EXPECT)
 NOTES = {
     "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
@@ -123,6 +127,7 @@ NOTES = {
     "paired-windows": "seeds whose windows are far apart; the same gain per second on each",
     "rejections-high": "both sides reject more than the allowance, the candidate no more than the baseline",
     "class-one-seed": "one class dips beyond its guard on one seed, inside it over the paired runs, while goodput rises",
+    "skewed": "one seed gains far more than the others; the mean gain is beyond the band, the median inside it",
 }
 PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
 
@@ -329,7 +334,25 @@ def _build_last(kind: str, d: _Draw, rule: ReleaseRule, around, clear: int, band
             base.append(replace(d.run(s, 0), window_s=window))
             cand.append(replace(d.run(s, 0, large_gain=x * m), window_s=window))
         return base, cand
+    if kind == "skewed":
+        return _skewed(d, rule)
     raise ValueError(kind)
+
+
+def _skewed(d: _Draw, rule: ReleaseRule):
+    """Differences m + s * (3, -1, -1, -1), in some order: a sample deviation of 2s, so a band
+    of noise_k * s on four seeds, and a median of m - s. A mean of 1.2 bands is beyond the
+    band under every reading; the median, under 1.2 bands less a sixth of a band at most
+    (noise_k <= 3.3), is inside it. The spread is wide enough for the mean to clear min_gain
+    too, and for rounding to a whole request to move neither by more than a few percent."""
+    g = d.g
+    spread = max(8, math.ceil(d.gain(rule.min_gain * 1.3) / (1.2 * rule.noise_k)))
+    mean = round(1.2 * rule.noise_k * spread)
+    skew = [3, -1, -1, -1]
+    g.shuffle(skew)
+    quiet = d.effects(1)
+    return ([d.run(s, e) for s, e in zip(d.seeds, quiet)],
+            [d.run(s, e, large_gain=mean + spread * k) for s, e, k in zip(d.seeds, quiet, skew)])
 
 
 def _inside(d: _Draw, rule: ReleaseRule):
@@ -414,6 +437,9 @@ def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
         return one > 1.2 * rule.max_class_drop and together <= 0.5 * rule.max_class_drop
     if kind == "class-rise":                # a class rises by more than its guard
         return max(_share(cand, c) - _share(base, c) for c in classes) > 1.2 * rule.max_class_drop
+    if kind == "skewed":                    # the median of the differences, inside the band
+        diffs = [slo.run_goodput(c) - slo.run_goodput(b) for b, c in pairs]
+        return statistics.median(diffs) < _band(diffs, rule.noise_k)
     if kind == "paired-windows":            # good requests (or attainments) for goodput would not ship
         per_request = [[replace(r, window_s=1.0) for r in runs] for runs in (base, cand)]
         return _decided(*per_request, rule) != "ship"
