@@ -116,7 +116,8 @@ EXPECTED_LOSS = {
     "alt_minimal": {},
     "absent_evidence": {"evidence": 1.0},
     "irrelevant_evidence": {"evidence": 2.0},
-    "unsupported_claims": {"causes-found": 3.0, "causes-precision": 2.0, "evidence": 2.0},
+    # No cause found, so no fix of a cause found to replay, however right the guess.
+    "unsupported_claims": {"causes-found": 3.0, "causes-precision": 2.0, "evidence": 2.0, "fix-replayed": 2.0},
     # The wrong mechanism for a true cause earns no cause credit, and its evidence credit.
     "wrong_mechanism": {"causes-found": 1.5, "causes-precision": 1.6667, "evidence": 1.0},
     "guess_all": {"causes-precision": 1.6667},
@@ -139,7 +140,7 @@ EXPECTED_LOSS = {
     "stale_gate": {"rollback-rule": 1.0},
     "rollback_to_regressed": {"rollback-rule": 1.0},
     "invalid_sheet": {"fix-replayed": 2.0, "rollback-rule": 1.0},
-    "invalid_diagnosis": {"causes-found": 3.0, "causes-precision": 2.0, "evidence": 2.0},
+    "invalid_diagnosis": {"causes-found": 3.0, "causes-precision": 2.0, "evidence": 2.0, "fix-replayed": 2.0},
 }
 
 
@@ -317,7 +318,9 @@ def test_a_hostile_diagnosis_is_feedback(tmp_path, diagnosis, needle):
     report = grade("lesson6", folder(tmp_path, diagnosis=diagnosis))
     feedback = {c.id: c.feedback for c in report.criteria}
     assert needle in feedback["causes-found"], feedback["causes-found"]
-    assert scores(report)["fix-replayed"] == 2 and scores(report)["causes-found"] == 0
+    assert scores(report)["causes-found"] == 0 and scores(report)["rollback-rule"] == 1
+    # Nothing found in a diagnosis that cannot be read: no fix of a cause found to replay.
+    assert scores(report)["fix-replayed"] == 0 and needle in feedback["fix-replayed"], feedback["fix-replayed"]
 
 
 def test_a_linked_file_is_not_followed(tmp_path):
@@ -451,7 +454,7 @@ def test_each_kind_of_wrong_diagnosis_on_other_faults(combo, tmp_path):
     nothing = next(i.id for i in incident.evidence() if not i.supports)
     unsupported = {"incident": incident.id, "causes": [dict(c, evidence=[nothing]) for c in right["causes"]]}
     assert lost(_graded(incident, unsupported, sheet, tmp_path / "none")) == \
-        {"causes-found": 3.0, "causes-precision": 2.0, "evidence": 2.0}
+        {"causes-found": 3.0, "causes-precision": 2.0, "evidence": 2.0, "fix-replayed": 2.0}
     # One fault missed and left in the sheet (not the stall: its gate change costs the rollback
     # rule too, as stale_gate shows).
     kept = next(f for f in incident.faults if f.fault != "stall_hidden")
@@ -606,3 +609,31 @@ def test_a_cause_citing_one_item_that_shows_nothing_and_one_that_shows_its_mecha
     assert claim.why == (f"the evidence you cite for {harmless.id}, {blank.id} ({blank.select}, {blank.count} "
                          f"rows), does not show {mechanism}; {shows} shows {mechanism}, but nothing in it "
                          f"ties {mechanism} to {harmless.id}")
+
+
+@pytest.mark.parametrize("diagnosis", ["harmless-fix", "wrong-mechanisms", "none"])
+def test_the_last_good_sheet_beside_nothing_found_earns_no_replay(tmp_path, practice, diagnosis):
+    """The bundle ships R41's own sheet, and R41 ships against R42: copied with a release R43
+    beside a diagnosis that finds nothing (a harmless change's revert as its one fix, every
+    change with a mechanism not its own, or no diagnosis at all) it replayed as a fix."""
+    p1 = practice["p1"]
+    harmless = next(c for c in p1.changes if not c.mechanism)
+    wrong = next(m for m in MECHANISMS if m not in {c.mechanism for c in p1.changes})
+    causes = {"harmless-fix": [{"change": harmless.id, "mechanism": p1.faults[0].mechanism,
+                                "evidence": [i.id for i in p1.supporting(p1.faults[0].mechanism)],
+                                "fix": nested((p, was) for p, was, _ in harmless.diff)}],
+              "wrong-mechanisms": [{"change": c.id, "mechanism": wrong, "evidence": ["E1"],
+                                    "fix": nested((p, was) for p, was, _ in c.diff)} for c in p1.changes]}
+    last_good = copy.deepcopy(dict(p1.baseline))
+    last_good["change_record"] = reference_sheet(p1)["change_record"]
+    # The sheet alone replays as a fix: what the criterion must not pay for here.
+    from grader.course.incident import judge_fix
+    assert judge_fix(p1, last_good).passed
+    d = folder(tmp_path, sheet=yaml.safe_dump(last_good),
+               diagnosis=False if diagnosis == "none" else yaml.safe_dump({"incident": "p1",
+                                                                          "causes": causes[diagnosis]}))
+    report = grade("lesson6", d)
+    assert scores(report) == dict.fromkeys(ALL, 0.0) | {"rollback-rule": 1.0}, \
+        {c.id: c.feedback for c in report.criteria}
+    fix = next(c for c in report.criteria if c.id == "fix-replayed")
+    assert "the replay judges the fix of the causes" in fix.feedback

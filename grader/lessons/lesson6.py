@@ -27,8 +27,9 @@ what the bundle shows against a claim as stated (an item that does not exist, or
 show the mechanism named; evidence that shows a mechanism but nothing that ties it to the
 change), in the same words whether the change is harmless or its mechanism is another,
 and precision as a count.
-- replay: the fixed sheet carries every stated fix, and replayed on the incident's replay
-  seeds it ships against the regressed release under lesson 5's rule, with no class
+- replay: with a cause found (nothing found, nothing to replay: the bundle's R41 sheet ships
+  against R42 whatever the diagnosis), the fixed sheet carries every stated fix, and
+  replayed on the incident's replay seeds it ships against the regressed release under lesson 5's rule, with no class
   regressing against the last good release and no violation above its count.
 - rollback: the new release states a rollback rule: back to the last good release, on a
   condition this incident meets, with a gate that judges every token's deadline.
@@ -301,15 +302,23 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
     if sheet is None:
         return Measure(0.0, why)
     handed: Handed = ctx.submission
-    causes = (handed.diagnosis or {}).get("causes", [])
-    if handed.diagnosis is not None and not any(cause["fix"] for cause in causes):
-        # Nothing stated, nothing shown: the last good release's own sheet, handed in beside a
-        # diagnosis that fixes nothing, would replay as a fix (README: the fix is the
-        # diagnosis's design-sheet values, carried by the sheet). A diagnosis that cannot be
-        # read is charged on the three criteria that read it, not here as well.
-        return Measure(0.0, "your diagnosis states no fix (each cause's fix: its design-sheet values): "
-                            "the replay judges the fix of the causes you found, and there is none yet")
-    for cause in causes:
+    # Nothing found, nothing shown: the replay judges the fix of a cause the diagnosis
+    # demonstrates. The bundle ships R41's own sheet, and R41 ships against R42: handed in
+    # beside no diagnosis, an unreadable one, or causes that all earn nothing (a harmless
+    # change's revert stated as the fix), it replayed as a fix of nothing found (README: no
+    # evidence, no credit, however right the guess). Gating on a cause found, rather than
+    # on a change at fault, says nothing causes-found does not already say.
+    claims, none = _claims(ctx)
+    if none:
+        if handed.diagnosis is not None:
+            return Measure(0.0, "your diagnosis states no fix (each cause's fix: its design-sheet values): "
+                                "the replay judges the fix of the causes you found, and there is none yet")
+        return Measure(0.0, f"{none}: the replay judges the fix of the causes your diagnosis finds")
+    if not any(c.demonstrated for c in claims):
+        return Measure(0.0, _elsewhere(ctx) + "no cause of yours is demonstrated (causes-found says why), so "
+                            "no fix of a cause found can be replayed: the replay judges the fix of the causes "
+                            "you found, and there is none yet")
+    for cause in handed.diagnosis["causes"]:
         for path, value in _leaves(cause["fix"]):
             have = get_path(sheet, path, "(absent)")
             if have != value or isinstance(have, bool) != isinstance(value, bool):
