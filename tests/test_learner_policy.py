@@ -83,8 +83,10 @@ def test_in_the_learners_own_tools_a_function_that_hung_is_not_asked_again():
     # thousands of calls waited out its call limit and restarted the child.
     from reference.shapes import ChunkContext, CostModel
     ctx = ChunkContext(0.1, CostModel(), (), 0, 64, 16, 16)
-    for status in ("timeout", "crashed"):
-        box, log = Scripted([CallResult(status, detail="it hung")]), CallLog()
+    # A call whose answer broke the wire's rules stopped the child as well: every later call
+    # restarted it (a publishable answering a million pages: forty minutes of experiment).
+    for status, stopped in (("timeout", False), ("crashed", False), ("bad", True)):
+        box, log = Scripted([CallResult(status, detail="it hung", stopped=stopped)]), CallLog()
         chunk = learner_decisions(box, ("choose_chunk",), log, gives_up=True)["choose_chunk"]
         for _ in range(3):
             with pytest.raises(PolicyError):
@@ -100,7 +102,8 @@ def test_in_the_learners_own_tools_a_function_that_hung_is_not_asked_again():
         with pytest.raises(PolicyError):
             chunk(ctx)
     assert len(box.asked) == 3
-    box, log = Scripted([CallResult("raised", detail="y"), CallResult("raised", detail="z")]), CallLog()
+    # An unusable answer the child sent within the rules (its process goes on) is asked again.
+    box, log = Scripted([CallResult("bad", detail="y"), CallResult("raised", detail="z")]), CallLog()
     chunk = learner_decisions(box, ("choose_chunk",), log, gives_up=True)["choose_chunk"]
     for _ in range(2):
         with pytest.raises(PolicyError):

@@ -88,6 +88,8 @@ def test_answers_that_swell_in_the_grader_draw_on_one_allowance():
     assert all(len(r.value) == 354984 for r in results[:4])
     assert "answer of 1064960 bytes after 4.0 MiB of large answers" in results[4].detail
     assert "draws on 4 MiB shared by all its calls" in results[5].detail
+    # Each refusal stopped the child (the learner's tools then stop asking the function).
+    assert [r.stopped for r in results] == [False] * 4 + [True] * 2
 
 
 def test_a_load_that_swells_draws_on_the_same_allowance():

@@ -110,6 +110,9 @@ class CallResult:
     value: object = None    # plain JSON when status == "ok"; never an instance of a class
     detail: str = ""        # one line for feedback
     stdout: str = ""        # what the call printed (first KiB)
+    # The grader stopped the child on this call (it hung, ended itself or broke the wire's
+    # rules, an oversized answer say): the next call starts another and loads the file again.
+    stopped: bool = False
 
     @property
     def ok(self) -> bool:
@@ -634,7 +637,8 @@ class Sandbox:
             self._kill()
         except ProtocolError as exc:
             fname = calls[len(results)][0]
-            results.append(CallResult("bad", detail=_one_line(f"during {fname}() the process {exc}")))
+            results.append(CallResult("bad", detail=_one_line(f"during {fname}() the process {exc}"),
+                                      stopped=True))
             self._kill()
         except BaseException:
             self._kill()        # interrupted mid-batch: its unread answers must not reach the next call
