@@ -252,3 +252,36 @@ def test_a_rule_that_answered_no_call_has_no_rows_of_its_own(tmp_path, answer, u
     said = " ".join(outcome.notes)
     assert ("gave no usable answer on any call" in said) is not usable
     assert ("your functions failed on some calls" in said) is usable
+
+
+@pytest.mark.parametrize("name,functions,refused", [
+    ("prefill-deadline", "def choose_chunk(ctx):\n    return ChunkPlan(10**9, 'ok')\n",
+     "choose_chunk returned ChunkPlan(tokens=1000000000, verdict='ok')"),
+    ("prefill-deadline", "def choose_chunk(ctx):\n    return ChunkPlan(-5, 'whatever')\n",
+     "choose_chunk returned ChunkPlan(tokens=-5, verdict='whatever')"),
+    ("prefix-ownership", "def on_event(state, event, step_in_flight):\n    return Transition('gone')\n",
+     "returned Transition(next_state='gone', actions=()); treated as no change"),
+])
+def test_answers_the_worker_refused_are_named_not_shown_as_the_rule(tmp_path, name, functions, refused):
+    """An answer of the right type the worker cannot use (a chunk of a billion tokens, a state
+    the machine does not have) passes the sandbox's checks: the worker took its fallback on
+    every call, and the rows read as a rule of 64-token chunks that never missed its budget,
+    with no note at all."""
+    path = tmp_path / "mine.py"
+    path.write_text(f"from reference.shapes import ChunkPlan, Transition\n\n\n{functions}")
+    outcome = experiments.run(name, SMALL[name], COURSE, submission=str(path))
+    said = [n for n in outcome.notes if n.startswith("the worker could not use some of your answers")]
+    assert len(said) == 1 and refused in said[0] and "invalid decisions recorded" in said[0], outcome.notes
+    assert said[0] in outcome.plot.warnings
+    # The reference beside it, and a call that failed outright (the call log's to count), say nothing so.
+    assert not any("could not use" in n for n in outcome.notes if n.startswith(REFERENCE_PREFIX))
+
+
+def test_a_call_that_failed_is_counted_once_not_as_refused_too(tmp_path):
+    path = tmp_path / "mine.py"
+    path.write_text("from reference.shapes import ChunkPlan\n\nCALLS = [0]\n\n\ndef choose_chunk(ctx):\n"
+                    "    CALLS[0] += 1\n    if CALLS[0] % 2:\n        raise ValueError('odd')\n"
+                    "    return ChunkPlan(min(ctx.page_tokens, ctx.prefill_remaining), 'ok')\n")
+    outcome = experiments.run("prefill-deadline", SMALL["prefill-deadline"], COURSE, submission=str(path))
+    said = " ".join(outcome.notes)
+    assert "your functions failed on some calls" in said and "could not use" not in said

@@ -224,7 +224,8 @@ NOT_IMPLEMENTED = ": not implemented: "
 CALLS_FAILED = "your functions failed on some calls"
 NO_USABLE_ANSWER = "gave no usable answer on any call"
 NO_REFERENCE_ROWS = "the reference's rows are not available"
-WARN = (TRUNCATED, NOT_IMPLEMENTED, CALLS_FAILED, NO_USABLE_ANSWER)
+REFUSED = "the worker could not use"
+WARN = (TRUNCATED, NOT_IMPLEMENTED, CALLS_FAILED, NO_USABLE_ANSWER, REFUSED)
 TELL = (NO_REFERENCE_ROWS,)
 
 
@@ -232,6 +233,37 @@ def plot_notes(notes: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(warnings, captions) of a plot: the notes of ``notes`` its reader must not miss."""
     return (tuple(n for n in notes if any(w in n for w in WARN)),
             tuple(n for n in notes if any(t in n for t in TELL)))
+
+
+def refused(runs: Sequence[tuple[str, Run]], functions: Sequence[str]) -> list[str]:
+    """A note when the worker refused answers of ``functions`` in ``runs`` ((label, run)
+    pairs). An answer of the right type can still be one the worker cannot use (a chunk of a
+    billion tokens, a state the machine does not have): the sandbox's checks pass it, the
+    worker records an invalid decision and takes its safe fallback, and the row's figures,
+    the fallback's, read as the learner's rule. Every answer refused, the rows showed 64-token
+    chunks that never missed the budget, with no note at all. A call that failed outright
+    (the worker shows its answer as None) is the call log's to count (CALLS_FAILED)."""
+    per, first = {}, ""
+    for label, run in runs:
+        mine = [v.detail for v in run.violations
+                if v.kind == "invalid_decision" and v.detail.startswith(tuple(functions))
+                and not _failed_call(v.detail)]
+        if mine:
+            per[label] = per.get(label, 0) + len(mine)
+            first = first or mine[0]
+    if not per:
+        return []
+    where = ", ".join(f"{label}: {n}" for label, n in per.items())
+    return [f"{REFUSED} some of your answers and took its safe fallback there, so those figures are "
+            f"partly the fallback's: {sum(per.values())} invalid decisions recorded, once a request"
+            f"{' and once a run for each on_event entry' if 'on_event' in functions else ''} ({where}); "
+            f"first: {first}"]
+
+
+def _failed_call(detail: str) -> bool:
+    """The worker's words for a decision it could not obtain at all (reference/worker: the
+    answer is shown as None; a learner's value is shown by its repr, a str in quotes)."""
+    return "returned None" in detail or detail.endswith("usable key: None")
 
 
 # ---- measures of a run ------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from grader.course.experiments.common import (
     Table,
     percentile,
     plot_notes,
+    refused,
     token_gaps,
     ttfts,
 )
@@ -199,7 +200,7 @@ def _rows(policy, variants, s: dict, course, ran) -> Side:
     model, worker = _machine(s, course)
     reqs, start, _ = workload(s, model, worker)
     first = next(r.id for r in reqs if r.cls == "prompt")
-    rows, along, notes = [], {}, []
+    rows, along, notes, made = [], {}, [], []
     for label, chunk, rule in variants:
         run = simulate(model, worker, with_knobs(policy, _sheet(s, **rule)), reqs)
         ran(1)
@@ -212,7 +213,8 @@ def _rows(policy, variants, s: dict, course, ran) -> Side:
             notes.append(f"{label}: some decoders finished before the last prompt's first token")
         rows.append(row)
         along[label] = [(at, sec * 1000) for _, at, sec in chunk_steps(run, {first})]
-    return {"rows": rows, "extras": {"along": along}, "notes": notes}
+        made.append((label, run))
+    return {"rows": rows, "extras": {"along": along}, "notes": notes + refused(made, ("choose_chunk",))}
 
 
 def _fixed(s: dict, course, core, ran) -> Side:

@@ -29,7 +29,7 @@ import numpy as np
 
 from grader.course.experiments import experiment
 from grader.course.experiments.common import (Bars, Column, Knob, Outcome, Panel, Plot, Table,
-                                              percentile, plot_notes)
+                                              percentile, plot_notes, refused)
 from grader.course.experiments.plugged import Side, Sides
 from grader.course.scenario import load_scenario
 from grader.course.trials import truncation
@@ -201,7 +201,7 @@ def _measure(s: dict, course, ran):
     """core -> its Side: a row per variant (the core, each knob around it, each cancellation
     rate), and the probe's TTFTs of the design and the key without scope."""
     def side(core) -> Side:
-        rows, ends, stopped, probed = [], {}, [], {}
+        rows, ends, stopped, probed, made = [], {}, [], {}, []
         base = _scenario(s, course, s["cancel"])
         pt = base.worker.page_tokens
 
@@ -209,6 +209,7 @@ def _measure(s: dict, course, ran):
             policy = with_knobs(core.policy, {**scenario.sheet, "cancellation": changes})
             run = simulate(scenario.model, scenario.worker, policy, requests(scenario, s["repeat"]))
             ran(1)
+            made.append((label, run))
             ends[label] = run.end_s
             rows.append({"variant": label, "cancel_pct": round(cancel * 100), **measure(run, pt),
                          "probe_gap_ms": None})
@@ -237,7 +238,8 @@ def _measure(s: dict, course, ran):
         probe(DESIGN, {})
         if "no_scope" in s["variants"]:
             probe(*VARIANTS["no_scope"])
-        return {"rows": rows, "extras": {"probed": probed}, "notes": stopped}
+        return {"rows": rows, "extras": {"probed": probed},
+                "notes": stopped + refused(made, ("on_event", "prefix_key", "publishable"))}
     return side
 
 
