@@ -2,6 +2,8 @@
 --own, and always in the learner edition): the reference's files give the reference's runs,
 a stub lesson falls back to the course baseline and says so."""
 
+import pytest
+
 from conftest import ROOT
 from grader.course import core, replay
 from grader.course.sheet import load_sheet
@@ -164,3 +166,43 @@ def test_a_lesson_half_written_names_the_baselines_of_what_is_missing_only(tmp_p
     assert "prefix_key, publishable not written yet" in lesson4, lesson4
     assert "cancellation deferred" not in lesson4, lesson4
     assert "the worker's own prefix keys" in lesson4 and "the worker's own publishing" in lesson4, lesson4
+
+
+def _lesson5_with(tmp_path, decide_body: str, qualify_body: str | None = None):
+    source = (ROOT / "reference" / "solutions" / "lesson5.py").read_text(encoding="utf-8")
+    source += f"\n\ndef decide_release(baseline_runs, candidate_runs, rule):\n    {decide_body}\n"
+    if qualify_body:
+        source += f"\n\ndef qualify(record, slo=None):\n    {qualify_body}\n"
+    path = tmp_path / "my_lesson5.py"
+    path.write_text(source, encoding="utf-8")
+    return path
+
+
+GOODPUT_SMALL = ["rates=1", "rate_from=7", "seeds=2", "requests=30", "candidates=gain"]
+
+
+@pytest.mark.parametrize("decide,qualify,said", [
+    # A decision the course does not have was printed and drawn as one.
+    ("return ReleaseDecision('yolo', ('fine',))", None,
+     "my_lesson5.py: decide_release: ReleaseDecision.decision: 'yolo' is not one of ship, rollback, inconclusive"),
+    ("raise RuntimeError('nope')", None, "my_lesson5.py: decide_release: RuntimeError: nope"),
+    # The file is named, not only the lesson.
+    ("return ReleaseDecision('ship')", "return True",
+     "my_lesson5.py: qualify: gave no verdict for r0 (returned bool True, not one of good"),
+])
+def test_a_lesson5_answer_the_figures_cannot_use_stops_in_one_line_naming_the_file(tmp_path, decide, qualify, said):
+    from grader.course import experiments
+    from grader.engine.errors import InputError
+    with pytest.raises(InputError) as e:
+        experiments.run("goodput", GOODPUT_SMALL, COURSE,
+                        submission=str(_lesson5_with(tmp_path, decide, qualify)))
+    assert said in str(e.value), str(e.value)
+
+
+def test_a_lesson5_decisions_reasons_reach_the_notes_as_one_printable_line(tmp_path):
+    """Reasons are learner text: an escape sequence cleared the terminal the experiment printed on."""
+    from grader.course import experiments
+    path = _lesson5_with(tmp_path, "return ReleaseDecision('ship', ('\\x1b[2J' * 3 + 'looks\\nfine',))")
+    outcome = experiments.run("goodput", GOODPUT_SMALL, COURSE, submission=str(path))
+    said = [n for n in outcome.notes if "looks fine" in n]
+    assert said and all("\x1b" not in n and "\n" not in n for n in outcome.notes), outcome.notes

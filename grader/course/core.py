@@ -132,7 +132,7 @@ def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
         if not _qualifies(sandbox):
             return Written(lesson, path, sub.digest, {}, None, names,
                            f"{lesson}: qualify is not written yet: no goodput or attainment")
-        qualify, decide = _gate(sandbox)
+        qualify, decide = _gate(sandbox, path)
         if _standing(sandbox, "decide_release") == "written":
             return Written(lesson, path, sub.digest, {}, (qualify, decide), (), "")
         # qualify comes first in the lesson: its figures stand without a decision.
@@ -195,11 +195,13 @@ def _qualifies(sandbox) -> bool:
     return not (result.status == "missing" or result.stub)
 
 
-def _gate(sandbox) -> tuple[Callable, Callable]:
-    """The learner's qualify and decide_release, validated as the grader validates them."""
-    from grader.engine.validate import coerce
-    from reference.shapes import QUALIFICATIONS, ReleaseDecision
+def _gate(sandbox, path: Path) -> tuple[Callable, Callable]:
+    """The learner's qualify and decide_release, validated as the grader validates them.
+    A problem stops the command in one line naming the file and the function."""
+    from grader.engine.validate import InvalidValue, coerce, within_domain
+    from reference.shapes import QUALIFICATIONS, RELEASE_DECISIONS, ReleaseDecision
     from grader.engine.errors import InputError
+    from grader.engine.text import one_line
 
     def qualify(record, slo=None):
         result = sandbox.call("qualify", record, slo)
@@ -208,13 +210,24 @@ def _gate(sandbox) -> tuple[Callable, Callable]:
             # "(True)" alone did not say what was wrong with a verdict returned as a bool.
             why = (result.detail if result.status != "ok" else
                    f"returned {type(value).__name__} {value!r}, not one of {', '.join(QUALIFICATIONS)}")
-            raise InputError("lesson5 qualify", f"gave no verdict for {record.id} ({why}): the "
+            raise InputError(f"{path}: qualify", f"gave no verdict for {record.id} ({why}): the "
                              "figures need one per request")
         return value
 
     def decide(baseline_runs, candidate_runs, rule):
-        result = sandbox.call("decide_release", tuple(baseline_runs), tuple(candidate_runs), rule)
+        args = (tuple(baseline_runs), tuple(candidate_runs), rule)
+        result = sandbox.call("decide_release", *args)
         if result.status != "ok":
-            raise InputError("lesson5 decide_release", result.detail or result.status)
-        return coerce(result.value, ReleaseDecision)
+            raise InputError(f"{path}: decide_release", result.detail or result.status)
+        try:
+            within_domain("decide_release", result.value, args)
+            value = coerce(result.value, ReleaseDecision)
+        except InvalidValue as e:
+            raise InputError(f"{path}: decide_release", f"returned something unusable: {e}") from None
+        # A decision the course does not have ("yolo") was printed and drawn as one, and its
+        # reasons reached the terminal as they were (an escape sequence clears it).
+        if value.decision not in RELEASE_DECISIONS:
+            raise InputError(f"{path}: decide_release", f"ReleaseDecision.decision: "
+                             f"{one_line(repr(value.decision), 60)} is not one of {', '.join(RELEASE_DECISIONS)}")
+        return ReleaseDecision(value.decision, tuple(one_line(r, 300) for r in value.reasons))
     return qualify, decide
