@@ -637,3 +637,35 @@ def test_the_last_good_sheet_beside_nothing_found_earns_no_replay(tmp_path, prac
         {c.id: c.feedback for c in report.criteria}
     fix = next(c for c in report.criteria if c.id == "fix-replayed")
     assert "the replay judges the fix of the causes" in fix.feedback
+
+
+def test_citing_the_whole_index_demonstrates_nothing(tmp_path, practice):
+    """Every change named with every mechanism of the incident, each claim citing every item:
+    'some cited item shows it' held of every claim, and the shotgun found every root cause
+    (6 of 10, not one item read). At least half of what a claim cites must show its
+    mechanism; a stray item beside a right one (half) stays the evidence criterion's."""
+    p1 = practice["p1"]
+    items = [i.id for i in p1.evidence()]
+    every = [{"change": c.id, "mechanism": m, "evidence": list(items),
+              "fix": nested((p, was) for p, was, _ in c.diff)}
+             for c in p1.changes for m in sorted({f.mechanism for f in p1.faults})]
+    sheet = copy.deepcopy(dict(p1.baseline))
+    sheet["change_record"] = reference_sheet(p1)["change_record"]
+    report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump({"incident": "p1", "causes": every[:20]}),
+                                     sheet=yaml.safe_dump(sheet)))
+    assert scores(report) == dict.fromkeys(ALL, 0.0) | {"rollback-rule": 1.0}, \
+        {c.id: c.feedback for c in report.criteria}
+    found = next(c for c in report.criteria if c.id == "causes-found")
+    assert f"of the {len(items)} items you cite for" in found.feedback, found.feedback
+    # Half of what a cause cites shows its mechanism: demonstrated; fewer: not.
+    from grader.lessons.lesson6 import _judge
+    fault = p1.faults[0]
+    shows = [i.id for i in p1.evidence() if i.shows(fault.mechanism)]
+    blank = [i.id for i in p1.evidence() if not i.shows(fault.mechanism)]
+    fix = nested((p, was) for p, was, _ in fault.diff)
+    half = _judge(p1, {"change": fault.id, "mechanism": fault.mechanism, "evidence": shows[:1] + blank[:1],
+                       "fix": fix}, 1)
+    fewer = _judge(p1, {"change": fault.id, "mechanism": fault.mechanism, "evidence": shows[:1] + blank[:2],
+                        "fix": fix}, 1)
+    assert half.demonstrated and not half.sound and not fewer.demonstrated
+    assert fewer.why.startswith(f"only 1 of the 3 items you cite for {fault.id} show {fault.mechanism}")

@@ -16,9 +16,9 @@ key derived from the secret, never the secret).
 
 Criteria (rubrics/lesson6.yaml):
 - causes found (recall) and causes named rightly (precision): a cause counts only when it
-  names a change at fault, that change's own mechanism, and cites at least one evidence item
-  of the bundle that shows it. A claim with no support, or the wrong mechanism for a true
-  cause, earns nothing.
+  names a change at fault, that change's own mechanism, and cites evidence items of the
+  bundle at least half of which show it. A claim with no support (or mostly none), or the
+  wrong mechanism for a true cause, earns nothing.
 - evidence: each claim of a change at fault names that change's mechanism and cites only
   items that exist and show it.
 
@@ -155,8 +155,14 @@ def _judge(incident: Incident, cause: dict, n: int) -> Claim:
     cited = tuple(cause["evidence"])
     fault = changes.get(change)
     showing = [e for e in cited if e in items and items[e].shows(mechanism)]
+    # Evidence selects: at least half of what a claim cites must show its mechanism. Citing
+    # every item of the index made "some cited item shows it" true of any claim: every
+    # change named with each mechanism its section allows, each citing all the evidence,
+    # found every root cause and kept 6 of 10 without reading one item. A stray item beside
+    # a right one (half) is the evidence criterion's to charge, not recall's.
+    selected = bool(showing) and 2 * len(showing) >= len(cited)
     at_fault = bool(fault and fault.mechanism)
-    demonstrated = at_fault and mechanism == fault.mechanism and bool(showing)
+    demonstrated = at_fault and mechanism == fault.mechanism and selected
     reasons = []
     if fault is None:
         reasons.append(f"there is no change {change} in {RELEASE} (it has {', '.join(changes)})")
@@ -168,7 +174,14 @@ def _judge(incident: Incident, cause: dict, n: int) -> Claim:
         elif not items[e].shows(mechanism):
             reasons.append(f"the evidence you cite for {change}, {e} ({items[e].select}, {items[e].count} "
                            f"rows), does not show {mechanism}")
-    if fault is not None and showing and not demonstrated:
+    if showing and not selected:
+        # Said of every claim alike, harmless or not: it names no answer. First, before the
+        # items one by one (a claim citing them all lists every one).
+        reasons.insert(1 if fault is None else 0,
+                       f"only {len(showing)} of the {len(cited)} items you cite for {change} show "
+                       f"{mechanism}: evidence is the items that show the mechanism, and a claim whose "
+                       "citations mostly do not is not demonstrated")
+    elif fault is not None and showing and not demonstrated:
         # A harmless change, or a true cause with another mechanism: one sentence for both.
         # Named, so that beside an item that shows nothing the sentence does not read as a
         # contradiction ("E8 does not show it; what you cite shows it").
