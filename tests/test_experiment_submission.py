@@ -285,3 +285,20 @@ def test_a_call_that_failed_is_counted_once_not_as_refused_too(tmp_path):
     outcome = experiments.run("prefill-deadline", SMALL["prefill-deadline"], COURSE, submission=str(path))
     said = " ".join(outcome.notes)
     assert "your functions failed on some calls" in said and "could not use" not in said
+
+
+def test_a_lesson_written_in_part_is_a_warning_on_the_plot(tmp_path):
+    """A lesson 4 file with prefix_key alone written: the baseline's on_event defers every
+    cancel to the request's end, so the 'release at cancel' strawman drawn on it showed no
+    use-after-free, and only the printed notes said whose on_event it was."""
+    path = tmp_path / "mine.py"
+    path.write_text("def prefix_key(scope, parent_key, block_tokens):\n"
+                    "    return scope + '/' + parent_key + '/' + ','.join(map(str, block_tokens))\n")
+    outcome = experiments.run("prefix-ownership", SMALL["prefix-ownership"], COURSE, submission=str(path))
+    partly = [n for n in outcome.notes if n.startswith("your rows are partly the course baseline's: lesson4: ")]
+    assert len(partly) == 1 and "on_event, publishable not defined in mine.py" in partly[0], outcome.notes
+    assert partly[0] in outcome.plot.warnings
+    # Every lesson written: no such warning.
+    whole = experiments.run("prefix-ownership", SMALL["prefix-ownership"], COURSE,
+                            submission=str(SOLUTIONS / "lesson4.py"))
+    assert not any("partly the course baseline" in n for n in whole.notes + whole.plot.warnings)

@@ -216,7 +216,8 @@ def _show(value: Any) -> str:
 # The notes a plot must carry too: without them the picture misleads. A truncated run, a
 # learner's functions that are not implemented or gave no usable answer (only the
 # reference's series are drawn) or that failed on calls (the worker's fallback drew those
-# series) are warnings; that the reference's series are missing (the learner edition, at
+# series) or that are only partly written (a baseline drew the rest: lesson 4's "release at
+# cancel" strawman on the baseline's on_event shows no use-after-free) are warnings; that the reference's series are missing (the learner edition, at
 # other settings) is a caption.
 # The notes are written with these very phrases (trials.truncation, plugged.Sides), so a
 # reworded note cannot drop its warning from the plot.
@@ -225,7 +226,8 @@ CALLS_FAILED = "your functions failed on some calls"
 NO_USABLE_ANSWER = "gave no usable answer on any call"
 NO_REFERENCE_ROWS = "the reference's rows are not available"
 REFUSED = "the worker could not use"
-WARN = (TRUNCATED, NOT_IMPLEMENTED, CALLS_FAILED, NO_USABLE_ANSWER, REFUSED)
+PARTLY_BASELINE = "your rows are partly the course baseline's: "
+WARN = (TRUNCATED, NOT_IMPLEMENTED, CALLS_FAILED, NO_USABLE_ANSWER, REFUSED, PARTLY_BASELINE)
 TELL = (NO_REFERENCE_ROWS,)
 
 

@@ -32,7 +32,7 @@ from grader.course.core import reference as reference_core
 # How the reference's rows are named beside a learner's; the plots draw a series so named
 # as the reference's twin of the learner's, so the name is kept in one place, there.
 from grader.course.experiments.common import (CALLS_FAILED, NO_REFERENCE_ROWS, NO_USABLE_ANSWER,
-                                              NOT_IMPLEMENTED)
+                                              NOT_IMPLEMENTED, PARTLY_BASELINE)
 from grader.course.plots import REFERENCE_PREFIX  # noqa: F401
 from grader.engine.cases import digest_of
 from grader.engine.errors import InputError
@@ -199,7 +199,10 @@ class Sides:
         if self.answered_nothing():
             return [f"rows {rows}: your {names} from {p.source} {NO_USABLE_ANSWER}, so no row is "
                     f"yours (first: {'; '.join(p.log.first.values())})", *p.notes] + self._beside(reference)
-        out = [f"rows {rows}: your {names} from {p.source}", *p.notes]
+        # Lesson 4 partly written: the baseline's functions shape these rows too. Lesson 5's
+        # note names lessons 1 to 4, whose baselines every design of goodput runs on alike.
+        partly = () if p.lesson == "lesson5" else tuple(PARTLY_BASELINE + n for n in p.notes)
+        out = [f"rows {rows}: your {names} from {p.source}", *(partly or p.notes)]
         if p.log is not None and p.log.failures:
             out.append(f"{CALLS_FAILED} (the worker's safe fallback answered "
                        f"them): {p.log.summary()}")
