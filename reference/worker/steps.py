@@ -120,8 +120,8 @@ class Steps:
         Most of a run's steps are these: between two client events, with nothing prefilling,
         nothing cancelling and no queue head to ask again, what can happen at a step is a
         decoder's new page (which can preempt) or its last token (which ends it). Between
-        two of those the steps form a stretch in which only the time and the decoders'
-        context move, so a stretch's rows share everything else. The loop stops where run()
+        two endings the steps form a stretch in which only the time, the decoders' context
+        and, at a new page, the page counts move, so its rows share everything else. The loop stops where run()
         must take over: at a step ending after the next client event (run() launches it and
         takes the event while it flies), when a page or an ending changed what may happen
         next, and one step before the step cap (run() says why it stops)."""
@@ -132,15 +132,25 @@ class Steps:
             index = self.completed
             if index >= last:
                 return
-            if index in page_due:
-                self._grow_due(index)
-                continue            # a preemption may have queued a request: look again
             first, n, context, now = index, len(decoding), self.context_sum, self.now
             books = self._decode_books()
             if self.check:
                 self._assert_books()     # a stretch changes no page, promise or queue
             ids = tuple(l.req.id for l in decoding.values()) if trace is not None else ()
-            while index < last and index not in page_due:
+            while index < last:
+                if index in page_due:
+                    # Decoders' new pages, at this step's launch, on the books as they stand.
+                    self.now, self.context_sum, self.completed = now, context, index
+                    if index > first:
+                        self.progress_step = index
+                    self._grow_due(index)
+                    if self.queued:
+                        # A preemption, or a queue head that the new pages let ask again at
+                        # this step's completion: run() launches it.
+                        return
+                    books = self._decode_books()
+                    if self.check:
+                        self._assert_books()
                 duration = step_time(n, context)
                 end = now + duration
                 if end > next_at:
