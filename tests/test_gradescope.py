@@ -304,6 +304,31 @@ def test_an_upper_case_suffix_is_graded_as_a_class_folder_grades_it(lesson1_zip,
     assert "not graded: draft.py" in results["output"]
 
 
+def storable(results: dict) -> bool:
+    """Every string is Unicode a database stores: no lone surrogate, which Python reads a
+    name's non-UTF-8 byte as and json.dumps writes as an escape ("\\udce9") that a strict
+    reader (PostgreSQL's jsonb among them) refuses."""
+    try:
+        json.dumps(results, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("files, shown", [
+    ({"caf\udce9.py": REFERENCE.read_bytes()}, "Graded: caf\\xe9.py"),        # graded, named by its bytes
+    ({"caf\udce9.py.txt": REFERENCE.read_bytes()}, "your upload holds caf\\xe9.py.txt"),
+])
+def test_an_upload_named_in_another_encoding_is_named_by_its_bytes(lesson1_zip, tmp_path, files, shown):
+    """A file from an archive made with another encoding (café.py as the bytes caf\\xe9.py) is
+    graded, and named as a class folder names it: its byte as \\xNN, never a lone surrogate
+    that results.json would carry into Gradescope's storage."""
+    p, results = graded(lesson1_zip, tmp_path, files)
+    assert p.returncode == 0 and shown in results["output"], p.stdout
+    assert storable(results), results.get("extra_data")
+    assert results["score"] == (10 if shown.startswith("Graded") else 0)
+
+
 @pytest.mark.parametrize("files, says", [
     ({"README.txt": b"I forgot", "notes.pdf": b"%PDF"}, "no .py or .ipynb file to grade"),
     ({}, "your upload is empty"),

@@ -42,6 +42,13 @@ def printable(text: str, keep: str = "") -> str:
     return "".join(ch if _shown(ch) or ch in keep else REPLACEMENT for ch in text)
 
 
+def as_text(name: str) -> str:
+    """A file name as text the gradebook, a page and a terminal can hold: a byte that is not
+    UTF-8 (a name from an archive made with another encoding, which Python reads as a lone
+    surrogate and no database or file will store) is shown as \\xNN."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def one_line(text: str, limit: int | None = None) -> str:
     """Learner text for one line of feedback: runs of whitespace (newlines included) as
     one space, then ``printable``, then at most ``limit`` characters."""

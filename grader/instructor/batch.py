@@ -37,7 +37,7 @@ from grader.engine.progress import Progress
 from grader.engine.code_file import choose, code_suffix, lesson_functions
 from grader.engine.submission import (Submission, is_own_file_name, is_submission_folder,
                                        load_submission)
-from grader.engine.text import first_few, plural, terminal
+from grader.engine.text import as_text, first_few, plural, terminal
 
 # What an archiver leaves beside the students (macOS's zip: a copy of each file's metadata),
 # never a student: recorded, it would be a student with 0 points in every export, for good.
@@ -69,13 +69,6 @@ def _pick(folder: Path, lesson: str, functions: tuple[str, ...]) -> tuple[str, s
     held = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
     there = f"it holds {first_few(held)}" if held else "it is empty"
     return str(folder), as_text(f"{choice.problem} in the submission folder ({there})"), ""
-
-
-def as_text(name: str) -> str:
-    """A file name as text the gradebook, a page and a terminal can hold: a byte that is not
-    UTF-8 (a name from an archive made with another encoding, which Python reads as a lone
-    surrogate and no database or file will store) is shown as \\xNN."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 NOT_UTF8 = ("its name is not UTF-8 text ({name}): rename it (the archive it came from used "

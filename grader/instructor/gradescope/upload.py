@@ -3,7 +3,8 @@
 Gradescope puts the upload in /autograder/submission/ as the student made it: one file, a
 few, or (from GitHub) a whole repository. Files are listed without following symbolic
 links, hidden folders and caches skipped, and never run: a candidate is only read and, for
-a code lesson, parsed.
+a code lesson, parsed. Every name this module reports is ``as_text``: a byte that is not
+UTF-8 as \\xNN, as a class folder shows it, never a lone surrogate in results.json.
 
 - A code lesson: the one code file, by the rule a class folder is read by too
   (grader.engine.code_file: .py or .ipynb in any case; among several, the one that defines
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from grader.course.sheet import SECTIONS, read_yaml
 from grader.engine.code_file import choose, code_suffix
+from grader.engine.text import as_text
 
 YAML_SUFFIXES = (".yaml", ".yml")
 SKIPPED_FOLDERS = {"__pycache__", ".ipynb_checkpoints", "node_modules"}
@@ -64,7 +66,7 @@ def uploaded(folder: Path) -> list[Path]:
 def _listing(files: list[Path]) -> str:
     if not files:
         return "your upload is empty"
-    shown = ", ".join(str(f) for f in files[:12])
+    shown = ", ".join(as_text(str(f)) for f in files[:12])
     return f"your upload holds {shown}{' ...' if len(files) > 12 else ''}"
 
 
@@ -73,12 +75,12 @@ def pick_code(folder: Path, lesson: str, functions: tuple[str, ...]) -> Picked |
     files = uploaded(folder)
     choice = choose(folder, files, lesson, functions)
     if choice.file is not None:
-        return Picked(folder / choice.file, choice.file.as_posix(),
-                      (choice.note,) if choice.note else ())
+        return Picked(folder / choice.file, as_text(choice.file.as_posix()),
+                      (as_text(choice.note),) if choice.note else ())
     if not any(code_suffix(f) for f in files):
         return Missing(f"{choice.problem} to grade: upload your {lesson} exercise as a Python "
                        f"file or a Jupyter notebook defining {', '.join(functions)}; {_listing(files)}")
-    return Missing(f"cannot tell which file to grade: {choice.problem} ({_listing(files)})")
+    return Missing(f"cannot tell which file to grade: {as_text(choice.problem)} ({_listing(files)})")
 
 
 def _role_by_content(path: Path) -> str | None:
@@ -115,8 +117,8 @@ def pick_folder(folder: Path, names: tuple[str, ...], into: Path) -> Picked | Mi
     into.mkdir(parents=True, exist_ok=True)
     for name, f in roles.items():
         shutil.copyfile(folder / f, into / name)
-    notes = [f"graded {f} as {name}" for name, f in sorted(roles.items()) if f.name != name]
+    notes = [f"graded {as_text(str(f))} as {name}" for name, f in sorted(roles.items()) if f.name != name]
     if left:
-        notes.append(f"not graded: {', '.join(str(f) for f in left[:10])}")
-    shown = ", ".join(str(roles[n]) for n in names if n in roles)
+        notes.append(f"not graded: {', '.join(as_text(str(f)) for f in left[:10])}")
+    shown = ", ".join(as_text(str(roles[n])) for n in names if n in roles)
     return Picked(into, shown, tuple(notes))
