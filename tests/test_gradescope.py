@@ -23,6 +23,7 @@ from conftest import ROOT, SECRET, SUBMISSIONS, grade, run_grader, without_landl
 from grader.course.bundle import write_answer
 from grader.course.incident import incidents_key, student_incident
 from grader.engine.layout import find_course
+from grader.instructor.gradescope import upload
 
 SCHEMA = json.loads((ROOT / "grader" / "instructor" / "gradescope" / "results.schema.json").read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -313,6 +314,42 @@ def storable(results: dict) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+LESSON1_FUNCTIONS = ("kv_bytes_per_token", "pages_for", "pool_pages", "worst_case_pages", "check_contract")
+
+
+@pytest.mark.parametrize("marker, packages", [
+    ("env/pyvenv.cfg", "env/src/somepackage"),          # a virtual environment (pip -e checkouts)
+    ("env/conda-meta/history", "env/pkgs/somepackage"),  # a conda environment
+    ("", "deps/site-packages"),                          # packages installed into a folder
+])
+def test_a_repository_upload_is_looked_through_past_its_installed_packages(tmp_path, monkeypatch, marker,
+                                                                           packages):
+    """A repository committed with its virtual environment (env/, sorted before src/) held
+    more files than the listing looks at before it stops: the student's src/hw1.py was
+    never seen, and the result said no file defines the lesson's functions."""
+    monkeypatch.setattr(upload, "MAX_LISTED", 20)
+    if marker:
+        (tmp_path / marker).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / marker).write_text("")
+    (tmp_path / packages).mkdir(parents=True)
+    for n in range(25):
+        (tmp_path / packages / f"module{n:02}.py").write_text("x = 1\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "hw1.py").write_bytes(REFERENCE.read_bytes())
+    picked = upload.pick_code(tmp_path, "lesson1", LESSON1_FUNCTIONS)
+    assert isinstance(picked, upload.Picked) and picked.shown == "src/hw1.py", picked
+
+
+def test_an_upload_listed_only_in_part_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(upload, "MAX_LISTED", 20)
+    for n in range(25):
+        (tmp_path / f"a{n:02}.txt").write_text("notes")
+    (tmp_path / "z.py").write_bytes(REFERENCE.read_bytes())
+    missing = upload.pick_code(tmp_path, "lesson1", LESSON1_FUNCTIONS)
+    assert isinstance(missing, upload.Missing)
+    assert "only its first 20 files were looked at" in missing.why, missing.why
 
 
 @pytest.mark.parametrize("files, shown", [

@@ -2,7 +2,8 @@
 
 Gradescope puts the upload in /autograder/submission/ as the student made it: one file, a
 few, or (from GitHub) a whole repository. Files are listed without following symbolic
-links, hidden folders and caches skipped, and never run: a candidate is only read and, for
+links, hidden folders, caches and installed environments (a virtual or conda environment,
+a site-packages folder) skipped, at most MAX_LISTED of them, and never run: a candidate is only read and, for
 a code lesson, parsed. Every name this module reports is ``as_text``: a byte that is not
 UTF-8 as \\xNN, as a class folder shows it, never a lone surrogate in results.json.
 
@@ -28,7 +29,11 @@ from grader.engine.code_file import choose, code_suffix
 from grader.engine.text import as_text
 
 YAML_SUFFIXES = (".yaml", ".yml")
-SKIPPED_FOLDERS = {"__pycache__", ".ipynb_checkpoints", "node_modules"}
+SKIPPED_FOLDERS = {"__pycache__", ".ipynb_checkpoints", "node_modules", "site-packages", "dist-packages"}
+# A folder holding one of these is an installed environment (a virtual environment, a
+# conda one), never the student's work: a repository committed with one held thousands of
+# files, which filled the listing before the student's own file was reached.
+ENVIRONMENT_MARKERS = ("pyvenv.cfg", "conda-meta")
 MAX_LISTED = 5000            # a repository upload: stop listing there
 PEEK_BYTES = 1 << 20         # what is read of a candidate to tell what it is
 # What tells lesson 6's files apart when their names do not: top-level keys.
@@ -48,11 +53,17 @@ class Missing:
     why: str                        # one paragraph the student can act on
 
 
+def _skipped(folder: Path) -> bool:
+    return (folder.name.startswith(".") or folder.name in SKIPPED_FOLDERS
+            or any(os.path.lexists(folder / marker) for marker in ENVIRONMENT_MARKERS))
+
+
 def uploaded(folder: Path) -> list[Path]:
-    """Regular files under ``folder`` (relative paths, sorted); links not followed."""
+    """Regular files under ``folder`` (relative paths, sorted; at most MAX_LISTED); links
+    not followed; hidden folders, caches and installed environments passed over."""
     found: list[Path] = []
     for here, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_FOLDERS)
+        dirs[:] = sorted(d for d in dirs if not _skipped(Path(here) / d))
         for name in sorted(files):
             path = Path(here) / name
             if name.startswith(".") or not stat.S_ISREG(path.lstat().st_mode):
@@ -67,7 +78,9 @@ def _listing(files: list[Path]) -> str:
     if not files:
         return "your upload is empty"
     shown = ", ".join(as_text(str(f)) for f in files[:12])
-    return f"your upload holds {shown}{' ...' if len(files) > 12 else ''}"
+    cut = (f"; only its first {MAX_LISTED} files were looked at: upload your exercise alone"
+           if len(files) >= MAX_LISTED else "")
+    return f"your upload holds {shown}{' ...' if len(files) > 12 else ''}{cut}"
 
 
 def pick_code(folder: Path, lesson: str, functions: tuple[str, ...]) -> Picked | Missing:
