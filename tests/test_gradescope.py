@@ -481,6 +481,9 @@ def test_an_image_that_cannot_confine_a_submission_grades_none(lesson1_zip, tmp_
     assert p.returncode == 1 and not schema_errors(results), p.stdout
     assert "cannot confine a submission" in results["output"] and "not a grade" in results["output"]
     assert "tests" not in results and not witness.exists()
+    # What to do is Gradescope's: the command line's flag to grade at that risk exists nowhere here.
+    assert "lacks Landlock" in results["output"] and "grader grade" in results["output"]
+    assert "--dangerously" not in results["output"] + p.stdout
     p, _ = run_autograder(root, "--self-test", env={"GRADER_SANDBOX": "process"})
     assert p.returncode == 1 and "self-test: FAILED" in p.stdout and "cannot confine" in p.stdout
 

@@ -156,7 +156,7 @@ class Unconfined(InputError):
         super().__init__("sandbox", f"refusing to grade: a submission here could read the course, "
                          f"the secret and the gradebook ({describe}; it lacks {lacks}). "
                          f"{containment.ADVICE}, or pass {UNCONFINED_FLAG} to grade at that risk")
-        self.lacks = lacks
+        self.lacks, self.describe = lacks, describe
 
 
 class _Timeout(Exception):

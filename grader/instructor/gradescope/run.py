@@ -32,6 +32,9 @@ ROOT_VARIABLE = "AUTOGRADER_ROOT"
 CONFIG = "autograder.json"
 SECRET = "secret"
 SELF_TEST_STUDENT = "gradescope-self-test"
+UNCONFINED_ADVICE = ("Gradescope's container here runs neither bubblewrap (setup.sh installs it) "
+                     "nor a kernel with Landlock: grade this lesson outside Gradescope, with "
+                     "`grader grade` on a machine where it does not refuse (docs/security.md)")
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,11 @@ def grade(layout: Layout, config: dict, work: Path) -> dict:
         report = grade_submission(lesson, submission, course, mode="grade", secret=secret, rubric=rubric)
     except Unconfined as e:
         # The secret and the solutions are in this container: no learner code runs here
-        # unless the sandbox confines it (and there is no flag to grade at that risk).
-        raise AutograderError(f"this image cannot confine a submission, so it grades none: {e.message}") from None
+        # unless the sandbox confines it, and there is no flag to grade at that risk, so the
+        # advice is Gradescope's, not the command line's (which names that flag).
+        raise AutograderError(
+            f"this image cannot confine a submission, so it grades none ({e.describe}; it lacks "
+            f"{e.lacks}). {UNCONFINED_ADVICE}") from None
     return results.from_report(report, graded=picked.shown, notes=picked.notes, build=config)
 
 
