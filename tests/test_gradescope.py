@@ -498,6 +498,15 @@ def test_the_self_test_setup_runs_passes_on_the_reference_and_fails_on_a_broken_
     assert p.returncode == 1 and "FAILED" in p.stdout, p.stdout + p.stderr
 
 
+def test_lesson6s_self_test_passes_on_the_reference_answer(lesson6_zip, tmp_path):
+    """Lesson 6's self-test wrote the reference answer into the very folder its grade copied
+    the picked files to: copying a file onto itself failed, so every lesson 6 image failed
+    its build on Gradescope."""
+    root = unpack(lesson6_zip, tmp_path / "autograder")
+    p, _ = run_autograder(root, "--self-test")
+    assert p.returncode == 0 and "self-test: the reference scores 10 / 10: ok" in p.stdout, p.stdout + p.stderr
+
+
 def test_when_the_autograder_itself_cannot_grade_it_says_so_without_a_grade(lesson1_zip, tmp_path):
     root = unpack(lesson1_zip, tmp_path / "autograder")
     (root / "source" / "secret").write_text("  \n")

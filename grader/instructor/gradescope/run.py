@@ -192,7 +192,9 @@ def self_test(layout: Layout, config: dict) -> int:
             test.metadata.write_text(json.dumps(
                 {"users": [{config.get("student_key", "email"): SELF_TEST_STUDENT}]}), encoding="utf-8")
         (test.root / "source").symlink_to(layout.source)
-        data = grade(test, config, Path(tmp))
+        # A work folder of its own, as a submission's grade has: lesson 6's picked files are
+        # copied to work/submission, which here would be the upload itself.
+        data = grade(test, config, Path(tmp) / "work")
         write(test.results, data)
     full = sum(t["max_score"] for t in data.get("tests", []))
     print(data["output"])
