@@ -545,6 +545,25 @@ def test_lesson6_grades_the_submitters_own_incident(lesson6_zip, tmp_path):
     assert results["score"] == expected.score
 
 
+def test_lesson6_says_at_once_when_the_diagnosis_names_another_incident_than_the_submitters(lesson6_zip, tmp_path):
+    """Incidents are handed out under ids the instructor types (grader incident --student);
+    Gradescope names the submitter by its own metadata. Where the two differ (a capital
+    letter in an email), a right diagnosis is graded against another incident, and every
+    criterion saying so waits for publishing: the student saw 3 / 10 and no reason before
+    the deadline. The visible output says which incident was drawn for which id."""
+    alice = answer_of("alice@example.edu", tmp_path)
+    named = student_incident(COURSE, incidents_key(SECRET), "alice@example.edu").id
+    drawn = student_incident(COURSE, incidents_key(SECRET), "Alice@Example.edu").id
+    assert named != drawn
+    p, results = graded(lesson6_zip, tmp_path / "a", alice, users=({"email": "Alice@Example.edu", "id": 1},))
+    assert p.returncode == 0 and results["score"] < 10, p.stdout
+    note = [line for line in results["output"].splitlines() if named in line]
+    assert note and drawn in note[0] and "Alice@Example.edu" in note[0], results["output"]
+    # Under the id it was drawn for, nothing is said.
+    p, results = graded(lesson6_zip, tmp_path / "b", alice)
+    assert results["score"] == 10 and named not in results["output"], results["output"]
+
+
 def test_lesson6_student_key_names_students_by_another_field(secret_file, tmp_path):
     z = build("lesson6", secret_file, tmp_path / "by-id.zip", "--student-key", "id")
     p, results = graded(z, tmp_path, answer_of("4711", tmp_path),
