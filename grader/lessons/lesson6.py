@@ -85,6 +85,14 @@ def parse_submission(submission, course) -> Handed:
     return Handed(diagnosis, dp, sheet, sp, submission.student, submission.notes)
 
 
+def unusable(handed: Handed) -> tuple[str, ...]:
+    """Why each file cannot be read, whatever the incident (its YAML, its schema, a file
+    missing): said as the criteria say it, and nothing of the incident in it."""
+    return tuple(_problems(name, problems) for name, problems in
+                 (("diagnosis.yaml", handed.diagnosis_problems), ("design_sheet.yaml", handed.sheet_problems))
+                 if problems)
+
+
 def _problems(name: str, problems) -> str:
     shown = "; ".join(str(p) for p in problems[:SHOWN])
     more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""

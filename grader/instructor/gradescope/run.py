@@ -158,29 +158,34 @@ def grade(layout: Layout, config: dict, work: Path) -> dict:
             f"{e.lacks}). {UNCONFINED_ADVICE}") from None
     notes = picked.notes
     if files is not None:
-        notes += incident_named_elsewhere(submission, course, secret, student,
-                                          config.get("student_key", "email"))
+        notes += folder_notes(submission, course, secret, student, config.get("student_key", "email"))
     return results.from_report(report, graded=picked.shown, notes=notes, build=config)
 
 
-def incident_named_elsewhere(submission, course, secret: bytes, student: str, key: str) -> tuple[str, ...]:
-    """Lesson 6: a note, shown at once, when the diagnosis names another incident than the
-    one drawn for the submitter's Gradescope id. Incidents are handed out under ids the
-    instructor typed; where Gradescope spells the id otherwise (a capital letter in an
-    email), a right diagnosis is graded against another incident, and the criteria that say
-    so wait for publishing. Both ids are the student's own to know: nothing hidden is told."""
+def folder_notes(submission, course, secret: bytes, student: str, key: str) -> tuple[str, ...]:
+    """Lesson 6: notes shown at once, where every criterion waits for publishing (each is
+    judged on the student's own incident). What they say depends on nothing hidden:
+
+    - a file that cannot be read (not YAML, not UTF-8, too large, off its schema, missing):
+      the student saw their points and no reason until grades were published;
+    - a diagnosis naming another incident than the one drawn for the submitter's Gradescope
+      id: incidents are handed out under ids the instructor typed, and where Gradescope
+      spells the id otherwise (a capital letter in an email) a right diagnosis is graded
+      against another incident. Both ids are the student's own to know."""
     from grader.course.incident import incidents_key, student_incident
-    from grader.course.sheet import read_yaml
     from grader.engine.text import one_line
-    diagnosis, problems = read_yaml(dict(submission.files).get("diagnosis.yaml", b""))
-    said = diagnosis.get("incident") if not problems and isinstance(diagnosis, dict) else None
+    from grader.lessons.lesson6 import parse_submission, unusable
+    handed = parse_submission(submission, course)
+    said = (handed.diagnosis or {}).get("incident")
     drawn = student_incident(course, incidents_key(secret), student).id
     if not isinstance(said, str) or said == drawn:
-        return ()
-    return (f"your diagnosis names incident {one_line(said, 40)!r}, but the incident drawn for your "
-            f"Gradescope {key} {student!r} is {drawn!r}, and yours is graded against it: if "
-            f"{one_line(said, 40)!r} is the incident you were handed, your instructor handed it out "
-            f"under another id than Gradescope's; tell them before the deadline",)
+        return unusable(handed)
+    said = repr(one_line(said, 40))
+    return unusable(handed) + (
+        f"your diagnosis names incident {said}, but the incident drawn for your Gradescope {key} "
+        f"{student!r} is {drawn!r}, and yours is graded against it: if {said} is the incident you "
+        f"were handed, your instructor handed it out under another id than Gradescope's; tell "
+        f"them before the deadline",)
 
 
 def write(path: Path, data: dict) -> None:
