@@ -342,6 +342,27 @@ def test_a_repository_upload_is_looked_through_past_its_installed_packages(tmp_p
     assert isinstance(picked, upload.Picked) and picked.shown == "src/hw1.py", picked
 
 
+def test_a_deeply_nested_upload_is_listed_not_the_autograders_failure(tmp_path):
+    """Folders nested past Python's recursion limit (a repository can hold them) made the
+    listing raise RecursionError: the autograder failed on the student's upload instead of
+    grading the file beside them."""
+    (tmp_path / "hw1.py").write_bytes(REFERENCE.read_bytes())
+    levels = [str(tmp_path)]
+    for _ in range(sys.getrecursionlimit() + 200):      # one by one: makedirs recurses too
+        levels.append(os.path.join(levels[-1], "a"))
+        os.mkdir(levels[-1])
+    notes = Path(levels[-1]) / "notes.txt"
+    notes.write_text("deep")
+    try:
+        picked = upload.pick_code(tmp_path, "lesson1", LESSON1_FUNCTIONS)
+        assert isinstance(picked, upload.Picked) and picked.shown == "hw1.py", picked
+        assert upload.uploaded(tmp_path) == [Path("hw1.py"), notes.relative_to(tmp_path)]
+    finally:                                            # so does the removal of tmp_path
+        notes.unlink()
+        for level in reversed(levels[1:]):
+            os.rmdir(level)
+
+
 def test_an_upload_listed_only_in_part_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(upload, "MAX_LISTED", 20)
     for n in range(25):
