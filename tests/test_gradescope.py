@@ -585,17 +585,19 @@ def test_lesson6_says_at_once_when_the_diagnosis_names_another_incident_than_the
     assert results["score"] == 10 and named not in results["output"], results["output"]
 
 
-@pytest.mark.parametrize("diagnosis, says", [
-    (b"# caf\xe9\n", "diagnosis.yaml is not usable: not UTF-8 text (byte 5)"),
-    (b"causes: [\n", "diagnosis.yaml is not usable: line 2, column 1: not valid YAML"),
-    (b"incident: i0\ncauses: []\nwhy: it broke\n", "diagnosis.yaml is not usable: line 3: why: unknown key"),
+@pytest.mark.parametrize("name, text, says", [
+    ("diagnosis.yaml", b"# caf\xe9\n", "diagnosis.yaml is not usable: not UTF-8 text (byte 5)"),
+    ("diagnosis.yaml", b"causes: [\n", "diagnosis.yaml is not usable: line 2, column 1: not valid YAML"),
+    ("diagnosis.yaml", b"incident: i0\ncauses: []\nwhy: it broke\n",
+     "diagnosis.yaml is not usable: line 3: why: unknown key"),
+    ("design_sheet.yaml", b"# my fixes\n", "design_sheet.yaml is empty: start from your bundle's sheets/R42.yaml"),
 ])
-def test_lesson6_says_at_once_what_makes_a_file_unusable(lesson6_zip, tmp_path, diagnosis, says):
+def test_lesson6_says_at_once_what_makes_a_file_unusable(lesson6_zip, tmp_path, name, text, says):
     """Every lesson 6 criterion waits for publishing, so a diagnosis that could not even be
     read scored its points with no reason shown before the deadline. Why a file cannot be
     read depends on no incident: the visible output says it, as the criteria do."""
     alice = answer_of("alice@example.edu", tmp_path)
-    p, results = graded(lesson6_zip, tmp_path / "a", {**alice, "diagnosis.yaml": diagnosis})
+    p, results = graded(lesson6_zip, tmp_path / "a", {**alice, name: text})
     assert p.returncode == 0 and results["score"] < 10, p.stdout
     assert f"Note: {says}" in results["output"], results["output"]
     hidden = [t for t in results["tests"] if says in t["output"]]

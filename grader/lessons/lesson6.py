@@ -88,9 +88,12 @@ def parse_submission(submission, course) -> Handed:
 def unusable(handed: Handed) -> tuple[str, ...]:
     """Why each file cannot be read, whatever the incident (its YAML, its schema, a file
     missing): said as the criteria say it, and nothing of the incident in it."""
-    return tuple(_problems(name, problems) for name, problems in
-                 (("diagnosis.yaml", handed.diagnosis_problems), ("design_sheet.yaml", handed.sheet_problems))
-                 if problems)
+    said = []
+    if handed.diagnosis_problems:
+        said.append(_problems("diagnosis.yaml", handed.diagnosis_problems))
+    if handed.sheet_problems:
+        said.append(_sheet_unusable(handed.sheet_problems))
+    return tuple(said)
 
 
 def _problems(name: str, problems) -> str:
@@ -293,14 +296,17 @@ def evidence(ctx: CheckContext, params: dict) -> Measure:
 
 
 # ---- the fixed sheet ----------------------------------------------------------------------------
+def _sheet_unusable(problems) -> str:
+    if problems and problems[0].message.endswith("is empty"):
+        return (f"design_sheet.yaml is empty: start from your bundle's sheets/{RELEASE}.yaml, "
+                f"apply your fixes and record them as release {NEXT}")
+    return _problems("design_sheet.yaml", problems)
+
+
 def _sheet(ctx: CheckContext) -> tuple[Optional[dict], str]:
     handed: Handed = ctx.submission
     if handed.sheet is None:
-        problems = handed.sheet_problems
-        if problems and problems[0].message.endswith("is empty"):
-            return None, (f"design_sheet.yaml is empty: start from your bundle's sheets/{RELEASE}.yaml, "
-                          f"apply your fixes and record them as release {NEXT}")
-        return None, _problems("design_sheet.yaml", problems)
+        return None, _sheet_unusable(handed.sheet_problems)
     missing = [s for s in (*POLICY_SECTIONS, "release_criteria", "change_record") if s not in handed.sheet]
     if missing:
         return None, (f"design_sheet.yaml is not a whole release: it has no {', '.join(missing)} "
