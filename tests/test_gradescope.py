@@ -363,6 +363,22 @@ def test_a_deeply_nested_upload_is_listed_not_the_autograders_failure(tmp_path):
             os.rmdir(level)
 
 
+def test_a_huge_lesson6_file_is_copied_no_further_than_it_is_read(tmp_path):
+    """The picked files are copied under their expected names before they are read, and the
+    reader stops past MAX_BYTES: a file of gigabytes was copied whole into the container's
+    temporary folder first, where a full disk failed the autograder."""
+    from grader.engine.submission import MAX_BYTES
+    upload_folder = tmp_path / "upload"
+    upload_folder.mkdir()
+    with open(upload_folder / "diagnosis.yaml", "wb") as f:
+        f.truncate(64 * MAX_BYTES)                        # sparse: the upload costs no disk
+    (upload_folder / "design_sheet.yaml").write_text("release: R43\n")
+    picked = upload.pick_folder(upload_folder, ("diagnosis.yaml", "design_sheet.yaml"), tmp_path / "into")
+    assert isinstance(picked, upload.Picked)
+    assert (tmp_path / "into" / "diagnosis.yaml").stat().st_size == MAX_BYTES + 1
+    assert (tmp_path / "into" / "design_sheet.yaml").read_text() == "release: R43\n"
+
+
 def test_an_upload_listed_only_in_part_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(upload, "MAX_LISTED", 20)
     for n in range(25):

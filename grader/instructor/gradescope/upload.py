@@ -19,12 +19,12 @@ UTF-8 as \\xNN, as a class folder shows it, never a lone surrogate in results.js
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from grader.course.sheet import SECTIONS, read_yaml
 from grader.engine.code_file import choose, code_suffix
+from grader.engine.submission import MAX_BYTES
 from grader.engine.text import as_text
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -116,6 +116,13 @@ def _role_by_content(path: Path) -> str | None:
     return roles[0] if len(roles) == 1 else None
 
 
+def _copy_head(source: Path, target: Path) -> None:
+    """As much of ``source`` as the submission's reader reads (MAX_BYTES + 1, so a larger
+    file is still refused as too large): a file of gigabytes was copied whole first."""
+    with open(source, "rb") as f, open(target, "wb") as g:
+        g.write(f.read(MAX_BYTES + 1))
+
+
 def pick_folder(folder: Path, names: tuple[str, ...], into: Path) -> Picked | Missing:
     """Find each of ``names`` in the upload and copy it to ``into``/<name>."""
     files = [f for f in uploaded(folder) if f.suffix.lower() in YAML_SUFFIXES]
@@ -140,7 +147,7 @@ def pick_folder(folder: Path, names: tuple[str, ...], into: Path) -> Picked | Mi
                        f"{_listing(uploaded(folder))})")
     into.mkdir(parents=True, exist_ok=True)
     for name, f in roles.items():
-        shutil.copyfile(folder / f, into / name)
+        _copy_head(folder / f, into / name)
     notes = [f"graded {as_text(str(f))} as {name}" for name, f in sorted(roles.items()) if f.name != name]
     if left:
         notes.append(f"not graded: {', '.join(as_text(str(f)) for f in left[:10])}")
