@@ -11,8 +11,9 @@ stay, and so do the zero-width joiners some scripts spell names with.
 
 The outputs: ``terminal`` (reports, summaries, error lines), ``html_text`` (the class
 report, HTML feedback); the CSV export, the Markdown feedback and file names use
-``printable`` with their own escaping (grader.instructor.exports). ``plural`` is the
-grader's own words: a count and its noun.
+``printable`` with their own escaping (grader.instructor.exports). ``as_text`` names a
+file whose name is not UTF-8 by its bytes (\\xNN), for a class folder and a Gradescope
+upload alike. ``plural`` is the grader's own words: a count and its noun.
 """
 from __future__ import annotations
 
