@@ -244,10 +244,13 @@ def test_a_build_the_disk_cannot_hold_keeps_the_earlier_zip_and_leaves_no_part_o
 CRASH_AT_IMPORT = b"import ctypes\nctypes.string_at(0)   # SIGSEGV while the file loads\n"
 
 
-@pytest.mark.parametrize("kind", ["reference", "stub", "crash", "loop"])
+@pytest.mark.parametrize("kind", ["reference", "stub", "wrong", "crash", "loop"])
 def test_run_autograder_grades_public_and_hidden_cases(lesson1_zip, tmp_path, kind):
     source = {"reference": REFERENCE.read_bytes(), "stub": STUB.read_bytes(), "crash": CRASH_AT_IMPORT,
-              "loop": (SUBMISSIONS / "lesson1" / "loops.py").read_bytes()}[kind]
+              "loop": (SUBMISSIONS / "lesson1" / "loops.py").read_bytes(),
+              # Pages rounded down: partial credit, fractions of a criterion's points.
+              "wrong": REFERENCE.read_bytes().replace(b"return -(-tokens // page_tokens)",
+                                                      b"return tokens // page_tokens")}[kind]
     p, results = graded(lesson1_zip, tmp_path, {f"{kind}_attempt.py": source})
     assert p.returncode == 0, p.stdout + p.stderr
     tests = by_id(results)
@@ -274,6 +277,10 @@ def test_run_autograder_grades_public_and_hidden_cases(lesson1_zip, tmp_path, ki
         assert results["score"] == full == 10
     elif kind == "stub":
         assert results["score"] == 0 and all("not implemented" in t["output"] for t in results["tests"])
+    elif kind == "wrong":
+        assert tests["pages-for"]["score"] == 0 and "pages_for(1, 16): returned 0, expected 1" in \
+            tests["pages-for"]["output"]
+        assert any(0 < t["score"] < t["max_score"] for t in results["tests"]), results["tests"]
     elif kind == "crash":
         assert results["score"] == 0 and all("did not load" in t["output"] and "SIGSEGV" in t["output"]
                                              for t in results["tests"])
