@@ -614,6 +614,10 @@ def test_lesson6_says_at_once_when_the_diagnosis_names_another_incident_than_the
     ("diagnosis.yaml", b"incident: i0\ncauses: []\nwhy: it broke\n",
      "diagnosis.yaml is not usable: line 3: why: unknown key"),
     ("design_sheet.yaml", b"# my fixes\n", "design_sheet.yaml is empty: start from your bundle's sheets/R42.yaml"),
+    # A key escaped as a lone surrogate, which YAML's double quotes allow: shown replaced, and
+    # kept out of extra_data, where results.json would carry it as an escape no store takes.
+    ("diagnosis.yaml", b'incident: i0\ncauses: []\n"\\udce9": 1\n',
+     "diagnosis.yaml is not usable: line 3: \ufffd: unknown key"),
 ])
 def test_lesson6_says_at_once_what_makes_a_file_unusable(lesson6_zip, tmp_path, name, text, says):
     """Every lesson 6 criterion waits for publishing, so a diagnosis that could not even be
@@ -623,6 +627,7 @@ def test_lesson6_says_at_once_what_makes_a_file_unusable(lesson6_zip, tmp_path, 
     p, results = graded(lesson6_zip, tmp_path / "a", {**alice, name: text})
     assert p.returncode == 0 and results["score"] < 10, p.stdout
     assert f"Note: {says}" in results["output"], results["output"]
+    assert storable(results), results["extra_data"]
     hidden = [t for t in results["tests"] if says in t["output"]]
     assert hidden and {t["visibility"] for t in hidden} == {"after_published"}
 

@@ -90,7 +90,10 @@ def from_report(report: Report, *, graded: str, build: dict, notes: tuple[str, .
                        "rubric_version": report.rubric_version, "cases_digest": digest,
                        "cases": len(report.cases), "isolation": report.isolation,
                        "grader_version": report.grader_version,
-                       "course_digest": build["course_digest"], "notes": list(notes)},
+                       "course_digest": build["course_digest"],
+                       # As shown: a note can quote the student's text (a YAML key), and a
+                       # lone surrogate in it is an escape results.json's readers refuse.
+                       "notes": [printable(n) for n in notes]},
     }
 
 
@@ -103,7 +106,7 @@ def not_graded(rubric: Rubric, why: str, *, build: dict) -> dict:
     return {"score": 0.0, "output": terminal([f"{rubric.lesson}: {rubric.title}: 0 / {_g(total)}", "",
                                               f"Not graded: {why}"]), **TEXT,
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests,
-            "extra_data": {"lesson": rubric.lesson, "not_graded": why,
+            "extra_data": {"lesson": rubric.lesson, "not_graded": printable(why),
                            "course_digest": build.get("course_digest", "")}}
 
 
