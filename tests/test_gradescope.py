@@ -138,6 +138,16 @@ def test_the_schema_takes_the_documented_example_and_refuses_departures(change):
     assert schema_errors({**no_total, "tests": [{"name": "t", "max_score": 1}]})   # then none has
 
 
+def test_results_holding_text_that_is_not_unicode_are_refused_before_they_are_written():
+    """JSON text is Unicode: a lone surrogate (a name's non-UTF-8 byte as Python reads it)
+    is written as an escape a strict reader refuses, so run_autograder's check refuses it
+    first, where it can still write a well-formed result instead."""
+    from grader.instructor.gradescope.results import problems
+    assert problems(DOCUMENTED_EXAMPLE) == []
+    bad = {**DOCUMENTED_EXAMPLE, "extra_data": {"notes": ["graded caf\udce9.py"]}}
+    assert [p for p in problems(bad) if p.startswith("extra_data/notes/0:") and "not Unicode" in p], problems(bad)
+
+
 # ---- the zip ------------------------------------------------------------------------------------------
 def test_the_zip_has_gradescopes_layout_and_pins_what_it_installs(lesson1_zip, secret_file, tmp_path):
     with zipfile.ZipFile(lesson1_zip) as z:

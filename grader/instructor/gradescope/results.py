@@ -125,6 +125,23 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 
 def problems(results: dict) -> list[str]:
-    """Where ``results`` departs from Gradescope's documented format (empty: it does not)."""
+    """Where ``results`` departs from Gradescope's documented format (empty: it does not),
+    or from JSON itself: a string that is not Unicode (a lone surrogate, which json.dumps
+    writes as an escape a strict reader refuses)."""
     return [f"{'/'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}"
-            for e in _validator().iter_errors(results)]
+            for e in _validator().iter_errors(results)] + list(_not_unicode(results, ""))
+
+
+def _not_unicode(value, where: str):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _not_unicode(key, where or "(top level)")
+            yield from _not_unicode(item, f"{where}/{key}" if where else str(key))
+    elif isinstance(value, list):
+        for n, item in enumerate(value):
+            yield from _not_unicode(item, f"{where}/{n}")
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            yield f"{where}: not Unicode text (a lone surrogate at character {e.start})"
