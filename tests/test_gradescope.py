@@ -275,7 +275,9 @@ def test_run_autograder_grades_public_and_hidden_cases(lesson1_zip, tmp_path, ki
         assert (t["score"], t["max_score"], t["status"], t["output"], t["visibility"]) == \
             (c.score, c.max_score, "passed" if c.passed else "failed", c.public_feedback, "visible")
         assert not any(case["digest"] in t["output"] for case in report.cases if case["visibility"] == "hidden")
-    assert results["score"] == report.score == sum(t["score"] for t in results["tests"])
+    # The total is the criteria's scores added up (to the float; each is rounded to 4 places).
+    assert results["score"] == report.score == pytest.approx(sum(t["score"] for t in results["tests"]),
+                                                             rel=0, abs=1e-9)
     hidden = sum(1 for c in report.cases if c["visibility"] == "hidden")
     assert hidden > 0 and f"{hidden} hidden" in results["output"]
     assert results["extra_data"]["submission_digest"] == report.submission_digest
