@@ -66,6 +66,29 @@ def test_the_book_counts_short_capacity_only_when_the_need_exceeds_what_is_avail
     assert set(book.admitted) == {"a", "b"} and set(book.waited) == {"c", "d", "e"}
 
 
+def test_the_book_keeps_every_admission_promised_less_than_its_new_pages():
+    # 100 + 60 tokens at 16 a page: 10 pages; 3 hits: 7 new pages, whatever is available.
+    answers = iter([Admission("admit", 7), Admission("admit", 8), Admission("admit", 6),
+                    Admission("wait", 0), Admission("admit", 2)])
+    book = runs.Book()
+    call = runs._recording(lambda r, v: next(answers), book)
+    call(request("exact", hits=3), ledger(20))
+    call(request("more", hits=3), ledger(20))
+    assert book.under_promised == 0 and book.first_under is None
+    call(request("short", hits=3, active=3), ledger(20))       # one page short of its 7
+    call(request("waits", hits=3), ledger(1))
+    call(request("shorter", hits=3), ledger(2))                 # five short, room or not
+    assert book.under_promised == 2 and book.first_under[0].id == "short"
+    out = SimpleNamespace(book=book)
+    assert runs.explain_under_promise(out) == (
+        "2 admissions promised fewer pages than the request may allocate by max_new_tokens (no "
+        "promise broke on this run only because the outputs stopped before they needed the missing "
+        "pages); first, short reserved 6 pages, needed 7 (prompt 100 + max_new 60 at 16 tokens/page "
+        "= 10 pages, 3 prefix hits, 3 active)")
+    book.under_promised = 1
+    assert runs.explain_under_promise(out).startswith("1 admission promised fewer pages")
+
+
 def test_failures_count_only_the_admit_calls_with_no_usable_decision():
     vs = [violation("invalid_decision", "admit raised ValueError", "r1"),
           violation("broken_promise", "admitted r2 ran out of pages", "r2"),

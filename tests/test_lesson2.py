@@ -155,6 +155,9 @@ OTHERS = {
     # request behind it in the queue.
     "starves_large": ({"liveness", "efficiency", "reservations"}, set()),
     "rejects_whole_pool": ({"liveness"}, set()),
+    # Promises short of max_new_tokens that the public runs' early stops never broke.
+    "bets_on_short_outputs": ({"safety"}, {"liveness"}),
+    "last_slot_free": ({"safety"}, {"reservations", "liveness"}),
 }
 
 
@@ -174,6 +177,25 @@ def test_other_mistakes_lose_the_property_they_break(name, tmp_path):
     must, may = OTHERS[name]
     assert must <= lost(report), f"{name} kept points on {must - lost(report)}"
     assert lost(report) <= must | may, f"{name} lost {lost(report) - must - may}"
+
+
+@pytest.mark.parametrize("name", ["bets_on_short_outputs", "last_slot_free"])
+def test_a_promise_short_of_max_new_is_unsafe_though_no_promise_broke(name, tmp_path, secret):
+    """Safety judges each admission of a run by its promise, not by the luck of its outputs:
+    a ledger that reserved for 512 output tokens at most, or one slot short, broke no promise
+    on the public runs (their outputs stopped early) and no public probe asked for more, and
+    it kept full marks on the public check."""
+    path = wrong_file("lesson2", name, tmp_path)
+    for report in (grade("lesson2", path, "check"), grade_hidden(path, secret)):
+        assert scores(report)["safety"] == 0, feedback(report, "safety")
+    words = feedback(grade("lesson2", path, "check"), "safety")
+    assert re.search(r"0 broken promises, 0 over-commits; \d+ admissions? promised fewer pages than the "
+                     r"request may allocate by max_new_tokens \(no promise broke on this run only because "
+                     r"the outputs stopped before they needed the missing pages\); first, r\d+ reserved "
+                     r"(\d+) pages, needed (\d+) \(prompt (\d+) \+ max_new (\d+) at 16 tokens/page", words), words
+    reserved, needed, prompt, new = map(int, re.search(r"first, r\d+ reserved (\d+) pages, needed (\d+) "
+                                                       r"\(prompt (\d+) \+ max_new (\d+)", words).groups())
+    assert needed == -(-(prompt + new) // 16) > reserved
 
 
 def test_a_request_that_fits_but_is_never_admitted_is_a_liveness_failure(tmp_path):

@@ -34,6 +34,11 @@ class Book:
     # and none of the second shows a ledger that admits everything, whatever it does elsewhere.
     beyond: int = 0
     held_short: int = 0
+    # Admissions whose promise is smaller than the new pages the request may allocate: unsafe
+    # whatever the outputs did. A bet on short outputs breaks no promise on a run where the
+    # outputs stopped early, so the run's violations alone would call it safe.
+    under_promised: int = 0
+    first_under: tuple | None = None    # (request, ledger, admission) of the first of them
 
     @property
     def never_held_back(self) -> bool:
@@ -74,6 +79,9 @@ def _recording(admit, book: Book):
         if adm.decision == "admit":
             book.admitted[request.id] = seen
             book.beyond += short
+            if adm.reserve_pages < promise(request):
+                book.under_promised += 1
+                book.first_under = book.first_under or seen
         else:
             book.waited[request.id] = seen
             book.held_short += short
@@ -180,6 +188,16 @@ def explain_violation(v, out: LearnerRun) -> str:
                 f"{inactive(r)} inactive cached hits reactivated), but the ledger had "
                 f"{ledger_words(ledger)}")
     return f"{v.detail} (its own reservation of {adm.reserve_pages} was right: others over-committed)"
+
+
+def explain_under_promise(out: LearnerRun) -> str:
+    """A run whose promises were too small and broke none (its outputs stopped early)."""
+    r, _, adm = out.book.first_under
+    n = out.book.under_promised
+    return (f"{n} admission{'s' if n != 1 else ''} promised fewer pages than the request may "
+            f"allocate by max_new_tokens (no promise broke on this run only because the outputs "
+            f"stopped before they needed the missing pages); first, {r.id} reserved "
+            f"{adm.reserve_pages} pages, needed {promise(r)} ({request_words(r)})")
 
 
 def stuck(rec: RequestRecord) -> bool:

@@ -251,7 +251,7 @@ def safety(ctx: CheckContext, params: dict) -> Measure:
     bad_runs = []
     for case, out in runs:
         unsafe = [v for v in out.run.violations if v.kind in UNSAFE]
-        if unsafe or out.failures:
+        if unsafe or out.failures or out.book.under_promised:
             bad_runs.append((case, out, unsafe))
     answers = _probe_answers(ctx)
     probes = grade_answers(answers, _unsafe_probe, "probes")
@@ -274,10 +274,11 @@ def safety(ctx: CheckContext, params: dict) -> Measure:
         return Measure(1.0, on + probes.feedback)
     parts = []
     if bad_runs:
-        from grader.lessons.ledger_runs import explain_violation
+        from grader.lessons.ledger_runs import explain_under_promise, explain_violation
         case, out, unsafe = bad_runs[0]
         kinds = {k: sum(v.kind == k for v in unsafe) for k in UNSAFE}
         first = (f"first, {explain_violation(unsafe[0], out)}" if unsafe
+                 else explain_under_promise(out) if out.book.under_promised
                  else "admit gave no usable decision" + _calls_note([out]))
         parts.append(f"{len(bad_runs)} of {len(runs)} workloads were not safe; "
                      f"{case.where}: {kinds['broken_promise']} broken promises, "
