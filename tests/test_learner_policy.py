@@ -9,7 +9,7 @@ import pytest
 
 from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.engine.sandbox import CallResult
-from reference.shapes import EVENTS, STATES, Transition
+from reference.shapes import EVENTS, STATES, Admission, Transition
 from reference.worker import PolicyError
 
 
@@ -130,3 +130,19 @@ def test_the_log_counts_usable_answers_of_every_function_together():
         except PolicyError:
             pass
     assert log.answered == len(keys) - 3 + 3             # k1, k2, k3; a raise and a 7 are not
+
+
+def test_a_promise_is_passed_on_only_with_an_admission():
+    """reserve_pages is read only when admit admits: a wait's or a reject's promise reaches
+    the worker as 0 whatever it was (the worker refuses a negative one whatever the decision),
+    and an admission's promise as it was."""
+    def admission(decision, pages):
+        return CallResult("ok", {"__type__": "Admission", "decision": decision,
+                                 "reserve_pages": pages, "reason": "why"})
+    script = [admission("wait", -3), admission("reject", 7), admission("admit", 9), admission("wait", 0)]
+    box, log = Scripted(script), CallLog()
+    admit = learner_decisions(box, ("admit",), log)["admit"]
+    got = [admit("request", "ledger") for _ in script]
+    assert got == [Admission("wait", 0, "why"), Admission("reject", 0, "why"), Admission("admit", 9, "why"),
+                   Admission("wait", 0, "why")]
+    assert all(type(a) is Admission for a in got) and log.failures == {}

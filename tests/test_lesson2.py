@@ -236,6 +236,21 @@ def test_a_decision_the_worker_cannot_use_is_named_on_every_criterion(tmp_path):
     assert "exactly the whole pool were rejected" not in feedback(report, "liveness")
 
 
+def test_the_promise_of_a_wait_or_a_reject_is_not_read(tmp_path, secret):
+    """The stub says reserve_pages is read only when the request is admitted. A ledger that
+    waits with its shortfall as a negative promise, and rejects with its footprint over the
+    pool, is a correct ledger: the probes accepted those answers, and the worker took every
+    such wait for no decision and rejected the request: 2.0 of 10 on the check."""
+    path = write_mutant(L2 / "alt_correct.py", [
+        ('        return Admission(decision="wait", reason=f"short by {promise - spare}")',
+         '        return Admission(decision="wait", reserve_pages=spare - promise, reason="short")'),
+        ('    return Admission(decision="reject", reason="larger than the device")',
+         '    return Admission(decision="reject", reserve_pages=-whole, reason="larger than the device")'),
+    ], tmp_path, "promise_on_wait")
+    for report in (grade("lesson2", path, "check"), grade_hidden(path, secret)):
+        assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
+
+
 def test_holding_back_on_the_probes_alone_is_not_efficiency(tmp_path, secret):
     """A probe's request is told from a workload's by its scope, so a ledger can wait on the
     probes and admit every request of a run. Efficiency is measured on the runs, and a probe
