@@ -316,6 +316,35 @@ def test_hidden_probes_are_worker_shaped_and_sit_on_every_boundary(secret):
                     "whole pool, busy", "page multiple"}, seen
 
 
+# A secret whose hidden probes once held a whole-pool request on a busy pool with no request
+# running (found by a scan of secrets): 1,132 of 2,657 pages held, by nobody.
+IDLE_YET_BUSY = b"sec39"
+
+
+def test_a_ledger_that_reads_no_running_request_as_an_idle_pool_keeps_full_marks(tmp_path, secret):
+    """Only running requests hold or are promised pages, so with none running the pool is
+    all free, and what does not fit it now never will: a ledger may reject it then. The hidden
+    probes drew running 0 beside pages held by nobody, which no worker shows, and such a
+    ledger lost 0.5 of liveness under IDLE_YET_BUSY (a request that fits the pool, rejected)."""
+    path = write_mutant(L2 / "alt_correct.py", [("    if whole <= ledger.total_pages:\n",
+                                                 "    if whole <= ledger.total_pages and ledger.running:\n")],
+                        tmp_path, "idle_rejects")
+    for s in (IDLE_YET_BUSY, secret):
+        report = grade_hidden(path, s)
+        assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
+
+
+def test_a_probe_with_no_request_running_has_an_idle_pool():
+    r = L.AdmissionRequest(id="p", scope="s", prompt_tokens=100, max_new_tokens=40, page_tokens=16,
+                           prefix_hit_pages=0, prefix_hit_active=0)
+    idle = dict(total_pages=64, unallocated_pages=60, evictable_pages=4, reserved_pages=0, running=0)
+    assert L._consistent(r, L.LedgerView(**idle)) == ""
+    for change in ({"unallocated_pages": 59}, {"reserved_pages": 1}):
+        assert "with no request running, no page is held or promised" in L._consistent(
+            r, L.LedgerView(**{**idle, **change}))
+        assert L._consistent(r, L.LedgerView(**{**idle, **change, "running": 1})) == ""
+
+
 def test_hidden_cases_depend_on_the_secret_and_only_on_it(secret):
     course = find_course(str(ROOT))
     digests = lambda s: [c.digest for c in L.hidden_cases(s, course)]

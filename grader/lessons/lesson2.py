@@ -64,6 +64,11 @@ def _consistent(r: AdmissionRequest, v: LedgerView) -> str:
         return "inactive hits are evictable pages, so evictable_pages must cover them"
     if v.reserved_pages > v.unallocated_pages + v.evictable_pages:
         return "reserved_pages exceed free capacity (unallocated + evictable)"
+    if v.running == 0 and (v.reserved_pages or v.unallocated_pages + v.evictable_pages != v.total_pages):
+        # Only running requests hold or are promised pages: a ledger may read running == 0 as
+        # an idle pool, on which what does not fit now never will.
+        return ("with no request running, no page is held or promised: unallocated + evictable "
+                "must be total_pages and reserved_pages 0")
     return ""
 
 
@@ -163,7 +168,7 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
     evictable = int(g.integers(lazy, cap + reserved + 1))
     v = LedgerView(total_pages=total, unallocated_pages=cap + reserved - evictable,
                    evictable_pages=evictable, reserved_pages=reserved,
-                   running=int(g.integers(1 if active or reserved else 0, 65)))
+                   running=int(g.integers(1 if active or reserved or cap + reserved < total else 0, 65)))
     label = (f"hidden probe {kind}: {request_words(r)}; ledger: total {total}, "
              f"{ledger_words(v)}")
     return _probe_case(f"probe#{i}", r, v, "hidden", label)
