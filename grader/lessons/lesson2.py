@@ -13,7 +13,8 @@ Every other decision of a run is the course baseline's (reference.baselines), so
 runs are the same in the learner edition, where the oracle ledger's figures are recorded.
 
 Every criterion grades a property of the promise, from both kinds of evidence:
-- safety: no broken promise, no over-commit in any run; no probe admitted beyond capacity;
+- safety: no broken promise, no over-commit in any run, and no admission (in a run or on
+  a probe) with a promise short of its new pages; no probe admitted beyond capacity;
 - efficiency: requests that met their SLO, as a share of the oracle ledger's, on the runs
   where every request can fit (the never-fit runs are liveness evidence);
 - liveness: what can never fit is rejected, what fits the pool is never rejected;
