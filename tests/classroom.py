@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import math
 import os
 import random
 import signal
@@ -77,8 +78,11 @@ def make_class(folder: Path, lesson: str, n: int, *, seed: int = 0, slow: int = 
     loops = [t for t in pool if is_slow(t)]
     names = [f"student{i:03d}" for i in range(n)]
     if odd_names:
+        # Every seventh place, or the next stride that shares no factor with n: on a class
+        # of 21 the seventh places came round to the first, and two odd names were lost.
+        stride = next(s for s in range(7, 7 + n) if math.gcd(s, n) == 1)
         for i, odd in enumerate(ODD_NAMES[:n]):
-            names[i * 7 % n] = odd
+            names[i * stride % n] = odd
     chosen = [rng.choice(loops) for _ in range(min(slow, n))] if loops else []
     if cover:
         assert n >= len(chosen) + len(quick), f"a covering class of {lesson} needs {covering_size(lesson, slow)}"

@@ -478,6 +478,16 @@ def test_a_class_is_drawn_from_the_real_files_and_every_mutant(lesson):
     assert templates(lesson) == pool                      # the mutants are written once
 
 
+@pytest.mark.parametrize("n", [5, 14, 21, 28, 35])
+def test_a_class_holds_every_odd_name_whatever_its_size(n, tmp_path):
+    """Lesson 2's covering class grew to 21 students with two more mutants, and every
+    seventh place came round to the first: two odd names were lost, and the class test
+    failed at its export of them."""
+    from classroom import ODD_NAMES
+    students = make_class(tmp_path / "class", "lesson1", n, seed=1, slow=0)
+    assert set(ODD_NAMES) <= {s.name for s in students}
+
+
 @pytest.mark.parametrize("lesson", ["lesson1", "lesson2"])
 def test_a_class_of_every_kind_grades_resumes_exports_and_nbgrader_agrees(lesson, tmp_path, secret_file):
     """Lesson 1 grades in a fraction of a second per student; lesson 2 runs the worker with
