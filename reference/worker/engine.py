@@ -13,7 +13,7 @@ books (the attributes set in ``Worker.__init__``):
     prefix_cache.py  keys, lookups, publishing, hit verification
     pages.py         allocation within promises, release, use-after-free
     lifecycle.py     the state machine's table, cancel, stop, end
-    steps.py         launch and completion of a step, decode bookkeeping
+    steps.py         launch and completion of a step, decode bookkeeping, decode stretches
     recorder.py      violations, and the run's evidence at the end
     decisions.py     asking the policy, and PolicyError
     sequence.py      one request's mutable state

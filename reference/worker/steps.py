@@ -1,5 +1,7 @@
 """One step at a time: its launch (pages for decoders crossing a boundary, the prefill
-chunk), its completion (tokens, first tokens, publishing, finishes) and decode bookkeeping.
+chunk), its completion (tokens, first tokens, publishing, finishes) and decode bookkeeping;
+and the stretches of steps that only decode, run in one loop (``_decode_steps``) with the
+same rows, books and trace as one at a time.
 
 Decoding is contiguous: every decoding request is in every step until it leaves, so its
 context before step s is base_ctx + (s - join_step) and its token times are a range of
