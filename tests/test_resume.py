@@ -178,3 +178,31 @@ def test_the_grading_code_digest_follows_the_grading_sources(tmp_path, monkeypat
         assert digest() == first                                       # compiled copies do not
     finally:
         fingerprint.grading_version.cache_clear()
+
+
+def test_the_grading_code_digest_passes_over_what_no_grade_loads(tmp_path, monkeypatch):
+    """An editor's swap file or backup, a patch's leftover, a file manager's notes beside a
+    lesson: no install ships them and no grade loads them, and a digest that read them
+    refused a class as graded by other code while a lesson file was open in an editor."""
+    from grader.engine import fingerprint
+    for part in fingerprint.GRADING_CODE:
+        (tmp_path / part).mkdir(parents=True)
+        (tmp_path / part / "m.py").write_text("x = 1\n")
+
+    def digest():
+        fingerprint.grading_version.cache_clear()
+        return fingerprint.grading_version()
+    monkeypatch.setattr(fingerprint, "_ROOT", tmp_path)
+    try:
+        first = digest()
+        (tmp_path / "grader/lessons/.m.py.swp").write_bytes(b"\0swap")
+        (tmp_path / "grader/lessons/m.py~").write_text("x = 0\n")
+        (tmp_path / "reference/.DS_Store").write_bytes(b"\0")
+        (tmp_path / "grader/engine/m.py.orig").write_text("x = 0\n")     # a patch's leftover
+        assert digest() == first
+        for source in ("grader/lessons/m.py", "reference/data.yaml", "grader/course/data.json"):
+            (tmp_path / source).write_text("x: 2\n")                      # a source still counts
+            assert digest() != first
+            first = digest()
+    finally:
+        fingerprint.grading_version.cache_clear()

@@ -21,6 +21,18 @@ GRADING_CODE = ("grader/engine", "grader/lessons", "grader/course", "reference")
 _ROOT = Path(__file__).resolve().parents[2]
 
 
+# What an install ships of the packages (pyproject.toml's package data beside the modules),
+# so what a grade can load: not compiled copies, nor what editors and file managers leave
+# beside a source (``.m.py.swp``, ``m.py~``, ``.DS_Store``). Read, those made a lesson file
+# open in an editor look like other grading code, and a checkout unlike a worker's install.
+# The memo's code digest (grader.engine.memo.code_digest) reads the same files.
+SOURCE_SUFFIXES = (".py", ".yaml", ".json")
+
+
+def is_source(path: Path) -> bool:
+    return path.suffix in SOURCE_SUFFIXES and "__pycache__" not in path.parts
+
+
 @functools.cache
 def grading_version() -> str:
     """``<version>+<12 hex digits>``, read once per process: the sources as they were when
@@ -28,7 +40,7 @@ def grading_version() -> str:
     digest = hashlib.sha256()
     for part in GRADING_CODE:
         for path in sorted((_ROOT / part).rglob("*")):
-            if "__pycache__" in path.parts or not path.is_file():
+            if not is_source(path) or not path.is_file():
                 continue
             # Each name and content length-prefixed: no two trees digest alike.
             name, data = path.relative_to(_ROOT).as_posix().encode(), path.read_bytes()
