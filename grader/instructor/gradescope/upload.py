@@ -1,10 +1,10 @@
 """Which files of a Gradescope upload are the submission, whatever the student named them.
 
 Gradescope puts the upload in /autograder/submission/ as the student made it: one file, a
-few, or (from GitHub) a whole repository. Files are listed without following symbolic
-links, hidden folders, caches and installed environments (a virtual or conda environment,
-a site-packages folder) skipped, at most MAX_LISTED of them, and never run: a candidate is only read and, for
-a code lesson, parsed. Every name this module reports is ``as_text``: a byte that is not
+few, or (from GitHub) a whole repository. At most MAX_LISTED files are listed, without
+following symbolic links, past hidden folders, caches and installed environments (a virtual
+or conda environment, a site-packages folder), and none is run: a candidate is only read
+and, for a code lesson, parsed. Every name this module reports is ``as_text``: a byte that is not
 UTF-8 as \\xNN, as a class folder shows it, never a lone surrogate in results.json.
 
 - A code lesson: the one code file, by the rule a class folder is read by too
