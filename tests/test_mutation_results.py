@@ -225,3 +225,13 @@ def test_a_result_from_before_the_fixed_test_secret_says_its_kills_may_be_false(
     (source.root / mutation.RESULTS / "pkg.mod.json").write_text(
         json.dumps({**summary, **mutation.fingerprint(source.root, MODULE)}))
     assert _row(source)[0].endswith("| abc1234, 2026-12-01 |")
+
+
+def test_every_named_mutant_still_applies_to_its_module():
+    """A named mutant is planted by replacing its `old` text, found exactly once: a module
+    rewritten around it (batch.py's resume key grew the grading code) left the planted bug
+    unplanted, and `named` failed on it instead of measuring the tests."""
+    _, _, named = mutation.load_config()
+    moved = [f"{e['name']}: {e['path']} holds its text {(ROOT / e['path']).read_text().count(e['old'])} times"
+             for e in named if (ROOT / e["path"]).read_text().count(e["old"]) != 1]
+    assert named and moved == []
