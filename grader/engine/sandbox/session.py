@@ -110,8 +110,9 @@ class CallResult:
     value: object = None    # plain JSON when status == "ok"; never an instance of a class
     detail: str = ""        # one line for feedback
     stdout: str = ""        # what the call printed (first KiB)
-    # The grader stopped the child on this call (it hung, ended itself or broke the wire's
-    # rules, an oversized answer say): the next call starts another and loads the file again.
+    # The child broke the wire's rules on this call (an oversized answer, say) and the grader
+    # stopped it: the next call starts another and loads the file again. A hang or a crash
+    # stops it too, and says so by its status ("timeout", "crashed"), not by this flag.
     stopped: bool = False
 
     @property
