@@ -342,9 +342,10 @@ def _build_last(kind: str, d: _Draw, rule: ReleaseRule, around, clear: int, band
 def _skewed(d: _Draw, rule: ReleaseRule):
     """Differences m + s * (3, -1, -1, -1), in some order: a sample deviation of 2s, so a band
     of noise_k * s on four seeds, and a median of m - s. A mean of 1.2 bands is beyond the
-    band under every reading; the median, under 1.2 bands less a sixth of a band at most
-    (noise_k <= 3.3), is inside it. The spread is wide enough for the mean to clear min_gain
-    too, and for rounding to a whole request to move neither by more than a few percent."""
+    band under every reading; the median, a spread less, is 1.2 bands less 1 / noise_k of
+    one (at least 0.3 of a band, noise_k <= 3.3): inside it. The spread is wide enough for
+    the mean to clear min_gain too, and for rounding to a whole request to move neither by
+    more than a few percent."""
     g = d.g
     spread = max(8, math.ceil(d.gain(rule.min_gain * 1.3) / (1.2 * rule.noise_k)))
     mean = round(1.2 * rule.noise_k * spread)
