@@ -459,12 +459,10 @@ def refuse_other_cases(book: Gradebook, lesson: str, cases: str, secret_file: st
     if other:
         raise InputError(secret_file, (
             f"draws other hidden cases than {plural(len(other), f'{lesson} result')} in the "
-            f"gradebook {book.shown_url} ({first_few(other)}) {'was' if len(other) == 1 else 'were'} "
-            f"graded on: another secret, "
-            f"or a grader that draws its cases otherwise. With their secret, a class keeps those "
-            f"results and grades only what is missing; with this one, grade the class folder "
-            f"with --force (every student graded again), or first remove those results "
-            f"(grader gradebook forget STUDENT --lesson {lesson})"))
+            f"gradebook {book.shown_url} ({first_few(other)}) {_were(other)} graded on: another "
+            f"secret, or a grader that draws its cases otherwise. With their secret, a class keeps "
+            f"those results and grades only what is missing; with this one, grade the class "
+            f"folder {_start_again(lesson)}"))
 
 
 def refuse_other_grading_code(book: Gradebook, lesson: str, grader: str,
@@ -477,12 +475,21 @@ def refuse_other_grading_code(book: Gradebook, lesson: str, grader: str,
     if other:
         theirs = sorted({key[4] or "unrecorded" for key in graded if key[4] != grader})
         raise InputError(book.shown_url, (
-            f"{plural(len(other), f'{lesson} result')} ({first_few(other)}) "
-            f"{'was' if len(other) == 1 else 'were'} graded by other "
-            f"grading code ({first_few(theirs)}) than this grader's ({grader}): graded on top "
-            f"of them, the class would hold the grades of two graders. Grade the class folder "
-            f"with --force (every student graded again by this grader), or first remove those "
-            f"results (grader gradebook forget STUDENT --lesson {lesson})"))
+            f"{plural(len(other), f'{lesson} result')} ({first_few(other)}) {_were(other)} graded "
+            f"by other grading code ({first_few(theirs)}) than this grader's ({grader}): graded "
+            f"on top of them, the class would hold the grades of two graders. Grade the class "
+            f"folder {_start_again(lesson, ' by this grader')}"))
+
+
+def _were(students: list) -> str:
+    return "was" if len(students) == 1 else "were"
+
+
+def _start_again(lesson: str, by: str = "") -> str:
+    """The two ways past a refusal of some results in the gradebook, said once for each
+    refusal: every student graded again, or those results removed first."""
+    return (f"with --force (every student graded again{by}), or first remove those results "
+            f"(grader gradebook forget STUDENT --lesson {lesson})")
 
 
 def pending(entry: Entry, submission: Submission, done: set, rubric_version: int,
