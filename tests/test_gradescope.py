@@ -361,6 +361,21 @@ def test_a_repository_upload_is_looked_through_past_its_installed_packages(tmp_p
     assert isinstance(picked, upload.Picked) and picked.shown == "src/hw1.py", picked
 
 
+def test_an_environment_made_in_the_folder_of_the_exercise_leaves_the_exercise_listed(tmp_path):
+    """`python -m venv .` run in the exercise's own folder puts pyvenv.cfg beside the code:
+    the whole folder was passed over as an installed environment, and the student got 'no
+    .py or .ipynb file'. What the environment installs is below it; its own files are not."""
+    hw = tmp_path / "hw"
+    (hw / "lib" / "python3.11" / "site-packages" / "somepackage").mkdir(parents=True)
+    (hw / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (hw / "hw1.py").write_bytes(REFERENCE.read_bytes())
+    (hw / "src" / "somepackage").mkdir(parents=True)               # a pip -e checkout
+    (hw / "src" / "somepackage" / "helpers.py").write_text("def check_contract(): pass\n")
+    picked = upload.pick_code(tmp_path, "lesson1", LESSON1_FUNCTIONS)
+    assert isinstance(picked, upload.Picked) and picked.shown == "hw/hw1.py", picked
+    assert upload.uploaded(tmp_path) == [Path("hw/hw1.py"), Path("hw/pyvenv.cfg")]
+
+
 def test_a_deeply_nested_upload_is_listed_not_the_autograders_failure(tmp_path):
     """Folders nested past Python's recursion limit (a repository can hold them) made the
     listing raise RecursionError: the autograder failed on the student's upload instead of

@@ -30,8 +30,9 @@ from grader.engine.text import as_text
 YAML_SUFFIXES = (".yaml", ".yml")
 SKIPPED_FOLDERS = {"__pycache__", ".ipynb_checkpoints", "node_modules", "site-packages", "dist-packages"}
 # A folder holding one of these is an installed environment (a virtual environment, a
-# conda one), never the student's work: a repository committed with one held thousands of
-# files, which filled the listing before the student's own file was reached.
+# conda one), whose subfolders are never the student's work: a repository committed with
+# one held thousands of files, which filled the listing before the student's own file was
+# reached.
 ENVIRONMENT_MARKERS = ("pyvenv.cfg", "conda-meta")
 MAX_LISTED = 5000            # a repository upload: stop listing there
 PEEK_BYTES = 1 << 20         # what is read of a candidate to tell what it is
@@ -53,15 +54,22 @@ class Missing:
 
 
 def _skipped(folder: Path) -> bool:
-    return (folder.name.startswith(".") or folder.name in SKIPPED_FOLDERS
-            or any(os.path.lexists(folder / marker) for marker in ENVIRONMENT_MARKERS))
+    return folder.name.startswith(".") or folder.name in SKIPPED_FOLDERS
+
+
+def _environment(folder: Path) -> bool:
+    """Does ``folder`` hold an installed environment? What it installed is in its subfolders,
+    passed over; its own files are listed, for `python -m venv .` run in the exercise's
+    folder puts pyvenv.cfg beside the student's code."""
+    return any(os.path.lexists(folder / marker) for marker in ENVIRONMENT_MARKERS)
 
 
 def uploaded(folder: Path) -> list[Path]:
     """Regular files under ``folder`` (relative paths; each folder's files by name, then its
     subfolders by name; at most MAX_LISTED); links not followed; hidden folders, caches and
-    installed environments passed over. Walked with a list of folders still to list, not
-    by recursion: folders nested past Python's recursion limit failed the autograder."""
+    what an installed environment installed passed over. Walked with a list of folders still
+    to list, not by recursion: folders nested past Python's recursion limit failed the
+    autograder."""
     found: list[Path] = []
     todo = [folder]
     while todo:
@@ -81,7 +89,10 @@ def uploaded(folder: Path) -> list[Path]:
                 found.append(path.relative_to(folder))
                 if len(found) >= MAX_LISTED:
                     return found
-        todo.extend(reversed(subfolders))
+        # The upload's own folder is never taken for an environment: `python -m venv .` at a
+        # repository's root would hide its src/ (site-packages is still passed over by name).
+        if here == folder or not _environment(here):
+            todo.extend(reversed(subfolders))
     return found
 
 
