@@ -123,10 +123,11 @@ class Steps:
         nothing cancelling and no queue head to ask again, what can happen at a step is a
         decoder's new page (which can preempt) or its last token (which ends it). Between
         two endings the steps form a stretch in which only the time, the decoders' context
-        and, at a new page, the page counts move, so its rows share everything else. The loop stops where run()
-        must take over: at a step ending after the next client event (run() launches it and
-        takes the event while it flies), when a page or an ending changed what may happen
-        next, and one step before the step cap (run() says why it stops)."""
+        and, at a new page, the page counts move, so its rows share everything else. The
+        loop stops where run() must take over: at a step ending after the next client event
+        (run() launches it and takes the event while it flies), at a page that preempts or
+        lets a queue head ask again, after an ending, and one step before the step cap
+        (run() says why it stops)."""
         decoding, rows, trace = self.decoding, self.step_rows, self.trace
         step_time = self.cost.decode_step_time
         page_due, finish_due, last = self.page_due, self.finish_due, self.max_steps - 1
