@@ -249,6 +249,10 @@ def test_notifying_twice_and_a_live_terminal_state_are_caught():
         return ref.on_event(state, event, in_flight)
     found = TableFaults(_table(chatty)).found
     assert any("notifies the client again" in line for line in found["stop"])
+    # Shown on the worker's own path too: cancelled under a step, then its completion.
+    assert any(line.startswith("from 'waiting': ") and line.endswith(
+        "on_event('cancelling', 'step_completed', False) -> 'done' + release_pages, notify_client: "
+        "notifies the client again") for line in found["stop"]), found["stop"]
     assert found["terminal"]
 
 
@@ -295,6 +299,54 @@ def test_only_cancelling_hears_completions_past_the_fence(parked):
                                (parked, "step_completed", False): (parked, ("release_pages",))})).found
     assert any("the cancelled request's pages are never released (a leak)" in l for l in found["reclaim"]), found
     assert not any("come back only" in l for l in found["reclaim"])
+
+
+def test_a_cancelled_request_parked_outside_cancelling_hears_no_completion():
+    # Released at its cancel and parked in admitted: a mistake of the cancel entry (left in
+    # a state the scheduler serves), and only that. The worker fires no completion to it,
+    # so its completion entry's release is no second release, nor a return to service.
+    faults = TableFaults(_with({
+        ("running", "cancel", False): ("admitted", ("stop_scheduling", "notify_client", "release_pages")),
+        ("admitted", "step_completed", False): ("admitted", ("release_pages",))})).found
+    assert not faults["once"], faults["once"]
+    assert faults["stop"] and all("leaves a cancelled request in 'admitted'" in line for line in faults["stop"]), \
+        faults["stop"]
+
+
+def test_each_state_a_request_can_be_cancelled_in_is_walked_even_if_the_table_never_leads_there():
+    # Admitted straight into running, the table's own paths never hold a request in
+    # admitted; its cancel entry there leaks all the same, and is found.
+    leak = TableFaults(_with({("waiting", "admit", False): ("running",),
+                              ("admitted", "cancel", False): ("done", ("stop_scheduling", "notify_client"))}))
+    assert any(line.startswith("on_event('admitted', 'cancel', False) -> 'done'") and "leak" in line
+               for line in leak.found["reclaim"]), leak.found
+
+
+def test_a_done_reached_only_from_a_state_the_table_never_leads_to_shows_nothing():
+    # Admitted straight into running, and every end from running parked in waiting: only a
+    # cancel of a request in admitted (which this table never holds one in) is done. That
+    # is not the worker's own path: "done stays done" is not shown.
+    table = {k: ref.Transition("waiting" if t.next_state == "done" and k[0] == "running" else t.next_state,
+                               t.actions)
+             for k, t in _table(ref.on_event).items()}
+    table["waiting", "admit", False] = ref.Transition("running")
+    table["running", "cancel", True] = ref.Transition("waiting", ("stop_scheduling", "notify_client"))
+    terminal = _measured(table)["terminal"]
+    assert terminal.value == 0.0 and "no event path of your table ends a request into done" in terminal.feedback, \
+        terminal.feedback
+
+
+def test_one_entry_that_releases_twice_breaks_release_once():
+    once = TableFaults(_with({("running", "finished", False): ("done", ("stop_scheduling", "release_pages",
+                                                                          "release_pages"))})).found["once"]
+    assert any("releases the pages a second time" in line for line in once), once
+
+
+def test_a_stop_said_again_at_the_fence_is_harmless():
+    # A cancelled request is already stopped: the completion that releases it may say so
+    # again, and no live-request rule applies to it.
+    table = _with({("cancelling", "step_completed", False): ("done", ("stop_scheduling", "release_pages"))})
+    assert {rule: m.value for rule, m in _measured(table).items()} == dict.fromkeys(TableFaults.RULES, 1.0)
 
 
 def test_an_end_under_a_pinning_step_straight_into_done_leaks_with_no_event_to_come():
@@ -364,7 +416,109 @@ def test_an_unusable_or_idle_table_earns_nothing_on_the_rules_it_cannot_show():
                       for k, t in _table(ref.on_event).items()})
     for rule in ("pinned", "once"):
         assert idle[rule].value == 0.0 and "releases a request's pages on no event path" in idle[rule].feedback
+    assert idle["reclaim"].value == 0.0 and "release an ended request's pages" in idle["reclaim"].feedback
+    # Stopping, notifying and done staying done need no release: the idle table keeps them.
+    assert (idle["stop"].value, idle["terminal"].value) == (1.0, 1.0), (idle["stop"], idle["terminal"])
     assert {rule: m.value for rule, m in _measured(_table(ref.on_event)).items()} == dict.fromkeys(TableFaults.RULES, 1.0)
+
+
+@pytest.mark.parametrize("parked", ["waiting", "running", "admitted"])
+def test_a_table_whose_ended_requests_never_reach_done_earns_nothing_on_done_stays_done(parked):
+    # Every end the reference sends to done goes to a live state instead, whichever state
+    # the ended request is parked in. Only a request cancelled while waiting is done, and
+    # that one never held pages nor was served: "done stays done" is kept only by never
+    # getting there.
+    never_done = {k: ref.Transition(parked if t.next_state == "done" and k[0] not in ("done", "waiting")
+                                    else t.next_state, t.actions)
+                  for k, t in _table(ref.on_event).items()}
+    terminal = _measured(never_done)["terminal"]
+    assert terminal.value == 0.0 and "no event path of your table ends a request into done" in terminal.feedback, \
+        terminal.feedback
+    # The pages are still released at the end: the rules that need no done keep it.
+    kept = _measured(never_done)
+    assert all(kept[rule].value == 1.0 for rule in ("pinned", "reclaim", "once")), kept
+
+
+def test_done_stays_done_is_judged_for_a_table_that_ends_requests_from_running_alone():
+    # Admitted straight into running, and a cancel under a pinning step straight into done:
+    # every request the worker ends reaches done from running (never from admitted or
+    # cancelling), and that is a request ended into done all the same.
+    table = _with({("waiting", "admit", False): ("running",),
+                   ("running", "cancel", True): ("done", ("stop_scheduling", "notify_client"))})
+    terminal = _measured(table)["terminal"]
+    assert terminal.value == 1.0, terminal.feedback
+
+
+def test_done_stays_done_is_judged_for_a_table_that_ends_requests_through_cancelling_alone():
+    # Cancelled or finished, a request goes to cancelling and is done at the completion
+    # after (lazily, but done): no request reaches done from running or at the end event
+    # itself, and it is ended into done all the same.
+    table = _with({("admitted", "cancel", False): ("cancelling", ("stop_scheduling", "notify_client")),
+                   ("running", "cancel", False): ("cancelling", ("stop_scheduling", "notify_client")),
+                   ("running", "finished", False): ("cancelling", ("stop_scheduling",))})
+    terminal = _measured(table)["terminal"]
+    assert terminal.value == 1.0, terminal.feedback
+
+
+def test_a_request_done_before_it_ends_does_not_show_that_done_stays_done():
+    # Done at a step completion, while still served; the ends themselves park the request in
+    # waiting. Done is reached, but never by ending: "done stays done" is not shown.
+    table = {k: ref.Transition("waiting" if t.next_state == "done" and k[0] != "done" else t.next_state,
+                               t.actions)
+             for k, t in _table(ref.on_event).items()}
+    table["running", "step_completed", False] = ref.Transition("done")
+    terminal = _measured(table)["terminal"]
+    assert terminal.value == 0.0 and "a request is done before it ends" in terminal.feedback, terminal.feedback
+
+
+def test_a_table_that_releases_only_at_admission_is_told_it_releases_before_the_end():
+    # Its one release comes before the request ends: the model finds no leak at the fence
+    # (the pages are already back), and the reclaim criterion says why it is not kept.
+    table = {k: ref.Transition(t.next_state, tuple(a for a in t.actions if a != "release_pages"))
+             for k, t in _table(ref.on_event).items()}
+    table["waiting", "admit", False] = ref.Transition("admitted", ("release_pages",))
+    reclaim = _measured(table)["reclaim"]
+    assert reclaim.value == 0.0, reclaim.feedback
+    assert reclaim.feedback.startswith("on no event path does your table release an ended request's pages"), \
+        reclaim.feedback
+    # It releases, and once: the rule of releasing once is shown and kept.
+    once = _measured(table)["once"]
+    assert once.value == 1.0, once.feedback
+
+
+def test_a_live_entry_that_stops_is_shown_on_the_event_path_that_reaches_it():
+    stop = TableFaults(_with({("admitted", "step_launched", True): ("running", ("stop_scheduling",))})).found["stop"]
+    first = next(iter(stop))
+    assert first.startswith("from 'waiting': admit -> 'admitted'; then on_event('admitted', 'step_launched', True)"), stop
+    assert "stops scheduling a request that was neither cancelled nor finished" in first
+    # Three steps in: the path is told from its first state.
+    later = TableFaults(_with({("running", "step_completed", False): ("running", ("stop_scheduling",))})).found["stop"]
+    assert next(iter(later)).startswith(
+        "from 'waiting': admit -> 'admitted', step_launched -> 'running'; then on_event('running', 'step_completed', "
+        "False)"), later
+
+
+@pytest.mark.parametrize("state", [s for s in STATES if s != "done"])
+def test_a_done_request_leaving_done_quietly_breaks_done_stays_done(state):
+    terminal = _measured(_with({("done", "step_completed", False): (state,)}))["terminal"]
+    assert terminal.value == 0.0, terminal.feedback
+    assert terminal.feedback == (f"on_event('done', 'step_completed', False) -> {state!r}: "
+                                 "a done request must stay done with no action"), terminal.feedback
+
+
+def test_a_single_finding_is_quoted_alone_and_more_are_counted():
+    one = _measured(_with({("done", "cancel", False): ("done", ("notify_client",))}))["terminal"]
+    assert one.feedback == ("on_event('done', 'cancel', False) -> 'done' + notify_client: "
+                            "a done request must stay done with no action"), one.feedback
+    two = _measured(_with({("done", "cancel", False): ("done", ("notify_client",)),
+                           ("done", "admit", False): ("waiting",)}))["terminal"]
+    assert two.feedback.endswith(" (2 ways in all)"), two.feedback
+    # Every entry notifying: each finding counted, the first 20 kept as evidence.
+    chatty = {k: ref.Transition(t.next_state, t.actions + ("notify_client",)) for k, t in _table(ref.on_event).items()}
+    found = list(TableFaults(chatty).found["stop"])
+    stop = _measured(chatty)["stop"]
+    assert len(found) > 20 and stop.feedback == f"{found[0]} ({len(found)} ways in all)", stop.feedback
+    assert stop.evidence == tuple(found[:20])
 
 
 _SECOND_READING = """
@@ -403,7 +557,32 @@ def test_a_table_read_again_in_another_order_is_judged_on_each_reading(tmp_path)
     assert "on_event('running', 'cancel', True)" in pinned.feedback and "still pins" in pinned.feedback
     assert "your table changed between two readings" in pinned.feedback, pinned.feedback
     assert "three arguments alone" in pinned.feedback, pinned.feedback
+    # The first entry the readings differ in, as each reading gave it.
+    assert ("your table changed between two readings: on_event('running', 'cancel', True) -> 'cancelling' + "
+            "stop_scheduling, notify_client the first time, -> 'done' + stop_scheduling, notify_client, "
+            "release_pages the second") in pinned.feedback, pinned.feedback
     assert all(c[i].score == c[i].max_score for i in TABLE - {"table-no-release-while-pinned"}), c
+
+
+def test_a_table_that_answers_by_the_entry_asked_before_is_judged_on_the_reverse_reading(tmp_path):
+    """Asked in the same order twice, a table whose answer depends on the entry asked just
+    before gives the same table twice; asked in reverse order, it shows."""
+    text = REFERENCE.read_text().replace("def on_event(", "def _right(", 1)
+    path = tmp_path / "previous.py"
+    path.write_text(text + """
+_previous = [None]
+
+
+def on_event(state, event, step_in_flight):
+    # Releases at a cancel under a step only right after the entry the reverse order asks first.
+    before, _previous[0] = _previous[0], (state, event, step_in_flight)
+    if (state, event, step_in_flight) == ("running", "cancel", True) and before == ("cancelling", "admit", False):
+        return Transition("cancelling", ("stop_scheduling", "notify_client", "release_pages"))
+    return _right(state, event, step_in_flight)
+""")
+    c = {c.id: c for c in grade("lesson4", path, "check").criteria}
+    pinned = c["table-no-release-while-pinned"]
+    assert pinned.score == 0 and "your table changed between two readings" in pinned.feedback, pinned.feedback
 
 
 def test_readings_that_differ_only_in_the_order_of_the_actions_lose_nothing(tmp_path):
