@@ -524,7 +524,11 @@ MAY_ALSO = {"unpaired_band": {"ship-real-gain", "goodput-fall", "noise-band"}, "
             "band_over_n": {"goodput-fall"},
             # A class guard read seed by seed rolls back a real noise candidate whose class dips
             # on one seed, and, by the secret, a real gain's.
-            "class_guard_per_seed": {"noise-band", "ship-real-gain"}}
+            "class_guard_per_seed": {"noise-band", "ship-real-gain"},
+            # Goodput per request for per second: real runs' windows differ from seed to seed,
+            # so under some secrets a real noise candidate's gain, so reckoned, clears its band
+            # (secret 1cbe031001d818c3: release#0/noise shipped).
+            "goodput_per_request": {"noise-band"}}
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
