@@ -528,7 +528,10 @@ MAY_ALSO = {"unpaired_band": {"ship-real-gain", "goodput-fall", "noise-band"}, "
             # Goodput per request for per second: real runs' windows differ from seed to seed,
             # so under some secrets a real noise candidate's gain, so reckoned, clears its band
             # (secret 1cbe031001d818c3: release#0/noise shipped).
-            "goodput_per_request": {"noise-band"}}
+            "goodput_per_request": {"noise-band"},
+            # The median of the differences: a real suite's seeds can be skewed too (secret
+            # a1b2c3d4e5f60718: release#1/gain's median inside its band, left inconclusive).
+            "median_difference": {"ship-real-gain"}}
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
