@@ -386,20 +386,17 @@ def _grade(args, course) -> int:
             from grader.engine.rubric import load_rubric
             from grader.engine.pipeline import build_cases
             from grader.engine.fingerprint import grading_version
-            from grader.instructor.batch import (refuse_changed_rubric, refuse_other_cases,
-                                                 refuse_other_grading_code)
+            from grader.instructor.batch import refuse_changed_rubric, refuse_mixed_results
             from grader.instructor.gradebook import cases_digest
             from grader.lessons import lesson_module
             lesson_module(args.lesson)
             prepared = {"rubric": load_rubric(course.rubric_path(args.lesson), REGISTRY),
                         "cases": build_cases(args.lesson, course, secret)}
             refuse_changed_rubric(book, prepared["rubric"])
-            # Each file replaces its student's result: on other cases than the rest of the
-            # class, the gradebook would hold two sets of cases under one lesson.
-            graded = book.graded_keys(args.lesson)
-            refuse_other_cases(book, args.lesson, cases_digest([c.summary() for c in prepared["cases"]]),
-                               args.secret_file, graded=graded)
-            refuse_other_grading_code(book, args.lesson, grading_version(), graded=graded)
+            # Each file replaces its student's result: on other cases, or by other grading
+            # code, than the rest of the class's, the gradebook would mix two gradings.
+            refuse_mixed_results(book, args.lesson, cases_digest([c.summary() for c in prepared["cases"]]),
+                                 grading_version(), args.secret_file)
         unread = 0
         for path in args.paths:
             try:

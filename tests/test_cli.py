@@ -278,6 +278,18 @@ def test_two_files_of_one_student_into_a_gradebook_are_refused_before_any_grade(
     assert code == 0 and len(out.splitlines()) == 2
 
 
+def _alice_graded_then_bob(tmp_path, secret):
+    """alice's and bob's files (the reference's), and a gradebook holding alice's grade
+    under ``secret``: (bob, the gradebook)."""
+    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
+    for path in (alice, bob):
+        path.write_text(open(REF).read())
+    book = tmp_path / "gb.db"
+    code, _, err = run("grade", "lesson1", str(alice), "--secret-file", str(secret), "--gradebook", str(book))
+    assert code == 0, err
+    return bob, book
+
+
 def test_files_graded_into_a_gradebook_by_other_grading_code_are_refused(tmp_path):
     """alice graded by an older grader (her result says so), then bob by this one: the
     lesson would hold the grades of two graders. Refused before bob is graded, naming the
@@ -286,12 +298,7 @@ def test_files_graded_into_a_gradebook_by_other_grading_code_are_refused(tmp_pat
     from grader.engine.fingerprint import grading_version
     secret = tmp_path / "course.secret"
     secret.write_text("class of 2026\n")
-    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
-    for path in (alice, bob):
-        path.write_text(open(REF).read())
-    book = tmp_path / "gb.db"
-    code, _, err = run("grade", "lesson1", str(alice), "--secret-file", str(secret), "--gradebook", str(book))
-    assert code == 0, err
+    bob, book = _alice_graded_then_bob(tmp_path, secret)
     with sqlite3.connect(book) as db:
         assert db.execute("UPDATE results SET grader_version = '0.1.0+older'").rowcount == 1
     code, out, err = run("grade", "lesson1", str(bob), "--secret-file", str(secret), "--gradebook", str(book))
@@ -309,12 +316,7 @@ def test_files_graded_into_a_gradebook_on_other_hidden_cases_are_refused(tmp_pat
     ours, typo = tmp_path / "course.secret", tmp_path / "old.secret"
     ours.write_text("class of 2026\n")
     typo.write_text("class of 2025\n")
-    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
-    for path in (alice, bob):
-        path.write_text(open(REF).read())
-    book = tmp_path / "gb.db"
-    code, _, err = run("grade", "lesson1", str(alice), "--secret-file", str(ours), "--gradebook", str(book))
-    assert code == 0, err
+    bob, book = _alice_graded_then_bob(tmp_path, ours)
     code, out, err = run("grade", "lesson1", str(bob), "--secret-file", str(typo), "--gradebook", str(book),
                          "--json")
     assert code == 2 and out == ""

@@ -146,63 +146,60 @@ def test_a_worker_with_other_grading_code_grades_nothing():
         grade_one(str(ROOT), "lesson1", SECRET, "cases", "0.1.0+client", False, _submission("d1"))
 
 
-def test_the_grading_code_digest_follows_the_grading_sources(tmp_path, monkeypatch):
-    """Not the instructor's tools (recording and exporting change no grade), and every
-    grading source, by name and content."""
+@pytest.fixture
+def code_tree(tmp_path, monkeypatch):
+    """A tree of the grading folders (and the instructor's, which the digest leaves out),
+    each holding m.py, which the digest reads in place of the package: a function that
+    digests it afresh."""
     from grader.engine import fingerprint
     for part in fingerprint.GRADING_CODE + ("grader/instructor",):
         (tmp_path / part).mkdir(parents=True)
         (tmp_path / part / "m.py").write_text("x = 1\n")
+    monkeypatch.setattr(fingerprint, "_ROOT", tmp_path)
 
     def digest():
         fingerprint.grading_version.cache_clear()
         return fingerprint.grading_version()
-    monkeypatch.setattr(fingerprint, "_ROOT", tmp_path)
-    try:
-        first = digest()
-        assert first.startswith("0.1.0+") and len(first) == len("0.1.0+") + 12
-        (tmp_path / "grader/instructor/m.py").write_text("x = 2\n")
-        (tmp_path / "grader/instructor/__pycache__").mkdir()
+    yield digest
+    fingerprint.grading_version.cache_clear()
+
+
+def test_the_grading_code_digest_follows_the_grading_sources(tmp_path, code_tree):
+    """Not the instructor's tools (recording and exporting change no grade), and every
+    grading source, by name and content."""
+    from grader.engine.fingerprint import GRADING_CODE
+    digest = code_tree
+    first = digest()
+    assert first.startswith("0.1.0+") and len(first) == len("0.1.0+") + 12
+    (tmp_path / "grader/instructor/m.py").write_text("x = 2\n")
+    (tmp_path / "grader/instructor/__pycache__").mkdir()
+    assert digest() == first
+    for part in GRADING_CODE:
+        (tmp_path / part / "m.py").write_text("x = 2\n")
+        changed = digest()
+        assert changed != first
+        (tmp_path / part / "m.py").rename(tmp_path / part / "n.py")    # the name counts
+        assert digest() not in (first, changed)
+        (tmp_path / part / "n.py").rename(tmp_path / part / "m.py")
+        (tmp_path / part / "m.py").write_text("x = 1\n")
         assert digest() == first
-        for part in fingerprint.GRADING_CODE:
-            (tmp_path / part / "m.py").write_text("x = 2\n")
-            changed = digest()
-            assert changed != first
-            (tmp_path / part / "m.py").rename(tmp_path / part / "n.py")    # the name counts
-            assert digest() not in (first, changed)
-            (tmp_path / part / "n.py").rename(tmp_path / part / "m.py")
-            (tmp_path / part / "m.py").write_text("x = 1\n")
-            assert digest() == first
-        (tmp_path / "reference/__pycache__").mkdir()
-        (tmp_path / "reference/__pycache__/m.cpython-311.pyc").write_bytes(b"\0")
-        assert digest() == first                                       # compiled copies do not
-    finally:
-        fingerprint.grading_version.cache_clear()
+    (tmp_path / "reference/__pycache__").mkdir()
+    (tmp_path / "reference/__pycache__/m.cpython-311.pyc").write_bytes(b"\0")
+    assert digest() == first                                       # compiled copies do not
 
 
-def test_the_grading_code_digest_passes_over_what_no_grade_loads(tmp_path, monkeypatch):
+def test_the_grading_code_digest_passes_over_what_no_grade_loads(tmp_path, code_tree):
     """An editor's swap file or backup, a patch's leftover, a file manager's notes beside a
     lesson: no install ships them and no grade loads them, and a digest that read them
     refused a class as graded by other code while a lesson file was open in an editor."""
-    from grader.engine import fingerprint
-    for part in fingerprint.GRADING_CODE:
-        (tmp_path / part).mkdir(parents=True)
-        (tmp_path / part / "m.py").write_text("x = 1\n")
-
-    def digest():
-        fingerprint.grading_version.cache_clear()
-        return fingerprint.grading_version()
-    monkeypatch.setattr(fingerprint, "_ROOT", tmp_path)
-    try:
+    digest = code_tree
+    first = digest()
+    (tmp_path / "grader/lessons/.m.py.swp").write_bytes(b"\0swap")
+    (tmp_path / "grader/lessons/m.py~").write_text("x = 0\n")
+    (tmp_path / "reference/.DS_Store").write_bytes(b"\0")
+    (tmp_path / "grader/engine/m.py.orig").write_text("x = 0\n")     # a patch's leftover
+    assert digest() == first
+    for source in ("grader/lessons/m.py", "reference/data.yaml", "grader/course/data.json"):
+        (tmp_path / source).write_text("x: 2\n")                      # a source still counts
+        assert digest() != first
         first = digest()
-        (tmp_path / "grader/lessons/.m.py.swp").write_bytes(b"\0swap")
-        (tmp_path / "grader/lessons/m.py~").write_text("x = 0\n")
-        (tmp_path / "reference/.DS_Store").write_bytes(b"\0")
-        (tmp_path / "grader/engine/m.py.orig").write_text("x = 0\n")     # a patch's leftover
-        assert digest() == first
-        for source in ("grader/lessons/m.py", "reference/data.yaml", "grader/course/data.json"):
-            (tmp_path / source).write_text("x: 2\n")                      # a source still counts
-            assert digest() != first
-            first = digest()
-    finally:
-        fingerprint.grading_version.cache_clear()

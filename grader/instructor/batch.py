@@ -447,14 +447,22 @@ def refuse_changed_rubric(book: Gradebook, rubric) -> None:
                                            "grade with it (every result is then graded again)")
 
 
-def refuse_other_cases(book: Gradebook, lesson: str, cases: str, secret_file: str,
-                       graded: set | None = None) -> None:
-    """Results graded on other hidden cases (another secret, or a grader that draws its
-    cases otherwise) would be replaced one by one, the class's grades mixing two sets of
-    cases until every student was graded again: refused before any work, unless --force
-    regrades the whole class on these. ``graded``: the book's graded_keys of the lesson,
-    when the caller has read them already."""
-    graded = book.graded_keys(lesson) if graded is None else graded
+def refuse_mixed_results(book: Gradebook, lesson: str, cases: str, grader: str,
+                         secret_file: str) -> set:
+    """Before any work: results of the lesson graded on other hidden cases or by other
+    grading code would stand beside what this run records, the class's grades mixing two
+    gradings until every student was graded again. Refused (the cases first: a mistyped
+    --secret-file is the likelier mistake), unless --force regrades the whole class. The
+    gradebook's graded keys of the lesson, read once, for the resume."""
+    graded = book.graded_keys(lesson)
+    _refuse_other_cases(book, lesson, cases, secret_file, graded)
+    _refuse_other_grading_code(book, lesson, grader, graded)
+    return graded
+
+
+def _refuse_other_cases(book: Gradebook, lesson: str, cases: str, secret_file: str,
+                        graded: set) -> None:
+    """Another secret, or a grader that draws its cases otherwise."""
     other = sorted({key[0] for key in graded if key[3] != cases})
     if other:
         raise InputError(secret_file, (
@@ -465,18 +473,14 @@ def refuse_other_cases(book: Gradebook, lesson: str, cases: str, secret_file: st
             f"folder {_start_again(lesson)}"))
 
 
-def refuse_other_grading_code(book: Gradebook, lesson: str, grader: str,
-                              graded: set | None = None) -> None:
-    """Results made by other grading code (grader.engine.fingerprint: an upgrade since, or
-    a worker with another copy) would stand beside this grader's, the class graded by two
-    graders: refused before any work, unless --force regrades the whole class with this one."""
-    graded = book.graded_keys(lesson) if graded is None else graded
-    other = sorted({key[0] for key in graded if key[4] != grader})
-    if other:
-        theirs = sorted({key[4] or "unrecorded" for key in graded if key[4] != grader})
+def _refuse_other_grading_code(book: Gradebook, lesson: str, grader: str, graded: set) -> None:
+    """grader.engine.fingerprint: an upgrade since, or a worker with another copy."""
+    theirs = {key[0]: key[4] or "unrecorded" for key in graded if key[4] != grader}
+    if theirs:
+        other, versions = sorted(theirs), sorted(set(theirs.values()))
         raise InputError(book.shown_url, (
             f"{plural(len(other), f'{lesson} result')} ({first_few(other)}) {_were(other)} graded "
-            f"by other grading code ({first_few(theirs)}) than this grader's ({grader}): graded "
+            f"by other grading code ({first_few(versions)}) than this grader's ({grader}): graded "
             f"on top of them, the class would hold the grades of two graders. Grade the class "
             f"folder {_start_again(lesson, ' by this grader')}"))
 
@@ -497,8 +501,8 @@ def pending(entry: Entry, submission: Submission, done: set, rubric_version: int
     """Resuming: does this submission still need grading? Only a graded result of the same
     file (digest), under the same rubric version, on the same cases (so the same secret)
     and by the same grading code counts as done; a changed file or rubric is graded again
-    (other cases or code are refused before, by refuse_other_cases and
-    refuse_other_grading_code, unless the class is forced)."""
+    (other cases or code are refused before, by refuse_mixed_results, unless the class is
+    forced)."""
     return (entry.student, submission.digest, rubric_version, cases, grader) not in done
 
 
@@ -525,11 +529,8 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     rubric = load_rubric(course.rubric_path(lesson), REGISTRY)
     refuse_changed_rubric(book, rubric)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
-    done = set() if force else book.graded_keys(lesson)
     grader = grading_version()
-    if not force:
-        refuse_other_cases(book, lesson, expected_cases, secret_file, graded=done)
-        refuse_other_grading_code(book, lesson, grader, graded=done)
+    done = set() if force else refuse_mixed_results(book, lesson, expected_cases, grader, secret_file)
     info = replace(rubric_info(rubric), criteria=())     # an error row's lesson: its totals only
     # The gradebook kept in the class folder is no student (nor are SQLite's files beside it):
     # recorded, it would be three students with 0 points in every export.
