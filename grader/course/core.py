@@ -228,6 +228,7 @@ def _gate(sandbox, path: Path) -> tuple[Callable, Callable]:
         # reasons reached the terminal as they were (an escape sequence clears it).
         if value.decision not in RELEASE_DECISIONS:
             raise InputError(f"{path}: decide_release", f"ReleaseDecision.decision: "
-                             f"{one_line(repr(value.decision), 60)} is not one of {', '.join(RELEASE_DECISIONS)}")
+                             f"{one_line(repr(value.decision), 60)} is not one of "
+                             f"{', '.join(RELEASE_DECISIONS)}")
         return ReleaseDecision(value.decision, tuple(one_line(r, 300) for r in value.reasons))
     return qualify, decide

@@ -29,8 +29,9 @@ change), in the same words whether the change is harmless or its mechanism is an
 and precision as a count.
 - replay: with a cause found (nothing found, nothing to replay: the bundle's R41 sheet ships
   against R42 whatever the diagnosis), the fixed sheet carries every stated fix, and
-  replayed on the incident's replay seeds it ships against the regressed release under lesson 5's rule, with no class
-  regressing against the last good release and no violation above its count.
+  replayed on the incident's replay seeds it ships against the regressed release under
+  lesson 5's rule, with no class regressing against the last good release and no
+  violation above its count.
 - rollback: the new release states a rollback rule: back to the last good release, on a
   condition this incident meets, with a gate that judges every token's deadline.
 """

@@ -217,8 +217,8 @@ def _show(value: Any) -> str:
 # learner's functions that are not implemented or gave no usable answer (only the
 # reference's series are drawn) or that failed on calls (the worker's fallback drew those
 # series) or that are only partly written (a baseline drew the rest: lesson 4's "release at
-# cancel" strawman on the baseline's on_event shows no use-after-free) are warnings; that the reference's series are missing (the learner edition, at
-# other settings) is a caption.
+# cancel" strawman on the baseline's on_event shows no use-after-free) are warnings; that
+# the reference's series are missing (the learner edition, at other settings) is a caption.
 # The notes are written with these very phrases (trials.truncation, plugged.Sides), so a
 # reworded note cannot drop its warning from the plot.
 NOT_IMPLEMENTED = ": not implemented: "

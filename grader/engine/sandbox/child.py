@@ -473,8 +473,9 @@ def readable_beneath(root, hidden, allowed):
     Landlock only allows, so a folder on the way to a hidden one is allowed its listing
     alone (the import system lists each sys.path folder) and each of its other entries in
     full. A right holds beneath its folder, so the hidden folders' names can still be
-    listed; none of their files can be opened. Symbolic links are not followed: a rule on one would allow its target, and what
-    one leads to is reachable under its own rule or not at all."""
+    listed; none of their files can be opened. Symbolic links are not followed: a rule on
+    one would allow its target, and what one leads to is reachable under its own rule or
+    not at all."""
     real = os.path.realpath(root)
     if real in hidden:
         return []
