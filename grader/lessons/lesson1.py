@@ -257,11 +257,11 @@ def _clause(case: Case) -> str:
     pair a token; two tokens, or a gap only the slowest decode step misses), by the TTFT
     rule's attention pairs alone (a deadline the prefill misses only by them), or beyond
     it. One that breaks several rules is decided by none of them (ok is right however wrong
-    one rule is), and is a clause of its own. One that meets it
-    may sit on a limit too (exactly max_context or the pool; a deadline equal to its step
-    time; one token and a gap below every decode step; a gap only the slowest step keeps).
-    The requests on a limit are a few of their verdict, so without a clause of their own a
-    rule one off at that limit would lose almost nothing."""
+    one rule is), and is a clause of its own. One that meets it may sit on a limit too
+    (exactly max_context or the pool; a deadline equal to its step time; one token and a gap
+    below every decode step; a gap only the slowest step keeps). The requests on a limit
+    are a few of their verdict, so without a clause of their own a rule one off at that
+    limit would lose almost nothing."""
     r, model, worker = case.inputs
     p, m, gap, step = r.prompt_tokens, r.max_new_tokens, r.slo.gap_s, worker.cost.step_time
     reasons = oracle.contract_reasons(r, model, worker)
