@@ -1,4 +1,6 @@
 """Lesson 1 graded end to end: each mistake loses exactly the criteria that name it."""
+import hashlib
+
 import pytest
 
 from conftest import ROOT, SUBMISSIONS, full, grade, other_than, scores, write_mutant
@@ -85,7 +87,8 @@ BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late"
 # of the requests that meet it, which is at least a sixth of that side (six clauses: exactly
 # max_context, exactly the pool, a deadline met exactly, one token and a gap below every
 # decode step, a gap only the slowest step keeps, and the rest), so contract-ok loses at
-# least (1/12) / 0.4 of its 3 points.
+# least (1/12) / 0.4 of its 3 points. Every secret's hidden requests sit on each of these
+# limits but the deadline met exactly (test_every_secret_holds_every_limit_alone).
 MEETS_ON_A_LIMIT = ("max_context_exclusive", "pool_exclusive", "gap_for_one_token", "gap_step_one_late")
 # A rule wrong on every request that one clause of the failing side holds, and that breaks
 # no other rule: a whole clause of at most twelve (each of the six rules, four of them on
@@ -231,47 +234,61 @@ def test_an_empty_worker_is_empty_the_way_it_was_asked():
             assert (free < 0 if empty == "negative" else 0 <= free < page * worker.page_tokens), (i, empty)
 
 
-def test_hidden_requests_sit_on_every_limit_of_the_gap_rule(secret):
-    """One token with a gap no decode step keeps (ok), two tokens (not ok), and gaps between
-    the decode steps one token of context apart on either side of the slowest step."""
-    seen = set()
-    for case in L.hidden_cases(secret):
-        if case.family != "contract":
-            continue
-        r, _, worker = case.inputs
-        p, m, gap, step = r.prompt_tokens, r.max_new_tokens, r.slo.gap_s, worker.cost.step_time
-        if m in (1, 2) and p and step((p,)) > gap:
-            seen.add(f"{m} tokens, a gap below every step")
-        if m >= 2 and step((p + m - 2,)) <= gap < step((p + m - 1,)):
-            seen.add("only the slowest step misses")
-        if m >= 2 and step((p + m - 1,)) <= gap < step((p + m,)):
-            seen.add("the slowest step just keeps it")
-    assert seen == {"1 tokens, a gap below every step", "2 tokens, a gap below every step",
-                    "only the slowest step misses", "the slowest step just keeps it"}, seen
-
-
-def test_hidden_requests_break_the_window_alone_and_miss_ttft_by_the_pairs_alone(secret):
-    """A request one past max_context that fits the pool (it breaks the window alone: every
-    fourth model's roomy worker has one), a TTFT deadline between the prefill without its
-    attention pairs and the whole prefill, and one that p*p/2 pairs would keep."""
+def _limits_alone(r, model, worker) -> set[str]:
+    """The limits of the contract this request sits on, where it breaks or meets that one
+    rule alone (every other rule met): worked out here from the README's rules, not from
+    the lesson's own account of them."""
     from reference.shapes import CostModel
-    seen = set()
-    for case in L.hidden_cases(secret):
-        if case.family != "contract":
-            continue
-        r, model, worker = case.inputs
-        reasons = L.oracle.contract_reasons(r, model, worker)
-        p, cost = r.prompt_tokens, worker.cost
-        if reasons == ("over_max_context",) and p + r.max_new_tokens == model.max_context + 1:
-            seen.add("one past the window, alone")
-        bare = CostModel(cost.step_fixed, cost.per_token, cost.per_context_token, 0.0)
-        if reasons == ("ttft_unreachable",) and bare.step_time((), p, 0) <= r.slo.ttft_s:
-            seen.add("ttft missed by the pairs alone")
-        prefill = cost.step_time((), p, 0)
-        if reasons == ("ttft_unreachable",) and prefill - cost.per_attention_pair * p / 2 < r.slo.ttft_s:
-            seen.add("ttft missed by less than half a pair a token")
-    assert seen == {"one past the window, alone", "ttft missed by the pairs alone",
-                    "ttft missed by less than half a pair a token"}, seen
+    reasons = L.oracle.contract_reasons(r, model, worker)
+    p, m, gap, cost = r.prompt_tokens, r.max_new_tokens, r.slo.gap_s, worker.cost
+    step = cost.step_time
+    per_token = 2 * model.layers * model.kv_heads * model.head_dim * model.dtype_bytes
+    free = worker.device_bytes - model.weight_bytes - worker.reserved_bytes
+    pool = max(0, free // (per_token * worker.page_tokens))
+    pages = -(-(p + m) // worker.page_tokens)
+    alone = {(): "meets", ("over_max_context",): "window", ("over_pool",): "pool",
+             ("ttft_unreachable",): "ttft", ("gap_unreachable",): "gap"}.get(reasons)
+    bare = CostModel(cost.step_fixed, cost.per_token, cost.per_context_token, 0.0)
+    seen = {
+        "exactly the window": alone == "meets" and p + m == model.max_context,
+        "one past the window": alone == "window" and p + m == model.max_context + 1,
+        "exactly the pool": alone == "meets" and pages == pool,
+        "one page past the pool": alone == "pool" and pages == pool + 1,
+        "ttft missed by the pairs alone": alone == "ttft" and bare.step_time((), p, 0) <= r.slo.ttft_s,
+        "ttft missed by less than half a pair a token":
+            alone == "ttft" and step((), p, 0) - cost.per_attention_pair * p / 2 < r.slo.ttft_s,
+        "1 token, a gap below every step": alone == "meets" and m == 1 and step((p,)) > gap,
+        "2 tokens, a gap below every step": alone == "gap" and m == 2 and step((p,)) > gap,
+        "only the slowest step misses": alone == "gap" and m >= 2 and step((p + m - 2,)) <= gap,
+        "the slowest step just keeps it": alone == "meets" and m >= 2 and gap < step((p + m,)),
+    }
+    assert set(seen) == set(LIMITS)
+    return {name for name, on in seen.items() if on}
+
+
+LIMITS = ("exactly the window", "one past the window", "exactly the pool", "one page past the pool",
+          "ttft missed by the pairs alone", "ttft missed by less than half a pair a token",
+          "1 token, a gap below every step", "2 tokens, a gap below every step",
+          "only the slowest step misses", "the slowest step just keeps it")
+
+
+# Secrets beyond the fixture's: a limit drawn, not placed, is missing under a few secrets
+# in a hundred (the gap only the slowest decode step keeps was, under 0d5f9b4a64ab207a).
+MANY_SECRETS = [hashlib.sha256(b"lesson1 limits %d" % i).digest()[:8] for i in range(40)]
+
+
+@pytest.mark.parametrize("extra", [None, *range(0, 40, 8)])
+def test_every_secret_holds_every_limit_alone(secret, extra):
+    """Every limit the contract names has a hidden request on it that breaks or meets that
+    rule alone, under every secret: a rule one off there then loses its clause of
+    contract-ok however the hidden cases fall."""
+    for s in [secret] if extra is None else MANY_SECRETS[extra:extra + 8]:
+        seen = set()
+        for case in L.hidden_cases(s):
+            if case.family == "contract":
+                seen |= _limits_alone(*case.inputs)
+        missing = set(LIMITS) - seen
+        assert not missing, (s.hex(), missing)
 
 
 def test_constant_verdicts_earn_nothing_on_the_verdicts(tmp_path, secret):

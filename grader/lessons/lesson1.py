@@ -69,17 +69,23 @@ def _model(g: np.random.Generator, i: int) -> ModelSpec:
                      weight_bytes=int(g.integers(1, 200)) * GiB + int(g.integers(0, GiB)))
 
 
-def _worker(g: np.random.Generator, model: ModelSpec, empty: str = "", roomy: bool = False) -> WorkerSpec:
-    """A worker for ``model``; ``empty`` ("under a page", "negative") leaves it no pool, and
-    ``roomy`` gives it a pool past the model's whole window."""
+def _worker(g: np.random.Generator, model: ModelSpec, pool: str = "") -> WorkerSpec:
+    """A worker for ``model``; ``pool`` "under a page" or "negative" leaves it no pool,
+    "roomy" gives it a pool past the model's whole window, "tight" one whole page short of
+    it or more."""
     page_tokens = int(g.choice([1, 8, 16, 32, 64, 128]))
     page = oracle.kv_bytes_per_token(model) * page_tokens
     # Device sizes land anywhere: whole GiB, odd bytes, and a few bytes either side of a page.
-    if empty:
-        pages = 0 if empty == "under a page" else int(g.integers(-3, 0))
+    if pool in ("under a page", "negative"):
+        pages = 0 if pool == "under a page" else int(g.integers(-3, 0))
+    elif pool == "tight":
+        # The pool, and one token past it, inside the window: a request on the pool's
+        # limit breaks or meets the pool rule alone (at least two pages: room for a
+        # prompt and an output).
+        pages = int(g.integers(2, model.max_context // page_tokens))
     else:
         pages = int(g.integers(-2, 4000))
-        if roomy:
+        if pool == "roomy":
             # A request one token past max_context then fits the pool, so the window alone
             # refuses it: on a small pool it breaks over_pool too, and a rule that never
             # counted the output budget against the window was right on it by over_pool.
@@ -94,9 +100,19 @@ def _worker(g: np.random.Generator, model: ModelSpec, empty: str = "", roomy: bo
                       max_running=int(g.integers(1, 257)), cost=cost)
 
 
-# Limits a few hidden requests sit on under every secret, each on a roomy worker, where it
-# breaks that one rule alone (drawn, each would be missing from a secret now and then).
-PLACED = ("one past the window", "a TTFT a pair a token short", "a TTFT short by its pairs")
+# Limits a few hidden requests sit on under every secret. Drawn, each would be missing from
+# a secret now and then, and a rule one off there would lose nothing under it. On each, the
+# request breaks or meets that one rule alone: the window's and the deadlines' limits on a
+# roomy worker, the pool's on a tight one.
+BREAKS_A_LIMIT = ("one past the window", "a TTFT a pair a token short", "a TTFT short by its pairs")
+MEETS_A_LIMIT = ("exactly the window", "one token, no gap", "a gap only the slowest step keeps")
+ON_THE_POOL = ("exactly the pool", "one page past the pool")
+PLACED = BREAKS_A_LIMIT + MEETS_A_LIMIT + ON_THE_POOL
+_KIND = {"one past the window": 1, "exactly the window": 1, "exactly the pool": 2,
+         "one page past the pool": 2, "a TTFT a pair a token short": 3, "a TTFT short by its pairs": 3,
+         "a gap only the slowest step keeps": 4, "one token, no gap": 6}      # see _request
+# Where the deadlines alone decide: inside the window, with a decode step.
+_BY_A_DEADLINE = ("a TTFT a pair a token short", "a TTFT short by its pairs", "a gap only the slowest step keeps")
 
 
 def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpec,
@@ -105,29 +121,32 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
     ``placed`` names (one of PLACED)."""
     pt, pool, cost = worker.page_tokens, oracle.pool_pages(model, worker), worker.cost
     drawn = int(g.integers(0, 8))
-    kind = drawn if not placed else 1 if placed == PLACED[0] else 3    # 1: the window, 3: TTFT
+    kind = _KIND[placed] if placed else drawn
     p = int(g.integers(1, max(2, min(model.max_context, 20000))))
     m = int(g.integers(1, 2048))
-    if placed in PLACED[1:]:
-        m = max(1, min(m, model.max_context - p))       # inside the window: TTFT alone decides
+    if placed in _BY_A_DEADLINE:
+        p = min(p, model.max_context - 2)
+        m = max(2, min(m, model.max_context - p))
     if kind == 0:
         p, m = (0, m) if g.random() < 0.6 else (p, 0)
     elif kind == 1:      # around max_context
         m = max(1, min(m, model.max_context - 1))
-        p = max(1, model.max_context - m + (1 if placed else int(g.integers(-1, 2))))
+        past = {"one past the window": 1, "exactly the window": 0}.get(placed)
+        p = max(1, model.max_context - m + (int(g.integers(-1, 2)) if past is None else past))
     elif kind == 2 and pool > 0:   # around the whole pool
-        total = pool * pt + int(g.choice([-1, 0, 1, pt - 1 if pt > 1 else 0]))
+        past = {"one page past the pool": 1, "exactly the pool": 0}.get(placed)
+        total = pool * pt + (int(g.choice([-1, 0, 1, pt - 1 if pt > 1 else 0])) if past is None else past)
         m = max(1, min(m, total - 1))
         p = max(1, total - m)
     elif kind == 6:      # one token (no gap to miss) or two (one decode step)
-        m = int(g.integers(1, 3))
+        m = 1 if placed else int(g.integers(1, 3))
         p = min(p, model.max_context - m)
     p, m = max(0, p), max(0, m)
     ttft = cost.step_time((), p, 0) if p else 0.5
     gap = cost.step_time((p + m - 1,)) if m >= 2 else 0.01
     # Deadlines a little either side of what the worker can do, never on the knife edge.
     u = g.random() if kind in (3, 5) and p else 1.0
-    u = {PLACED[1]: 0.3, PLACED[2]: 0.1}.get(placed, u)
+    u = {"a TTFT a pair a token short": 0.3, "a TTFT short by its pairs": 0.1}.get(placed, u)
     if u < 0.25:
         # Between the prefill without its attention pairs and the whole prefill: the pairs
         # alone decide it (README calculation 3), half a prefill's pairs from either step.
@@ -138,11 +157,11 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
         ttft -= cost.per_attention_pair * p / 4
     else:
         ttft *= float(g.choice([0.97, 1.03, 3.0])) if kind in (3, 5) else 5.0
-    if kind in (4, 5) and m >= 2 and g.random() < 0.5:
+    if kind in (4, 5) and m >= 2 and (placed or g.random() < 0.5):
         # Halfway between the decode steps one token of context apart, on either side of the
         # slowest: only the step at context p + m - 1 decides it (half a per_context_token
         # from either step, far from a float rounding).
-        c = p + m - 1 + int(g.integers(0, 2))
+        c = p + m - 1 + (1 if placed else int(g.integers(0, 2)))
         gap = (cost.step_time((c - 1,)) + cost.step_time((c,))) / 2
     elif kind == 6:      # below the step at context p: a gap no decode step can keep
         gap = cost.step_time((p,)) * float(g.choice([0.5, 0.97]))
@@ -157,6 +176,11 @@ def _without_pairs(cost: CostModel) -> CostModel:
     return CostModel(cost.step_fixed, cost.per_token, cost.per_context_token, 0.0)
 
 
+# Which requests sit on each limit of PLACED, by (model number % 4, worker): the first of
+# their worker's four requests.
+_PLACES = {(0, 0): BREAKS_A_LIMIT, (1, 0): MEETS_A_LIMIT, (1, 1): ON_THE_POOL}
+
+
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
     g = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson1", "hidden")))
     cases: list[Case] = []
@@ -164,14 +188,16 @@ def hidden_cases(secret: bytes, course=None) -> list[Case]:
     for i, m in enumerate(models):
         cases.append(Case("models", f"models#{i}", "hidden", m, f"hidden model {_show_model(m)}"))
         for j in range(2):
-            # Every fourth model's second worker has no pool: under a page, or less than nothing.
-            empty = ("under a page", "negative")[i // 4 % 2] if j == 1 and i % 4 == 3 else ""
-            w = _worker(g, m, empty, roomy=j == 0)
+            # A model's first worker is roomy. Every fourth model's second has no pool (under a
+            # page, or less than nothing), and the next one's second a tight pool.
+            pool = ("roomy" if j == 0 else ("under a page", "negative")[i // 4 % 2] if i % 4 == 3
+                    else "tight" if i % 4 == 1 else "")
+            w = _worker(g, m, pool)
             cases.append(Case("shapes", f"shapes#{i}.{j}", "hidden", (m, w),
                               f"hidden model {_show_model(m)} on worker {_show_worker(w)}"))
+            limits = _PLACES.get((i % 4, j), ())
             for k in range(4):
-                # Every fourth model's roomy worker has a request on each limit of PLACED.
-                placed = PLACED[k] if i % 4 == 0 and j == 0 and k < len(PLACED) else ""
+                placed = limits[k] if k < len(limits) else ""
                 r = _request(g, len(cases), m, w, placed)
                 cases.append(Case("contract", f"contract#{i}.{j}.{k}", "hidden", (r, m, w),
                                   f"hidden request {_show_request(r)} on {_show_model(m)}, "
