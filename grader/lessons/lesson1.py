@@ -103,16 +103,15 @@ def _worker(g: np.random.Generator, model: ModelSpec, pool: str = "") -> WorkerS
 # Limits a few hidden requests sit on under every secret. Drawn, each would be missing from
 # a secret now and then, and a rule one off there would lose nothing under it. On each, the
 # request breaks or meets that one rule alone: the window's and the deadlines' limits on a
-# roomy worker, the pool's on a tight one.
-BREAKS_A_LIMIT = ("one past the window", "a TTFT a pair a token short", "a TTFT short by its pairs")
-MEETS_A_LIMIT = ("exactly the window", "one token, no gap", "a gap only the slowest step keeps")
-ON_THE_POOL = ("exactly the pool", "one page past the pool")
-PLACED = BREAKS_A_LIMIT + MEETS_A_LIMIT + ON_THE_POOL
+# roomy worker, the pool's on a tight one. _PLACES says which requests.
 _KIND = {"one past the window": 1, "exactly the window": 1, "exactly the pool": 2,
          "one page past the pool": 2, "a TTFT a pair a token short": 3, "a TTFT short by its pairs": 3,
-         "a gap only the slowest step keeps": 4, "one token, no gap": 6}      # see _request
+         "a gap only the slowest step keeps": 4, "a gap only the slowest step misses": 4,
+         "one token, no gap": 6, "two tokens, no gap": 6}      # see _request
+PLACED = tuple(_KIND)
 # Where the deadlines alone decide: inside the window, with a decode step.
-_BY_A_DEADLINE = ("a TTFT a pair a token short", "a TTFT short by its pairs", "a gap only the slowest step keeps")
+_BY_A_DEADLINE = ("a TTFT a pair a token short", "a TTFT short by its pairs",
+                  "a gap only the slowest step keeps", "a gap only the slowest step misses")
 
 
 def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpec,
@@ -139,7 +138,7 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
         m = max(1, min(m, total - 1))
         p = max(1, total - m)
     elif kind == 6:      # one token (no gap to miss) or two (one decode step)
-        m = 1 if placed else int(g.integers(1, 3))
+        m = {"one token, no gap": 1, "two tokens, no gap": 2}.get(placed) or int(g.integers(1, 3))
         p = min(p, model.max_context - m)
     p, m = max(0, p), max(0, m)
     ttft = cost.step_time((), p, 0) if p else 0.5
@@ -161,7 +160,8 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
         # Halfway between the decode steps one token of context apart, on either side of the
         # slowest: only the step at context p + m - 1 decides it (half a per_context_token
         # from either step, far from a float rounding).
-        c = p + m - 1 + (1 if placed else int(g.integers(0, 2)))
+        keeps = {"a gap only the slowest step keeps": 1, "a gap only the slowest step misses": 0}.get(placed)
+        c = p + m - 1 + (int(g.integers(0, 2)) if keeps is None else keeps)
         gap = (cost.step_time((c - 1,)) + cost.step_time((c,))) / 2
     elif kind == 6:      # below the step at context p: a gap no decode step can keep
         gap = cost.step_time((p,)) * float(g.choice([0.5, 0.97]))
@@ -177,8 +177,12 @@ def _without_pairs(cost: CostModel) -> CostModel:
 
 
 # Which requests sit on each limit of PLACED, by (model number % 4, worker): the first of
-# their worker's four requests.
-_PLACES = {(0, 0): BREAKS_A_LIMIT, (1, 0): MEETS_A_LIMIT, (1, 1): ON_THE_POOL}
+# their worker's four requests. Worker 0 is roomy, worker 1 of the second model in four tight.
+_PLACES = {(0, 0): ("one past the window", "a TTFT a pair a token short", "a TTFT short by its pairs",
+                    "a gap only the slowest step misses"),
+           (1, 0): ("exactly the window", "one token, no gap", "two tokens, no gap",
+                    "a gap only the slowest step keeps"),
+           (1, 1): ("exactly the pool", "one page past the pool")}
 
 
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
