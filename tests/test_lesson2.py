@@ -18,6 +18,7 @@ from grader.engine.errors import InputError
 from grader.engine.layout import find_course
 from grader.lessons import ledger_runs as runs
 from grader.lessons import lesson2 as L
+from grader.lessons.ledger import available, footprint, need
 from grader.engine.pipeline import grade_submission
 from grader.course.scenario import load_scenario
 from grader.engine.submission import load_submission
@@ -168,7 +169,21 @@ def test_a_footprint_of_exactly_the_pool_is_never_rejected(tmp_path, secret):
     for report in (grade("lesson2", path, "check"), grade_hidden(path, secret)):
         assert lost(report) == {"liveness"}
         assert scores(report)["liveness"] == 0, feedback(report, "liveness")
-        assert "whose footprint is exactly the whole pool were rejected" in feedback(report, "liveness")
+        assert "whose footprint is exactly the whole pool and that must wait were rejected" \
+            in feedback(report, "liveness")
+
+
+def test_an_edge_probe_that_fits_now_does_not_dilute_the_edge(tmp_path):
+    """Under this secret a hidden probe of another kind lands on the pool's edge by its draw
+    and fits now: the ledger rejecting at the edge admits it (it fits before the "can never
+    fit" test is asked), and once bought a seventh of liveness back (3 of 7 edge probes
+    wrong, over the criterion's floor)."""
+    secret = bytes.fromhex("4159073b757051ec")
+    drawn = [c for c in L.hidden_probes(secret) if not c.name.endswith("9")
+             and footprint(c.inputs[0]) == c.inputs[1].total_pages]
+    assert drawn and all(need(c.inputs[0]) <= available(c.inputs[1]) for c in drawn)
+    report = grade_hidden(wrong_file("lesson2", "rejects_whole_pool", tmp_path), secret)
+    assert scores(report)["liveness"] == 0, feedback(report, "liveness")
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS))
@@ -233,7 +248,7 @@ def test_a_decision_the_worker_cannot_use_is_named_on_every_criterion(tmp_path):
     for criterion in CRITERIA:
         assert "Admission.decision: 'accept' is not one of admit, wait, reject" in feedback(report, criterion), \
             (criterion, feedback(report, criterion))
-    assert "exactly the whole pool were rejected" not in feedback(report, "liveness")
+    assert "exactly the whole pool and that must wait were rejected" not in feedback(report, "liveness")
 
 
 def test_the_promise_of_a_wait_or_a_reject_is_not_read(tmp_path, secret):
