@@ -137,8 +137,15 @@ _SEPARATORS = ["|", ":", "/", ",", " ", "\n", "\t", "\x00", "\x1f", "", "||", ":
                "\u2063", "%", "=", "&", "+", "\r\n", "\\", "'", '"', "}{", "), ("]
 
 
+def _pick(g: np.random.Generator, texts: list[str]) -> str:
+    # By index: g.choice makes a numpy string array of them, which drops a trailing NUL
+    # ("\x00" came back as "", so no hidden scope held one and a long scope could fall
+    # short of 512 characters).
+    return texts[int(g.integers(0, len(texts)))]
+
+
 def _name(g: np.random.Generator, lo: int = 1, hi: int = 8) -> str:
-    return "".join(str(g.choice(_ALPHABET)) for _ in range(int(g.integers(lo, hi + 1))))
+    return "".join(_pick(g, _ALPHABET) for _ in range(int(g.integers(lo, hi + 1))))
 
 
 def _block(g: np.random.Generator, lo: int = 2, hi: int = 16) -> tuple:
@@ -169,8 +176,8 @@ def _look_alike(g: np.random.Generator, name: str) -> str:
     if kind == 1 and name.lower() != name.upper():
         return name.swapcase()
     if kind == 2:
-        return name + str(g.choice([" ", "\u200b", "\n", "\x00"]))
-    return str(g.choice([" ", "\u200b"])) + name
+        return name + _pick(g, [" ", "\u200b", "\n", "\x00"])
+    return _pick(g, [" ", "\u200b"]) + name
 
 
 def hidden_probes(secret: bytes) -> list[Case]:
@@ -217,7 +224,7 @@ def hidden_probes(secret: bytes) -> list[Case]:
     for _ in range(8):
         name, block = _name(g, 2, 8), _block(g)
         i = int(g.integers(0, len(name)))
-        add(KeyPair("scope", (name, "", block), (name[:i] + str(g.choice(_ALPHABET)) + name[i + 1:], "", block)),
+        add(KeyPair("scope", (name, "", block), (name[:i] + _pick(g, _ALPHABET) + name[i + 1:], "", block)),
             "hidden scopes one character apart")
     long, block = _name(g, 513, 600), _block(g)
     add(KeyPair("scope", (long, "", block), (long[:-1] + ("y" if long[-1] != "y" else "z"), "", block)),
