@@ -94,7 +94,10 @@ WRONG = {
     # of its own making, on the probes where the miscounted capacity covers them (drawn by
     # some secrets and not others).
     "inactive_free": ({"safety"}, {"liveness"}),
-    "ignores_outstanding": ({"safety"}, set()),
+    # Blind to what running requests were promised, it may find room for every request of a
+    # hidden run: a run where it told none to wait shows no efficiency (secret
+    # 782809428e3b259d, 44 admissions beyond capacity on prefix-multiscope, none held back).
+    "ignores_outstanding": ({"safety"}, {"efficiency"}),
     "waits_forever": ({"liveness"}, set()),
 }
 # What the feedback of the criterion that names the mistake must say.
