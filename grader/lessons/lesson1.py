@@ -192,8 +192,8 @@ def hidden_cases(secret: bytes, course=None) -> list[Case]:
     for i, m in enumerate(models):
         cases.append(Case("models", f"models#{i}", "hidden", m, f"hidden model {_show_model(m)}"))
         for j in range(2):
-            # A model's first worker is roomy. Every fourth model's second has no pool (under a
-            # page, or less than nothing), and the next one's second a tight pool.
+            # A model's first worker is roomy; its second has no pool (under a page, or less
+            # than nothing) on the fourth model of every four, a tight one on the second.
             pool = ("roomy" if j == 0 else ("under a page", "negative")[i // 4 % 2] if i % 4 == 3
                     else "tight" if i % 4 == 1 else "")
             w = _worker(g, m, pool)
