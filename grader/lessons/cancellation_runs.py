@@ -259,9 +259,16 @@ def run_hit_rate(ctx: CheckContext, params: dict) -> Measure:
     words = (f"{_where(case)}: {got} prefix hits in scope and in place, the oracle's keys found {want} "
              f"({share:.0%}; at least {HIT_SHARE:.0%} is the target)")
     if share < HIT_SHARE:
+        run = learner_run(ctx, case).run
         words += ("; requests of one scope with the same prompt prefix must get the same keys, "
                   "and every full written page must be published")
-        unusable = next((v.detail for v in learner_run(ctx, case).run.violations
+        if early_releases(run) or _faults(run, ("use_after_free",)):
+            # The oracle's hits are the reference's run, fence included: pages released
+            # under a step go back to the pool early, and the hits they held go with them.
+            words += ("; this run also released pages before the step using them completed "
+                      "(run-no-use-after-free): those pages left the cache early, and the hits "
+                      "they would have given with them")
+        unusable = next((v.detail for v in run.violations
                          if v.kind == "invalid_decision" and not v.detail.startswith("on_event")), "")
         if unusable:
             words += f" (the worker could not use some answers: {unusable[:160]})"
