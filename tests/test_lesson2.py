@@ -182,7 +182,7 @@ def test_an_edge_probe_that_fits_now_does_not_dilute_the_edge(tmp_path):
     fit" test is asked), and once bought a seventh of liveness back (3 of 7 edge probes
     wrong, over the criterion's floor)."""
     secret = bytes.fromhex("4159073b757051ec")
-    drawn = [c for c in L.hidden_probes(secret) if not c.name.endswith("9")
+    drawn = [c for c in L.hidden_probes(secret) if not c.label.startswith("hidden probe whole_pool")
              and footprint(c.inputs[0]) == c.inputs[1].total_pages]
     assert drawn and all(need(c.inputs[0]) <= available(c.inputs[1]) for c in drawn)
     report = grade_hidden(wrong_file("lesson2", "rejects_whole_pool", tmp_path), secret)

@@ -789,8 +789,7 @@ def test_the_key_search_asks_at_most_the_1500_inputs_the_readme_promises_all_dif
     assert 1400 <= len(asked) <= 1500 and len(set(asked)) == len(asked)
 
 
-@pytest.mark.parametrize("extra", [None, *range(0, 40, 8)])
-def test_hidden_key_probes_hold_scopes_one_character_apart_and_past_512(secret, extra):
+def test_hidden_key_probes_hold_scopes_one_character_apart_and_past_512(many_secrets):
     """Under every secret (the fixture's and forty more): pairs of scopes of one length that
     differ in one character (what a transcoding or a sanitiser merges; eight are drawn, one
     dropped now and then when the character drawn is the one it replaces), a pair of scopes
@@ -798,7 +797,7 @@ def test_hidden_key_probes_hold_scopes_one_character_apart_and_past_512(secret, 
     and scopes that hold a NUL (what a C string ends at). The NUL once never reached a
     hidden scope (numpy's string arrays drop a trailing one), and the long pair fell short of
     512 characters under 83d050f9347384f8."""
-    for s in [secret] if extra is None else MANY_SECRETS[extra:extra + 8]:
+    for s in many_secrets:
         one_apart = long = nul = 0
         for case in lesson4.hidden_probes(s):
             if case.family != "key" or case.inputs.kind != "scope":
@@ -809,9 +808,6 @@ def test_hidden_key_probes_hold_scopes_one_character_apart_and_past_512(secret, 
                 long += len(a) > 512
                 nul += "\x00" in a     # drawn from the hidden names' alphabet, not a separator
         assert one_apart - long >= 5 and long >= 1 and nul >= 1, (s.hex(), one_apart, long, nul)
-
-
-MANY_SECRETS = [hashlib.sha256(b"lesson4 probes %d" % i).digest()[:8] for i in range(40)]
 
 
 def _lossy_key(scope_of):

@@ -103,15 +103,15 @@ def _worker(g: np.random.Generator, model: ModelSpec, pool: str = "") -> WorkerS
 # Limits a few hidden requests sit on under every secret. Drawn, each would be missing from
 # a secret now and then, and a rule one off there would lose nothing under it. On each, the
 # request breaks or meets that one rule alone: the window's and the deadlines' limits on a
-# roomy worker, the pool's on a tight one. _PLACES says which requests.
-_KIND = {"one past the window": 1, "exactly the window": 1, "exactly the pool": 2,
-         "one page past the pool": 2, "a TTFT a pair a token short": 3, "a TTFT short by its pairs": 3,
-         "a gap only the slowest step keeps": 4, "a gap only the slowest step misses": 4,
-         "one token, no gap": 6, "two tokens, no gap": 6}      # see _request
-PLACED = tuple(_KIND)
-# Where the deadlines alone decide: inside the window, with a decode step.
-_BY_A_DEADLINE = ("a TTFT a pair a token short", "a TTFT short by its pairs",
-                  "a gap only the slowest step keeps", "a gap only the slowest step misses")
+# roomy worker, the pool's on a tight one. _PLACES says which requests. Each limit: the
+# kind of request it is (see _request) and what puts it on the limit, where a drawn request
+# of that kind draws it: tokens past the window (1), pages past the pool (2), where the
+# TTFT deadline falls (3), the decode step the gap is halfway to (4), max_new (6).
+PLACED = {"one past the window": (1, 1), "exactly the window": (1, 0),
+          "one page past the pool": (2, 1), "exactly the pool": (2, 0),
+          "a TTFT a pair a token short": (3, 0.3), "a TTFT short by its pairs": (3, 0.1),
+          "a gap only the slowest step keeps": (4, 1), "a gap only the slowest step misses": (4, 0),
+          "one token, no gap": (6, 1), "two tokens, no gap": (6, 2)}
 
 
 def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpec,
@@ -120,32 +120,31 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
     ``placed`` names (one of PLACED)."""
     pt, pool, cost = worker.page_tokens, oracle.pool_pages(model, worker), worker.cost
     drawn = int(g.integers(0, 8))
-    kind = _KIND[placed] if placed else drawn
+    kind, at = PLACED[placed] if placed else (drawn, None)
     p = int(g.integers(1, max(2, min(model.max_context, 20000))))
     m = int(g.integers(1, 2048))
-    if placed in _BY_A_DEADLINE:
+    if kind in (3, 4) and at is not None:      # the deadlines alone decide: inside the window
         p = min(p, model.max_context - 2)
         m = max(2, min(m, model.max_context - p))
     if kind == 0:
         p, m = (0, m) if g.random() < 0.6 else (p, 0)
     elif kind == 1:      # around max_context
         m = max(1, min(m, model.max_context - 1))
-        past = {"one past the window": 1, "exactly the window": 0}.get(placed)
-        p = max(1, model.max_context - m + (int(g.integers(-1, 2)) if past is None else past))
+        p = max(1, model.max_context - m + (int(g.integers(-1, 2)) if at is None else at))
     elif kind == 2 and pool > 0:   # around the whole pool
-        past = {"one page past the pool": 1, "exactly the pool": 0}.get(placed)
-        total = pool * pt + (int(g.choice([-1, 0, 1, pt - 1 if pt > 1 else 0])) if past is None else past)
+        total = pool * pt + (int(g.choice([-1, 0, 1, pt - 1 if pt > 1 else 0])) if at is None else at)
         m = max(1, min(m, total - 1))
         p = max(1, total - m)
     elif kind == 6:      # one token (no gap to miss) or two (one decode step)
-        m = {"one token, no gap": 1, "two tokens, no gap": 2}.get(placed) or int(g.integers(1, 3))
+        m = int(g.integers(1, 3)) if at is None else at
         p = min(p, model.max_context - m)
     p, m = max(0, p), max(0, m)
     ttft = cost.step_time((), p, 0) if p else 0.5
     gap = cost.step_time((p + m - 1,)) if m >= 2 else 0.01
     # Deadlines a little either side of what the worker can do, never on the knife edge.
     u = g.random() if kind in (3, 5) and p else 1.0
-    u = {"a TTFT a pair a token short": 0.3, "a TTFT short by its pairs": 0.1}.get(placed, u)
+    if kind == 3 and at is not None:
+        u = at
     if u < 0.25:
         # Between the prefill without its attention pairs and the whole prefill: the pairs
         # alone decide it (README calculation 3), half a prefill's pairs from either step.
@@ -156,12 +155,11 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
         ttft -= cost.per_attention_pair * p / 4
     else:
         ttft *= float(g.choice([0.97, 1.03, 3.0])) if kind in (3, 5) else 5.0
-    if kind in (4, 5) and m >= 2 and (placed or g.random() < 0.5):
+    if kind in (4, 5) and m >= 2 and (at is not None or g.random() < 0.5):
         # Halfway between the decode steps one token of context apart, on either side of the
         # slowest: only the step at context p + m - 1 decides it (half a per_context_token
         # from either step, far from a float rounding).
-        keeps = {"a gap only the slowest step keeps": 1, "a gap only the slowest step misses": 0}.get(placed)
-        c = p + m - 1 + (int(g.integers(0, 2)) if keeps is None else keeps)
+        c = p + m - 1 + (int(g.integers(0, 2)) if at is None else at)
         gap = (cost.step_time((c - 1,)) + cost.step_time((c,))) / 2
     elif kind == 6:      # below the step at context p: a gap no decode step can keep
         gap = cost.step_time((p,)) * float(g.choice([0.5, 0.97]))
