@@ -1,5 +1,6 @@
 """Lesson 3 graded end to end: the oracle by search, and each wrong rule losing where it is wrong."""
 import json
+import math
 import random
 import subprocess
 import sys
@@ -392,3 +393,15 @@ def test_times_a_hair_apart_are_said_apart():
     assert chunk_oracle.ms_apart(0.10000008, 0.1) == ("100.0001 ms", "100 ms")
     assert chunk_oracle.ms_apart(0.004, 0.004 * (1 - 1e-6)) == ("4 ms", "3.999996 ms")
     assert chunk_oracle.ms_apart(0.158191248, 0.1) == ("158.191 ms", "100 ms")
+    # Over by a whole tenth of a ms, yet "100.1 ms" sorts before "99.9 ms" as text.
+    assert chunk_oracle.ms_apart(0.1001, 0.0999) == ("100.1 ms", "99.9 ms")
+    # An ulp apart: distinct in ms only at 17 digits (128.27944384397145 and ...142).
+    larger = 0.12827944384397144
+    smaller = math.nextafter(larger, 0.0)
+    assert larger * 1000 != smaller * 1000
+    assert chunk_oracle.ms_apart(larger, smaller) == ("128.27944384397145 ms", "128.27944384397142 ms")
+    # An ulp apart and one double once in ms: said in seconds, where they differ.
+    larger = 0.3821235348693305
+    smaller = math.nextafter(larger, 0.0)
+    assert larger * 1000 == smaller * 1000
+    assert chunk_oracle.ms_apart(larger, smaller) == ("0.3821235348693305 s", "0.38212353486933043 s")

@@ -61,9 +61,10 @@ def ms(seconds: float) -> str:
 
 def ms_apart(larger: float, smaller: float) -> tuple[str, str]:
     """Two times as feedback says them when one is over the other, with the digits it takes
-    to read so: a step 0.08 µs over a 100 ms budget is "100.00008 ms", not "100 ms"."""
+    to read so: a step 0.08 µs over a 100 ms budget is "100.0001 ms", not "100 ms"."""
     for digits in range(6, 18):
         said = f"{larger * 1000:.{digits}g} ms", f"{smaller * 1000:.{digits}g} ms"
         if said[0] != said[1]:
-            break
-    return said
+            return said
+    # Times an ulp apart can round onto one double once in ms; the seconds still differ.
+    return f"{larger!r} s", f"{smaller!r} s"
