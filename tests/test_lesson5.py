@@ -517,7 +517,11 @@ WRONG = {
 # dips a few points.
 MAY_ALSO = {"unpaired_band": {"ship-real-gain", "goodput-fall", "noise-band"}, "cancel_excluded": {"largest-gap"},
             "mean_only": {"paired-seeds", "goodput-fall"}, "rollback_any_fall": {"paired-seeds"},
-            "class_guard_relative": {"noise-band"}, "class_guard_goodput": {"goodput-fall"},
+            "class_guard_relative": {"noise-band"},
+            # A class's good requests per second held to a guard in attainment points: a real
+            # noise candidate's class can lose more than 0.05 req/s by its seeds alone (secret
+            # fad15ba097c9771f: release#2/noise rolled back, batch attainment 73.4% -> 72.3%).
+            "class_guard_goodput": {"goodput-fall", "noise-band"},
             # An explicit SLO ignored everywhere is ignored on the cancels passed one too.
             "own_slo_only": {"cancels"},
             # A band half as wide rolls back a fall inside the band as it ships a gain inside it.
