@@ -78,16 +78,27 @@ MUTANTS = {
     "pairs_half_square": ("cost.step_time((), p, 0) > request.slo.ttft_s",
                           "cost.step_fixed + cost.per_token * p + cost.per_attention_pair * (p * p / 2)"
                           " > request.slo.ttft_s", {"contract-ok"}),
+    # A prefill timed slow: its prompt read as decode context too, or the first token taken
+    # from a decode step after the prefill. Only deadlines just over the prefill show it.
+    "ttft_with_decode_context": ("cost.step_time((), p, 0) > request.slo.ttft_s",
+                                 "cost.step_time((p,), p, 0) > request.slo.ttft_s", {"contract-ok"}),
+    "ttft_after_a_decode_step": ("cost.step_time((), p, 0) > request.slo.ttft_s",
+                                 "cost.step_time((), p, 0) + cost.step_time((p,)) > request.slo.ttft_s",
+                                 {"contract-ok"}),
 }
 BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late", "gap_step_one_early",
               "pairs_without_self", "pairs_half_square")
 # Off by one on a limit a request that meets the contract may sit on: wrong on a whole clause
-# of the requests that meet it, which is at least a sixth of that side (six clauses: exactly
-# max_context, exactly the pool, a deadline met exactly, one token and a gap below every
-# decode step, a gap only the slowest step keeps, and the rest), so contract-ok loses at
-# least (1/12) / 0.4 of its 3 points. Every secret's hidden requests sit on each of these
-# limits but the deadline met exactly (test_every_secret_holds_every_limit_alone).
-MEETS_ON_A_LIMIT = ("max_context_exclusive", "pool_exclusive", "gap_for_one_token", "gap_step_one_late")
+# of the requests that meet it, which is at least a seventh of that side (seven clauses:
+# exactly max_context, exactly the pool, a deadline met exactly, a TTFT the prefill keeps by
+# less than a pair a token, one token and a gap below every decode step, a gap only the
+# slowest step keeps, and the rest), so contract-ok loses at least (1/14) / 0.4 of its 3
+# points. Every secret's hidden requests sit on each of these limits but the deadline met
+# exactly (test_every_secret_holds_every_limit_alone). A prefill timed slow was wrong on the
+# public c20 alone (0.31 of contract-ok, under every secret): no hidden deadline was closer
+# to the prefill than 3% over it.
+MEETS_ON_A_LIMIT = ("max_context_exclusive", "pool_exclusive", "gap_for_one_token", "gap_step_one_late",
+                    "ttft_with_decode_context", "ttft_after_a_decode_step")
 # A rule wrong on every request that one clause of the failing side holds, and that breaks
 # no other rule: a whole clause of at most twelve (each of the six rules, four of them on
 # their limit too, the TTFT rule by its attention pairs, and several rules at once), so
@@ -133,7 +144,7 @@ def test_the_public_probes_alone_catch_each_boundary_mistake(name, tmp_path):
 def test_a_rule_one_off_at_a_limit_loses_its_clause_of_contract_ok(name, tmp_path, secret):
     report = grade("lesson1", _wrong_file(name, tmp_path), "grade", secret)
     lost = full(report)["contract-ok"] - scores(report)["contract-ok"]
-    assert lost >= 3 * (1 / 12) / 0.4 - 1e-9, (name, lost)
+    assert lost >= 3 * (1 / 14) / 0.4 - 1e-4, (name, lost)      # scores are kept to 4 places
 
 
 @pytest.mark.parametrize("name", LEAVES_OUT_A_CLAUSE)
@@ -203,6 +214,9 @@ def test_each_request_on_a_limit_is_a_clause_of_its_own():
     assert clause(10, 1, paired, ttft=6.0) == "ttft_unreachable by its attention pairs"
     assert clause(10, 1, paired, ttft=5.0) == "ttft_unreachable"
     assert clause(10, 1, paired, ttft=19.75) == "a deadline met exactly"
+    # Kept by less than the 10 pairs of a token with itself (2.5 s), or by more.
+    assert clause(10, 1, paired, ttft=21.0) == "a TTFT kept by less than a pair a token"
+    assert clause(10, 1, paired, ttft=22.5) == ""
 
 
 def test_hidden_workers_leave_empty_pools_both_ways(secret):
@@ -255,6 +269,8 @@ def _limits_alone(r, model, worker) -> set[str]:
         "ttft missed by the pairs alone": alone == "ttft" and bare.step_time((), p, 0) <= r.slo.ttft_s,
         "ttft missed by less than half a pair a token":
             alone == "ttft" and step((), p, 0) - cost.per_attention_pair * p / 2 < r.slo.ttft_s,
+        "ttft kept by less than half a pair a token":
+            alone == "meets" and step((), p, 0) < r.slo.ttft_s < step((), p, 0) + cost.per_attention_pair * p / 2,
         "1 token, a gap below every step": alone == "meets" and m == 1 and step((p,)) > gap,
         "2 tokens, a gap below every step": alone == "gap" and m == 2 and step((p,)) > gap,
         "only the slowest step misses": alone == "gap" and m >= 2 and step((p + m - 2,)) <= gap,
@@ -266,6 +282,7 @@ def _limits_alone(r, model, worker) -> set[str]:
 
 LIMITS = ("exactly the window", "one past the window", "exactly the pool", "one page past the pool",
           "ttft missed by the pairs alone", "ttft missed by less than half a pair a token",
+          "ttft kept by less than half a pair a token",
           "1 token, a gap below every step", "2 tokens, a gap below every step",
           "only the slowest step misses", "the slowest step just keeps it")
 

@@ -106,10 +106,11 @@ def _worker(g: np.random.Generator, model: ModelSpec, pool: str = "") -> WorkerS
 # roomy worker, the pool's on a tight one. _PLACES says which requests. Each limit: the
 # kind of request it is (see _request) and what puts it on the limit, where a drawn request
 # of that kind draws it: tokens past the window (1), pages past the pool (2), where the
-# TTFT deadline falls (3), the decode step the gap is halfway to (4), max_new (6).
+# TTFT deadline falls (3: u below), the decode step the gap is halfway to (4), max_new (6).
 PLACED = {"one past the window": (1, 1), "exactly the window": (1, 0),
           "one page past the pool": (2, 1), "exactly the pool": (2, 0),
           "a TTFT a pair a token short": (3, 0.3), "a TTFT short by its pairs": (3, 0.1),
+          "a TTFT the prefill just keeps": (3, 0.5),
           "a gap only the slowest step keeps": (4, 1), "a gap only the slowest step misses": (4, 0),
           "one token, no gap": (6, 1), "two tokens, no gap": (6, 2)}
 
@@ -153,6 +154,11 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
         # A quarter of the p pairs of each token with itself under the prefill: one pair a
         # token fewer (p(p-1)/2), or p*p/2, meets it; far from a float rounding either way.
         ttft -= cost.per_attention_pair * p / 4
+    elif placed == "a TTFT the prefill just keeps":
+        # As far over the prefill: a prefill timed slow (its prompt read as decode context,
+        # a decode step after it, a chunk more) misses it. The met side's TTFT limit: drawn
+        # deadlines are 3% over the prefill at the closest, which such a rule mostly keeps.
+        ttft += cost.per_attention_pair * p / 4
     else:
         ttft *= float(g.choice([0.97, 1.03, 3.0])) if kind in (3, 5) else 5.0
     if kind in (4, 5) and m >= 2 and (at is not None or g.random() < 0.5):
@@ -180,7 +186,8 @@ _PLACES = {(0, 0): ("one past the window", "a TTFT a pair a token short", "a TTF
                     "a gap only the slowest step misses"),
            (1, 0): ("exactly the window", "one token, no gap", "two tokens, no gap",
                     "a gap only the slowest step keeps"),
-           (1, 1): ("exactly the pool", "one page past the pool")}
+           (1, 1): ("exactly the pool", "one page past the pool"),
+           (2, 0): ("a TTFT the prefill just keeps",)}
 
 
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
@@ -286,8 +293,9 @@ def _clause(case: Case) -> str:
     rule's attention pairs alone (a deadline the prefill misses only by them), or beyond
     it. One that breaks several rules is decided by none of them (ok is right however wrong
     one rule is), and is a clause of its own. One that meets it may sit on a limit too
-    (exactly max_context or the pool; a deadline equal to its step time; one token and a gap
-    below every decode step; a gap only the slowest step keeps). The requests on a limit
+    (exactly max_context or the pool; a deadline equal to its step time; a TTFT deadline the
+    prefill keeps by less than a pair a token; one token and a gap below every decode step; a
+    gap only the slowest step keeps). The requests on a limit
     are a few of their verdict, so without a clause of their own a rule one off at that
     limit would lose almost nothing."""
     r, model, worker = case.inputs
@@ -314,6 +322,8 @@ def _clause(case: Case) -> str:
             return rule
     if step((), p, 0) == r.slo.ttft_s or (m >= 2 and step((p + m - 1,)) == gap):
         return "a deadline met exactly"
+    if p and r.slo.ttft_s - step((), p, 0) < worker.cost.per_attention_pair * p:
+        return "a TTFT kept by less than a pair a token"
     if m == 1 and step((p,)) > gap:
         return "one token, no gap"
     return "the slowest decode step" if m >= 2 and gap < step((p + m,)) else ""
