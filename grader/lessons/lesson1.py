@@ -106,12 +106,14 @@ def _worker(g: np.random.Generator, model: ModelSpec, pool: str = "") -> WorkerS
 # roomy worker, the pool's on a tight one. _PLACES says which requests. Each limit: the
 # kind of request it is (see _request) and what puts it on the limit, where a drawn request
 # of that kind draws it: tokens past the window (1), pages past the pool (2), where the
-# TTFT deadline falls (3: u below), the decode step the gap is halfway to (4), max_new (6).
+# TTFT deadline falls (3: u below), the decode step the gap is halfway to (4; or how far it
+# is from the step at the prompt's context to the one before the slowest), max_new (6).
 PLACED = {"one past the window": (1, 1), "exactly the window": (1, 0),
           "one page past the pool": (2, 1), "exactly the pool": (2, 0),
           "a TTFT a pair a token short": (3, 0.3), "a TTFT short by its pairs": (3, 0.1),
           "a TTFT the prefill just keeps": (3, 0.5),
           "a gap only the slowest step keeps": (4, 1), "a gap only the slowest step misses": (4, 0),
+          "a gap short by its output's context": (4, 0.75),
           "one token, no gap": (6, 1), "two tokens, no gap": (6, 2)}
 
 
@@ -127,6 +129,9 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
     if kind in (3, 4) and at is not None:      # the deadlines alone decide: inside the window
         p = min(p, model.max_context - 2)
         m = max(2, min(m, model.max_context - p))
+    if placed == "a gap short by its output's context":     # an output long enough to read
+        p = min(p, model.max_context - 64)
+        m = max(64, min(m, model.max_context - p))
     if kind == 0:
         p, m = (0, m) if g.random() < 0.6 else (p, 0)
     elif kind == 1:      # around max_context
@@ -161,7 +166,13 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
         ttft += cost.per_attention_pair * p / 4
     else:
         ttft *= float(g.choice([0.97, 1.03, 3.0])) if kind in (3, 5) else 5.0
-    if kind in (4, 5) and m >= 2 and (at is not None or g.random() < 0.5):
+    if placed == "a gap short by its output's context":
+        # Most of the way from the decode step at the prompt's context to the step before the
+        # slowest: a gap timed at the prompt, the first decode step or the middle of the output
+        # keeps it (README calculation 4); only the output's context puts it out of reach.
+        low, high = cost.step_time((p,)), cost.step_time((p + m - 2,))
+        gap = low + at * (high - low)
+    elif kind in (4, 5) and m >= 2 and (at is not None or g.random() < 0.5):
         # Halfway between the decode steps one token of context apart, on either side of the
         # slowest: only the step at context p + m - 1 decides it (half a per_context_token
         # from either step, far from a float rounding).
@@ -187,7 +198,7 @@ _PLACES = {(0, 0): ("one past the window", "a TTFT a pair a token short", "a TTF
            (1, 0): ("exactly the window", "one token, no gap", "two tokens, no gap",
                     "a gap only the slowest step keeps"),
            (1, 1): ("exactly the pool", "one page past the pool"),
-           (2, 0): ("a TTFT the prefill just keeps",)}
+           (2, 0): ("a TTFT the prefill just keeps", "a gap short by its output's context")}
 
 
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
@@ -290,8 +301,8 @@ def _clause(case: Case) -> str:
     A request that breaks the contract is decided by the one rule it breaks, on that rule's
     limit (one past max_context or the pool; a deadline the prefill misses by less than a
     pair a token; two tokens, or a gap only the slowest decode step misses), by the TTFT
-    rule's attention pairs alone (a deadline the prefill misses only by them), or beyond
-    it. One that breaks several rules is decided by none of them (ok is right however wrong
+    rule's attention pairs alone (a deadline the prefill misses only by them), by the gap
+    rule's output alone (a gap a decode step at the prompt's context keeps), or beyond it. One that breaks several rules is decided by none of them (ok is right however wrong
     one rule is), and is a clause of its own. One that meets it may sit on a limit too
     (exactly max_context or the pool; a deadline equal to its step time; a TTFT deadline the
     prefill keeps by less than a pair a token; one token and a gap below every decode step; a
@@ -316,7 +327,12 @@ def _clause(case: Case) -> str:
             if _without_pairs(worker.cost).step_time((), p, 0) <= r.slo.ttft_s:
                 return "ttft_unreachable by its attention pairs"
         edge = past.get(rule) == 1 or (rule == "gap_unreachable" and (m == 2 or step((p + m - 2,)) <= gap))
-        return f"{rule}, on its limit" if edge else rule
+        if edge:
+            return f"{rule}, on its limit"
+        if rule == "gap_unreachable" and step((p,)) <= gap:
+            # A decode step at the prompt's context keeps it: the output's context alone decides.
+            return "gap_unreachable by its output's context"
+        return rule
     for rule, by in past.items():
         if by == 0:
             return rule
