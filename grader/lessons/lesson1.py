@@ -106,8 +106,9 @@ def _worker(g: np.random.Generator, model: ModelSpec, pool: str = "") -> WorkerS
 # roomy worker, the pool's on a tight one. _PLACES says which requests. Each limit: the
 # kind of request it is (see _request) and what puts it on the limit, where a drawn request
 # of that kind draws it: tokens past the window (1), pages past the pool (2), where the
-# TTFT deadline falls (3: u below), the decode step the gap is halfway to (4; or how far it
-# is from the step at the prompt's context to the one before the slowest), max_new (6).
+# TTFT deadline falls (3: _request's u; 0.5 is the deadline just over the prefill), the
+# decode step the gap is halfway to (4; for the gap short by its output's context, how far
+# the gap is from the step at the prompt's context to the one before the slowest), max_new (6).
 PLACED = {"one past the window": (1, 1), "exactly the window": (1, 0),
           "one page past the pool": (2, 1), "exactly the pool": (2, 0),
           "a TTFT a pair a token short": (3, 0.3), "a TTFT short by its pairs": (3, 0.1),
@@ -302,13 +303,13 @@ def _clause(case: Case) -> str:
     limit (one past max_context or the pool; a deadline the prefill misses by less than a
     pair a token; two tokens, or a gap only the slowest decode step misses), by the TTFT
     rule's attention pairs alone (a deadline the prefill misses only by them), by the gap
-    rule's output alone (a gap a decode step at the prompt's context keeps), or beyond it. One that breaks several rules is decided by none of them (ok is right however wrong
-    one rule is), and is a clause of its own. One that meets it may sit on a limit too
-    (exactly max_context or the pool; a deadline equal to its step time; a TTFT deadline the
-    prefill keeps by less than a pair a token; one token and a gap below every decode step; a
-    gap only the slowest step keeps). The requests on a limit
-    are a few of their verdict, so without a clause of their own a rule one off at that
-    limit would lose almost nothing."""
+    rule's output alone (a gap a decode step at the prompt's context keeps), or beyond it.
+    One that breaks several rules is decided by none of them (ok is right however wrong one
+    rule is), and is a clause of its own. One that meets it may sit on a limit too (exactly
+    max_context or the pool; a deadline equal to its step time; a TTFT deadline the prefill
+    keeps by less than a pair a token; one token and a gap below every decode step; a gap
+    only the slowest step keeps). The requests on a limit are a few of their verdict, so
+    without a clause of their own a rule one off at that limit would lose almost nothing."""
     r, model, worker = case.inputs
     p, m, gap, step = r.prompt_tokens, r.max_new_tokens, r.slo.gap_s, worker.cost.step_time
     reasons = oracle.contract_reasons(r, model, worker)
