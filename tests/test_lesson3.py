@@ -405,3 +405,29 @@ def test_times_a_hair_apart_are_said_apart():
     smaller = math.nextafter(larger, 0.0)
     assert larger * 1000 == smaller * 1000
     assert chunk_oracle.ms_apart(larger, smaller) == ("0.3821235348693305 s", "0.38212353486933043 s")
+
+
+@pytest.mark.parametrize("elsewhere,says", [
+    ("ChunkPlan(0, 'starved')", "on the hidden probes, choose_chunk gave the same answer"),
+    ("ChunkPlan(0, 'infeasible') if ctx.cost.step_time(ctx.decode_contexts) > ctx.gap_budget_s "
+     "else ChunkPlan(0, 'starved')", "no usable ok chunk on any of the {n} hidden probes"),
+])
+def test_a_rule_fitted_to_the_public_probes_shows_no_chunk_on_the_hidden_ones(tmp_path, secret, elsewhere, says):
+    """Right on the public probes (looked up by hand) and never a chunk elsewhere: its every ok
+    chunk was on a probe it knew, and the hidden probes it starved passed within the budget and
+    aligned for free, 4 of 12 from the public answers alone. In a grade the two criteria look
+    for the rule's chunks on the hidden probes; the check, which has only public ones, judges
+    the public chunks as before."""
+    known = sorted((c.inputs.gap_budget_s, c.inputs.prefill_done, c.inputs.prefill_remaining,
+                    len(c.inputs.decode_contexts)) for c in lesson3.public_probes(COURSE))
+    wrapped = (L3 / "alt_search.py").read_text().replace("def choose_chunk(", "def _right(")
+    p = tmp_path / "public_table.py"
+    p.write_text(wrapped + f"\n\nKNOWN = {known!r}\n\n\ndef choose_chunk(ctx):\n"
+                 "    key = (ctx.gap_budget_s, ctx.prefill_done, ctx.prefill_remaining, len(ctx.decode_contexts))\n"
+                 f"    return _right(ctx) if key in KNOWN else {elsewhere}\n")
+    graded = {c.id: c for c in grade("lesson3", p, "grade", secret).criteria}
+    checked = {c.id: c for c in grade("lesson3", p, "check").criteria}
+    for cid in ("within-budget", "page-aligned"):
+        assert graded[cid].score == 0, (cid, graded[cid].feedback)
+        assert says.format(n=len(lesson3.hidden_probes(secret))) in graded[cid].feedback, graded[cid].feedback
+        assert checked[cid].score == checked[cid].max_score, (cid, checked[cid].feedback)

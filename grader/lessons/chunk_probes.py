@@ -76,16 +76,31 @@ def _plans(ctx: CheckContext) -> list[Answer]:
     return ctx.memo[key]
 
 
+def _unseen(answers: list[Answer]) -> tuple[list[Answer], str]:
+    """The answers that show what a rule does where it cannot know the answer: in a grade, the
+    hidden probes' (in a check, the public ones'), and what to call them. A rule fitted by
+    hand to the public probes, right there and starved on every other, chose all its chunks
+    on probes it knew: the hidden probes it starved passed within the budget and aligned,
+    and the public answers alone bought 4 of 12."""
+    hidden = [a for a in answers if a.case.visibility == "hidden"]
+    return (hidden, "hidden probes") if hidden else (answers, "probes")
+
+
+def _ok_chunks(answers: list[Answer]) -> list[Answer]:
+    return [a for a in answers
+            if a.value is not None and a.value.verdict == "ok" and not unusable(a.case.inputs, a.value)]
+
+
 def _no_chunks(answers: list[Answer]) -> Measure | None:
     """Within the budget and page-aligned are properties of the ok chunks a rule chooses: a
-    rule that never chooses one (or always the same one) shows neither."""
-    constant = constant_answer(answers, "choose_chunk")
+    rule that never chooses one (or always the same one) where it cannot know the answer
+    shows neither."""
+    shown, where = _unseen(answers)
+    constant = constant_answer(shown, "choose_chunk")
     if constant:
-        return Measure(0.0, constant)
-    if any(a.value is not None for a in answers) and not any(
-            a.value is not None and a.value.verdict == "ok" and not unusable(a.case.inputs, a.value)
-            for a in answers):
-        return Measure(0.0, f"choose_chunk gave no usable ok chunk on any of the {len(answers)} probes, "
+        return Measure(0.0, constant if where == "probes" else f"on the {where}, {constant}")
+    if any(a.value is not None for a in shown) and not _ok_chunks(shown):
+        return Measure(0.0, f"choose_chunk gave no usable ok chunk on any of the {len(shown)} {where}, "
                             "so no chunk of yours can be judged")
     return None
 
@@ -131,11 +146,11 @@ def _no_partial_chunks(answers: list[Answer]) -> Measure | None:
     """Alignment applies to an ok chunk that leaves some of the prompt: a rule whose every
     ok chunk finishes its prompt (the whole prompt when it fits, else starved) never chose a
     chunk the rule constrains, and shows nothing of it."""
-    ok = [a for a in answers
-          if a.value is not None and a.value.verdict == "ok" and not unusable(a.case.inputs, a.value)]
+    shown, where = _unseen(answers)
+    ok = _ok_chunks(shown)
     if not ok or any(a.value.tokens < a.case.inputs.prefill_remaining for a in ok):
         return None             # none at all is _no_chunks' to say, or the answers' problems
-    return Measure(0.0, f"every ok chunk choose_chunk gave on the {len(answers)} probes finishes its "
+    return Measure(0.0, f"every ok chunk choose_chunk gave on the {len(shown)} {where} finishes its "
                         "prompt, so none shows page alignment (it applies to a chunk that leaves some of "
                         "the prompt for later)")
 
