@@ -156,6 +156,8 @@ WRONG = {
     "tail_starved": ({"verdicts"}, set()),
     "infeasible_needs_batch": ({"verdicts"}, set()),
     "no_min_chunk": ({"verdicts"}, set()),
+    "no_page_infeasible": ({"verdicts"}, set()),
+    "below_min_infeasible": ({"verdicts"}, set()),
     # An impossible value is wrong on every probe it answers, never a chunk that "fits"; in a
     # run the worker falls back to its floor, so those runs show nothing of the rule.
     "negative_when_starved": ({"within-budget", "page-aligned", "verdicts"}, {"e2e-gap", "e2e-ttft"}),
@@ -202,20 +204,26 @@ def test_wrong_rule_loses_where_it_is_wrong_on_public_cases(name, tmp_path):
 # rest): 1/2 of 1/3. Within starved, half each (a chunk fits, below min_chunk_tokens; not
 # one page fits): 1/2 of 1/3.
 CLAUSE_SHARE = {"tail_starved": 1 / 9, "strict_min": 1 / 9, "infeasible_needs_batch": 1 / 6,
-                "no_min_chunk": 1 / 6}
+                "no_min_chunk": 1 / 6, "no_page_infeasible": 1 / 6, "below_min_infeasible": 1 / 6}
+# What the verdicts' feedback must say of each: what decides the verdict the rule missed.
+CLAUSE_SAYS = {"tail_starved": "a chunk that finishes the prompt is progress",
+               "strict_min": "and is at least min_chunk_tokens",
+               "no_page_infeasible": "infeasible is a decode-only step over the budget, and this one takes",
+               "below_min_infeasible": "infeasible is a decode-only step over the budget, and this one takes"}
 
 
 @pytest.mark.parametrize("name", sorted(CLAUSE_SHARE))
 def test_a_rule_wrong_on_one_clause_of_a_verdict_loses_that_clause_s_share(name, tmp_path, secret):
     """A short tail, a chunk of exactly min_chunk_tokens, an empty batch over the budget and
-    a chunk that fits below min_chunk_tokens are each a few probes of their verdict; a rule wrong on one of them is wrong on a whole
-    clause of the table, and verdicts is (1 - share - 0.6) / 0.4 of its 2 points."""
+    a chunk that fits below min_chunk_tokens are each a few probes of their verdict; a rule
+    wrong on one of them (or on starved's other clause, not one page fits, called infeasible)
+    is wrong on a whole clause of the table, and verdicts is (1 - share - 0.6) / 0.4 of its 2
+    points. Its feedback says what decides the verdict it missed."""
     report = grade("lesson3", wrong_file("lesson3", name, tmp_path), "grade", secret)
     verdicts = next(c for c in report.criteria if c.id == "verdicts")
     want = 2 * (1 - CLAUSE_SHARE[name] - 0.6) / 0.4
     assert verdicts.score == pytest.approx(want, abs=1e-3), verdicts.feedback
-    if name == "tail_starved":
-        assert "a chunk that finishes the prompt is progress" in verdicts.feedback
+    assert CLAUSE_SAYS.get(name, "expected") in verdicts.feedback, verdicts.feedback
 
 
 def test_hidden_probes_put_an_empty_batch_over_the_budget(secret):

@@ -174,7 +174,9 @@ _WHY = {
     "starved": "the largest chunk that fits is {n} tokens, below min_chunk_tokens {m}, and does not "
                "finish the prompt",
     "starved0": "not even one page ({p} tokens) fits next to the batch, nor the whole {r}-token rest",
-    "ok": "a chunk of {n} tokens fits ({s} <= budget {b})",
+    # Ok needs both: a starved verdict on an ok probe is most often a min_chunk_tokens
+    # compared the wrong way or with another number, so the feedback names it.
+    "ok": "a chunk of {n} tokens fits ({s} <= budget {b}) and is at least min_chunk_tokens {m}",
     "tail": "the rest of the prompt, {n} tokens, fits ({s} <= budget {b}), and a chunk that "
             "finishes the prompt is progress however small",
 }
@@ -193,5 +195,8 @@ def verdicts(ctx: CheckContext, params: dict) -> Measure:
         why = _WHY[reason].format(d=d, b=b, n=e.largest,
                                   m=c.min_chunk_tokens, s=ms(step_s(c, e.largest)), p=c.page_tokens,
                                   r=c.prefill_remaining)
+        if plan.verdict == "infeasible":
+            # "Nothing fits" is starved; infeasible is the decode batch alone over the budget.
+            why += f"; infeasible is a decode-only step over the budget, and this one takes {d}, within the budget {b}"
         return f"said {plan.verdict!r}, expected {e.verdict!r}: {why}"
     return grade_answers(_plans(ctx), _usable_first(judge), "probes", by=_kind, within=_clause)
