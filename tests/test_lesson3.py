@@ -439,3 +439,15 @@ def test_a_rule_fitted_to_the_public_probes_shows_no_chunk_on_the_hidden_ones(tm
         assert graded[cid].score == 0, (cid, graded[cid].feedback)
         assert says.format(n=len(lesson3.hidden_probes(secret))) in graded[cid].feedback, graded[cid].feedback
         assert checked[cid].score == checked[cid].max_score, (cid, checked[cid].feedback)
+
+
+def test_a_rule_that_yields_its_plan_is_told_of_the_yield_not_sent_for_a_tuple(tmp_path):
+    """A yield where a return was meant makes choose_chunk return a generator: the line
+    said "return a tuple, tuple(...) of it", and a ChunkPlan is no tuple."""
+    wrapped = (L3 / "alt_search.py").read_text().replace("def choose_chunk(", "def _right(")
+    p = tmp_path / "yields.py"
+    p.write_text(wrapped + "\n\ndef choose_chunk(ctx):\n    yield _right(ctx)\n")
+    report = grade("lesson3", p, "check")
+    assert report.score == 0
+    for c in report.criteria:
+        assert "a yield in the function makes it return one; return the value itself" in c.feedback, c.feedback

@@ -321,7 +321,9 @@ def test_an_unsendable_answer_names_its_place_and_the_fix(box):
                                               "return a plain str (for an Enum member, its .value)")
     assert said["int_enum"].detail == ("returned a Pages, a subclass of int: return a plain int "
                                        "(for an Enum member, its .value)")
-    assert said["generator"].detail == "returned a generator: return a tuple, tuple(...) of it"
+    assert said["generator"].detail == ("returned a generator: a yield in the function makes it return "
+                                        "one; return the value itself, or tuple(...) of it where a tuple "
+                                        "is asked for")
     assert said["set_in_tuple"].detail == "returned value[1] as a set: return a tuple, tuple(...) of it"
     assert said["named_tuple"].detail == ("returned a Pair, a subclass of tuple: "
                                           "return a plain tuple, tuple(...) of it")

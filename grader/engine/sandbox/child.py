@@ -720,8 +720,14 @@ def unsendable(v):
             # for text (lesson 4's key) a digest's .digest() came for its .hexdigest().
             return Unsendable("%s %s" % (a, name), "return a str, not bytes (of a digest, its "
                                                    ".hexdigest(); of bytes b, b.hex() or b.decode())")
+        if issubclass(t, types.GeneratorType):
+            # Most often a yield where a return was meant: "return a tuple" alone sent a
+            # choose_chunk that yielded its ChunkPlan looking for a tuple to return.
+            return Unsendable("%s %s" % (a, name), "a yield in the function makes it return one; "
+                                                   "return the value itself, or tuple(...) of it "
+                                                   "where a tuple is asked for")
         if issubclass(t, collections.abc.Iterable):
-            # A generator, map, filter, set, range or dict view: values, in no tuple yet.
+            # A map, filter, set, range or dict view: values, in no tuple yet.
             return Unsendable("%s %s" % (a, name), "return a tuple, tuple(...) of it")
     except BaseException:            # a class that lies about itself: say only its name
         pass
