@@ -158,6 +158,9 @@ WRONG = {
     "no_min_chunk": ({"verdicts"}, set()),
     "no_page_infeasible": ({"verdicts"}, set()),
     "below_min_infeasible": ({"verdicts"}, set()),
+    # Off by one page at the rest of the prompt: a chunk of a few pages one page short, and a
+    # starved verdict where that last page was exactly min_chunk_tokens.
+    "last_page_missed": ({"progress"}, {"verdicts"}),
     # An impossible value is wrong on every probe it answers, never a chunk that "fits"; in a
     # run the worker falls back to its floor, so those runs show nothing of the rule.
     "negative_when_starved": ({"within-budget", "page-aligned", "verdicts"}, {"e2e-gap", "e2e-ttft"}),
@@ -224,6 +227,21 @@ def test_a_rule_wrong_on_one_clause_of_a_verdict_loses_that_clause_s_share(name,
     want = 2 * (1 - CLAUSE_SHARE[name] - 0.6) / 0.4
     assert verdicts.score == pytest.approx(want, abs=1e-3), verdicts.feedback
     assert CLAUSE_SAYS.get(name, "expected") in verdicts.feedback, verdicts.feedback
+
+
+def test_a_search_one_page_short_of_the_rest_loses_progress(tmp_path, secret):
+    """(remaining // pt - 1) pages for (remaining - 1) // pt: the last whole page before a
+    rest of the prompt that is no whole number of pages is never tried. Where that page
+    decides a chunk of a few pages (the hidden last-page probes), the chunk is one page
+    short, below 95% of the largest; the probes were a few of many, and it kept 11.9 of 12."""
+    report = grade("lesson3", wrong_file("lesson3", "last_page_missed", tmp_path), "grade", secret)
+    progress = next(c for c in report.criteria if c.id == "progress")
+    assert progress.max_score - progress.score >= 0.05, progress.feedback
+    assert report.score <= 11.75, report.score
+    last = [c for c in lesson3.hidden_probes(secret) if c.name.startswith("last-page#")]
+    assert last and all(chunk_search.search(c.inputs).largest
+                        == (c.inputs.prefill_remaining - 1) // c.inputs.page_tokens * c.inputs.page_tokens
+                        > 0 for c in last)
 
 
 def test_hidden_probes_put_an_empty_batch_over_the_budget(secret):

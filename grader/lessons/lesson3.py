@@ -4,8 +4,9 @@ Cases: ``probe`` (one ChunkContext) and ``scenario`` (a workload the worker runs
 learner's choose_chunk). Public probes come from assignments/lesson3/public/probes.yaml,
 public scenarios from the other files there; hidden probes are drawn from the instructor
 secret per family (short and very long prefixes, empty and full decode batches, budgets
-next to the decode-only step or a page boundary, coefficients other than the defaults),
-hidden scenarios from grader/instructor/families/lesson3.yaml.
+next to the decode-only step or a page boundary, coefficients other than the defaults, the
+last whole page before a rest of the prompt that is no whole number of pages), hidden
+scenarios from grader/instructor/families/lesson3.yaml.
 
 The oracle (chunk_oracle) finds the largest fitting chunk by binary search over page
 multiples with the true cost model, never by the reference's formula, so another correct
@@ -162,6 +163,12 @@ def _draw(g: np.random.Generator, family: str, i: int = 0) -> ChunkContext:
         cost = _other_cost(g)
         decode = _batch(g, 0, 200, 16, 16384)
         done = int(g.choice([0, int(g.integers(0, 100000))]))
+    elif family == "last-page":
+        pt, pages = int(g.choice([8, 16, 16, 32, 64, 128])), int(g.integers(2, 9))
+        min_chunk = pages * pt if g.random() < 0.4 else pt * int(g.integers(0, pages))
+        remaining = pages * pt + int(g.integers(1, pt))     # no whole number of pages
+        done = int(g.integers(0, 60000))
+        budget_kind = "last-page"
     ctx = ChunkContext(0.0, cost, decode, done, max(1, remaining), pt, min_chunk)
     if budget_kind == "step-fixed":
         sides = [0.97, 1 - 1e-6] if i % 10 == 4 else [1 + 1e-6, 1 + 1e-4, 1.01]
@@ -178,6 +185,12 @@ def _draw(g: np.random.Generator, family: str, i: int = 0) -> ChunkContext:
         if g.random() < 0.85:
             ctx = replace(ctx, prefill_remaining=longer)
         budget = step_s(ctx, pages * pt) * float(g.choice([1 - 1e-6, 1 + 1e-6]))
+    elif budget_kind == "last-page":
+        # The largest chunk is the last whole page before the rest of the prompt, which does
+        # not fit: a search that stops a page short of the rest never tries it.
+        last = (ctx.prefill_remaining - 1) // pt * pt
+        low, high = step_s(ctx, last), step_s(ctx, ctx.prefill_remaining)
+        budget = low + (high - low) * float(g.uniform(0.1, 0.9))
     else:
         budget = _budget_for_chunk(ctx, g)
     return _clear_of_edges(replace(ctx, gap_budget_s=budget))
@@ -198,7 +211,7 @@ def _clear_of_edges(ctx: ChunkContext) -> ChunkContext:
 
 PROBE_FAMILIES = {          # family -> hidden probes per secret
     "short-prefix": 30, "long-prefix": 30, "empty-batch": 25, "full-batch": 25,
-    "near-decode-only": 35, "page-edge": 35, "other-coefficients": 40,
+    "near-decode-only": 35, "page-edge": 35, "other-coefficients": 40, "last-page": 20,
 }
 
 
