@@ -130,11 +130,13 @@ def progress(ctx: CheckContext, params: dict) -> Measure:
         whole number of pages, and one page less is short of the share: a search one page
         short of the rest ((remaining // pt - 1) pages for (remaining - 1) // pt) misses
         exactly that page. A few probes of many, and one page short of a long chunk is within
-        the share, so it weighs as much as the rest: the mistake kept 11.9 of 12."""
+        the share, so it weighs as much as the rest: the mistake kept 11.9 of 12. Not where
+        the worker's floor chunk reaches the share itself: there a rule that never chooses
+        a chunk is paid as much, and the clause would weigh its floor, not the page."""
         c, e = case.inputs, expected(case)
-        pt, rest = c.page_tokens, c.prefill_remaining
+        pt, rest, need = c.page_tokens, c.prefill_remaining, share * e.largest
         return ("the last whole page" if rest % pt and e.largest == (rest - 1) // pt * pt
-                and e.largest - pt < share * e.largest else "")
+                and e.largest - pt < need and floor_chunk(c) < need else "")
 
     def judge(case: Case, plan: ChunkPlan):
         c, e = case.inputs, expected(case)

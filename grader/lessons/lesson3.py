@@ -165,7 +165,9 @@ def _draw(g: np.random.Generator, family: str, i: int = 0) -> ChunkContext:
         done = int(g.choice([0, int(g.integers(0, 100000))]))
     elif family == "last-page":
         pt, pages = int(g.choice([8, 16, 16, 32, 64, 128])), int(g.integers(2, 9))
-        min_chunk = pages * pt if g.random() < 0.4 else pt * int(g.integers(0, pages))
+        # A small min_chunk_tokens: the worker's floor chunk for a starved plan stays one
+        # page, far below the largest, so a rule that chooses no chunk is not paid here.
+        min_chunk = pt * int(g.integers(0, 2))
         remaining = pages * pt + int(g.integers(1, pt))     # no whole number of pages
         done = int(g.integers(0, 60000))
         budget_kind = "last-page"
