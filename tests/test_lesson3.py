@@ -258,6 +258,14 @@ def test_a_rule_that_starves_every_prompt_earns_no_progress_from_its_floor(tmp_p
     assert progress.score == 0, progress.feedback
 
 
+def test_a_one_token_chunk_is_said_in_the_singular(tmp_path):
+    p = tmp_path / "one_token.py"
+    p.write_text("from reference.shapes import ChunkPlan\n\n\ndef choose_chunk(ctx):\n"
+                 "    return ChunkPlan(1, 'ok')\n")
+    progress = next(c for c in grade("lesson3", p, "check").criteria if c.id == "progress")
+    assert "chunk of 1 token is below" in progress.feedback, progress.feedback
+
+
 def test_hidden_probes_put_an_empty_batch_over_the_budget(secret):
     """step_fixed alone over the budget, with nothing decoding: infeasible too."""
     empty = [c for c in lesson3.hidden_probes(secret)

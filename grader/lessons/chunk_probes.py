@@ -10,6 +10,7 @@ from __future__ import annotations
 from grader.engine.cases import Case
 from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, constant_answer,
                                   grade_answers)
+from grader.engine.text import plural
 from grader.lessons.chunk_oracle import expected, fits, ms, ms_apart, step_s
 from reference.shapes import CHUNK_VERDICTS, ChunkContext, ChunkPlan
 
@@ -146,8 +147,8 @@ def progress(ctx: CheckContext, params: dict) -> Measure:
         tokens = plan.tokens if plan.verdict == "ok" else floor_chunk(c)
         if tokens >= need:
             return ""
-        what = (f"chunk of {tokens} tokens" if plan.verdict == "ok" else
-                f"your plan says {plan.verdict}, so the worker runs its floor chunk of {tokens} tokens, which")
+        what = (f"chunk of {plural(tokens, 'token')}" if plan.verdict == "ok" else
+                f"your plan says {plan.verdict}, so the worker runs its floor chunk of {plural(tokens, 'token')}, which")
         return (tokens / need,
                 f"{what} is below {share:.0%} of the largest "
                 f"chunk that fits, {e.largest} tokens (its step takes {ms(step_s(c, e.largest))} "
