@@ -96,10 +96,12 @@ WRONG = {
     # request that can never fit, and admit it instead of rejecting it: a liveness failure
     # of its own making, on the probes where the miscounted capacity covers them (drawn by
     # some secrets and not others).
-    "inactive_free": ({"safety"}, {"liveness"}),
+    "inactive_free": ({"safety"}, {"liveness", "efficiency"}),
     # Blind to what running requests were promised, it may find room for every request of a
     # hidden run: a run where it told none to wait shows no efficiency (secret
     # 782809428e3b259d, 44 admissions beyond capacity on prefix-multiscope, none held back).
+    # So may every ledger that admits beyond capacity: efficiency lost beside safety must be
+    # that guard's (OVER_ADMITTED).
     "ignores_outstanding": ({"safety"}, {"efficiency"}),
     "waits_forever": ({"liveness"}, set()),
 }
@@ -116,10 +118,17 @@ SAYS = {
 }
 
 
+# What efficiency's feedback says when a ledger that admits beyond capacity lost it as well.
+OVER_ADMITTED = "never held a request back"
+
+
 def _loses_where_it_is_wrong(name, report, where):
     must, may = WRONG[name]
     assert must <= lost(report), f"{name} kept points on {must - lost(report)} ({where})"
     assert lost(report) <= must | may, f"{name} lost {lost(report) - must - may} ({where})"
+    if "efficiency" in lost(report) - must:
+        assert "safety" in must and OVER_ADMITTED in feedback(report, "efficiency"), \
+            feedback(report, "efficiency")
     criterion, pattern = SAYS[name]
     assert re.search(pattern, feedback(report, criterion)), feedback(report, criterion)
 
