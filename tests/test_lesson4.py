@@ -1056,3 +1056,77 @@ def test_a_collision_the_probes_name_is_not_named_again_by_the_search(tmp_path):
     said = next(c for c in report.criteria if c.id == "key-scope-separation")
     assert said.score == 0 and said.feedback.count("prefix_key('a|b', 'c', (7, 8, 9))") == 1, said.feedback
     assert "search against your encoding" not in said.feedback, said.feedback
+
+
+# ---- prefix keys judged in process: askings, processes and the search, without a sandbox ------
+def _digest(*parts) -> str:
+    return hashlib.sha256(repr(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _KeyProcesses:
+    """prefix_key answered in this process, as a sandbox would: ``key(triple, process, n)``
+    is the key of an input the n-th time (0, 1, ...) one process is asked it; restart()
+    starts process 1, 2, ... with nothing met."""
+    def __init__(self, key):
+        self.key, self.process, self.met = key, 0, {}
+
+    def call_many(self, function, args):
+        from grader.engine.sandbox.session import CallResult
+        answers = []
+        for t in args:
+            n = self.met.get(t, 0)
+            self.met[t] = n + 1
+            answers.append(CallResult("ok", self.key(t, self.process, n)))
+        return answers
+
+    def restart(self):
+        self.process, self.met = self.process + 1, {}
+
+
+def _key_context(pairs, key) -> CheckContext:
+    """Public probe pairs (kind, a, b), each its own case, answered by ``key``."""
+    from grader.engine.cases import Case
+    from grader.lessons.prefix_keys import KeyPair, show_input
+    cases = [Case("key", f"pair {i}", "public", KeyPair(kind, a, b), f"{show_input(a)} vs {show_input(b)}")
+             for i, (kind, a, b) in enumerate(pairs)]
+    return CheckContext(_KeyProcesses(key), cases)
+
+
+def _askings(table: dict):
+    """A key given by ``table`` (input -> its keys: first, again, in the second process)
+    and a sound digest for every other input."""
+    def key(t, process, n):
+        if t in table:
+            return table[t][2 if process else min(n, 1)]
+        return _digest(*t)
+    return key
+
+
+def test_a_probes_key_joins_the_search_only_when_all_three_askings_agree():
+    """The search runs in the second process; a probe's key joins it only when its first
+    asking, its second and the second process's all gave it. One scout gets key k, and four
+    probes' first asking gives k too: the one asked k three times collides with the scout,
+    and no other (k then a greater key in this process, k twice then a greater one in the
+    second process, k then a smaller key) may take its place as the first collision."""
+    from grader.lessons import key_search, prefix_keys
+    lo, k, hi = sorted(_digest(x) for x in "abc")
+    scout = key_search.SCOUTS[1]
+    t1, t2, t3, t4 = (("u1", "", (1,)), ("u2", "", (2,)), ("u3", "", (3,)), ("u4", "", (4,)))
+    table = {scout: (k, k, k), t1: (k, k, k), t2: (k, hi, hi), t3: (k, k, hi), t4: (k, lo, lo)}
+    ctx = _key_context([("scope", t2, t3), ("scope", t4, t1)], _askings(table))
+    found = prefix_keys.searched(ctx)
+    assert found.collisions == {"scope": (scout, t1, k)}, found.collisions
+    assert found.small_space == "" and found.small_in_scope == ""
+
+
+def test_a_pair_is_judged_on_the_first_asking_of_both_its_inputs():
+    """Two positions that get one key in this process collide, whatever a second process
+    gives them (that is key-deterministic's business); neither joins the search."""
+    from grader.lessons.prefix_keys import key_position, show_input
+    lo, k, hi = sorted(_digest(x) for x in "abc")
+    a, b = ("s", "p0", (1,)), ("s", "p1", (1,))
+    ctx = _key_context([("parent", a, b)], _askings({a: (k, k, lo), b: (k, k, hi)}))
+    m = key_position(ctx, {})
+    assert m.value == 0.0
+    assert m.feedback == (f"1 of 1 pairs of parents or blocks wrong; first, {show_input(a)} vs {show_input(b)}: "
+                          f"both got '{k[:40]}': one key for two positions: the parent key must be part of the key")
