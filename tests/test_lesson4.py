@@ -1130,3 +1130,24 @@ def test_a_pair_is_judged_on_the_first_asking_of_both_its_inputs():
     assert m.value == 0.0
     assert m.feedback == (f"1 of 1 pairs of parents or blocks wrong; first, {show_input(a)} vs {show_input(b)}: "
                           f"both got '{k[:40]}': one key for two positions: the parent key must be part of the key")
+
+
+def test_show_input_writes_an_input_whole_up_to_its_bounds_and_difference_says_only_or_first():
+    """A text of 40 characters is written whole and one of 41 as its first 16 and its
+    length; a block of 6 tokens whole and one of 7 as its first 6 and '...'; a block of
+    one token as a tuple of one. Two inputs written alike that differ in one place are told
+    where they differ "only", in several places where they "first" do."""
+    from grader.lessons.prefix_keys import difference, show_input
+    forty = "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    assert len(forty) == 40
+    assert show_input((forty, "", (1,))) == "prefix_key('abcdefghijklmnopqrstuvwxyz0123456789ABCD', '', (1,))"
+    assert show_input(("s", forty + "E", (1, 2))) == "prefix_key('s', 'abcdefghijklmnop...' (41 characters), (1, 2))"
+    assert show_input(("s", "", (0, 1, 2, 3, 4, 5))) == "prefix_key('s', '', (0, 1, 2, 3, 4, 5))"
+    assert show_input(("s", "", (0, 1, 2, 3, 4, 5, 6))) == "prefix_key('s', '', (0, 1, 2, 3, 4, 5, ...))"
+    parent = "9" * 50
+    twice = parent[:45] + "0" + parent[46:48] + "1" + parent[49:]
+    assert difference(("s", parent, (1,)), ("s", twice, (1,))) == \
+        " (the parent keys differ first in character 45: '9' against '0')"
+    block = tuple(range(10))
+    assert difference(("s", "", block), ("s", "", block[:8] + (99,) + block[9:])) == \
+        " (the blocks differ only in token 8: 8 against 99)"
