@@ -1151,3 +1151,81 @@ def test_show_input_writes_an_input_whole_up_to_its_bounds_and_difference_says_o
     block = tuple(range(10))
     assert difference(("s", "", block), ("s", "", block[:8] + (99,) + block[9:])) == \
         " (the blocks differ only in token 8: 8 against 99)"
+
+
+def test_a_collision_the_search_finds_quotes_the_first_40_characters_of_the_key():
+    """A key that leaves out the parent: the probe pair (two blocks) is told apart, and the
+    search's own inputs show the collision, its key cut at 40 characters as a pair's is."""
+    from grader.lessons.prefix_keys import key_position
+    ctx = _key_context([("block", ("s", "p", (1,)), ("s", "p", (2,)))], lambda t, process, n: _digest(t[0], t[2]))
+    m = key_position(ctx, {})
+    assert (m.value, m.evidence) == (0.0, ("search",)), m
+    assert m.feedback.startswith("the grader's search against your encoding found two inputs with one key: "), m.feedback
+    shown = re.search(r" both got '([0-9a-f]*)': one key for two positions: the parent key must be part of the key$",
+                      m.feedback)
+    assert shown and len(shown.group(1)) == 40, m.feedback
+
+
+def test_a_key_space_too_small_is_said_alone_or_after_the_pairs_a_key_merges():
+    """Keys of 8 hexadecimal characters (2^32 keys) that tell every probe pair apart: the
+    key space alone is the feedback, cited as such. When a pair also shares a key (here one
+    the second process does not repeat, so the search does not meet it), the pairs' line
+    comes first and the key space after it."""
+    from grader.lessons.prefix_keys import key_scope, show_input
+    small = ("every key is at most 8 characters of hexadecimal: about 2^32 keys at most, so among the blocks a "
+             "busy cache holds two inputs share a key by chance, two scopes among them (a key needs at least 64 bits)")
+    short = lambda t, process, n: _digest(*t)[:8]
+    m = key_scope(_key_context([("scope", ("a", "", (1,)), ("b", "", (1,)))], short), {})
+    assert (m.value, m.feedback, m.evidence) == (0.0, small, ("key-space",)), m
+    a, b = ("c", "", (1,)), ("d", "", (1,))
+    merged = {a: ("0123abcd",) * 2 + ("4567abcd",), b: ("0123abcd",) * 2 + ("89abcdef",)}
+    key = lambda t, process, n: merged[t][2 if process else min(n, 1)] if t in merged else short(t, process, n)
+    m = key_scope(_key_context([("scope", ("a", "", (1,)), ("b", "", (1,))), ("scope", a, b)], key), {})
+    assert m.value == 0.0
+    assert m.feedback == (f"1 of 2 pairs of scopes wrong; first, {show_input(a)} vs {show_input(b)}: both got "
+                          f"'0123abcd': two scopes share a key: a hit would cross tenants; and {small}"), m.feedback
+
+
+def test_key_deterministic_catches_a_second_process_key_either_side_of_the_first():
+    """Whether the second process's key sorts before or after the first's, it is another."""
+    from grader.lessons.prefix_keys import key_deterministic, show_input
+    lo, k, hi = sorted(_digest(x) for x in "abc")
+    a, b, c = ("a", "", (1,)), ("b", "", (1,)), ("c", "", (1,))
+    for other in (lo, hi):
+        ctx = _key_context([("scope", a, b), ("scope", b, c)], _askings({a: (k, k, other)}))
+        m = key_deterministic(ctx, {})
+        assert m.value == pytest.approx(2 / 3), m
+        assert m.feedback.startswith(f"1 of 3 inputs asked three times wrong; first, {show_input(a)}: gave one key "
+                                     "in one process and another key in a second process"), m.feedback
+
+
+def test_key_deterministic_reads_a_constant_key_from_the_first_asking():
+    """One key for every input the first time each is asked (and others after) is a constant
+    key, as key-scope-separation and key-position read it, not a key asked again."""
+    from grader.lessons.prefix_keys import key_deterministic
+    ctx = _key_context([("scope", ("a", "", (1,)), ("b", "", (1,))), ("parent", ("a", "p", (1,)), ("a", "q", (1,)))],
+                       lambda t, process, n: "k" if (process, n) == (0, 0) else _digest(*t))
+    m = key_deterministic(ctx, {})
+    assert (m.value, m.feedback) == (0.0, "prefix_key gave the same answer, 'k', to all 4 inputs: an answer that "
+                                          "ignores its inputs shows none of the property"), m
+
+
+def test_what_the_key_search_shows_crosses_checks_frozen():
+    """Searched is kept in the run's memo that every key criterion reads: none may change it."""
+    import dataclasses
+    from grader.lessons.prefix_keys import Searched
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Searched({}, "").small_space = "x"
+
+
+def test_of_two_scopes_with_as_many_keys_the_first_by_name_is_the_one_named():
+    """Two scopes, each asked 20 times, each with keys of 4 hexadecimal characters after 4
+    every key of the scope holds alike: the one told is the first by name, whatever the
+    order the search met them in."""
+    from grader.lessons.prefix_keys import _small_in_scope
+    rng = random.Random(3)
+    usable = [((scope, "", (i,)), f"{head}{v:04x}") for scope, head in (("zeta", "ffff"), ("alpha", "eeee"))
+              for i, v in enumerate(rng.sample(range(1 << 16), 20))]
+    said = _small_in_scope(usable)
+    assert said.startswith("for one scope ('alpha'), beside the 4 characters every key holds alike, every key is at "
+                           "most 4 characters of hexadecimal"), said
