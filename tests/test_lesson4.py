@@ -1229,3 +1229,13 @@ def test_of_two_scopes_with_as_many_keys_the_first_by_name_is_the_one_named():
     said = _small_in_scope(usable)
     assert said.startswith("for one scope ('alpha'), beside the 4 characters every key holds alike, every key is at "
                            "most 4 characters of hexadecimal"), said
+
+
+def test_a_long_text_cut_short_keeps_the_quote_it_opens_with():
+    """ascii() writes a text holding ' (and no ") between double quotes; the cut text once
+    closed it with ' instead: "it's a very long...' (46 characters)."""
+    from grader.lessons.prefix_keys import show_input
+    scope = "it's a very long scope name of many characters"
+    assert show_input((scope, "", (1,))) == 'prefix_key("it\'s a very long..." (46 characters), \'\', (1,))'
+    # Both quotes in it: written in ' as before, each ' inside escaped.
+    assert show_input(("s", "a'b\"c" * 9, (1,))) == "prefix_key('s', 'a\\'b\"ca\\'b\"ca\\'b\"ca...' (45 characters), (1,))"

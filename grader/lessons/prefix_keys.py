@@ -33,7 +33,11 @@ class KeyPair:
 
 
 def _short(text: str) -> str:
-    return ascii(text) if len(text) <= 40 else f"{ascii(text[:16])[:-1]}...' ({len(text)} characters)"
+    if len(text) <= 40:
+        return ascii(text)
+    # The cut keeps the quote ascii() chose: a text holding ' but no " is written in ".
+    head = ascii(text[:16])
+    return f"{head[:-1]}...{head[-1]} ({len(text)} characters)"
 
 
 def show_input(t: Triple) -> str:
