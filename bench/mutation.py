@@ -312,6 +312,11 @@ def run_tests_forked(tree: Path, tests, timeout: float, contexts_of=None) -> tup
             os.chdir(tree)
             sys.path.insert(0, str(tree))
             os.environ.update(TEST_ENV, TMPDIR=str(scratch))
+            # The variable reaches the tests' subprocesses only: this child is a fork, whose
+            # interpreter read it at its start. Writing bytecode, a mutant of the same size as
+            # the one before, written within the same second, ran the earlier one's cached
+            # code (a .pyc is keyed by its source's size and mtime in whole seconds).
+            sys.dont_write_bytecode = True
             tempfile.tempdir = str(scratch)           # every temporary file of the run goes here
             import pytest
             cov, plugins = None, []

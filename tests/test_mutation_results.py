@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 
 import pytest
@@ -235,3 +236,24 @@ def test_every_named_mutant_still_applies_to_its_module():
     moved = [f"{e['name']}: {e['path']} holds its text {(ROOT / e['path']).read_text().count(e['old'])} times"
              for e in named if (ROOT / e["path"]).read_text().count(e["old"]) != 1]
     assert named and moved == []
+
+
+def test_a_mutant_the_size_of_the_last_written_in_the_same_second_runs_as_written(tmp_path, monkeypatch):
+    """Each mutant's tests import the module afresh in a forked child: no bytecode cached from
+    the mutant before may stand in for it, whatever the environment says (a fork reads no
+    PYTHONDONTWRITEBYTECODE). Two mutants of one size and one mtime: the second must fail."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    (tmp_path / "mutandum_pkg").mkdir()
+    module = tmp_path / "mutandum_pkg" / "mutandum.py"
+    (tmp_path / "mutandum_pkg" / "__init__.py").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_mutandum.py").write_text(
+        "from mutandum_pkg.mutandum import f\n\n\ndef test_f():\n    assert f(1) == 2\n")
+    outcomes = []
+    for body in ("def f(x):\n    return x + 1\n", "def f(x):\n    return x - 1\n"):
+        module.write_text(body)
+        os.utime(module, (1_700_000_000, 1_700_000_000))        # one second for both
+        outcomes.append(mutation.run_tests_forked(tmp_path, ["tests/test_mutandum.py"], 300)[0])
+    assert outcomes == ["survived", "killed"], outcomes
+    assert not list(tmp_path.glob("mutandum_pkg/__pycache__/mutandum*.pyc"))
