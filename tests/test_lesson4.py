@@ -97,6 +97,10 @@ WRONG = {
     "key_nul_scope": {"key-scope-separation"},
     "key_decimal_lengths": {"key-scope-separation"},
     "key_raw_parent": {"key-position"},
+    # A separator escaped in each field while the escape is not: a field that ends in the
+    # escape, or holds the code the separator is written as (before: 24 of 24).
+    "key_half_escape": {"key-scope-separation"},
+    "key_code_escape": {"key-scope-separation"},
     # Lossy or short keys: scopes a transcoding or a cut merges, a length that wraps, and a
     # digest too short to keep a busy cache's blocks apart (judged on the key space shown).
     "key_ascii_replace": {"key-scope-separation"},

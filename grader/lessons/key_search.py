@@ -13,7 +13,9 @@ collides only on inputs built for its own framing, so the grader searches for th
    built from boundary material (the glue seen, separators, NUL, digits, the length of each
    field written as 1, 2, 4 or 8 bytes either way or as digits with each terminator, empty
    and one-token blocks, scopes that are prefixes of each other): a field moved across a
-   boundary, a raw field before a length-prefixed one, a one-byte length that wraps at 256,
+   boundary, a separator escaped in each field while the escape is not (or written as a
+   code the name may hold), a raw field before a length-prefixed one, a one-byte length
+   that wraps at 256,
    tokens moved between the parent and the block, token texts that join alike, blocks
    with the same length, ends and sum, page-long blocks one token apart, and scopes
    that a lossy mapping of the name merges (a character outside ASCII replaced or dropped,
@@ -37,6 +39,7 @@ SCOUTS = (("scope7", "parent8", (12345, 678)), ("tenant", "", (9, 10, 11)),
           ("acme", "9b8a7f", (1, 2, 3)), ("", "", (4,)))
 GLUE = ("", "\x00", "|", ":", ",", ";", " ", "\n", "\t", "/", "#", "-", "_", ".", "=", "\x1f", "\x1e",
         "||", "::", "\r\n", "\\", "'", '"', "), (", "][")
+ESCAPES = ("\\", "%")     # what an escaping encoding writes before a separator in a field
 JOINS = (",", "", " ", "|", ":", ";", "-", "_", ".", "\x00", "\n", "/")
 Triple = tuple             # (scope, parent_key, block_tokens)
 LOSSY = (("caf\u00e9", "caf\u00e8"), ("caf\u00e9", "caf?"), ("caf\u00e9", "caf"),
@@ -105,6 +108,17 @@ def pairs(m: Material) -> list[tuple[Triple, Triple]]:
         out.append((("a" + g + "b", "c", b0), ("a", "b" + g + "c", b0)))
         out.append((("a" + g, "c", b0), ("a", g + "c", b0)))
         out.append((("a" + g + "7", "", b0[1:]), ("a", "", b0)))        # scope runs into the tokens
+    # A separator escaped in each field, the escape itself not: a field that ends in the
+    # escape turns the separator after it into an escaped one ("a\" then "|" reads as "a|"),
+    # and a separator replaced by a code ("%7C") reads as the code written in the name.
+    for g in m.glue:
+        if not g:
+            continue
+        for e in ESCAPES:
+            out.append((("a" + e, "b" + g + "c", b0), ("a" + g + "b" + e, "c", b0)))
+        if len(g) == 1:
+            for code in dict.fromkeys((f"%{ord(g):02X}", f"%{ord(g):02x}", f"\\x{ord(g):02x}", f"&#{ord(g)};")):
+                out.append((("a" + g + "b", "", b0), ("a" + code + "b", "", b0)))
     # A raw field (then a terminator t) before a length-prefixed parent: the scope swallows
     # the parent's length, the parent carries its own framing inside.
     for fmt in _formats():
