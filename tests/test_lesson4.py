@@ -989,6 +989,20 @@ def test_no_hit_for_want_of_a_published_page_points_at_publishable(tmp_path):
     assert "publishable" not in hits.feedback, hits.feedback
 
 
+def test_no_hit_for_want_of_a_usable_publishable_answer_says_what_was_unusable(tmp_path):
+    """A publishable whose every answer is refused (a set) offers no page either: the key's
+    zero says why, not only that nothing was offered (before, the line read as if the rule
+    had chosen no page)."""
+    c = _reference_but(tmp_path, "publishes_a_set",
+                       "def publishable(pages):\n"
+                       "    return {p.index for p in pages if p.prompt_tokens == p.page_tokens\n"
+                       "            and p.written_tokens >= p.page_tokens and not p.published}")
+    hits = c["run-hits-in-scope"]
+    assert hits.score == 0 and "your publishable offered the cache no page" in hits.feedback, hits.feedback
+    assert "publishable calls gave no usable answer" in hits.feedback and "returned a set" in hits.feedback, \
+        hits.feedback
+
+
 def test_a_learner_run_crosses_boundaries_frozen():
     import dataclasses
     from grader.lessons.cancellation_runs import LearnerRun

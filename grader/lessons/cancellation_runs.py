@@ -193,9 +193,13 @@ def _run_measure(ctx: CheckContext, needs: tuple, find, noun: str, happened=None
         else:
             clean += 1
     if happened is not None and not bad and not any(happened(o) for o in outs):
-        # A hit needs a published page: a key criterion's zero then points at publishable.
-        because = (" (your publishable offered the cache no page, so no lookup could hit)"
-                   if happened is _hit and not any(map(_published, outs)) else "")
+        # A hit needs a published page: a key criterion's zero then points at publishable,
+        # and at why it offered none when its answers were unusable (a set, a raise).
+        because = ""
+        if happened is _hit and not any(map(_published, outs)):
+            failed = next((o.failed("publishable") for o in outs if o.failed("publishable")), "")
+            because = (" (your publishable offered the cache no page, so no lookup could hit"
+                       + (f"; {failed}" if failed else "") + ")")
         return Measure(0.0, f"{HAPPENED[happened]}{because}, so the runs cannot show it: {noun}")
     if not bad:
         return Measure(1.0, f"none in {len(cases)} scenario runs: {noun}")
