@@ -99,6 +99,8 @@ WRONG = {
     "key_raw_parent": {"key-position"},
     # A separator escaped in each field while the escape is not: a field that ends in the
     # escape, or holds the code the separator is written as (before: 24 of 24).
+    # A rare separator, hidden inside the hash, breaks as '|' does (before: 24 of 24).
+    "key_rare_separator": {"key-scope-separation"},
     "key_half_escape": {"key-scope-separation"},
     "key_code_escape": {"key-scope-separation"},
     # Lossy or short keys: scopes a transcoding or a cut merges, a length that wraps, and a

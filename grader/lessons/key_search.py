@@ -40,6 +40,14 @@ SCOUTS = (("scope7", "parent8", (12345, 678)), ("tenant", "", (9, 10, 11)),
 GLUE = ("", "\x00", "|", ":", ",", ";", " ", "\n", "\t", "/", "#", "-", "_", ".", "=", "\x1f", "\x1e",
         "||", "::", "\r\n", "\\", "'", '"', "), (", "][")
 ESCAPES = ("\\", "%")     # what an escaping encoding writes before a separator in a field
+# Separators beyond GLUE a key may join its fields with, one forgery each (they hide
+# inside a hash): the rest of ASCII's punctuation, controls, and a few written as words or
+# doubled. ASCII only: the forgery puts the separator in a parent, and two parents one
+# character apart outside ASCII would charge a transcoding of the scope (key_ascii_replace)
+# to key-position as well.
+SEPARATORS = tuple("!$%&()*+<>?@[]^`{}~") + ("\x01", "\x02", "\x1c", "\x1d", "\x7f") + (
+    "<sep>", "<SEP>", "[SEP]", "<|>", "=>", "__", "--", "##", "~~", "$$", "@@", "|||", ", ", "; ", " | ", "::=",
+    "<>", "%%")
 JOINS = (",", "", " ", "|", ":", ";", "-", "_", ".", "\x00", "\n", "/")
 Triple = tuple             # (scope, parent_key, block_tokens)
 LOSSY = (("caf\u00e9", "caf\u00e8"), ("caf\u00e9", "caf?"), ("caf\u00e9", "caf"),
@@ -178,6 +186,11 @@ def pairs(m: Material) -> list[tuple[Triple, Triple]]:
             if a < b:
                 out.append(((a, "", b0), (b, "", b0)))
                 out.append(((a, b, b0), (b, a, b0)))
+    # Separators no glue shows: a hashed key hides its separator, and a rare one ("~", "^",
+    # "<sep>") breaks as "|" does. Last, so the families above keep the budget.
+    for g in SEPARATORS:
+        if g not in m.glue:
+            out.append((("a" + g + "b", "c", b0), ("a", "b" + g + "c", b0)))
     return out
 
 
