@@ -63,7 +63,7 @@ def test_reference_full_marks_public_and_hidden(reference_grade):
     assert all(c["visibility"] == "public" for c in public.cases)
 
 
-@pytest.mark.parametrize("name", ["alt_correct", "plain_correct", "alt_table"])
+@pytest.mark.parametrize("name", ["alt_correct", "plain_correct", "alt_table", "escaped_key"])
 def test_different_correct_solution_keeps_full_marks(name, secret):
     report = grade("lesson4", L4 / f"{name}.py", "grade", secret)
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
