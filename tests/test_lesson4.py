@@ -772,7 +772,7 @@ def test_a_key_of_the_workers_longest_length_is_usable_and_one_more_is_not(tmp_p
 @pytest.mark.parametrize("body,words", [
     # the parent left out: one key for two positions
     ("return hashlib.sha256(repr((scope, tuple(block_tokens))).encode()).hexdigest()",
-     "one key for two positions: the parent key must be part of the key"),
+     "one key for two positions: the parent key must be in the key, kept apart from the scope and the tokens"),
     # the tokens left out: one key for two blocks
     ("return hashlib.sha256(repr((scope, parent_key)).encode()).hexdigest()",
      "one key for two different blocks of tokens"),
@@ -1149,7 +1149,7 @@ def test_a_pair_is_judged_on_the_first_asking_of_both_its_inputs():
     m = key_position(ctx, {})
     assert m.value == 0.0
     assert m.feedback == (f"1 of 1 pairs of parents or blocks wrong; first, {show_input(a)} vs {show_input(b)}: "
-                          f"both got '{k[:40]}': one key for two positions: the parent key must be part of the key")
+                          f"both got '{k[:40]}': one key for two positions: the parent key must be in the key, kept apart from the scope and the tokens")
 
 
 def test_show_input_writes_an_input_whole_up_to_its_bounds_and_difference_says_only_or_first():
@@ -1181,7 +1181,7 @@ def test_a_collision_the_search_finds_quotes_the_first_40_characters_of_the_key(
     m = key_position(ctx, {})
     assert (m.value, m.evidence) == (0.0, ("search",)), m
     assert m.feedback.startswith("the grader's search against your encoding found two inputs with one key: "), m.feedback
-    shown = re.search(r" both got '([0-9a-f]*)': one key for two positions: the parent key must be part of the key$",
+    shown = re.search(r" both got '([0-9a-f]*)': one key for two positions: the parent key must be in the key, kept apart from the scope and the tokens$",
                       m.feedback)
     assert shown and len(shown.group(1)) == 40, m.feedback
 

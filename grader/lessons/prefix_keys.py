@@ -167,7 +167,7 @@ def _usable(a: Answer) -> str:
 
 _KIND_WORDS = {
     "scope": "two scopes share a key: a hit would cross tenants",
-    "parent": "one key for two positions: the parent key must be part of the key",
+    "parent": "one key for two positions: the parent key must be in the key, kept apart from the scope and the tokens",
     "block": "one key for two different blocks of tokens",
 }
 
