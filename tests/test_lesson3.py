@@ -13,7 +13,7 @@ from grader.engine.layout import find_course
 from grader.lessons import chunk_oracle, lesson3
 from grader.lessons.oracles import chunk_search
 from mutants import mutations, wrong_file
-from reference.shapes import ChunkContext, CostModel
+from reference.shapes import ChunkContext, ChunkPlan, CostModel
 
 L3 = SUBMISSIONS / "lesson3"
 REFERENCE = ROOT / "reference" / "solutions" / "lesson3.py"
@@ -491,3 +491,91 @@ def test_a_rule_that_yields_its_plan_is_told_of_the_yield_not_sent_for_a_tuple(t
     assert report.score == 0
     for c in report.criteria:
         assert "a yield in the function makes it return one; return the value itself" in c.feedback, c.feedback
+
+
+# ---- the probe criteria in process, on probes built by hand -----------------------------------
+def _probe(name, rest, pt, min_chunk, largest):
+    """A probe whose largest fitting candidate chunk is ``largest`` (0: not one page fits, nor
+    the rest): the budget halfway between that chunk's step and the next candidate's."""
+    from grader.engine.cases import Case
+    base = ChunkContext(0.0, CostModel(), (2048,) * 32, 4096, rest, pt, min_chunk)
+    low = chunk_oracle.step_s(base, largest)
+    high = chunk_oracle.step_s(base, min(rest, (largest // pt + 1) * pt)) if largest < rest else 2 * low
+    ctx = replace(base, gap_budget_s=(low + high) / 2)
+    assert brute_force(ctx)[1] == largest, name
+    return Case("probe", name, "public", ctx)
+
+
+def _infeasible_probe(name):
+    from grader.engine.cases import Case
+    base = ChunkContext(0.0, CostModel(), (2048,) * 32, 4096, 500, 16, 64)
+    ctx = replace(base, gap_budget_s=chunk_oracle.step_s(base, 0) * 0.9)
+    assert brute_force(ctx) == ("infeasible", 0)
+    return Case("probe", name, "public", ctx)
+
+
+def _measure(check, plans, **params):
+    """A probe criterion measured in process on (case, plan) pairs, as if choose_chunk had
+    answered each case with its plan."""
+    from grader.engine.checks import Answer, CheckContext
+    cases = [case for case, _ in plans]
+    answers = [Answer(case, value=plan) for case, plan in plans]
+    return check(CheckContext(None, cases, memo={("plans", tuple(c.name for c in cases)): answers}), params)
+
+
+def _right(case):
+    e = brute_force(case.inputs)
+    return case, ChunkPlan(e[1] if e[0] == "ok" else 0, e[0])
+
+
+def _plain_ok(i):
+    """An ok probe decided by no clause: many pages left, a chunk of many pages fits."""
+    return _probe(f"plain#{i}", 5000 + i, 16, 64, 40 * 16 + 16 * i)
+
+
+def test_progress_weighs_as_a_clause_exactly_the_last_page_probes_the_floor_does_not_reach():
+    """The last whole page before a rest that is no whole number of pages, where one page
+    less is short of the share and the worker's floor chunk is short of it too, weighs as a
+    clause of its own in progress. One such probe answered with an impossible chunk beside
+    three right plain ones: a clause of its own halves progress, one probe of four a quarter."""
+    from grader.lessons.chunk_probes import progress
+    plain = [_right(_plain_ok(i)) for i in range(3)]
+
+    def named(case, share=0.95):
+        value = _measure(progress, [(case, ChunkPlan(-1, "ok")), *plain], share=share).value
+        assert value in (pytest.approx(0.5), pytest.approx(0.75)), (case.name, value)
+        return value == pytest.approx(0.5)
+    named_ones = {
+        # rest 4 pages + 15, the last whole page is the 4th: named
+        "last-page": _probe("last-page", 4 * 16 + 15, 16, 16, 4 * 16),
+        "last-page-one-over": _probe("last-page-one-over", 4 * 16 + 1, 16, 16, 4 * 16),
+    }
+    not_named = {
+        # 30 pages: one page less is within 95% of the chunk
+        "long-chunk": _probe("long-chunk", 30 * 16 + 5, 16, 16, 30 * 16),
+        # the floor (min_chunk_tokens 64) is the chunk itself: a rule that never chooses is paid as much
+        "floor-is-the-chunk": _probe("floor-is-the-chunk", 4 * 16 + 5, 16, 64, 4 * 16),
+        # the floor (38 tokens) is exactly 95% of the 40-token chunk: it reaches the share
+        "floor-at-the-share": _probe("floor-at-the-share", 10 * 4 + 2, 4, 38, 10 * 4),
+        # the rest is a whole number of pages: the last page is the rest itself
+        "whole-pages": _probe("whole-pages", 5 * 16, 16, 16, 4 * 16),
+        # the whole rest fits: no page is the last whole one
+        "whole-rest-fits": _probe("whole-rest-fits", 4 * 16 + 5, 16, 16, 4 * 16 + 5),
+        # a page short of the last whole one
+        "page-short": _probe("page-short", 5 * 16 + 5, 16, 16, 4 * 16),
+    }
+    assert {name for name, case in {**named_ones, **not_named}.items() if named(case)} == set(named_ones)
+    # At a share of 0.75 the 48-token chunk's floor of 36 reaches 36 tokens: not named; one
+    # token of floor less is short of it, named.
+    assert not named(_probe("floor-at-three-quarters", 3 * 16 + 5, 16, 36, 3 * 16), share=0.75)
+    assert named(_probe("floor-below-three-quarters", 3 * 16 + 5, 16, 35, 3 * 16), share=0.75)
+
+
+def test_a_chunk_short_of_the_share_earns_its_share_of_the_share():
+    """Progress pays a short chunk tokens / (share x largest): 32 tokens of a 64-token
+    largest chunk are 32 / 60.8 of the credit, and a starved plan its floor chunk's share."""
+    from grader.lessons.chunk_probes import progress
+    case = _plain_ok(0)
+    largest = brute_force(case.inputs)[1]
+    assert _measure(progress, [(case, ChunkPlan(32, "ok"))], share=0.95).value == pytest.approx(32 / (0.95 * largest))
+    assert _measure(progress, [(case, ChunkPlan(0, "starved"))], share=0.5).value == pytest.approx(64 / (0.5 * largest))
