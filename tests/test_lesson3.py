@@ -579,3 +579,40 @@ def test_a_chunk_short_of_the_share_earns_its_share_of_the_share():
     largest = brute_force(case.inputs)[1]
     assert _measure(progress, [(case, ChunkPlan(32, "ok"))], share=0.95).value == pytest.approx(32 / (0.95 * largest))
     assert _measure(progress, [(case, ChunkPlan(0, "starved"))], share=0.5).value == pytest.approx(64 / (0.5 * largest))
+
+
+def test_a_whole_rest_of_exactly_min_chunk_tokens_is_no_short_tail_in_the_verdicts():
+    """A short tail finishes the prompt below min_chunk_tokens; a whole rest of exactly
+    min_chunk_tokens is ok by the other clause (at least min_chunk_tokens) and weighs with
+    the plain ok probes. Called starved beside two right plain ones and a right tail: 2/3 of
+    the plain clause and all of the tail's, 5/6 (3/4 were it counted as a tail)."""
+    from grader.lessons.chunk_probes import verdicts
+    exact = _probe("exact-rest", 64, 16, 64, 64)
+    tail = _probe("tail", 40, 16, 64, 40)
+    m = _measure(verdicts, [(exact, ChunkPlan(0, "starved")), _right(_plain_ok(0)), _right(_plain_ok(1)), _right(tail)])
+    assert m.value == pytest.approx(5 / 6), m
+    assert "a chunk of 64 tokens fits" in m.feedback and "is at least min_chunk_tokens 64" in m.feedback, m.feedback
+
+
+def test_a_wrong_verdict_is_told_what_decides_the_right_one():
+    """Starved with not one page fitting, starved with a chunk below min_chunk_tokens, and
+    infeasible each say their own reason; only a plan that says infeasible is told what
+    infeasible means."""
+    from grader.lessons.chunk_probes import verdicts
+
+    def why(case, plan):
+        m = _measure(verdicts, [(case, plan)])
+        assert m.value == 0.0 and m.feedback.startswith("1 of 1 probes wrong; "), m.feedback
+        return m.feedback.split(": ", 1)[1]
+    nothing = _probe("nothing-fits", 500, 16, 64, 0)
+    assert why(nothing, ChunkPlan(16, "ok")) == ("said 'ok', expected 'starved': not even one page (16 tokens) "
+                                                 "fits next to the batch, nor the whole 500-token rest")
+    below = _probe("below-min", 500, 16, 64, 32)
+    assert why(below, ChunkPlan(32, "ok")) == ("said 'ok', expected 'starved': the largest chunk that fits is "
+                                               "32 tokens, below min_chunk_tokens 64, and does not finish the prompt")
+    over = why(_infeasible_probe("over"), ChunkPlan(0, "starved"))
+    assert over.startswith("said 'starved', expected 'infeasible': the decode-only step takes ") \
+        and over.endswith("no chunk can help"), over
+    told = "infeasible is a decode-only step over the budget"
+    assert told in why(below, ChunkPlan(0, "infeasible"))
+    assert told not in why(_plain_ok(0), ChunkPlan(0, "starved")) and told not in why(nothing, ChunkPlan(16, "ok"))
