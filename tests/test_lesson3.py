@@ -616,3 +616,11 @@ def test_a_wrong_verdict_is_told_what_decides_the_right_one():
     told = "infeasible is a decode-only step over the budget"
     assert told in why(below, ChunkPlan(0, "infeasible"))
     assert told not in why(_plain_ok(0), ChunkPlan(0, "starved")) and told not in why(nothing, ChunkPlan(16, "ok"))
+
+
+def test_an_unaligned_chunk_is_told_the_page_multiple_below_it():
+    from grader.lessons.chunk_probes import page_aligned
+    m = _measure(page_aligned, [(_plain_ok(0), ChunkPlan(100, "ok")), _right(_plain_ok(1))])
+    assert m.value == 0.5 and m.feedback.endswith(
+        "chunk of 100 tokens is not a multiple of page_tokens 16 and does not finish the prompt "
+        "(5000 left); round down to 96"), m.feedback
