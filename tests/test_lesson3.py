@@ -9,8 +9,11 @@ from dataclasses import replace
 import pytest
 
 from conftest import ROOT, SECRETS, SUBMISSIONS, full, grade, other_than, scores
+from grader.engine.cases import Case
+from grader.engine.checks import Answer, CheckContext
 from grader.engine.layout import find_course
 from grader.lessons import chunk_oracle, lesson3
+from grader.lessons.chunk_probes import page_aligned, progress, verdicts
 from grader.lessons.oracles import chunk_search
 from mutants import mutations, wrong_file
 from reference.shapes import ChunkContext, ChunkPlan, CostModel
@@ -497,7 +500,6 @@ def test_a_rule_that_yields_its_plan_is_told_of_the_yield_not_sent_for_a_tuple(t
 def _probe(name, rest, pt, min_chunk, largest):
     """A probe whose largest fitting candidate chunk is ``largest`` (0: not one page fits, nor
     the rest): the budget halfway between that chunk's step and the next candidate's."""
-    from grader.engine.cases import Case
     base = ChunkContext(0.0, CostModel(), (2048,) * 32, 4096, rest, pt, min_chunk)
     low = chunk_oracle.step_s(base, largest)
     high = chunk_oracle.step_s(base, min(rest, (largest // pt + 1) * pt)) if largest < rest else 2 * low
@@ -507,7 +509,6 @@ def _probe(name, rest, pt, min_chunk, largest):
 
 
 def _infeasible_probe(name):
-    from grader.engine.cases import Case
     base = ChunkContext(0.0, CostModel(), (2048,) * 32, 4096, 500, 16, 64)
     ctx = replace(base, gap_budget_s=chunk_oracle.step_s(base, 0) * 0.9)
     assert brute_force(ctx) == ("infeasible", 0)
@@ -517,7 +518,6 @@ def _infeasible_probe(name):
 def _measure(check, plans, **params):
     """A probe criterion measured in process on (case, plan) pairs, as if choose_chunk had
     answered each case with its plan."""
-    from grader.engine.checks import Answer, CheckContext
     cases = [case for case, _ in plans]
     answers = [Answer(case, value=plan) for case, plan in plans]
     return check(CheckContext(None, cases, memo={("plans", tuple(c.name for c in cases)): answers}), params)
@@ -538,7 +538,6 @@ def test_progress_weighs_as_a_clause_exactly_the_last_page_probes_the_floor_does
     less is short of the share and the worker's floor chunk is short of it too, weighs as a
     clause of its own in progress. One such probe answered with an impossible chunk beside
     three right plain ones: a clause of its own halves progress, one probe of four a quarter."""
-    from grader.lessons.chunk_probes import progress
     plain = [_right(_plain_ok(i)) for i in range(3)]
 
     def named(case, share=0.95):
@@ -574,7 +573,6 @@ def test_progress_weighs_as_a_clause_exactly_the_last_page_probes_the_floor_does
 def test_a_chunk_short_of_the_share_earns_its_share_of_the_share():
     """Progress pays a short chunk tokens / (share x largest): 32 tokens of a 64-token
     largest chunk are 32 / 60.8 of the credit, and a starved plan its floor chunk's share."""
-    from grader.lessons.chunk_probes import progress
     case = _plain_ok(0)
     largest = brute_force(case.inputs)[1]
     assert _measure(progress, [(case, ChunkPlan(32, "ok"))], share=0.95).value == pytest.approx(32 / (0.95 * largest))
@@ -586,7 +584,6 @@ def test_a_whole_rest_of_exactly_min_chunk_tokens_is_no_short_tail_in_the_verdic
     min_chunk_tokens is ok by the other clause (at least min_chunk_tokens) and weighs with
     the plain ok probes. Called starved beside two right plain ones and a right tail: 2/3 of
     the plain clause and all of the tail's, 5/6 (3/4 were it counted as a tail)."""
-    from grader.lessons.chunk_probes import verdicts
     exact = _probe("exact-rest", 64, 16, 64, 64)
     tail = _probe("tail", 40, 16, 64, 40)
     m = _measure(verdicts, [(exact, ChunkPlan(0, "starved")), _right(_plain_ok(0)), _right(_plain_ok(1)), _right(tail)])
@@ -598,8 +595,6 @@ def test_a_wrong_verdict_is_told_what_decides_the_right_one():
     """Starved with not one page fitting, starved with a chunk below min_chunk_tokens, and
     infeasible each say their own reason; only a plan that says infeasible is told what
     infeasible means."""
-    from grader.lessons.chunk_probes import verdicts
-
     def why(case, plan):
         m = _measure(verdicts, [(case, plan)])
         assert m.value == 0.0 and m.feedback.startswith("1 of 1 probes wrong; "), m.feedback
@@ -619,7 +614,6 @@ def test_a_wrong_verdict_is_told_what_decides_the_right_one():
 
 
 def test_an_unaligned_chunk_is_told_the_page_multiple_below_it():
-    from grader.lessons.chunk_probes import page_aligned
     m = _measure(page_aligned, [(_plain_ok(0), ChunkPlan(100, "ok")), _right(_plain_ok(1))])
     assert m.value == 0.5 and m.feedback.endswith(
         "chunk of 100 tokens is not a multiple of page_tokens 16 and does not finish the prompt "
