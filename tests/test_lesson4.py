@@ -63,9 +63,26 @@ def test_reference_full_marks_public_and_hidden(reference_grade):
     assert all(c["visibility"] == "public" for c in public.cases)
 
 
+# plain_correct.py with a key that escapes each field, the escape itself included, then joins
+# the fields with '|': the key search forges separators escaped while their escape is not, and
+# an encoding that escapes both keeps full marks.
+ESCAPED_KEY = (("""    h = hashlib.sha256()
+    for part in (scope, parent_key):
+        data = part.encode("utf-8")
+        h.update(len(data).to_bytes(8, "little") + data)
+    h.update(",".join(map(str, block_tokens)).encode())
+    return h.hexdigest()
+""", r"""    escaped = [f.replace("\\", "\\\\").replace("|", "\\|") for f in (scope, parent_key)]
+    text = "|".join((*escaped, ",".join(map(str, block_tokens))))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+"""),)
+
+
 @pytest.mark.parametrize("name", ["alt_correct", "plain_correct", "alt_table", "escaped_key"])
-def test_different_correct_solution_keeps_full_marks(name, secret):
-    report = grade("lesson4", L4 / f"{name}.py", "grade", secret)
+def test_different_correct_solution_keeps_full_marks(name, secret, tmp_path):
+    path = (mutants.write_mutant(L4 / "plain_correct.py", ESCAPED_KEY, tmp_path, name)
+            if name == "escaped_key" else L4 / f"{name}.py")
+    report = grade("lesson4", path, "grade", secret)
     assert report.score == report.max_score, [c.feedback for c in report.criteria if not c.passed]
 
 
