@@ -197,7 +197,7 @@ def _run_measure(ctx: CheckContext, needs: tuple, find, noun: str, happened=None
         # and at why it offered none when its answers were unusable (a set, a raise).
         because = ""
         if happened is _hit and not any(map(_published, outs)):
-            failed = next((o.failed("publishable") for o in outs if o.failed("publishable")), "")
+            failed = next(filter(None, (o.failed("publishable") for o in outs)), "")
             because = (" (your publishable offered the cache no page, so no lookup could hit"
                        + (f"; {failed}" if failed else "") + ")")
         return Measure(0.0, f"{HAPPENED[happened]}{because}, so the runs cannot show it: {noun}")
