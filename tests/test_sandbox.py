@@ -1141,3 +1141,70 @@ def test_a_function_whose_parameters_are_not_the_stubs_is_told_so():
             "with the arguments its stub declares"), r.detail
         r = b.call("g", 1, 2)                 # a TypeError of the learner's own line: no hint
         assert r.status == "raised" and "stub" not in r.detail and "(mine.py line 5)" in r.detail, r.detail
+
+
+LATER = textwrap.dedent('''
+    import datetime, os, threading, time
+
+    def clocks():
+        utc = datetime.timezone.utc
+        return [time.time(), time.time_ns() / 1e9, time.monotonic(), time.perf_counter(),
+                time.clock_gettime(time.CLOCK_REALTIME),
+                time.clock_gettime_ns(time.CLOCK_MONOTONIC) / 1e9,
+                datetime.datetime.now().timestamp(), datetime.datetime.now(utc).timestamp(),
+                datetime.datetime.today().timestamp(), time.mktime(time.localtime()),
+                time.mktime(time.strptime(time.ctime())),
+                time.mktime(time.strptime(time.asctime())),
+                time.mktime(time.strptime(time.strftime("%c"), "%c")),
+                datetime.datetime(*time.gmtime()[:6], tzinfo=utc).timestamp()]
+
+    def cpu_clock():
+        return time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)
+
+    def ids():
+        return [os.getpid(), os.getppid(), threading.get_native_id()]
+
+    def days():
+        # date.today() as days since 1970, and a datetime still a date, still subtracts
+        now = datetime.datetime.now()
+        return [(datetime.date.today() - datetime.date(1970, 1, 1)).days,
+                isinstance(now, datetime.date), (now - datetime.datetime(1970, 1, 1)).days]
+
+    def explicit():
+        return [time.gmtime(0).tm_year, time.localtime(86400 * 366).tm_year, time.ctime(0)[-4:],
+                time.strftime("%Y", time.gmtime(0)),
+                datetime.datetime.fromtimestamp(0, datetime.timezone.utc).year]
+''')
+
+
+def test_a_restarted_child_reads_later_clocks_and_other_process_ids(mode):
+    """A restarted child stands for the worker started again later: its wall and monotonic
+    clocks read ten years and more later and its process ids are others (under bwrap every
+    child has the same ids in its own PID namespace, and starts seconds after the one
+    before), so lesson 4 sees a key salted by either. The first child's clock is the real
+    one, a CPU clock is never moved, and a time given explicitly is not."""
+    later = 3753 * 86400 + 11849            # ten years, a quarter and 3 h 17 min 29 s
+    with Sandbox(LATER, "exercise.py", isolation=mode) as b:
+        runs = []
+        for start in range(3):
+            if start:
+                b.restart()
+            before = time.time()
+            got = {f: b.call(f) for f in ("clocks", "cpu_clock", "ids", "days", "explicit")}
+            after = time.time()
+            assert all(r.ok for r in got.values()), got
+            runs.append((before, after, {f: r.value for f, r in got.items()}))
+    for start, (before, after, got) in enumerate(runs):
+        wall = got["clocks"][:2] + got["clocks"][4:5] + got["clocks"][6:]
+        for i, t in enumerate(wall):
+            # Read with whole seconds where a format keeps only those.
+            assert before - 1 + start * later <= t <= after + 1 + start * later, (start, i, t)
+        assert got["cpu_clock"] < 60, got        # the child's own CPU time, never moved
+        assert got["days"][0] == got["days"][2] == int(got["clocks"][0] // 86400), got
+        assert got["days"][1] is True
+        assert got["explicit"] == [1970, 1971, "1970", "1970", 1970], got
+    monotonic = [got["clocks"][2] - start * later for start, (_, _, got) in enumerate(runs)]
+    assert max(monotonic) - min(monotonic) < 60, monotonic     # the same clock, moved
+    pids = [tuple(got["ids"]) for _, _, got in runs]
+    assert len({p[0] for p in pids}) == len({p[1] for p in pids}) == 3, pids
+    assert all(p[0] == p[2] for p in pids), pids    # the main thread's id is the process id

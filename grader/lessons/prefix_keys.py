@@ -73,9 +73,10 @@ def key_answers(ctx: CheckContext) -> dict:
         cases = list(seen.values())
         first = ask(ctx, "prefix_key", cases, lambda c: c.inputs, str)
         # Asked again in reverse order, here and in a second process (new module state, new
-        # str hash seed): a key that numbers inputs as it meets them is the same in a process
-        # asked in one order, and in a second process asked in that order too, but not in a
-        # worker process that meets the blocks in another.
+        # str hash seed, clocks that read later, other process ids): a key that numbers
+        # inputs as it meets them is the same in a process asked in one order, and in a
+        # second process asked in that order too, but not in a worker process that meets
+        # the blocks in another.
         again = ask(ctx, "prefix_key", cases[::-1], lambda c: c.inputs, str)[::-1]
         ctx.restart()
         other = ask(ctx, "prefix_key", cases[::-1], lambda c: c.inputs, str)[::-1]
@@ -241,9 +242,11 @@ def key_deterministic(ctx: CheckContext, params: dict) -> Measure:
             return f"in a second process: {other.problem}"
         if other.value != first.value:
             # The keys are not quoted: they change from run to run, and a report must not.
-            return ("gave one key in one process and another key in a second process: a key must "
-                    "be the same in every process (str hash(), for one, is salted per process, and a "
-                    "number given to each input as it is met depends on the order inputs come in)")
+            return ("gave one key in one process and another key in a second process: a key "
+                    "must be the same in every process, whenever it starts (str hash(), for one, "
+                    "is salted per process; the process id and the clock differ in a worker "
+                    "started later; and a number given to each input as it is met depends on "
+                    "the order inputs come in)")
         return ""
 
     answers = [Answer(case, got) for case, got in keys.values()]

@@ -9,8 +9,10 @@ UTF-8 JSON.
 
 Conversation:
   parent -> {"shapes_source", "submission", "filename", "workdir", "limits",
-             "require_confinement": bool, "cells": [[first line, cell number], ...]}
-            ("cells": a notebook's, for feedback's line numbers; absent for a .py file)
+             "require_confinement": bool, "cells": [[first line, cell number], ...],
+             "start": int}
+            ("cells": a notebook's, for feedback's line numbers; absent for a .py file;
+            "start": which child of its Sandbox this is, 0 for the first: another_process)
   child  -> {"isolation": [...], "lacks": "..."}   after hardening, before any learner code
             runs ("lacks": what confinement is missing, "" when none); or, when confinement
             was required and is missing, {"isolation": [...], "refused": "..."} and it exits
@@ -886,6 +888,85 @@ def display(*objs, **kwargs):
     print(*objs)
 
 
+# A restarted child stands for the worker coming back later as another process: its
+# clocks read later and its process ids otherwise. Under bwrap every child has its own PID
+# namespace (the same ids each time) and starts seconds after the one before, so without
+# this a key salted by the pid or the hour was the same in both of lesson 4's processes.
+# What the file is told, not a confinement: a file could read the kernel's clock another
+# way, but a salt only ever costs its own grade, so nothing is gained by seeing through it.
+LATER_S = 3753 * 86400 + 11849      # ten years, a quarter and 3 h 17 min 29 s per start
+OTHER_IDS = 7919                    # added to every process id per start
+CPU_CLOCKS = ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID")
+
+
+def another_process(start):
+    """From the ``start``-th child (0 for the first) on, the clocks and ids learner code
+    reads through the standard library are moved by ``start`` steps."""
+    if type(start) is not int or start <= 0:
+        return
+    import datetime
+    import threading
+    import time
+    later, ids = start * LATER_S, start * OTHER_IDS
+    t = {name: getattr(time, name) for name in (
+        "time", "time_ns", "localtime", "gmtime", "ctime", "asctime", "strftime", "monotonic",
+        "monotonic_ns", "perf_counter", "perf_counter_ns", "clock_gettime", "clock_gettime_ns")}
+    cpu = {getattr(time, n) for n in CPU_CLOCKS if hasattr(time, n)}
+
+    def now(secs=None):
+        return t["time"]() + later if secs is None else secs
+
+    time.time = lambda: t["time"]() + later
+    time.time_ns = lambda: t["time_ns"]() + later * 10**9
+    time.localtime = lambda secs=None: t["localtime"](now(secs))
+    time.gmtime = lambda secs=None: t["gmtime"](now(secs))
+    time.ctime = lambda secs=None: t["ctime"](now(secs))
+    time.asctime = lambda tm=None: t["asctime"](time.localtime() if tm is None else tm)
+    time.strftime = lambda fmt, tm=None: t["strftime"](fmt, time.localtime() if tm is None else tm)
+    time.monotonic = lambda: t["monotonic"]() + later
+    time.monotonic_ns = lambda: t["monotonic_ns"]() + later * 10**9
+    time.perf_counter = lambda: t["perf_counter"]() + later
+    time.perf_counter_ns = lambda: t["perf_counter_ns"]() + later * 10**9
+    time.clock_gettime = lambda clk: t["clock_gettime"](clk) + (0 if clk in cpu else later)
+    time.clock_gettime_ns = lambda clk: (t["clock_gettime_ns"](clk)
+                                         + (0 if clk in cpu else later * 10**9))
+
+    class Date(datetime.date):
+        __slots__ = ()
+
+        @classmethod
+        def today(cls):
+            return cls.fromtimestamp(time.time())
+
+    class Datetime(datetime.datetime, Date):
+        __slots__ = ()
+
+        @classmethod
+        def now(cls, tz=None):
+            return cls.fromtimestamp(time.time(), tz)
+
+        @classmethod
+        def utcnow(cls):
+            return cls.utcfromtimestamp(time.time())
+
+        @classmethod
+        def today(cls):
+            return cls.fromtimestamp(time.time())
+
+    for cls, name in ((Date, "date"), (Datetime, "datetime")):
+        cls.__name__ = cls.__qualname__ = name
+        cls.__module__ = "datetime"
+        setattr(datetime, name, cls)
+    for name in ("getpid", "getppid", "getpgrp"):
+        real = getattr(os, name)
+        setattr(os, name, lambda real=real: real() + ids)
+    for name in ("getpgid", "getsid"):
+        real = getattr(os, name)
+        setattr(os, name, lambda pid, real=real: real(pid - ids if pid else 0) + ids)
+    native = threading.get_native_id
+    threading.get_native_id = lambda: native() + ids
+
+
 def load_submission(source, filename):
     module = types.ModuleType("exercise")
     module.__file__ = filename
@@ -980,6 +1061,7 @@ def main(argv):
 
     capture = Capture(limits.get("stdout_keep", 4096))
     sys.stdout = sys.stderr = capture
+    another_process(setup.get("start"))
     module, error = load_submission(setup["submission"], filename)
     loaded = {"loaded": error is None, "stdout": take(capture)[:send_chars]}
     if error is not None:

@@ -17,7 +17,8 @@ The wire protocol (two pipes; a frame is a 4-byte big-endian length, then that m
 of UTF-8 JSON; at most MAX_FRAME bytes, and a child's frames past ANSWER_FREE bytes draw
 on the submission's ANSWER_ALLOWANCE):
   grader -> child  {"shapes_source", "submission", "filename", "workdir", "limits",
-                    "require_confinement": bool, "cells": [[first line, cell number], ...]}
+                    "require_confinement": bool, "cells": [[first line, cell number], ...],
+                    "start": this child's number, 0 for a Sandbox's first}
   child -> grader  {"isolation": [layers...], "lacks": "..."}    hardened, nothing of the
                    learner's has run; "lacks" names what confinement is missing ("" none).
                    With require_confinement and something missing, instead
@@ -467,7 +468,8 @@ class Sandbox:
 
     def restart(self) -> None:
         """End the child; the next call loads the submission in a fresh process (new module
-        state, the next str hash seed: child_env), charged to the same run budget."""
+        state, the next str hash seed: child_env; clocks that read later and other process
+        ids: child.py's another_process), charged to the same run budget."""
         self._kill()
 
     def close(self) -> None:
@@ -536,6 +538,9 @@ class Sandbox:
             self._child.send({"shapes_source": SHAPES_SOURCE, "submission": self._source,
                               "filename": self._filename, "workdir": plan.workdir or host_dir,
                               "limits": self._limits, "cells": self._cells,
+                              # Which start this is: a restarted child's clocks read later
+                              # and its process ids otherwise (child.py: another_process).
+                              "start": self._starts - 1,
                               # Under bwrap the empty root is the confinement itself.
                               "require_confinement": self._require and not plan.wrapped},
                              self._loading + self.load_timeout_s)
