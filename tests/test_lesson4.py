@@ -200,10 +200,6 @@ HIDDEN_MAY_ALSO = {
     # prefix is lost to the requests after it: where a drawn scenario reuses that prefix
     # enough, the prefix hits fall below the target too.
     "publish_unwritten": {"run-hit-rate"},
-    # Pages released at the cancel, under the step still using them, go back to the pool
-    # early and leave the cache with their hits: a drawn scenario can lose a twentieth of the
-    # oracle's hits that way (secret 8401c9d983ccf07a: bursts, 1152 of 1221).
-    "release_at_cancel": {"run-hit-rate"},
 }
 
 
@@ -219,16 +215,64 @@ def test_hidden_cases_alone_catch_the_mistake(name, tmp_path, secret):
     assert all(c["visibility"] == "hidden" for c in report.cases)
 
 
-def test_hits_lost_to_an_early_release_say_so(tmp_path):
-    """A table that releases at the cancel loses hits on a drawn scenario; the hit rate's
-    feedback names the release, not only keys and publishing (which are right here)."""
+# Publishes every third full written page: keys right, hits lost to publishing.
+EVERY_THIRD_PAGE = (("""def publishable(pages):
+    return tuple(p.index for p in pages if p.prompt_tokens == p.page_tokens
+                 and p.written_tokens >= p.page_tokens and not p.published)
+""", """def publishable(pages):
+    return tuple(p.index for p in pages if p.prompt_tokens == p.page_tokens
+                 and p.written_tokens >= p.page_tokens and not p.published and p.index % 3 == 0)
+"""),)
+
+
+def _hits_in_process(scenario, module, functions) -> int:
+    """The scenario's prefix hits with ``functions`` of ``module`` called in this process
+    (the worker's own keys and publishing for those not named): no sandbox, no table read."""
+    run = scenario.run(lesson_policy({f: getattr(module, f) for f in functions}, scenario.sheet))
+    hits = run.series["prefix_hits"]
+    return int(hits[-1]) if len(hits) else 0
+
+
+def test_hits_are_judged_under_the_learners_own_table(tmp_path):
+    """The oracle's hits are the reference's run, fence included. A table that releases at
+    the cancel gives other pages back, and a drawn scenario then has fewer hits to find with
+    right keys (secret 8401c9d983ccf07a: bursts, 1152 of 1221): that lost run-hit-rate, the
+    table's mistake charged to keys and publishing. Keys and publishing are now judged against
+    exact ones under the learner's table where that finds fewer."""
     course = find_course(str(ROOT))
     hidden = lesson4.hidden_cases(bytes.fromhex("8401c9d983ccf07a"), course)
-    report = grade_submission("lesson4", load_submission(wrong_file("release_at_cancel", tmp_path)), course,
-                              mode="grade", cases=hidden)
+    early = wrong_file("release_at_cancel", tmp_path)
+    report = grade_submission("lesson4", load_submission(early), course, mode="grade", cases=hidden)
     hit = next(c for c in report.criteria if c.id == "run-hit-rate")
-    assert not hit.passed, hit.feedback
-    assert "this run also released pages before the step using them completed" in hit.feedback, hit.feedback
+    assert hit.score == hit.max_score, hit.feedback
+    # Keys right under any table find what exact keys find under it: the same run.
+    early_mod, right = _module("release_at_cancel", tmp_path), _module("plain_correct", tmp_path)
+    scenarios = [c for c in hidden if c.family == "scenario"]
+    for c in scenarios:
+        assert (_hits_in_process(c.inputs, early_mod, ("on_event", "prefix_key", "publishable"))
+                == _hits_in_process(c.inputs, early_mod, ("on_event",))), c.name
+    # With publishing wrong as well, the criterion names both figures on a scenario where the
+    # table left fewer hits than the oracle's run, and pays hits over the table's.
+    both = mutants.write_mutant(SUBMISSIONS / "lesson4" / "plain_correct.py",
+                                tuple(mutants.mutations("lesson4")["release_at_cancel"]) + EVERY_THIRD_PAGE,
+                                tmp_path, "both")
+    both_mod = importlib.util.module_from_spec(importlib.util.spec_from_file_location("l4_both", both))
+    both_mod.__spec__.loader.exec_module(both_mod)
+    trio = ("on_event", "prefix_key", "publishable")
+    fewer = [c for c in scenarios if _hits_in_process(c.inputs, early_mod, ("on_event",))
+             < _hits_in_process(c.inputs, right, trio)]
+    assert fewer, "no drawn scenario where releasing at the cancel leaves fewer hits"
+    for c in fewer:
+        got = _hits_in_process(c.inputs, both_mod, trio)
+        table = _hits_in_process(c.inputs, early_mod, ("on_event",))
+        want = _hits_in_process(c.inputs, right, trio)
+        report = grade_submission("lesson4", load_submission(both), course, mode="grade", cases=[c])
+        hit = next(x for x in report.criteria if x.id == "run-hit-rate")
+        assert hit.feedback.startswith(
+            f"{c.where}: {got} prefix hits in scope and in place; under your on_event the worker's "
+            f"exact keys and publishing found {table} (the oracle's run, which releases at the "
+            f"fence, {want}) ({got / table:.0%}; at least 95% is the target)"), hit.feedback
+        assert "released pages before the step" not in hit.feedback
 
 
 def test_a_key_numbered_as_met_is_caught_on_the_probes_alone(tmp_path):

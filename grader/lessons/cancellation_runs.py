@@ -11,6 +11,7 @@ baselines; its prefix hits are a figure, recorded in the learner edition.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, check
@@ -28,6 +29,7 @@ class LearnerRun:
     run: Run
     log: CallLog
     published: int = 0     # pages the learner's publishable offered the cache in this run
+    table: Callable | None = None    # the learner's on_event as read (a table: no more calls)
 
     def failed(self, function: str) -> str:
         """Why calls of ``function`` failed (raised, timed out, wrong type), or "".
@@ -51,7 +53,8 @@ def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
 
 def _learner_run(sandbox, case: Case) -> LearnerRun:
     s, log = case.inputs, CallLog()
-    policy = lesson_policy(learner_decisions(sandbox, FUNCTIONS, log), s.sheet)
+    decisions = learner_decisions(sandbox, FUNCTIONS, log)
+    policy = lesson_policy(decisions, s.sheet)
     published = [0]
 
     def publishable(pages):
@@ -61,7 +64,7 @@ def _learner_run(sandbox, case: Case) -> LearnerRun:
             published[0] += len(set(chosen))
         return chosen
     run = s.run(policy.with_(publishable=publishable))
-    return LearnerRun(run, log, published[0])
+    return LearnerRun(run, log, published[0], decisions["on_event"])
 
 
 def oracle_hits(case: Case) -> int:
@@ -70,6 +73,17 @@ def oracle_hits(case: Case) -> int:
     return figures("lesson4-oracle-hits", case.digest,
                    lambda: prefix_hits(s.run(lesson_policy(reference_decisions("lesson4"), s.sheet))),
                    needs=(solution("lesson4"),), persist=case.visibility == "public")
+
+
+def table_hits(ctx: CheckContext, case: Case, out: LearnerRun) -> int:
+    """The prefix hits the scenario gives under the learner's own on_event, with the worker's
+    exact keys and publishing rule (the course baseline's, not an answer): what keys and
+    publishing could have found had the table's releases been the learner's own."""
+    memo = ("table-hits", case.name)
+    if memo not in ctx.memo:
+        s = case.inputs
+        ctx.memo[memo] = prefix_hits(s.run(lesson_policy({"on_event": out.table}, s.sheet)))
+    return ctx.memo[memo]
 
 
 def hits_in_place(run: Run) -> int:
@@ -256,22 +270,31 @@ def run_hit_rate(ctx: CheckContext, params: dict) -> Measure:
             return Measure(0.0, f"{_where(case)}: {idle}", (case.cite,))
         # Only a hit in scope and in place is a hit: a key that merges everything hits a lot.
         got, want = hits_in_place(out.run), oracle_hits(case)
-        share = min(1.0, got / want) if want else 1.0
+        share, table = (min(1.0, got / want) if want else 1.0), None
+        if share < HIT_SHARE:
+            # The oracle's hits are the reference's run, fence included: a table that
+            # releases otherwise (early, late, never) changes which pages stay to be hit.
+            # That is the table's mistake, graded by its own criteria: here keys and
+            # publishing are judged against what exact ones found under the learner's table,
+            # where that is fewer (a table that leaves nothing to hit judges nothing: the
+            # reference's run stays the measure).
+            table = table_hits(ctx, case, out)
+            if 0 < table < want:
+                share = min(1.0, got / table)
         if worst is None or share < worst[0]:
-            worst = (share, case, got, want)
-    share, case, got, want = worst
-    words = (f"{_where(case)}: {got} prefix hits in scope and in place, the oracle's keys found {want} "
-             f"({share:.0%}; at least {HIT_SHARE:.0%} is the target)")
+            worst = (share, case, got, want, table)
+    share, case, got, want, table = worst
+    if table is not None and 0 < table < want:
+        words = (f"{_where(case)}: {got} prefix hits in scope and in place; under your on_event "
+                 f"the worker's exact keys and publishing found {table} (the oracle's run, which "
+                 f"releases at the fence, {want})")
+    else:
+        words = f"{_where(case)}: {got} prefix hits in scope and in place, the oracle's keys found {want}"
+    words += f" ({share:.0%}; at least {HIT_SHARE:.0%} is the target)"
     if share < HIT_SHARE:
         run = learner_run(ctx, case).run
         words += ("; requests of one scope with the same prompt prefix must get the same keys, "
                   "and every full written page must be published")
-        if early_releases(run) or _faults(run, ("use_after_free",)):
-            # The oracle's hits are the reference's run, fence included: pages released
-            # under a step go back to the pool early, and the hits they held go with them.
-            words += ("; this run also released pages before the step using them completed "
-                      "(run-no-use-after-free): those pages left the cache early, and the hits "
-                      "they would have given with them")
         unusable = next((v.detail for v in run.violations
                          if v.kind == "invalid_decision" and not v.detail.startswith("on_event")), "")
         if unusable:
