@@ -1324,3 +1324,29 @@ def test_a_long_text_cut_short_keeps_the_quote_it_opens_with():
     assert show_input((scope, "", (1,))) == 'prefix_key("it\'s a very long..." (46 characters), \'\', (1,))'
     # Both quotes in it: written in ' as before, each ' inside escaped.
     assert show_input(("s", "a'b\"c" * 9, (1,))) == "prefix_key('s', 'a\\'b\"ca\\'b\"ca\\'b\"ca...' (45 characters), (1,))"
+
+
+@pytest.mark.parametrize("got, want, table, share, asked", [
+    (990, 1000, 500, 0.99, False),      # at the target: the table's run is not made
+    (900, 1000, 950, 900 / 950, True),  # the table left fewer: hits over the table's
+    (900, 1000, 1200, 0.9, True),       # the table left more: the oracle's run stays
+    (900, 1000, 0, 0.9, True),          # nothing to hit under the table: the oracle's run stays
+])
+def test_the_hit_rate_takes_the_tables_run_only_below_the_target_and_only_when_fewer(
+        monkeypatch, got, want, table, share, asked):
+    from types import SimpleNamespace
+    from grader.engine.cases import Case
+    from grader.engine.learner_policy import CallLog
+    from grader.lessons import cancellation_runs as runs
+    case = Case("scenario", "s", "public", SimpleNamespace(), "s")
+    made = []
+    monkeypatch.setattr(runs, "learner_run", lambda ctx, c: runs.LearnerRun(
+        SimpleNamespace(violations=()), CallLog(), 1))
+    monkeypatch.setattr(runs, "served", lambda run: "")
+    monkeypatch.setattr(runs, "hits_in_place", lambda run: got)
+    monkeypatch.setattr(runs, "oracle_hits", lambda c: want)
+    monkeypatch.setattr(runs, "table_hits", lambda ctx, c, out: made.append(c) or table)
+    m = runs.run_hit_rate(CheckContext(None, [case]), {})
+    assert m.value == pytest.approx(share) and bool(made) == asked, m
+    named = f"under your on_event the worker's exact keys and publishing found {table} " in m.feedback
+    assert named == (asked and 0 < table < want), m.feedback
