@@ -669,3 +669,33 @@ def test_citing_the_whole_index_demonstrates_nothing(tmp_path, practice):
                         "fix": fix}, 1)
     assert half.demonstrated and not half.sound and not fewer.demonstrated
     assert fewer.why.startswith(f"only 1 of the 3 items you cite for {fault.id} show {fault.mechanism}")
+
+
+def test_fixes_that_leave_the_regressed_release_running_as_it_did_earn_no_replay(tmp_path, practice):
+    """Every root cause found, with its evidence, but each fix restating a value R42 already
+    runs or reverting a knob no rule reads (p1's harmless fixed_tokens, under the budget
+    rule, and the gate's noise_k), beside the last good release's own sheet: the sheet
+    ships, and the diagnosis fixes nothing. One real fix among them is a fix (the sheet may
+    change more: missed_cause)."""
+    p1 = practice["p1"]
+    harmless = [c for c in p1.changes if not c.mechanism]
+    assert {p for c in harmless for p, _, _ in c.diff} == {"chunk_rule.fixed_tokens", "release_criteria.rule.noise_k"}
+    assert p1.release["chunk_rule"]["rule"] != "fixed"
+    right = reference_diagnosis(p1)
+    reverts = [nested((p, was) for p, was, _ in c.diff) for c in harmless]
+    restated = {"chunk_rule": {"min_chunk_tokens": p1.release["chunk_rule"]["min_chunk_tokens"]}}
+    fixes = [reverts[n % len(reverts)] if n % 2 else restated for n in range(len(right["causes"]))]
+    last_good = copy.deepcopy(dict(p1.baseline))
+    last_good["change_record"] = reference_sheet(p1)["change_record"]
+    noop = {"incident": "p1", "causes": [dict(c, fix=copy.deepcopy(f)) for c, f in zip(right["causes"], fixes)]}
+    report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(noop), sheet=yaml.safe_dump(last_good)))
+    assert lost(report) == {"fix-replayed": 2.0}, {c.id: c.feedback for c in report.criteria}
+    fix = next(c for c in report.criteria if c.id == "fix-replayed")
+    assert "leave R42 running as it did" in fix.feedback
+    assert not any(c.fault in fix.feedback for c in p1.faults)
+    # One cause's own fix among the others' no-ops is a fix the replay judges.
+    one = copy.deepcopy(noop)
+    one["causes"][0]["fix"] = right["causes"][0]["fix"]
+    report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(one), sheet=yaml.safe_dump(last_good),
+                                     name="one"))
+    assert lost(report) == {}, {c.id: c.feedback for c in report.criteria}

@@ -28,7 +28,8 @@ show the mechanism named; evidence that shows a mechanism but nothing that ties 
 change), in the same words whether the change is harmless or its mechanism is another,
 and precision as a count.
 - replay: with a cause found (nothing found, nothing to replay: the bundle's R41 sheet ships
-  against R42 whatever the diagnosis), the fixed sheet carries every stated fix, and
+  against R42 whatever the diagnosis), the fixed sheet carries every stated fix, the fixes of
+  the causes found change what R42 runs (fixes that restate it are none), and
   replayed on the incident's replay seeds it ships against the regressed release under
   lesson 5's rule, with no class regressing against the last good release and no
   violation above its count.
@@ -37,6 +38,7 @@ and precision as a count.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -44,9 +46,9 @@ from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, check, not_checked_here
 from grader.engine.oracle import OracleMissing
 from grader.course.incident import (NEXT, PREVIOUS, RELEASE, Incident, fix_neighbourhood, incidents_key,
-                                    judge_fix, practice_incidents, regression, student_incident)
-from grader.course.sheet import (POLICY_SECTIONS, WHOLE_FILE, Problem, get_path, read_yaml, schema_path,
-                                 schema_problems, short, validate_sheet, with_lines)
+                                    judge_fix, practice_incidents, regression, set_path, student_incident)
+from grader.course.sheet import (POLICY_SECTIONS, WHOLE_FILE, Problem, get_path, policy_sheet, read_yaml,
+                                 schema_path, schema_problems, short, validate_sheet, with_lines)
 
 SUBMISSION = "folder"
 FILES = ("diagnosis.yaml", "design_sheet.yaml")
@@ -324,6 +326,19 @@ def _leaves(fix: dict, prefix: str = ""):
             yield path, v
 
 
+def _changes_the_run(release, causes) -> bool:
+    """Whether the regressed release with these causes' fixes applied runs another design
+    (its knobs differ: words, the gate and knobs no rule reads do not change a run)."""
+    fixed = copy.deepcopy(dict(release))
+    for cause in causes:
+        for path, value in _leaves(cause["fix"]):
+            try:
+                set_path(fixed, path, value)
+            except (LookupError, ValueError, TypeError):
+                return True         # a place the release has no room for: not a value it runs already
+    return policy_sheet(fixed) != policy_sheet(release)
+
+
 @check("lesson6.replay")
 def replay_fix(ctx: CheckContext, params: dict) -> Measure:
     sheet, why = _sheet(ctx)
@@ -353,6 +368,15 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
                 return Measure(0.0, f"your diagnosis fixes {cause['change']} with {path}: {short(value)}, but "
                                     f"design_sheet.yaml has {short(have)}: the sheet you ship must carry your fixes")
     incident = _incident(ctx)
+    found = [cause for cause, claim in zip(handed.diagnosis["causes"], claims) if claim.demonstrated]
+    if not _changes_the_run(incident.release, found):
+        # A fix that leaves the regressed release running as it did fixes nothing, however
+        # well the sheet beside it does: the bundle's R41 sheet ships beside fixes that
+        # restate R42's own values, or revert a knob the service does not read.
+        return Measure(0.0, f"your diagnosis's fixes of the causes it finds leave {RELEASE} running as it "
+                            f"did ({RELEASE} with them replays as {RELEASE}): the replay judges the fix of the "
+                            "causes you found, so state each one as the design-sheet values that change "
+                            "what the service runs")
     try:
         verdict = judge_fix(incident, sheet)
     except OracleMissing:
