@@ -243,6 +243,26 @@ def test_a_fix_the_edition_cannot_judge_says_how_to_replay_it(release, tmp_path)
             "<your bundle>/sheets/R42.yaml") in fix["feedback"], fix["feedback"]
 
 
+def test_a_rollback_rule_under_a_rule_the_edition_has_not_recorded_is_not_checked_here(release, tmp_path):
+    """The rollback conditions are judged under the new release's own release_criteria.rule:
+    the edition holds them under R41's and R42's rules (the reference answer keeps R42's),
+    and says n/a for another, and the rest of the grade stands."""
+    out, _ = release
+    folder = tmp_path / "mine"
+    shutil.copytree(SOLUTIONS / "lesson6", folder)
+    sheet = folder / "design_sheet.yaml"
+    text = sheet.read_text(encoding="utf-8")
+    tuned = re.sub(r"(?m)^    max_class_drop: 0\.05$", "    max_class_drop: 0.07", text, count=1)
+    assert tuned != text
+    sheet.write_text(tuned, encoding="utf-8")
+    p = in_release(out, "check", "lesson6", str(folder), "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    criteria = {c["id"]: c for c in json.loads(p.stdout)["criteria"]}
+    assert criteria["rollback-rule"]["checked"] is False, criteria["rollback-rule"]
+    assert "under the release rules of R41 and R42" in criteria["rollback-rule"]["feedback"]
+    assert all(c["checked"] and c["score"] == c["max_score"] for k, c in criteria.items() if k != "rollback-rule")
+
+
 def test_instructor_commands_are_not_in_the_release_and_the_rest_is(release):
     out, _ = release
     p = in_release(out, "--help")

@@ -699,3 +699,25 @@ def test_fixes_that_leave_the_regressed_release_running_as_it_did_earn_no_replay
     report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(one), sheet=yaml.safe_dump(last_good),
                                      name="one"))
     assert lost(report) == {}, {c.id: c.feedback for c in report.criteria}
+
+
+
+@pytest.mark.parametrize("rule,when", [({"max_class_drop": 1.0}, "class_drop"),
+                                       ({"noise_k": 100.0}, "goodput_fell_beyond_band")],
+                         ids=["class-drop-never", "band-never"])
+def test_a_rollback_condition_is_judged_under_the_new_releases_own_rule(tmp_path, practice, rule, when):
+    """R43 rolls back on one condition R42 met under R41's rule, but its own
+    release_criteria.rule sets that condition's threshold where nothing reaches it: the rule
+    it states never fires. The same condition under the rule it kept still pays."""
+    p1 = practice["p1"]
+    sheet = reference_sheet(p1)
+    sheet["change_record"][-1]["rollback"]["when"] = [when]
+    kept = grade("lesson6", folder(tmp_path, sheet=yaml.safe_dump(sheet), name="kept"))
+    assert lost(kept) == {}, {c.id: c.feedback for c in kept.criteria}
+    sheet["release_criteria"]["rule"].update(rule)
+    report = grade("lesson6", folder(tmp_path, sheet=yaml.safe_dump(sheet)))
+    assert lost(report) == {"rollback-rule": 1.0}, {c.id: c.feedback for c in report.criteria}
+    said = next(c.feedback for c in report.criteria if c.id == "rollback-rule")
+    assert said.startswith(f"your rollback conditions ({when}) would not have rolled R42 back under the "
+                           "thresholds of your release_criteria.rule; under them this incident meets: "), said
+    assert when not in said.split("meets: ", 1)[1]

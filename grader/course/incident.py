@@ -448,12 +448,14 @@ def _judge_fix(incident: Incident, sheet: Mapping) -> FixVerdict:
     return FixVerdict(tuple(problems), decision)
 
 
-def regression(incident: Incident) -> dict[str, bool]:
-    """Which rollback conditions R41 -> R42 meets on the replay seeds."""
-    return figures("lesson6-regression", incident.digest(),
+def regression(incident: Incident, rule: ReleaseRule | None = None) -> dict[str, bool]:
+    """Which rollback conditions R41 -> R42 meets on the replay seeds, under a release rule's
+    thresholds (R41's when none is given: the rule a release that rolls back states its own)."""
+    rule = rule or incident.rule
+    key = incident.digest() if rule == incident.rule else digest_of([incident.digest(), rule])
+    return figures("lesson6-regression", key,
                    lambda: rollback_conditions(incident.replay(incident.baseline, name=PREVIOUS),
-                                               incident.replay(incident.release, name=RELEASE),
-                                               incident.rule),
+                                               incident.replay(incident.release, name=RELEASE), rule),
                    needs=NEEDS, persist=False)
 
 

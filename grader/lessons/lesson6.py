@@ -34,7 +34,8 @@ and precision as a count.
   lesson 5's rule, with no class regressing against the last good release and no
   violation above its count.
 - rollback: the new release states a rollback rule: back to the last good release, on a
-  condition this incident meets, with a gate that judges every token's deadline.
+  condition this incident meets under the release's own rule (its thresholds), with a gate
+  that judges every token's deadline.
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ from grader.course.incident import (NEXT, PREVIOUS, RELEASE, Incident, fix_neigh
                                     judge_fix, practice_incidents, regression, set_path, student_incident)
 from grader.course.sheet import (POLICY_SECTIONS, WHOLE_FILE, Problem, get_path, policy_sheet, read_yaml,
                                  schema_path, schema_problems, short, validate_sheet, with_lines)
+from grader.course.trials import rule_from
 
 SUBMISSION = "folder"
 FILES = ("diagnosis.yaml", "design_sheet.yaml")
@@ -114,10 +116,14 @@ class StudentIncidents:
 
 def record_more(course) -> None:
     """What the learner edition records beyond grading the known submissions: the verdict
-    of every fix of a public incident that reverts some of its changes and keeps the rest."""
+    of every fix of a public incident that reverts some of its changes and keeps the rest,
+    and the rollback conditions R42 meets under each release rule of the incident."""
     for case in public_cases(course):
         for sheet in fix_neighbourhood(case.inputs):
             judge_fix(case.inputs, sheet)
+        # A new release keeps the rule of R41 or of R42 (R42 may have changed it harmlessly).
+        for sheet in (case.inputs.baseline, case.inputs.release):
+            regression(case.inputs, rule_from(sheet["release_criteria"]["rule"], "release_criteria.rule"))
 
 
 def public_cases(course) -> list[Case]:
@@ -412,11 +418,23 @@ def rollback(ctx: CheckContext, params: dict) -> Measure:
         bad = "the release that regressed" if rule["to"] == RELEASE else "not the last good release"
         return Measure(0.0, f"release {last['release']} rolls back to {rule['to']}, {bad}; the last good "
                             f"release is {PREVIOUS}")
-    fired = regression(_incident(ctx))
+    # The conditions are judged under the thresholds the new release states
+    # (release_criteria.rule): "roll back on class_drop" beside max_class_drop: 1.0 is a rule
+    # that never fires, whatever R42 did.
+    incident = _incident(ctx)
+    own = rule_from(sheet["release_criteria"]["rule"], "design_sheet.yaml: release_criteria.rule")
+    try:
+        fired = regression(incident, own)
+    except OracleMissing:
+        return not_checked_here(
+            "not checked here: this edition judges the rollback conditions under the release rules of "
+            f"{PREVIOUS} and {RELEASE}, and your release_criteria.rule is another; the replays it needs "
+            "are the reference worker's, which your instructor's grade has")
     if not any(fired.get(w) for w in rule["when"]):
         met = ", ".join(k for k, v in fired.items() if v) or "none"
+        under = "" if own == incident.rule else " under the thresholds of your release_criteria.rule"
         return Measure(0.0, f"your rollback conditions ({', '.join(rule['when'])}) would not have rolled "
-                            f"{RELEASE} back; this incident meets: {met}")
+                            f"{RELEASE} back{under}; {'under them ' if under else ''}this incident meets: {met}")
     if get_path(sheet, "release_criteria.qualification.token_deadline") != "largest_gap":
         return Measure(0.0, "your release gate judges token deadlines by the average time per token, "
                             "which hides stalls: a rollback rule on it cannot see them (token_deadline: "
