@@ -701,7 +701,6 @@ def test_fixes_that_leave_the_regressed_release_running_as_it_did_earn_no_replay
     assert lost(report) == {}, {c.id: c.feedback for c in report.criteria}
 
 
-
 @pytest.mark.parametrize("rule,when", [({"max_class_drop": 1.0}, "class_drop"),
                                        ({"noise_k": 100.0}, "goodput_fell_beyond_band")],
                          ids=["class-drop-never", "band-never"])
@@ -721,3 +720,36 @@ def test_a_rollback_condition_is_judged_under_the_new_releases_own_rule(tmp_path
     assert said.startswith(f"your rollback conditions ({when}) would not have rolled R42 back under the "
                            "thresholds of your release_criteria.rule; under them this incident meets: "), said
     assert when not in said.split("meets: ", 1)[1]
+
+
+@pytest.mark.parametrize("said", ["P2", "p2 ", "\uff50\uff12"], ids=["upper", "space", "full-width"])
+def test_the_practice_incident_is_found_however_its_id_is_typed(tmp_path, practice, said):
+    """p2's right answer under `incident: P2` was graded as a diagnosis of p1: every item
+    read against the wrong bundle, 1 of 10."""
+    answer = write_answer(practice["p2"], tmp_path / "p2")
+    text = (answer / "diagnosis.yaml").read_text()
+    assert "incident: p2\n" in text
+    (answer / "diagnosis.yaml").write_text(text.replace("incident: p2\n", f"incident: {json.dumps(said)}\n"))
+    report = grade("lesson6", answer)
+    assert scores(report) == ALL, {c.id: c.feedback for c in report.criteria}
+    assert {c["name"] for c in report.cases} == {"p1", "p2"}
+
+
+@pytest.mark.parametrize("fix,sheet_has", [
+    ({"admission_ledger": {"inactive_hitz": "consume"}}, "has no admission_ledger.inactive_hitz"),
+    ({"admission_ledger": {"inactive_hits": "consume", "prefix_cache": "true"}},
+     "prefix_cache: a string 'true', but design_sheet.yaml has a boolean true"),
+    ({"admission_ledger": {"inactive_hits": "consume"}, "chunk_rule": {"gap_budget_s": "1e-1"}},
+     "gap_budget_s: a string '1e-1' (YAML reads 1e-1 as text; as a number write 0.1), but "
+     "design_sheet.yaml has a number 0.1"),
+], ids=["absent", "bool-as-text", "number-as-text"])
+def test_a_fix_the_sheet_does_not_carry_is_said_in_yamls_words(tmp_path, fix, sheet_has):
+    """The sheet's missing key read as if it held the words '(absent)', and a string 'true'
+    beside the boolean read as 'true' against 'True'."""
+    right = yaml.safe_load((REFERENCE / "diagnosis.yaml").read_text())
+    assert right["causes"][0]["fix"] == {"admission_ledger": {"inactive_hits": "consume"}}
+    right["causes"][0]["fix"] = fix
+    report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(right)))
+    said = next(c.feedback for c in report.criteria if c.id == "fix-replayed")
+    assert sheet_has in said and said.endswith("the sheet you ship must carry your fixes"), said
+    assert "(absent)" not in said and "True" not in said

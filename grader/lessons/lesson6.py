@@ -40,6 +40,7 @@ and precision as a count.
 from __future__ import annotations
 
 import copy
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -51,6 +52,7 @@ from grader.course.incident import (NEXT, PREVIOUS, RELEASE, Incident, fix_neigh
 from grader.course.sheet import (POLICY_SECTIONS, WHOLE_FILE, Problem, get_path, policy_sheet, read_yaml,
                                  schema_path, schema_problems, short, validate_sheet, with_lines)
 from grader.course.trials import rule_from
+from reference.yaml_words import got, kind
 
 SUBMISSION = "folder"
 FILES = ("diagnosis.yaml", "design_sheet.yaml")
@@ -148,7 +150,7 @@ def _incident(ctx: CheckContext) -> Incident:
         else:
             practice = [c.inputs for c in ctx.cases if c.family == "incident"]
             said = (ctx.submission.diagnosis or {}).get("incident")
-            ctx.memo["incident"] = next((i for i in practice if i.id == said), practice[0])
+            ctx.memo["incident"] = next((i for i in practice if _same_id(i.id, said)), practice[0])
     return ctx.memo["incident"]
 
 
@@ -224,6 +226,15 @@ def _claims(ctx: CheckContext) -> tuple[list[Claim], str]:
     return [_judge(incident, c, n + 1) for n, c in enumerate(causes)], ""
 
 
+def _same_id(graded: str, said) -> bool:
+    """An incident id as a person might type it: 'P2', ' p2 ', a full-width 'ｐ2' name p2
+    (grading p1 instead, with every item read against the wrong bundle, cost a right
+    diagnosis of p2 nine points)."""
+    if not isinstance(said, str):
+        return False
+    return unicodedata.normalize("NFKC", said).strip().casefold() == graded.casefold()
+
+
 def _elsewhere(ctx: CheckContext) -> str:
     """What the feedback says first when the diagnosis names another incident than the one
     graded: every verdict after it is about the graded incident's evidence, and a learner
@@ -231,7 +242,7 @@ def _elsewhere(ctx: CheckContext) -> str:
     handed: Handed = ctx.submission
     said = (handed.diagnosis or {}).get("incident")
     graded = _incident(ctx).id
-    if said is None or said == graded:
+    if said is None or _same_id(graded, said):
         return ""
     if any(c.visibility == "hidden" for c in ctx.cases):
         where = f"your own incident {graded!r} (the id in your bundle's incident.yaml) is graded"
@@ -332,6 +343,25 @@ def _leaves(fix: dict, prefix: str = ""):
             yield path, v
 
 
+_ABSENT = object()
+
+
+def _unlike(path: str, value, have) -> str:
+    """'{path}: 512, but design_sheet.yaml has 1024', in YAML's words where the two are of
+    other kinds (a string '1e-1' beside the number 0.1, 'true' beside true) or the sheet has
+    no such key (not a value that reads as if the sheet held the words)."""
+    def said(v) -> str:
+        return ("true" if v else "false") if isinstance(v, bool) else short(v)
+
+    def what(v) -> str:
+        return f"{kind(v)} {said(v)}" if isinstance(v, bool) else got(v)
+    if have is _ABSENT:
+        return f"{path}: {said(value)}, but design_sheet.yaml has no {path}"
+    if kind(have) != kind(value):
+        return f"{path}: {what(value)}, but design_sheet.yaml has {what(have)}"
+    return f"{path}: {said(value)}, but design_sheet.yaml has {said(have)}"
+
+
 def _changes_the_run(release, causes) -> bool:
     """Whether the regressed release with these causes' fixes applied runs another design
     (its knobs differ: words, the gate and knobs no rule reads do not change a run)."""
@@ -369,10 +399,10 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
                             "you found, and there is none yet")
     for cause in handed.diagnosis["causes"]:
         for path, value in _leaves(cause["fix"]):
-            have = get_path(sheet, path, "(absent)")
-            if have != value or isinstance(have, bool) != isinstance(value, bool):
-                return Measure(0.0, f"your diagnosis fixes {cause['change']} with {path}: {short(value)}, but "
-                                    f"design_sheet.yaml has {short(have)}: the sheet you ship must carry your fixes")
+            have = get_path(sheet, path, _ABSENT)
+            if have is _ABSENT or have != value or isinstance(have, bool) != isinstance(value, bool):
+                return Measure(0.0, f"your diagnosis fixes {cause['change']} with {_unlike(path, value, have)}: "
+                                    "the sheet you ship must carry your fixes")
     incident = _incident(ctx)
     found = [cause for cause, claim in zip(handed.diagnosis["causes"], claims) if claim.demonstrated]
     if not _changes_the_run(incident.release, found):
