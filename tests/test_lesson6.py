@@ -606,8 +606,9 @@ def test_a_cause_citing_one_item_that_shows_nothing_and_one_that_shows_its_mecha
     blank = next(i for i in items if not i.shows(mechanism))
     claim = _judge(p1, {"change": harmless.id, "mechanism": mechanism, "evidence": [blank.id, shows],
                         "fix": {}}, 1)
-    assert claim.why == (f"the evidence you cite for {harmless.id}, {blank.id} ({blank.select}, {blank.count} "
-                         f"rows), does not show {mechanism}; {shows} shows {mechanism}, but nothing in it "
+    rows = "1 row" if blank.count == 1 else f"{blank.count} rows"
+    assert claim.why == (f"the evidence you cite for {harmless.id}, {blank.id} ({blank.select}, {rows}), "
+                         f"does not show {mechanism}; {shows} shows {mechanism}, but nothing in it "
                          f"ties {mechanism} to {harmless.id}")
 
 
@@ -657,6 +658,18 @@ def test_citing_the_whole_index_demonstrates_nothing(tmp_path, practice):
         {c.id: c.feedback for c in report.criteria}
     found = next(c for c in report.criteria if c.id == "causes-found")
     assert f"of the {len(items)} items you cite for" in found.feedback, found.feedback
+    # Said in a few sentences, not one per item: three items in full, the rest by id (the
+    # whole index cited read as some 7,000 characters).
+    assert found.feedback.count("the evidence you cite for") <= 3 * 3 and len(found.feedback) < 3000, found.feedback
+    from grader.lessons.lesson6 import _judge
+    claim = _judge(p1, every[0], 1)
+    blank = [i.id for i in p1.evidence() if not i.shows(every[0]["mechanism"])]
+    assert claim.why.count("does not show") == 3
+    assert claim.why.endswith(f"nor do {len(blank) - 3} more items you cite for {every[0]['change']} show "
+                              f"{every[0]['mechanism']} ({', '.join(blank[3:])})"), claim.why
+    absent = _judge(p1, dict(every[0], evidence=[f"E{n}" for n in range(50, 56)]), 1)
+    assert absent.why.count("is not in the evidence index") == 3
+    assert f"nor are 3 more items you cite for {every[0]['change']} in the index (E53, E54, E55)" in absent.why and absent.why.endswith("(E53, E54, E55)"), absent.why
     # Half of what a cause cites shows its mechanism: demonstrated; fewer: not.
     from grader.lessons.lesson6 import _judge
     fault = p1.faults[0]
