@@ -168,6 +168,7 @@ def test_a_wrong_diagnosis_loses_exactly_on_its_criterion(name, demo):
 def test_feedback_says_what_is_wrong_and_where(demo):
     fb = lambda name: {c.id: c.feedback for c in grade_on(demo, WRONG / name).criteria}
     assert "E42 is not in the evidence index (E1..E19)" in fb("absent_evidence")["evidence"]
+    assert fb("absent_evidence")["evidence"].startswith("1 of your 2 causes is not supported as stated")
     assert ("the evidence you cite for C1, E6 (the 20 longest steps without a prefill chunk, 20 rows), "
             "does not show stall_hidden_by_average") in fb("irrelevant_evidence")["evidence"]
     assert "your claim of C1 (stall_hidden_by_average) earns nothing" in fb("unsupported_claims")["causes-found"]

@@ -321,7 +321,8 @@ def evidence(ctx: CheckContext, params: dict) -> Measure:
     said = [c for c in claims if c.why]
     first = said[0]
     return Measure((len(judged) - len(unsound)) / len(judged),
-                   _elsewhere(ctx) + f"{len(said)} of your {len(claims)} causes are not supported as stated; cause "
+                   _elsewhere(ctx) + f"{len(said)} of your {len(claims)} causes {'is' if len(said) == 1 else 'are'} "
+                   f"not supported as stated; cause "
                    f"{first.n} ({first.change}, {first.mechanism}): {first.why}",
                    tuple(f"cause {c.n}" for c in said))
 
