@@ -633,6 +633,13 @@ def test_lesson6_says_at_once_when_the_diagnosis_names_another_incident_than_the
     # Under the id it was drawn for, nothing is said.
     p, results = graded(lesson6_zip, tmp_path / "b", alice)
     assert results["score"] == 10 and named not in results["output"], results["output"]
+    # Nor under that id typed in capitals: the grade reads it as the same incident, and a
+    # note that it is another would send the student to their instructor for nothing.
+    shouted = dict(alice, **{"diagnosis.yaml": alice["diagnosis.yaml"].replace(
+        f"incident: {named}".encode(), f"incident: {named.upper()}".encode())})
+    assert shouted != alice
+    p, results = graded(lesson6_zip, tmp_path / "c", shouted)
+    assert results["score"] == 10 and named.upper() not in results["output"], results["output"]
 
 
 @pytest.mark.parametrize("name, text, says", [

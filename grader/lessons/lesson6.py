@@ -150,7 +150,7 @@ def _incident(ctx: CheckContext) -> Incident:
         else:
             practice = [c.inputs for c in ctx.cases if c.family == "incident"]
             said = (ctx.submission.diagnosis or {}).get("incident")
-            ctx.memo["incident"] = next((i for i in practice if _same_id(i.id, said)), practice[0])
+            ctx.memo["incident"] = next((i for i in practice if same_incident_id(i.id, said)), practice[0])
     return ctx.memo["incident"]
 
 
@@ -237,7 +237,7 @@ def _claims(ctx: CheckContext) -> tuple[list[Claim], str]:
     return [_judge(incident, c, n + 1) for n, c in enumerate(causes)], ""
 
 
-def _same_id(graded: str, said) -> bool:
+def same_incident_id(graded: str, said) -> bool:
     """An incident id as a person might type it: 'P2', ' p2 ', a full-width 'ｐ2' name p2
     (grading p1 instead, with every item read against the wrong bundle, cost a right
     diagnosis of p2 nine points)."""
@@ -253,7 +253,7 @@ def _elsewhere(ctx: CheckContext) -> str:
     handed: Handed = ctx.submission
     said = (handed.diagnosis or {}).get("incident")
     graded = _incident(ctx).id
-    if said is None or _same_id(graded, said):
+    if said is None or same_incident_id(graded, said):
         return ""
     if any(c.visibility == "hidden" for c in ctx.cases):
         where = f"your own incident {graded!r} (the id in your bundle's incident.yaml) is graded"

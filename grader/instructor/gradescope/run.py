@@ -174,11 +174,11 @@ def folder_notes(submission, course, secret: bytes, student: str, key: str) -> t
       against another incident. Both ids are the student's own to know."""
     from grader.course.incident import incidents_key, student_incident
     from grader.engine.text import one_line
-    from grader.lessons.lesson6 import parse_submission, unusable
+    from grader.lessons.lesson6 import parse_submission, same_incident_id, unusable
     handed = parse_submission(submission, course)
     said = (handed.diagnosis or {}).get("incident")
     drawn = student_incident(course, incidents_key(secret), student).id
-    if not isinstance(said, str) or said == drawn:
+    if not isinstance(said, str) or same_incident_id(drawn, said):
         return unusable(handed)
     said = repr(one_line(said, 40))
     return unusable(handed) + (
