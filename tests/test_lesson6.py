@@ -314,7 +314,12 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n
     ("- just\n- a list\n", "expected a mapping; got a list"),
     ("incident: demo\ncauses:\n  - {change: C1, change: C3}\n", "duplicate key 'change' (first at line 3)"),
     (False, "there is no diagnosis.yaml"),
-], ids=["alias-bomb", "binary", "too-large", "too-deep", "empty", "a-list", "repeated-key", "missing"])
+    # Python's re reads `$` as "before a final newline" too: 'C3\n' was a change id, and the
+    # feedback said there is no change C3 in R42 (it has ..., C3, ...).
+    ('incident: p1\ncauses:\n- {change: "C3\\n", mechanism: inactive_hits_as_free, evidence: ["E6\\n"],'
+     ' fix: {admission_ledger: {inactive_hits: consume}}}\n', "'C3\\n' is not of the expected form"),
+], ids=["alias-bomb", "binary", "too-large", "too-deep", "empty", "a-list", "repeated-key", "missing",
+        "final-newline"])
 def test_a_hostile_diagnosis_is_feedback(tmp_path, diagnosis, needle):
     report = grade("lesson6", folder(tmp_path, diagnosis=diagnosis))
     feedback = {c.id: c.feedback for c in report.criteria}

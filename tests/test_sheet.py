@@ -676,3 +676,18 @@ def test_a_problem_of_the_whole_file_names_no_placeholder(tmp_path):
     assert problems[0].path == "(file)"          # JSON still says where: the whole file
     _, problems = load_sheet(tmp_path / "absent.yaml", COURSE)
     assert [str(p) for p in problems] == ["there is no absent.yaml"]
+
+
+def test_a_pattern_ends_where_the_text_ends_as_json_schema_means_it():
+    """Python's re lets `$` match before a final newline, JSON Schema (ECMA-262) does not:
+    'R41\\n' was a release id, and lesson 6 then said R43 rolls back to 'R41\\n', not the last
+    good release, R41. Anchors in a character class or escaped stay as they are."""
+    from grader.course.sheet import ecma_anchors
+    sheet = yaml.safe_load((ROOT / "reference" / "solutions" / "lesson6" / "design_sheet.yaml").read_text())
+    assert validate_sheet(sheet, COURSE) == []
+    sheet["change_record"][-1]["rollback"]["to"] = "R41\n"
+    sheet["change_record"][-1]["changes"][0]["id"] = "F1\n"
+    by_path = {p.path: p.message for p in validate_sheet(sheet, COURSE)}
+    assert by_path.keys() == {"change_record[2].rollback.to", "change_record[2].changes[0].id"}, by_path
+    assert all("does not have the expected form" in m for m in by_path.values()), by_path
+    assert ecma_anchors(r"^[$a]\$x$") == r"^[$a]\$x\Z"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -149,12 +150,38 @@ def _validator(path: str):
     # (its format checkers import their libraries), and a check that validates no sheet
     # should not pay for it.
     import jsonschema
+
+    def pattern(validator, wanted, instance, schema):
+        if validator.is_type(instance, "string") and not re.search(ecma_anchors(wanted), instance):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {wanted!r}")
     # JSON Schema counts 30720.0 as an integer; a count in the sheet must be an int.
     strict = jsonschema.validators.extend(
-        jsonschema.Draft202012Validator,
+        jsonschema.Draft202012Validator, {"pattern": pattern},
         type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
             "integer", lambda checker, x: isinstance(x, int) and not isinstance(x, bool)))
     return strict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def ecma_anchors(pattern: str) -> str:
+    """A schema pattern with `$` as JSON Schema means it (ECMA-262: the end of the text),
+    not as Python's re does (also before a final newline): under re, 'C4\n' was a change id
+    and 'R41\n' a release, and the feedback then said "there is no change C4 (it has ...,
+    C4, ...)". Every `$` outside a character class becomes \\Z."""
+    out, escaped, in_class = [], False, False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "[":
+            in_class = True
+        elif ch == "]":
+            in_class = False
+        elif ch == "$" and not in_class:
+            out.append(r"\Z")
+            continue
+        out.append(ch)
+    return "".join(out)
 
 
 def schema_path(course, name: str = SHEET_SCHEMA) -> Path:
