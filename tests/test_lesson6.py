@@ -176,6 +176,8 @@ def test_feedback_says_what_is_wrong_and_where(demo):
             "to C3") in fb("wrong_mechanism")["causes-found"]
     assert "2 of the 4 causes (a change with a mechanism) you named are demonstrated root causes" \
         in fb("guess_all")["causes-precision"]
+    assert fb("wrong_change")["causes-precision"].startswith(
+        "1 of the 2 causes (a change with a mechanism) you named is a demonstrated root cause")
     missed = fb("missed_cause")["causes-found"]
     assert "1 of 2 root causes found" in missed and "1 root cause is not demonstrated yet" in missed
     assert "use_after_free violations on your sheet's runs, 0 on R41's" in fb("fix_breaks_reclaim")["fix-replayed"]

@@ -300,7 +300,7 @@ def causes_precision(ctx: CheckContext, params: dict) -> Measure:
     unknown = [f"{c.change}: {c.why}" for c in claims if not c.known]
     return Measure(len(right) / len(named),
                    _elsewhere(ctx) + f"{len(right)} of the {len(named)} causes (a change with a mechanism) "
-                   f"you named are demonstrated root causes"
+                   f"you named {'is a demonstrated root cause' if len(right) == 1 else 'are demonstrated root causes'}"
                    + (f" ({'; '.join(unknown[:SHOWN])})" if unknown else ""),
                    (f"{len(wrong)} of {len(named)}",))
 
