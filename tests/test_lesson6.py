@@ -340,7 +340,14 @@ def test_a_linked_file_is_not_followed(tmp_path):
     assert dict(sub.files).keys() == {"design_sheet.yaml"}
     assert any("symbolic link" in n for n in sub.notes) and any("notes.txt" in n for n in sub.notes)
     report = grade("lesson6", d)
-    assert "there is no diagnosis.yaml" in report.criteria[0].feedback and "secret" not in json.dumps(report.to_dict())
+    assert "diagnosis.yaml is not usable: diagnosis.yaml is a symbolic link: not read" in report.criteria[0].feedback
+    assert "secret" not in json.dumps(report.to_dict())
+    # A folder under the file's name is said as a folder, not as a file that is not there.
+    shutil.rmtree(d)
+    d = folder(tmp_path, diagnosis=False)
+    (d / "diagnosis.yaml").mkdir()
+    report = grade("lesson6", d)
+    assert "diagnosis.yaml is not usable: diagnosis.yaml is a folder, not a file" in report.criteria[0].feedback
 
 
 def test_non_finite_numbers_and_a_wrong_sheet_shape_are_feedback(tmp_path):

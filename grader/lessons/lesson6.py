@@ -73,9 +73,13 @@ class Handed:
     notes: tuple[str, ...] = ()
 
 
-def _read(files: dict, name: str, validate) -> tuple[Any, tuple[Problem, ...]]:
+def _read(files: dict, name: str, validate, notes=()) -> tuple[Any, tuple[Problem, ...]]:
     if name not in files:
-        return None, (Problem(WHOLE_FILE, f"there is no {name} in your folder"),)
+        # The loader's note on a file it would not read ("diagnosis.yaml is a folder, not a
+        # file", "... is a symbolic link: not read") is why it is missing: "there is no
+        # diagnosis.yaml" beside one read as a contradiction.
+        why = next((n for n in notes if n.startswith(f"{name} ")), "")
+        return None, (Problem(WHOLE_FILE, why or f"there is no {name} in your folder"),)
     data, problems = read_yaml(files[name])
     if not problems and data is None:
         problems = [Problem(WHOLE_FILE, f"{name} is empty")]
@@ -86,9 +90,10 @@ def _read(files: dict, name: str, validate) -> tuple[Any, tuple[Problem, ...]]:
 
 def parse_submission(submission, course) -> Handed:
     files = dict(submission.files)
+    notes = submission.notes
     diagnosis, dp = _read(files, "diagnosis.yaml",
-                          lambda d: schema_problems(d, schema_path(course, "diagnosis.schema.json")))
-    sheet, sp = _read(files, "design_sheet.yaml", lambda d: validate_sheet(d, course))
+                          lambda d: schema_problems(d, schema_path(course, "diagnosis.schema.json")), notes)
+    sheet, sp = _read(files, "design_sheet.yaml", lambda d: validate_sheet(d, course), notes)
     return Handed(diagnosis, dp, sheet, sp, submission.student, submission.notes)
 
 
