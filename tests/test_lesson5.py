@@ -303,20 +303,30 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             "band_over_n": "gain-inside", "pairs_by_sorted_seed": "paired",
             "rejection_guard_both_ways": "rejections-fall", "goodput_per_request": "paired-windows",
             "rejection_guard_vs_allowance": "rejections-high", "class_guard_per_seed": "class-one-seed",
-            "median_difference": "skewed"}
+            "median_difference": "skewed",
+            # Guards read only beside a gain, or on one class by its name or its size: right
+            # on every probe above, whose guards all trip beside a clear gain in the small class.
+            "guards_when_rose": "class-flat", "guards_gate_ship": "class-flat",
+            "class_guard_interactive_only": "class-flat", "class_guard_smallest_class": "class-flat"}
 # Kinds about the same clause as another: a pairing mistake may decide either wrongly, and
 # a class guard measured on another quantity may misjudge any shape of class change. A rule
 # that rolls back on any fall also rolls back where the paired differences average to a
 # hair below zero (paired-small's).
 SAME_CLAUSE = {"paired": ("paired-small", "paired-stray", "one-pair", "paired-windows"),
-               "class-inside-low": ("class-excluded", "class-zero", "class-rejected"),
-               "fall-inside": ("paired-small",)}
+               "class-inside-low": ("class-excluded", "class-zero", "class-rejected", "class-near"),
+               "fall-inside": ("paired-small",),
+               # The same clause near its threshold: a mistake about min_gain, the band or the
+               # per-class rejections misjudges the near probe too.
+               "under-min-gain": ("gain-near-min",), "gain-inside": ("gain-inside-near",),
+               "rejections-one-class": ("rejections-near",)}
 # A class guard on each class's goodput fires on any fall of a class's goodput, and a fall
 # inside the band is one (no probe can fall overall and keep every class's goodput): it
 # may also misjudge the fall-inside probes, as a random secret showed (d750f7f225ae1bf8).
 ALSO_MISJUDGES = {"class_guard_goodput": ("fall-inside",),
                   # A band half as wide misjudges a fall inside the band as a gain inside it.
-                  "band_over_n": ("fall-inside",)}
+                  "band_over_n": ("fall-inside",),
+                  # Guards read only beside a gain miss the rejection guard's flat probe too.
+                  "guards_when_rose": ("rejections-flat",), "guards_gate_ship": ("rejections-flat",)}
 
 
 def test_rule_probes_decide_as_built_and_each_catches_its_mistake(secret, tmp_path):
@@ -501,6 +511,13 @@ WRONG = {
     "class_guard_per_seed": "class-guard",
     # The median of the paired differences for their mean: kept 17 of 17 before skewed.
     "median_difference": "noise-band",
+    # Guards read only where goodput rose, or only to stop a ship: kept 17 of 17 (the first)
+    # before class-flat and rejections-flat; and a class guard on one class, chosen by its name
+    # or as the smallest: kept 17 of 17 before class-flat, whose larger class pays.
+    "guards_when_rose": "class-guard",
+    "guards_gate_ship": "class-guard",
+    "class_guard_interactive_only": "class-guard",
+    "class_guard_smallest_class": "class-guard",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not
@@ -537,7 +554,9 @@ MAY_ALSO = {"unpaired_band": {"ship-real-gain", "goodput-fall", "noise-band"}, "
             "goodput_per_request": {"noise-band", "ship-real-gain"},
             # The median of the differences: a real suite's seeds can be skewed too (secret
             # a1b2c3d4e5f60718: release#1/gain's median inside its band, left inconclusive).
-            "median_difference": {"ship-real-gain"}}
+            "median_difference": {"ship-real-gain"},
+            # A guard left unread where goodput does not rise: the rejection guard's too.
+            "guards_when_rose": {"rejection-guard"}, "guards_gate_ship": {"rejection-guard"}}
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))
@@ -860,3 +879,53 @@ def test_the_readme_states_each_criterions_credit_as_the_rubric_sets_it():
     text = " ".join((ROOT / "assignments" / "lesson5" / "README.md").read_text().split())
     assert "linear between a share right of 80% (no points) and 100% (all)" in text
     assert "The eight release criteria are linear from 0" in text
+
+
+# The public rule's four numbers (the README's), and for each, values the hidden rules may
+# draw that are far enough from it for a probe near the threshold to tell them apart under
+# every correct reading (a noise_k of 2.5 against 2 is not: the population deviation's band
+# alone is 13% narrower).
+WRITTEN_IN = {"min_gain": 0.02, "noise_k": 2.0, "max_class_drop": 0.05, "max_rejection_rise": 0.02}
+TOLD_APART = {"min_gain": (0.03, 0.04), "noise_k": (3.0,), "max_class_drop": (0.04, 0.08),
+              "max_rejection_rise": (0.01, 0.03)}
+
+
+@pytest.mark.parametrize("name", sorted(TOLD_APART))
+def test_a_threshold_written_in_as_the_readmes_number_misjudges_a_probe_near_it(name):
+    """A rule whose one threshold differs from the README's: some rule probe drawn under it
+    is decided otherwise by a rule that reads the README's number instead. The guards' probes
+    near their thresholds (1.2 times beyond, 0.75 times inside), min_gain's at 0.7 to 0.8 of
+    it and the band's at three quarters of it each catch the number written in on one side."""
+    import numpy as np
+    from reference.shapes import ReleaseRule
+    from grader.lessons import rule_probes
+    for value in TOLD_APART[name]:
+        rule = ReleaseRule(**{**WRITTEN_IN, name: value})
+        g = np.random.Generator(np.random.PCG64(int(value * 1000)))
+        missed = set()
+        for kind in rule_probes.KINDS:
+            base, cand = rule_probes.draw(kind, g, rule, seed0=int(g.integers(1, 10_000)))
+            assert reference.decide_release(base, cand, rule).decision == rule_probes.EXPECT[kind]
+            if reference.decide_release(base, cand, ReleaseRule(**WRITTEN_IN)).decision != rule_probes.EXPECT[kind]:
+                missed.add(kind)
+        assert missed, (name, value)
+
+
+def test_a_rule_written_in_loses_where_the_hidden_rule_differs(tmp_path):
+    """The README's rule written in, the rule passed never read: 17 of 17 before the probes
+    near each threshold. Under a secret whose hidden rule differs in min_gain, the class guard
+    and the rejection allowance (0.03, 0.08, 0.03; its noise_k is the README's), it loses
+    each of their criteria, and the feedback quotes the rule's own threshold."""
+    import numpy as np
+    from grader.engine.secret import derive_seed
+    secret = b"another secret"
+    r = np.random.Generator(np.random.PCG64(derive_seed(secret, "lesson5", "rule probes")))
+    rule = lesson5._hidden_rule(r)
+    assert (rule.min_gain, rule.max_class_drop, rule.max_rejection_rise) == (0.03, 0.08, 0.03)  # the premise
+    report = grade("lesson5", wrong_file("rule_written_in", tmp_path), "grade", secret)
+    got, top = scores(report), full(report)
+    assert {k for k in got if got[k] < top[k]} == {"min-gain", "class-guard", "rejection-guard"}, got
+    feedback = next(c.feedback for c in report.criteria if c.id == "class-guard")
+    assert "no class's attainment falls by more than 8.0%" in feedback, feedback
+    # The public check's rule is the README's: written in, it is right there.
+    assert grade("lesson5", wrong_file("rule_written_in", tmp_path), "check").score == 17

@@ -138,16 +138,16 @@ def _judge_not_ship(case: Case, got: ReleaseDecision) -> str:
 EXACT, NOT_SHIP = _judge_decision, _judge_not_ship
 SIDES = {
     "gain": ((("release-gain",), EXACT), (("rule-fall",), NOT_SHIP)),
-    "noise": ((("release-noise", "rule-one-pair", "rule-gain-inside"), EXACT),
+    "noise": ((("release-noise", "rule-one-pair", "rule-gain-inside", "rule-gain-inside-near"), EXACT),
               (("rule-clear-gain", "rule-skewed"), EXACT)),
-    "rejections": ((("release-rejections",), EXACT),
+    "rejections": ((("release-rejections", "rule-rejections-flat"), EXACT),
                    (("rule-rejections-inside", "rule-rejections-one-class", "rule-rejections-fall",
-                     "rule-rejections-high"), EXACT)),
-    "class": ((("release-class", "rule-class-rejected", "rule-class-zero"), EXACT),
+                     "rule-rejections-high", "rule-rejections-near"), EXACT)),
+    "class": ((("release-class", "rule-class-rejected", "rule-class-zero", "rule-class-flat"), EXACT),
               (("rule-class-inside", "rule-class-excluded", "rule-class-inside-low", "rule-class-rise",
-                "rule-class-one-seed"), EXACT)),
+                "rule-class-one-seed", "rule-class-near"), EXACT)),
     "stalls": ((("release-stalls",), NOT_SHIP), (("rule-tpot-worse",), EXACT)),
-    "min_gain": ((("rule-under-min-gain",), EXACT), (("rule-clear-gain",), EXACT)),
+    "min_gain": ((("rule-under-min-gain", "rule-gain-near-min"), EXACT), (("rule-clear-gain",), EXACT)),
     "fall": ((("rule-fall",), EXACT), (("rule-clear-gain", "rule-fall-inside"), EXACT)),
     "pairing": ((("rule-paired", "rule-paired-stray", "rule-paired-windows"), EXACT), (("rule-paired-small",), EXACT)),
 }

@@ -58,6 +58,22 @@ both sides of its decision:
 - ``skewed``: one seed gains far more than the others, the paired differences' mean beyond the
   band and min_gain, their median inside the band: ship (the band is about the mean).
 
+Near every threshold, so that a rule that reads a threshold as a number of its own (the
+README's defaults written in, where the hidden rule's differ) decides one of them otherwise,
+and so that every guard is seen to trip where goodput does not rise:
+
+- ``class-flat``: the larger class falls by 1.2 times its guard while the other class wins
+  those requests back, less a fall of goodput inside the band: rollback (a guard trips
+  whatever goodput does; the class that pays is not the small one);
+- ``rejections-flat``: the rejected share rises by 1.25 times its allowance, the requests
+  refused being ones served late, and goodput falls inside the band: rollback;
+- ``class-near``: the larger class dips by 0.75 times its guard, the other class gains more,
+  goodput rises clearly: ship;
+- ``rejections-near``: the rejected share rises by 0.75 times its allowance, goodput rises
+  clearly: ship;
+- ``gain-near-min``: a gain beyond the band of 0.7 to 0.8 times min_gain: inconclusive;
+- ``gain-inside-near``: a gain of 1.6 min_gain at about 75% of its band: inconclusive.
+
 A run without a pair (``paired``, ``paired-small``, ``paired-stray``) is on a seed below every
 paired one, so it sorts first: pairing the two sides' runs sorted by seed, position by position,
 misses each pair, as pairing them in the order given does.
@@ -100,7 +116,10 @@ EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollb
           "paired-stray": "ship",
           "gain-inside": "inconclusive", "rejections-fall": "ship", "class-rise": "ship",
           "paired-windows": "ship", "rejections-high": "ship", "class-one-seed": "ship",
-          "skewed": "ship"}
+          "skewed": "ship",
+          # Near every threshold (drawn last, so the kinds above keep their draws).
+          "class-flat": "rollback", "rejections-flat": "rollback", "class-near": "ship",
+          "rejections-near": "ship", "gain-near-min": "inconclusive", "gain-inside-near": "inconclusive"}
 KINDS = tuple(EXPECT)
 NOTES = {
     "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
@@ -128,6 +147,13 @@ NOTES = {
     "rejections-high": "both sides reject more than the allowance, the candidate no more than the baseline",
     "class-one-seed": "one class dips beyond its guard on one seed, inside it over the paired runs, while goodput rises",
     "skewed": "one seed gains far more than the others; the mean gain is beyond the band, the median inside it",
+    "class-flat": "the larger class falls beyond its guard, the other wins its requests back; goodput "
+                  "falls a little, inside the noise band",
+    "rejections-flat": "the rejected share rises beyond its allowance; goodput falls a little, inside the noise band",
+    "class-near": "the larger class dips by three quarters of its guard while goodput rises",
+    "rejections-near": "the rejected share rises by three quarters of its allowance while goodput rises",
+    "gain-near-min": "goodput up beyond the noise band, by a little less than min_gain",
+    "gain-inside-near": "a gain over min_gain, inside the noise band (by three quarters of it)",
 }
 PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
 
@@ -336,6 +362,50 @@ def _build_last(kind: str, d: _Draw, rule: ReleaseRule, around, clear: int, band
         return base, cand
     if kind == "skewed":
         return _skewed(d, rule)
+    return _build_near(kind, d, rule, around, clear, band)
+
+
+def _build_near(kind: str, d: _Draw, rule: ReleaseRule, around, clear: int, band: float):
+    """Near a threshold: 1.2 or 1.25 times a guard (beyond it under every reading, inside
+    the README's default where the rule's is lower), 0.75 times one (inside it, beyond the
+    default where the rule's is higher), 0.7 to 0.8 times min_gain, 0.75 of the band."""
+    g = d.g
+    if kind in ("class-flat", "class-near"):
+        # The interactive class is as large as a class that wins the batch class's requests
+        # back must be; the batch class, the larger, is the one that moves.
+        d.small = int(g.integers(300, 401))
+        d.small_good = int(round(d.small * g.uniform(0.3, 0.4)))
+        quiet = d.effects(1)
+        base = [d.run(s, e) for s, e in zip(d.seeds, quiet)]
+        factor = 1.2 if kind == "class-flat" else 0.75
+        lost = round(factor * rule.max_class_drop * d.large)
+        if kind == "class-flat":
+            spread = int(g.integers(3, 6))
+            fall = max(1, round(0.35 * spread * 2 / math.sqrt(3) * rule.noise_k / math.sqrt(SEEDS)))
+            won = [lost - fall + spread * p for p in PATTERN]
+        else:
+            won = [lost + x for x in around(clear)]
+        return base, [d.run(s, e, small_lost=-w, large_gain=-lost) for s, e, w in zip(d.seeds, quiet, won)]
+    if kind in ("rejections-flat", "rejections-near"):
+        # The refused requests are ones the batch class served late: no class's attainment moves.
+        factor = 1.25 if kind == "rejections-flat" else 0.75
+        rejected = round(factor * rule.max_rejection_rise * (d.small + d.large))
+        quiet = d.effects(1)
+        if kind == "rejections-flat":
+            spread = int(g.integers(3, 6))
+            fall = max(1, round(0.35 * spread * 2 / math.sqrt(3) * rule.noise_k / math.sqrt(SEEDS)))
+            diffs = [-fall + spread * p for p in PATTERN]
+        else:
+            diffs = around(clear)
+        return ([d.run(s, e) for s, e in zip(d.seeds, quiet)],
+                [d.run(s, e, large_rejected=rejected, large_gain=x) for s, e, x in zip(d.seeds, quiet, diffs)])
+    if kind == "gain-near-min":
+        mean = d.gain(rule.min_gain * float(g.uniform(0.7, 0.8)))
+        quiet = d.effects(1)
+        return ([d.run(s, e) for s, e in zip(d.seeds, quiet)],
+                [d.run(s, e, large_gain=mean) for s, e in zip(d.seeds, quiet)])
+    if kind == "gain-inside-near":
+        return _inside(d, rule, at=0.75)
     raise ValueError(kind)
 
 
@@ -356,12 +426,13 @@ def _skewed(d: _Draw, rule: ReleaseRule):
             [d.run(s, e, large_gain=mean + spread * k) for s, e, k in zip(d.seeds, quiet, skew)])
 
 
-def _inside(d: _Draw, rule: ReleaseRule):
-    """A gain of 1.6 min_gain at about 63% of a band widened to hold it: inside the band
-    under every reading (the population deviation's band is 87% of the sample's), beyond
-    half of it (s / n for s / sqrt(n))."""
+def _inside(d: _Draw, rule: ReleaseRule, at: float = 0.63):
+    """A gain of 1.6 min_gain at about ``at`` of a band widened to hold it: inside the band
+    under every reading (the population deviation's band is 87% of the sample's). At 63%
+    it is beyond half of the band (s / n for s / sqrt(n)); at 75%, beyond a band of
+    noise_k 2 where the rule's is 3."""
     gain = d.gain(rule.min_gain * 1.6)
-    spread = max(1, round(gain / 0.63 * math.sqrt(3) / rule.noise_k))
+    spread = max(1, round(gain / at * math.sqrt(3) / rule.noise_k))
     quiet = d.effects(1)
     return ([d.run(s, e) for s, e in zip(d.seeds, quiet)],
             [d.run(s, e, large_gain=gain + spread * p) for s, e, p in zip(d.seeds, quiet, PATTERN)])
@@ -384,7 +455,8 @@ def _share(runs, cls: str, *, rejected_counted: bool = True) -> float:
 # mistake, which the paired kinds are about) would lose them on another kind's criterion.
 BEYOND_ANY_BAND = ("clear-gain", "fall", "class-inside", "rejections-inside", "tpot-worse",
                    "class-excluded", "class-zero", "class-inside-low", "rejections-one-class",
-                   "rejections-fall", "class-rise", "rejections-high", "class-one-seed")
+                   "rejections-fall", "class-rise", "rejections-high", "class-one-seed",
+                   "class-near", "rejections-near")
 
 
 def _decided(baseline, candidate, rule: ReleaseRule) -> str:
@@ -441,6 +513,9 @@ def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
     if kind == "skewed":                    # the median of the differences, inside the band
         diffs = [slo.run_goodput(c) - slo.run_goodput(b) for b, c in pairs]
         return statistics.median(diffs) < _band(diffs, rule.noise_k)
+    if kind in ("class-flat", "rejections-flat"):   # goodput falls, inside the band: the guard alone rolls back
+        guard = {"class_guard": False} if kind == "class-flat" else {"rejection_guard": False}
+        return mean < 0 and _reference().decide_release(base, cand, rule, **guard).decision == "inconclusive"
     if kind == "paired-windows":            # good requests (or attainments) for goodput would not ship
         per_request = [[replace(r, window_s=1.0) for r in runs] for runs in (base, cand)]
         return _decided(*per_request, rule) != "ship"
