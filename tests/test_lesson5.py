@@ -57,6 +57,8 @@ def rec(outcome, times=(), cancel=None, arrival=2.0):
     (rec("cancelled_by_client", (2.5, 2.75), 3.0078125), "slow_tokens"),
     (rec("cancelled_by_client", (2.5, 3.0), 3.0625), "slow_tokens"),  # a closed gap missed first
     (rec("cancelled_by_client", (3.25,), 3.3), "late_first_token"),
+    (rec("cancelled_by_client", (2.5,), 2.75), "excluded"),          # one token, then exactly gap_s
+    (rec("cancelled_by_client", (2.5,), 2.7578125), "slow_tokens"),  # one token, the second late
     (rec("rejected"), "rejected"),
     (rec("failed", (2.5, 2.75)), "failed"),
     (rec("preempted", (2.5,)), "failed"),
@@ -518,6 +520,8 @@ WRONG = {
     "guards_gate_ship": "class-guard",
     "class_guard_interactive_only": "class-guard",
     "class_guard_smallest_class": "class-guard",
+    # One token read as no gap on a cancel too: kept 17 of 17 before the one-token cancels.
+    "cancel_one_token_no_gap": "cancels",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not

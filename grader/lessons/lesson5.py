@@ -167,6 +167,10 @@ def edge_records(g: np.random.Generator, prefix: str) -> list[tuple[RequestRecor
             probe_record(f"{p}-cancel-open-gap-missed", slo, a, "cancelled_by_client", s, s[-1] + gap + tick),
             probe_record(f"{p}-cancel-after-late-first", slo, a, "cancelled_by_client", late, late[-1] + tick),
             probe_record(f"{p}-cancel-after-stall", slo, a, "cancelled_by_client", stalled, stalled[-1] + tick),
+            # One token has no gap, but a client waiting for the second saw its deadline pass.
+            probe_record(f"{p}-cancel-one-token", slo, a, "cancelled_by_client", (early,), early + gap / 2),
+            probe_record(f"{p}-cancel-one-token-gap-missed", slo, a, "cancelled_by_client", (early,),
+                         early + gap + tick),
             probe_record(f"{p}-rejected", slo, a, "rejected", ()),
             probe_record(f"{p}-failed-on-time", slo, a, "failed", stream(early, 3)),
             probe_record(f"{p}-preempted", slo, a, "preempted", stream(early, 2)),
