@@ -309,7 +309,9 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             # Guards read only beside a gain, or on one class by its name or its size: right
             # on every probe above, whose guards all trip beside a clear gain in the small class.
             "guards_when_rose": "class-flat", "guards_gate_ship": "class-flat",
-            "class_guard_interactive_only": "class-flat", "class_guard_smallest_class": "class-flat"}
+            "class_guard_interactive_only": "class-flat", "class_guard_smallest_class": "class-flat",
+            # Outcomes no probe above moved: failed requests, and excluded ones in goodput.
+            "attainment_without_failed": "class-failed", "goodput_counts_excluded": "fall-excluded"}
 # Kinds about the same clause as another: a pairing mistake may decide either wrongly, and
 # a class guard measured on another quantity may misjudge any shape of class change. A rule
 # that rolls back on any fall also rolls back where the paired differences average to a
@@ -320,7 +322,7 @@ SAME_CLAUSE = {"paired": ("paired-small", "paired-stray", "one-pair", "paired-wi
                # The same clause near its threshold: a mistake about min_gain, the band or the
                # per-class rejections misjudges the near probe too.
                "under-min-gain": ("gain-near-min",), "gain-inside": ("gain-inside-near",),
-               "rejections-one-class": ("rejections-near",)}
+               "rejections-one-class": ("rejections-near",), "fall": ("fall-excluded",)}
 # A class guard on each class's goodput fires on any fall of a class's goodput, and a fall
 # inside the band is one (no probe can fall overall and keep every class's goodput): it
 # may also misjudge the fall-inside probes, as a random secret showed (d750f7f225ae1bf8).
@@ -328,7 +330,10 @@ ALSO_MISJUDGES = {"class_guard_goodput": ("fall-inside",),
                   # A band half as wide misjudges a fall inside the band as a gain inside it.
                   "band_over_n": ("fall-inside",),
                   # Guards read only beside a gain miss the rejection guard's flat probe too.
-                  "guards_when_rose": ("rejections-flat",), "guards_gate_ship": ("rejections-flat",)}
+                  "guards_when_rose": ("rejections-flat",), "guards_gate_ship": ("rejections-flat",),
+                  # Good requests over the counted ones for goodput: fall-excluded's cancels shrink
+                  # what it divides by, and its fall reads as a rise.
+                  "goodput_per_request": ("fall-excluded",)}
 
 
 def test_rule_probes_decide_as_built_and_each_catches_its_mistake(secret, tmp_path):
@@ -522,6 +527,10 @@ WRONG = {
     "class_guard_smallest_class": "class-guard",
     # One token read as no gap on a cancel too: kept 17 of 17 before the one-token cancels.
     "cancel_one_token_no_gap": "cancels",
+    # Failed requests left out of a class's attainment, and excluded ones counted in a run's
+    # goodput: kept 17 of 17 before class-failed and fall-excluded (no probe had either move).
+    "attainment_without_failed": "class-guard",
+    "goodput_counts_excluded": "goodput-fall",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not
@@ -555,7 +564,7 @@ MAY_ALSO = {"unpaired_band": {"ship-real-gain", "goodput-fall", "noise-band"}, "
             # (secret 1cbe031001d818c3: release#0/noise shipped), and a real gain's stays
             # inside it (secret cbccab4e6e3a2456: release#1/gain, +26% per second, left
             # inconclusive).
-            "goodput_per_request": {"noise-band", "ship-real-gain"},
+            "goodput_per_request": {"noise-band", "ship-real-gain", "goodput-fall"},
             # The median of the differences: a real suite's seeds can be skewed too (secret
             # a1b2c3d4e5f60718: release#1/gain's median inside its band, left inconclusive).
             "median_difference": {"ship-real-gain"},

@@ -143,12 +143,13 @@ SIDES = {
     "rejections": ((("release-rejections", "rule-rejections-flat"), EXACT),
                    (("rule-rejections-inside", "rule-rejections-one-class", "rule-rejections-fall",
                      "rule-rejections-high", "rule-rejections-near"), EXACT)),
-    "class": ((("release-class", "rule-class-rejected", "rule-class-zero", "rule-class-flat"), EXACT),
+    "class": ((("release-class", "rule-class-rejected", "rule-class-zero", "rule-class-flat", "rule-class-failed"),
+               EXACT),
               (("rule-class-inside", "rule-class-excluded", "rule-class-inside-low", "rule-class-rise",
                 "rule-class-one-seed", "rule-class-near"), EXACT)),
     "stalls": ((("release-stalls",), NOT_SHIP), (("rule-tpot-worse",), EXACT)),
     "min_gain": ((("rule-under-min-gain", "rule-gain-near-min"), EXACT), (("rule-clear-gain",), EXACT)),
-    "fall": ((("rule-fall",), EXACT), (("rule-clear-gain", "rule-fall-inside"), EXACT)),
+    "fall": ((("rule-fall", "rule-fall-excluded"), EXACT), (("rule-clear-gain", "rule-fall-inside"), EXACT)),
     "pairing": ((("rule-paired", "rule-paired-stray", "rule-paired-windows"), EXACT), (("rule-paired-small",), EXACT)),
 }
 

@@ -74,6 +74,14 @@ and so that every guard is seen to trip where goodput does not rise:
 - ``gain-near-min``: a gain beyond the band of 0.7 to 0.8 times min_gain: inconclusive;
 - ``gain-inside-near``: a gain of 1.6 min_gain at about 75% of its band: inconclusive.
 
+And, drawn after those, the outcomes a class summary counts that no kind above moved:
+
+- ``class-failed``: ``class-rejected`` with the small class's lost requests failed instead
+  of rejected: rollback (a failed request counts against its class, as a rejected one does);
+- ``fall-excluded``: goodput falls beyond the band while many more requests are cancelled
+  before any miss: rollback (an excluded request is not a good one, in goodput as in
+  attainment).
+
 A run without a pair (``paired``, ``paired-small``, ``paired-stray``) is on a seed below every
 paired one, so it sorts first: pairing the two sides' runs sorted by seed, position by position,
 misses each pair, as pairing them in the order given does.
@@ -119,7 +127,8 @@ EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollb
           "skewed": "ship",
           # Near every threshold (drawn last, so the kinds above keep their draws).
           "class-flat": "rollback", "rejections-flat": "rollback", "class-near": "ship",
-          "rejections-near": "ship", "gain-near-min": "inconclusive", "gain-inside-near": "inconclusive"}
+          "rejections-near": "ship", "gain-near-min": "inconclusive", "gain-inside-near": "inconclusive",
+          "class-failed": "rollback", "fall-excluded": "rollback"}
 KINDS = tuple(EXPECT)
 NOTES = {
     "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
@@ -154,6 +163,8 @@ NOTES = {
     "rejections-near": "the rejected share rises by three quarters of its allowance while goodput rises",
     "gain-near-min": "goodput up beyond the noise band, by a little less than min_gain",
     "gain-inside-near": "a gain over min_gain, inside the noise band (by three quarters of it)",
+    "class-failed": "one small class loses requests to failures while goodput rises",
+    "fall-excluded": "goodput down beyond the noise band, while many more requests are cancelled before any miss",
 }
 PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
 
@@ -406,6 +417,19 @@ def _build_near(kind: str, d: _Draw, rule: ReleaseRule, around, clear: int, band
                 [d.run(s, e, large_gain=mean) for s, e in zip(d.seeds, quiet)])
     if kind == "gain-inside-near":
         return _inside(d, rule, at=0.75)
+    if kind == "class-failed":
+        # class-rejected's requests failed instead: the service's rejected share stays put.
+        base, cand = _build("class-rejected", d, rule)
+        failing = lambda c: replace(c, failed=c.rejected, rejected=0)      # noqa: E731
+        return base, [replace(r, classes=tuple(failing(c) for c in r.classes)) for r in cand]
+    if kind == "fall-excluded":
+        # The batch class's good requests fall beyond the band; its clients cancel, before any
+        # miss, as many requests again and a clear gain more, taken from its late ones.
+        base, cand = _build("fall", d, rule)
+        drop = sum(slo.run_goodput(b) - slo.run_goodput(c) for b, c in zip(base, cand)) * d.window / SEEDS
+        gone = round(drop) + clear
+        cancelled = lambda c: replace(c, excluded=gone, slow_tokens=c.slow_tokens - gone)   # noqa: E731
+        return base, [replace(r, classes=(r.classes[0], cancelled(r.classes[1]))) for r in cand]
     raise ValueError(kind)
 
 
@@ -444,9 +468,10 @@ def _band(diffs: list[float], k: float) -> float:
     return k * math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1)) / math.sqrt(n)
 
 
-def _share(runs, cls: str, *, rejected_counted: bool = True) -> float:
+def _share(runs, cls: str, *, rejected_counted: bool = True, failed_counted: bool = True) -> float:
     rows = [c for r in runs for c in r.classes if c.cls == cls]
-    counted = sum(c.requests - c.excluded - (0 if rejected_counted else c.rejected) for c in rows)
+    counted = sum(c.requests - c.excluded - (0 if rejected_counted else c.rejected)
+                  - (0 if failed_counted else c.failed) for c in rows)
     return sum(c.good for c in rows) / counted
 
 
@@ -456,7 +481,7 @@ def _share(runs, cls: str, *, rejected_counted: bool = True) -> float:
 BEYOND_ANY_BAND = ("clear-gain", "fall", "class-inside", "rejections-inside", "tpot-worse",
                    "class-excluded", "class-zero", "class-inside-low", "rejections-one-class",
                    "rejections-fall", "class-rise", "rejections-high", "class-one-seed",
-                   "class-near", "rejections-near")
+                   "class-near", "rejections-near", "fall-excluded")
 
 
 def _decided(baseline, candidate, rule: ReleaseRule) -> str:
@@ -485,11 +510,16 @@ def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
     unpaired = rule.noise_k * math.sqrt(var(goods(base)) / len(base) + var(goods(cand)) / len(cand))
     if kind in BEYOND_ANY_BAND and abs(mean) < 1.5 * unpaired:
         return False                        # an unpaired band would decide it otherwise
-    if kind == "fall":                      # no class near its guard: the fall alone rolls back
+    if kind == "fall-excluded":             # counted as good, the excluded would make the fall a gain
+        counting = [[replace(r, classes=tuple(replace(c, good=c.good + c.excluded) for c in r.classes))
+                     for r in runs] for runs in (base, cand)]
+        if _decided(*counting, rule) == "rollback":
+            return False
+    if kind in ("fall", "fall-excluded"):   # no class near its guard: the fall alone rolls back
         return max(_share(base, c) - _share(cand, c) for c in classes) <= 0.7 * rule.max_class_drop
-    if kind == "class-rejected":            # without the rejected in it, no class falls
-        blind = [_share(base, c, rejected_counted=False) - _share(cand, c, rejected_counted=False)
-                 for c in classes]
+    if kind in ("class-rejected", "class-failed"):   # without the rejected (failed) in it, no class falls
+        leave_out = {"rejected_counted": False} if kind == "class-rejected" else {"failed_counted": False}
+        blind = [_share(base, c, **leave_out) - _share(cand, c, **leave_out) for c in classes]
         return max(blind) <= 0.7 * rule.max_class_drop
     if kind in ("paired", "paired-stray") and _decided(*_by_sorted_position(baseline, candidate), rule) == "ship":
         return False                        # pairing the runs sorted by seed would ship it too
