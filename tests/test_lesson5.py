@@ -311,7 +311,8 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             "guards_when_rose": "class-flat", "guards_gate_ship": "class-flat",
             "class_guard_interactive_only": "class-flat", "class_guard_smallest_class": "class-flat",
             # Outcomes no probe above moved: failed requests, and excluded ones in goodput.
-            "attainment_without_failed": "class-failed", "goodput_counts_excluded": "fall-excluded"}
+            "attainment_without_failed": "class-failed", "goodput_counts_excluded": "fall-excluded",
+            "tpot_breaks_ties": "tpot-better"}
 # Kinds about the same clause as another: a pairing mistake may decide either wrongly, and
 # a class guard measured on another quantity may misjudge any shape of class change. A rule
 # that rolls back on any fall also rolls back where the paired differences average to a
@@ -531,6 +532,8 @@ WRONG = {
     # goodput: kept 17 of 17 before class-failed and fall-excluded (no probe had either move).
     "attainment_without_failed": "class-guard",
     "goodput_counts_excluded": "goodput-fall",
+    # The mean TPOT breaking a tie: no inconclusive probe had a better TPOT before tpot-better.
+    "tpot_breaks_ties": "hidden-stalls",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not
@@ -614,9 +617,11 @@ def test_hidden_stalls_asks_only_that_the_better_tpot_does_not_ship(tmp_path):
         report = grade("lesson5", wrong_file(name, tmp_path), "grade", STALLS_BY_CLASS_ONLY)
         got, top = scores(report), full(report)
         assert got["hidden-stalls"] == top["hidden-stalls"] and got[loses] < top[loses], name
-    # Trusting the dashboard's TPOT over a rollback ships the stalls candidate: that costs it.
+    # Trusting the dashboard's TPOT over a rollback ships the stalls candidate: that costs it
+    # (every stalls case; the tpot-better probes on the same side, which it leaves
+    # inconclusive, keep it above 0).
     report = grade("lesson5", wrong_file("trusts_mean_tpot", tmp_path), "grade", STALLS_BY_CLASS_ONLY)
-    assert scores(report)["hidden-stalls"] == 0
+    assert scores(report)["hidden-stalls"] < full(report)["hidden-stalls"] / 2
     feedback = next(c.feedback for c in report.criteria if c.id == "hidden-stalls")
     assert "decided ship, expected rollback" in feedback, feedback
 
