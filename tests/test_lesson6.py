@@ -360,8 +360,11 @@ def test_non_finite_numbers_and_a_wrong_sheet_shape_are_feedback(tmp_path):
 
 
 def test_a_folder_is_required_and_a_code_lesson_refuses_one(tmp_path):
-    with pytest.raises(InputError, match="a submission for this lesson is a folder"):
+    with pytest.raises(InputError, match="is a file; a submission for this lesson is a folder"):
         grade("lesson6", REFERENCE / "diagnosis.yaml")
+    # A path that names nothing says so, not only what it should have been.
+    with pytest.raises(InputError, match="no such folder: a submission for this lesson is a folder"):
+        grade("lesson6", tmp_path / "nowhere")
     with pytest.raises(InputError, match="holds neither diagnosis.yaml nor design_sheet.yaml"):
         grade("lesson6", tmp_path)
     with pytest.raises(InputError, match="is a folder"):

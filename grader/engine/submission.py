@@ -85,7 +85,11 @@ def load_folder(path: Path, names: tuple[str, ...], student: str = "") -> Submis
     with one name (no symbolic or hard link, FIFO or device), and other files are left alone."""
     where = str(path)
     if not path.is_dir():
-        raise InputError(where, f"a submission for this lesson is a folder holding {' and '.join(names)}")
+        # Nothing there reads otherwise than a file where a folder was wanted: a mistyped
+        # path was told it should be a folder, and looked right.
+        what = "is a file; " if path.exists() else "no such folder: "
+        raise InputError(where, f"{what}a submission for this lesson is a folder holding "
+                                f"{' and '.join(names)}")
     files, notes = [], []
     for name in sorted(names):
         try:
