@@ -26,7 +26,11 @@ def case(name, kind="a"):
     (CallResult("bad", detail="NotImplementedError"), "f returned something unusable: NotImplementedError"),
     (CallResult("missing"), "f is not defined in your file"),
     (CallResult("timeout"), "f did not return in time (an endless loop?)"),
-    (CallResult("timeout", detail="f() did not return within 2 s"), "f did not return in time (an endless loop?)"),
+    # A call's own limit, said: slow work on a large input ends there too, not only a loop.
+    (CallResult("timeout", detail="f() did not return within 2 s"),
+     "f did not return in time (2 s a call): an endless loop, or work that grows too fast with its input?"),
+    (CallResult("timeout", detail="f() did not return within 0.5 s"),
+     "f did not return in time (0.5 s a call): an endless loop, or work that grows too fast with its input?"),
     # The whole submission's budget ran out during the call: slow calls do that, not only a loop.
     (CallResult("timeout", detail="f() was stopped: the time budget for this submission (60 s) ran out"),
      "f was stopped: the submission used up its time budget during this call; every call counts "

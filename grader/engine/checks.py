@@ -8,6 +8,8 @@ evidence (case names or digests, request ids) behind it.
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -87,6 +89,12 @@ def call_failure(function: str, result) -> str:
         return (f"{function} was stopped: the submission used up its time budget during this call; "
                 "every call counts against it, so a function that is slow on each call spends it as "
                 "an endless loop would")
+    limit = re.search(r"within (\S+ s)\b", detail) if result.status == "timeout" else None
+    if limit:
+        # A call's own limit: a loop, or work a large input makes too slow (a goodput that
+        # calls a slow qualify per record was only asked whether it looped).
+        return (f"{function} did not return in time ({limit[1]} a call): an endless loop, or "
+                "work that grows too fast with its input?")
     return {
         "raised": f"{function} raised {detail}",
         "missing": f"{function} is not defined in your file",
