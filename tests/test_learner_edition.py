@@ -224,20 +224,27 @@ def test_check_in_the_release_matches_the_course(release, tmp_path, lesson):
     assert stub["score"] == 0
 
 
-def test_a_fix_the_edition_cannot_judge_says_how_to_replay_it(release, tmp_path):
-    """A fixed sheet that also changes a knob R42 did not touch: fix-replayed is n/a in the
-    edition, and the line tells the learner the replay they can run themselves."""
+def _checked_with_sheet_line(release, tmp_path, line: str, instead: str) -> dict:
+    """The reference answer to lesson 6 with one line of its sheet (a regex of the whole
+    line) changed, checked in the edition: its criteria by id."""
     out, _ = release
     folder = tmp_path / "mine"
     shutil.copytree(SOLUTIONS / "lesson6", folder)
     sheet = folder / "design_sheet.yaml"
     text = sheet.read_text(encoding="utf-8")
-    tuned = re.sub(r"(?m)^  gap_budget_s: 0\.1$", "  gap_budget_s: 0.12", text, count=1)
+    tuned = re.sub(f"(?m)^{line}$", instead, text, count=1)
     assert tuned != text
     sheet.write_text(tuned, encoding="utf-8")
     p = in_release(out, "check", "lesson6", str(folder), "--json", cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
-    fix = next(c for c in json.loads(p.stdout)["criteria"] if c["id"] == "fix-replayed")
+    return {c["id"]: c for c in json.loads(p.stdout)["criteria"]}
+
+
+def test_a_fix_the_edition_cannot_judge_says_how_to_replay_it(release, tmp_path):
+    """A fixed sheet that also changes a knob R42 did not touch: fix-replayed is n/a in the
+    edition, and the line tells the learner the replay they can run themselves."""
+    criteria = _checked_with_sheet_line(release, tmp_path, r"  gap_budget_s: 0\.1", "  gap_budget_s: 0.12")
+    fix = criteria["fix-replayed"]
     assert fix["checked"] is False
     assert ("replay it yourself: grader sheet run design_sheet.yaml --baseline "
             "<your bundle>/sheets/R42.yaml") in fix["feedback"], fix["feedback"]
@@ -247,17 +254,8 @@ def test_a_rollback_rule_under_a_rule_the_edition_has_not_recorded_is_not_checke
     """The rollback conditions are judged under the new release's own release_criteria.rule:
     the edition holds them under R41's and R42's rules (the reference answer keeps R42's),
     and says n/a for another, and the rest of the grade stands."""
-    out, _ = release
-    folder = tmp_path / "mine"
-    shutil.copytree(SOLUTIONS / "lesson6", folder)
-    sheet = folder / "design_sheet.yaml"
-    text = sheet.read_text(encoding="utf-8")
-    tuned = re.sub(r"(?m)^    max_class_drop: 0\.05$", "    max_class_drop: 0.07", text, count=1)
-    assert tuned != text
-    sheet.write_text(tuned, encoding="utf-8")
-    p = in_release(out, "check", "lesson6", str(folder), "--json", cwd=tmp_path)
-    assert p.returncode == 0, p.stderr[-2000:]
-    criteria = {c["id"]: c for c in json.loads(p.stdout)["criteria"]}
+    criteria = _checked_with_sheet_line(release, tmp_path, r"    max_class_drop: 0\.05",
+                                        "    max_class_drop: 0.07")
     assert criteria["rollback-rule"]["checked"] is False, criteria["rollback-rule"]
     assert "under the release rules of R41 and R42" in criteria["rollback-rule"]["feedback"]
     assert all(c["checked"] and c["score"] == c["max_score"] for k, c in criteria.items() if k != "rollback-rule")

@@ -36,8 +36,9 @@ def wrong_file(name: str, folder: Path) -> Path:
     return mutants.wrong_file("lesson4", name, folder)
 
 
-def _module(name, folder):
-    spec = importlib.util.spec_from_file_location(f"l4_{name}", wrong_file(name, folder))
+def _module(name, folder, path=None):
+    """The submission ``name`` (or the file at ``path``) imported in this process."""
+    spec = importlib.util.spec_from_file_location(f"l4_{name}", path or wrong_file(name, folder))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -256,8 +257,7 @@ def test_hits_are_judged_under_the_learners_own_table(tmp_path):
     both = mutants.write_mutant(SUBMISSIONS / "lesson4" / "plain_correct.py",
                                 tuple(mutants.mutations("lesson4")["release_at_cancel"]) + EVERY_THIRD_PAGE,
                                 tmp_path, "both")
-    both_mod = importlib.util.module_from_spec(importlib.util.spec_from_file_location("l4_both", both))
-    both_mod.__spec__.loader.exec_module(both_mod)
+    both_mod = _module("both", tmp_path, both)
     trio = ("on_event", "prefix_key", "publishable")
     fewer = [c for c in scenarios if _hits_in_process(c.inputs, early_mod, ("on_event",))
              < _hits_in_process(c.inputs, right, trio)]

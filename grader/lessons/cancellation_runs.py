@@ -270,7 +270,7 @@ def run_hit_rate(ctx: CheckContext, params: dict) -> Measure:
             return Measure(0.0, f"{_where(case)}: {idle}", (case.cite,))
         # Only a hit in scope and in place is a hit: a key that merges everything hits a lot.
         got, want = hits_in_place(out.run), oracle_hits(case)
-        share, table = (min(1.0, got / want) if want else 1.0), None
+        share, fewer = (min(1.0, got / want) if want else 1.0), None
         if share < HIT_SHARE:
             # The oracle's hits are the reference's run, fence included: a table that
             # releases otherwise (early, late, never) changes which pages stay to be hit.
@@ -280,13 +280,13 @@ def run_hit_rate(ctx: CheckContext, params: dict) -> Measure:
             # reference's run stays the measure).
             table = table_hits(ctx, case, out)
             if 0 < table < want:
-                share = min(1.0, got / table)
+                share, fewer = min(1.0, got / table), table
         if worst is None or share < worst[0]:
-            worst = (share, case, got, want, table)
-    share, case, got, want, table = worst
-    if table is not None and 0 < table < want:
+            worst = (share, case, got, want, fewer)
+    share, case, got, want, fewer = worst
+    if fewer is not None:
         words = (f"{_where(case)}: {got} prefix hits in scope and in place; under your on_event "
-                 f"the worker's exact keys and publishing found {table} (the oracle's run, which "
+                 f"the worker's exact keys and publishing found {fewer} (the oracle's run, which "
                  f"releases at the fence, {want})")
     else:
         words = f"{_where(case)}: {got} prefix hits in scope and in place, the oracle's keys found {want}"
