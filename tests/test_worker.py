@@ -981,6 +981,16 @@ def test_a_step_ending_at_the_cancel_instant_completes_first():
     assert r0.token_times == (0.125, 0.25, 0.375, 0.5)
     assert (r0.outcome, r0.cancel_s, r0.fence_s) == ("cancelled_by_client", 0.5, 0.625)
 
+
+def test_a_prefill_step_ending_at_the_cancel_instant_completes_first():
+    """The same tie outside a run of decode steps: r0's one prefill step ends at exactly
+    0.125 s, when it is cancelled. The step completes first (its first token counts), the
+    next step launches at 0.125 s, and the cancel meets that one: the fence is its end."""
+    model, worker = machine(40, cost=CostModel(0.125, 0.0, 0.0, 0.0))
+    (r0,) = run(model, worker, None, (request(0, 0.0, 20, 50, cancel_at_s=0.125),)).requests
+    assert r0.token_times == (0.125,)
+    assert (r0.outcome, r0.cancel_s, r0.fence_s) == ("cancelled_by_client", 0.125, 0.25)
+
 def test_output_of_one_token():
     model, worker = machine(40)
     result = run(model, worker, None, (request(0, 0.0, 40, 1),))
