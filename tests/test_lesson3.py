@@ -144,7 +144,8 @@ def test_a_different_correct_rule_keeps_full_marks(name, secret):
 # Which criteria each wrong rule must lose, and which others it may lose as a consequence of
 # the same mistake (a rule that is always "ok" is also wrong on verdicts); all else stays full.
 WRONG = {
-    "fixed_large": ({"within-budget", "verdicts", "e2e-gap"}, {"progress"}),
+    # 2048 tokens is no whole number of pages of 12, 24, 48 or 100 tokens.
+    "fixed_large": ({"within-budget", "verdicts", "e2e-gap"}, {"progress", "page-aligned"}),
     # One page per step: its runs stop at twice the oracle's steps, so their gaps show nothing.
     "fixed_tiny": ({"progress", "verdicts", "e2e-ttft"}, {"within-budget", "e2e-gap"}),
     "per_token_only": ({"within-budget", "e2e-gap"}, {"verdicts"}),
@@ -164,6 +165,9 @@ WRONG = {
     # Off by one page at the rest of the prompt: a chunk of a few pages one page short, and a
     # starved verdict where that last page was exactly min_chunk_tokens.
     "last_page_missed": ({"progress"}, {"verdicts"}),
+    # Aligned by a bit mask: right on every page that is a power of two, and on the others a
+    # chunk of no whole number of pages (sometimes below min_chunk_tokens, or short of 95%).
+    "page_mask": ({"page-aligned"}, {"verdicts", "progress"}),
     # An impossible value is wrong on every probe it answers, never a chunk that "fits"; in a
     # run the worker falls back to its floor, so those runs show nothing of the rule.
     "negative_when_starved": ({"within-budget", "page-aligned", "verdicts"}, {"e2e-gap", "e2e-ttft"}),
@@ -611,6 +615,33 @@ def test_a_wrong_verdict_is_told_what_decides_the_right_one():
     told = "infeasible is a decode-only step over the budget"
     assert told in why(below, ChunkPlan(0, "infeasible"))
     assert told not in why(_plain_ok(0), ChunkPlan(0, "starved")) and told not in why(nothing, ChunkPlan(16, "ok"))
+
+
+def test_every_secret_holds_partial_chunks_on_pages_that_are_no_power_of_two(many_secrets):
+    """A rounding that masks bits is right on powers of two alone: the hidden probes must hold
+    pages of other sizes where the largest chunk leaves some of the prompt, or it keeps
+    page-aligned."""
+    for s in many_secrets:
+        odd = [c for c in lesson3.hidden_probes(s) if c.inputs.page_tokens & (c.inputs.page_tokens - 1)]
+        partial = [c for c in odd if brute_force(c.inputs)[0] == "ok"
+                   and 0 < brute_force(c.inputs)[1] < c.inputs.prefill_remaining
+                   and brute_force(c.inputs)[1] & -c.inputs.page_tokens != brute_force(c.inputs)[1]]
+        assert len(partial) >= 5, (s, len(odd), len(partial))
+
+
+def test_pages_that_are_no_power_of_two_weigh_as_a_clause_in_page_aligned():
+    """Three plain probes on 16-token pages right, one on 24-token pages wrong: a clause of
+    its own halves page-aligned (one probe of four would cost a quarter), and the feedback
+    says a page need not be a power of two."""
+    plain = [_right(_plain_ok(i)) for i in range(3)]
+    odd = _probe("odd-page", 5000, 24, 48, 40 * 24)
+    m = _measure(page_aligned, [(odd, ChunkPlan(40 * 24 - 8, "ok")), *plain])
+    assert m.value == pytest.approx(0.5), m
+    assert "not a multiple of page_tokens 24 (a page is any whole number of tokens, not always a power of two)" \
+        in m.feedback, m.feedback
+    m = _measure(page_aligned, [(plain[0][0], ChunkPlan(100, "ok")), *plain[1:], _right(odd)])
+    assert m.value == pytest.approx(1 - 1 / 3 / 2), m
+    assert "power of two" not in m.feedback, m.feedback
 
 
 def test_an_unaligned_chunk_is_told_the_page_multiple_below_it():

@@ -169,18 +169,31 @@ def _no_partial_chunks(answers: list[Answer]) -> Measure | None:
                         "the prompt for later)")
 
 
+def _power_of_two(page_tokens: int) -> bool:
+    return page_tokens & (page_tokens - 1) == 0
+
+
+def _page_size(case: Case) -> str:
+    """Probes whose page is no power of two weigh as much as the others in page-aligned: a
+    rounding that masks bits (tokens & -page_tokens) is right on every power of two, and
+    wrong on the others alone, a quarter of the probes, it lost 0.15 of the point."""
+    return "" if _power_of_two(case.inputs.page_tokens) else "a page that is no power of two"
+
+
 @check("lesson3.page_aligned")
 def page_aligned(ctx: CheckContext, params: dict) -> Measure:
     def judge(case: Case, plan: ChunkPlan) -> str:
         c = case.inputs
         if plan.verdict != "ok" or plan.tokens == c.prefill_remaining or plan.tokens % c.page_tokens == 0:
             return ""
-        return (f"chunk of {plan.tokens} tokens is not a multiple of page_tokens {c.page_tokens} and "
+        odd = ("" if _power_of_two(c.page_tokens)
+               else " (a page is any whole number of tokens, not always a power of two)")
+        return (f"chunk of {plan.tokens} tokens is not a multiple of page_tokens {c.page_tokens}{odd} and "
                 f"does not finish the prompt ({c.prefill_remaining} left); round down to "
                 f"{plan.tokens - plan.tokens % c.page_tokens}")
     answers = _plans(ctx)
     return (_no_chunks(answers) or _no_partial_chunks(answers)
-            or grade_answers(answers, _usable_first(judge), "probes"))
+            or grade_answers(answers, _usable_first(judge), "probes", within=_page_size))
 
 
 _WHY = {

@@ -5,7 +5,8 @@ learner's choose_chunk). Public probes come from assignments/lesson3/public/prob
 public scenarios from the other files there; hidden probes are drawn from the instructor
 secret per family (short and very long prefixes, empty and full decode batches, budgets
 next to the decode-only step or a page boundary, coefficients other than the defaults, the
-last whole page before a rest of the prompt that is no whole number of pages), hidden
+last whole page before a rest of the prompt that is no whole number of pages, pages that
+are no power of two), hidden
 scenarios from grader/instructor/families/lesson3.yaml.
 
 The oracle (chunk_oracle) finds the largest fitting chunk by binary search over page
@@ -97,9 +98,17 @@ def _remaining(g: np.random.Generator, hi: int) -> int:
     return _log_int(g, 1, 256) if g.random() < 0.2 else _log_int(g, 256, hi)
 
 
+# Page sizes that are no power of two. A page is any whole number of tokens, and a rounding
+# that masks bits (tokens & -page_tokens) is right only on powers of two: drawn from those
+# alone, the probes paid such a rule in full.
+ODD_PAGES = (3, 12, 24, 48, 100)
+
+
 def _shape(g: np.random.Generator) -> tuple[int, int]:
     """page_tokens and a min_chunk_tokens that is a whole number of pages (0 now and then)."""
     pt = int(g.choice([1, 8, 16, 16, 16, 32, 64, 128]))
+    if g.random() < 0.25:
+        pt = int(g.choice(ODD_PAGES))
     pages = int(g.choice([0, 1, 2, 4, 4, 8, 16])) if pt > 1 else int(g.choice([0, 1, 16, 64, 256]))
     return pt, pt * pages
 
