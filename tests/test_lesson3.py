@@ -644,6 +644,28 @@ def test_pages_that_are_no_power_of_two_weigh_as_a_clause_in_page_aligned():
     assert "power of two" not in m.feedback, m.feedback
 
 
+def test_a_line_that_finds_no_chunk_to_judge_names_the_answers_it_could_not_use():
+    """A rule whose every partial chunk came back a float (2080.0) was told only that every
+    ok chunk it gave finished its prompt: its whole-prompt answers, the only usable ones, did.
+    The line now says how many answers could not be used, and the first one's problem."""
+    whole, part, other = _probe("whole", 40, 16, 64, 40), _plain_ok(0), _plain_ok(1)
+    wrong = "choose_chunk returned ChunkPlan.tokens: expected int, got float 2080.0"
+    answers = [Answer(whole, value=ChunkPlan(40, "ok")), Answer(part, problem=wrong),
+               Answer(other, value=ChunkPlan(-1, "ok"))]
+    cases = [whole, part, other]
+    m = page_aligned(CheckContext(None, cases, memo={("plans", tuple(c.name for c in cases)): answers}), {})
+    assert m.value == 0 and "finishes its prompt, so none shows page alignment" in m.feedback, m.feedback
+    assert m.feedback.endswith(f"; 2 of the 3 answers could not be used; first, plain#0: {wrong}"), m.feedback
+    answers = [Answer(whole, value=ChunkPlan(0, "starved")), Answer(part, problem=wrong),
+               Answer(other, value=ChunkPlan(0, "infeasible"))]
+    m = page_aligned(CheckContext(None, cases, memo={("plans", tuple(c.name for c in cases)): answers}), {})
+    assert "no usable ok chunk on any of the 3 probes" in m.feedback and m.feedback.endswith(
+        f"; 1 of the 3 answers could not be used; first, plain#0: {wrong}"), m.feedback
+    # Nothing left out, nothing said of it.
+    m = _measure(page_aligned, [(whole, ChunkPlan(40, "ok")), (part, ChunkPlan(0, "starved")), (other, ChunkPlan(0, "starved"))])
+    assert m.value == 0 and "could not be used" not in m.feedback, m.feedback
+
+
 def test_an_unaligned_chunk_is_told_the_page_multiple_below_it():
     m = _measure(page_aligned, [(_plain_ok(0), ChunkPlan(100, "ok")), _right(_plain_ok(1))])
     assert m.value == 0.5 and m.feedback.endswith(

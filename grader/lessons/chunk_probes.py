@@ -92,6 +92,19 @@ def _ok_chunks(answers: list[Answer]) -> list[Answer]:
             if a.value is not None and a.value.verdict == "ok" and not unusable(a.case.inputs, a.value)]
 
 
+def _left_out(shown: list[Answer]) -> str:
+    """The answers a "no chunk to judge" line did not count, and why the first was unusable:
+    a rule whose every partial chunk was a float (2080.0) was told only that each ok chunk
+    it gave finished its prompt, which its whole-prompt answers, the only usable ones, did."""
+    for a in shown:
+        why = a.problem or (unusable(a.case.inputs, a.value) if a.value is not None else "")
+        if why:
+            bad = sum(1 for b in shown if b.problem or (b.value is not None and unusable(b.case.inputs, b.value)))
+            return (f"; {bad} of the {len(shown)} answers could not be used; first, "
+                    f"{a.case.label or a.case.name}: {why}")
+    return ""
+
+
 def _no_chunks(answers: list[Answer]) -> Measure | None:
     """Within the budget and page-aligned are properties of the ok chunks a rule chooses: a
     rule that never chooses one (or always the same one) where it cannot know the answer
@@ -102,7 +115,7 @@ def _no_chunks(answers: list[Answer]) -> Measure | None:
         return Measure(0.0, constant if where == "probes" else f"on the {where}, {constant}")
     if any(a.value is not None for a in shown) and not _ok_chunks(shown):
         return Measure(0.0, f"choose_chunk gave no usable ok chunk on any of the {len(shown)} {where}, "
-                            "so no chunk of yours can be judged")
+                            f"so no chunk of yours can be judged{_left_out(shown)}")
     return None
 
 
@@ -164,9 +177,9 @@ def _no_partial_chunks(answers: list[Answer]) -> Measure | None:
     ok = _ok_chunks(shown)
     if not ok or any(a.value.tokens < a.case.inputs.prefill_remaining for a in ok):
         return None             # none at all is _no_chunks' to say, or the answers' problems
-    return Measure(0.0, f"every ok chunk choose_chunk gave on the {len(shown)} {where} finishes its "
-                        "prompt, so none shows page alignment (it applies to a chunk that leaves some of "
-                        "the prompt for later)")
+    return Measure(0.0, f"every usable ok chunk choose_chunk gave on the {len(shown)} {where} finishes "
+                        "its prompt, so none shows page alignment (it applies to a chunk that leaves some "
+                        f"of the prompt for later){_left_out(shown)}")
 
 
 def _power_of_two(page_tokens: int) -> bool:
