@@ -168,6 +168,8 @@ WRONG = {
     # Aligned by a bit mask: right on every page that is a power of two, and on the others a
     # chunk of no whole number of pages (sometimes below min_chunk_tokens, or short of 95%).
     "page_mask": ({"page-aligned"}, {"verdicts", "progress"}),
+    # A search bounded at 4,096 tokens: short wherever the budget fits a larger chunk.
+    "capped_search": ({"progress"}, set()),
     # An impossible value is wrong on every probe it answers, never a chunk that "fits"; in a
     # run the worker falls back to its floor, so those runs show nothing of the rule.
     "negative_when_starved": ({"within-budget", "page-aligned", "verdicts"}, {"e2e-gap", "e2e-ttft"}),
@@ -572,6 +574,39 @@ def test_progress_weighs_as_a_clause_exactly_the_last_page_probes_the_floor_does
     # token of floor less is short of it, named.
     assert not named(_probe("floor-at-three-quarters", 3 * 16 + 5, 16, 36, 3 * 16), share=0.75)
     assert named(_probe("floor-below-three-quarters", 3 * 16 + 5, 16, 35, 3 * 16), share=0.75)
+
+
+def test_progress_weighs_a_largest_chunk_of_thousands_of_tokens_as_a_clause():
+    """A largest chunk of LARGE_CHUNK tokens or more that leaves some of the prompt is a
+    clause of progress: one answered with an impossible chunk beside three right plain ones
+    halves progress. A whole rest of that size is no such chunk (nothing bounds it but the
+    prompt), nor is one just under the size."""
+    from grader.lessons.chunk_probes import LARGE_CHUNK
+    plain = [_right(_plain_ok(i)) for i in range(3)]
+
+    def named(case):
+        value = _measure(progress, [(case, ChunkPlan(-1, "ok")), *plain]).value
+        assert value in (pytest.approx(0.5), pytest.approx(0.75)), (case.name, value)
+        return value == pytest.approx(0.5)
+    assert named(_probe("large", LARGE_CHUNK + 500, 16, 64, LARGE_CHUNK))
+    assert named(_probe("larger", 20000, 1, 0, 3 * LARGE_CHUNK + 7))
+    assert not named(_probe("just-under", LARGE_CHUNK + 500, 16, 64, LARGE_CHUNK - 16))
+    assert not named(_probe("whole-rest", LARGE_CHUNK + 5, 16, 64, LARGE_CHUNK + 5))
+
+
+def test_every_secret_holds_largest_chunks_of_thousands_of_tokens(many_secrets):
+    """A search bounded at a few thousand tokens is right on every smaller chunk: the hidden
+    probes must hold chunks past any such bound up to 16,384 tokens, that leave some of the
+    prompt, and on which the worker's floor for a starved plan earns little."""
+    from grader.lessons.chunk_probes import LARGE_CHUNK, floor_chunk
+    for s in many_secrets:
+        large = []
+        for c in lesson3.hidden_probes(s):
+            verdict, largest = brute_force(c.inputs) if c.name.startswith("large-chunk#") else (None, 0)
+            if verdict == "ok" and LARGE_CHUNK / 0.95 < largest < c.inputs.prefill_remaining:
+                large.append(largest)
+                assert floor_chunk(c.inputs) <= largest / 8, c.label
+        assert len(large) == lesson3.PROBE_FAMILIES["large-chunk"] and max(large) > 3 * LARGE_CHUNK, (s, large)
 
 
 def test_a_chunk_short_of_the_share_earns_its_share_of_the_share():

@@ -6,7 +6,7 @@ public scenarios from the other files there; hidden probes are drawn from the in
 secret per family (short and very long prefixes, empty and full decode batches, budgets
 next to the decode-only step or a page boundary, coefficients other than the defaults, the
 last whole page before a rest of the prompt that is no whole number of pages, pages that
-are no power of two), hidden
+are no power of two, a largest chunk of thousands of tokens), hidden
 scenarios from grader/instructor/families/lesson3.yaml.
 
 The oracle (chunk_oracle) finds the largest fitting chunk by binary search over page
@@ -29,6 +29,7 @@ from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 # Importing the judges registers their checks.
 from grader.lessons import chunk_probes, chunk_runs  # noqa: F401
+from grader.lessons.chunk_probes import LARGE_CHUNK
 from grader.lessons.chunk_oracle import EDGE, step_s
 from grader.course.scenario import hidden_scenarios, public_scenarios
 from grader.engine.secret import derive_seed
@@ -150,7 +151,7 @@ def _draw(g: np.random.Generator, family: str, i: int = 0) -> ChunkContext:
     decode = _batch(g, 0, 64, 16, 8192)
     done = int(g.integers(0, 1025))
     remaining = _remaining(g, 20000)
-    budget_kind = "chunk"
+    budget_kind, target = "chunk", 0
     if family == "long-prefix":
         done = int(g.integers(16384, 126977))
         remaining = _remaining(g, 12000)
@@ -180,6 +181,15 @@ def _draw(g: np.random.Generator, family: str, i: int = 0) -> ChunkContext:
         remaining = pages * pt + int(g.integers(1, pt))     # no whole number of pages
         done = int(g.integers(0, 60000))
         budget_kind = "last-page"
+    elif family == "large-chunk":
+        # Thousands of tokens fit beside a small batch, and the prompt is longer still: a
+        # search bounded above (so many pages, so many tokens) is right on every smaller chunk.
+        decode = _batch(g, 0, 32, 16, 8192)
+        done = int(g.integers(0, 30000))
+        min_chunk = pt * int(g.choice([0, 1, 2, 4]))     # the worker's floor stays far below
+        target = _log_int(g, LARGE_CHUNK + LARGE_CHUNK // 8, 4 * LARGE_CHUNK)
+        remaining = target + pt + _log_int(g, 1, 8000)
+        budget_kind = "large"
     ctx = ChunkContext(0.0, cost, decode, done, max(1, remaining), pt, min_chunk)
     if budget_kind == "step-fixed":
         sides = [0.97, 1 - 1e-6] if i % 10 == 4 else [1 + 1e-6, 1 + 1e-4, 1.01]
@@ -202,6 +212,11 @@ def _draw(g: np.random.Generator, family: str, i: int = 0) -> ChunkContext:
         last = (ctx.prefill_remaining - 1) // pt * pt
         low, high = step_s(ctx, last), step_s(ctx, ctx.prefill_remaining)
         budget = low + (high - low) * float(g.uniform(0.1, 0.9))
+    elif budget_kind == "large":
+        # The largest chunk is the last page of the target; the page after it does not fit.
+        largest = target // pt * pt
+        low, high = step_s(ctx, largest), step_s(ctx, largest + pt)
+        budget = low + (high - low) * float(g.uniform(0.1, 0.9))
     else:
         budget = _budget_for_chunk(ctx, g)
     return _clear_of_edges(replace(ctx, gap_budget_s=budget))
@@ -223,6 +238,7 @@ def _clear_of_edges(ctx: ChunkContext) -> ChunkContext:
 PROBE_FAMILIES = {          # family -> hidden probes per secret
     "short-prefix": 30, "long-prefix": 30, "empty-batch": 25, "full-batch": 25,
     "near-decode-only": 35, "page-edge": 35, "other-coefficients": 40, "last-page": 20,
+    "large-chunk": 20,
 }
 
 
