@@ -167,6 +167,7 @@ def progress(ctx: CheckContext, params: dict) -> Measure:
                 f"{what} is below {share:.0%} of the largest "
                 f"chunk that fits, {e.largest} tokens (its step takes {ms(step_s(c, e.largest))} "
                 f"of the {ms(c.gap_budget_s)} budget)")
+
     def clause(case: Case) -> str:
         """A largest chunk of thousands of tokens that leaves some of the prompt weighs as
         much as the rest too: a search bounded above (256 pages, 4,096 tokens) is right on
@@ -199,7 +200,7 @@ def _power_of_two(page_tokens: int) -> bool:
 def _page_size(case: Case) -> str:
     """Probes whose page is no power of two weigh as much as the others in page-aligned: a
     rounding that masks bits (tokens & -page_tokens) is right on every power of two, and
-    wrong on the others alone, a quarter of the probes, it lost 0.15 of the point."""
+    wrong only on the others, a quarter of the probes, it lost 0.15 of the point."""
     return "" if _power_of_two(case.inputs.page_tokens) else "a page that is no power of two"
 
 
