@@ -256,6 +256,40 @@ def test_a_stored_report_of_the_wrong_shape_is_one_line_naming_the_student_and_f
                    "what a report holds (damaged?); grade it again: grader grade lesson1 ... --force\n")
 
 
+@pytest.mark.parametrize("table, column, typed, said", [
+    (results, "score", "8,5", "its score is '8,5', not a number"),
+    (results, "rubric_version", "two", "its rubric_version is 'two', not a whole number"),
+    (results, "graded_at", "yesterday", "its graded_at is 'yesterday', not a time (YYYY-MM-DD HH:MM:SS)"),
+    (results, "status", "Graded", "its status is 'Graded', not graded or error"),
+    (scores, "score", "n/a", "its criterion c0's score is 'n/a', not a number"),
+    (scores, "passed", "yes", "its criterion c0's passed is 'yes', not true or false"),
+], ids=["score-with-a-comma", "version-a-word", "date-a-word", "status-capitalised",
+        "criterion-score-a-word", "passed-a-word"])
+@pytest.mark.parametrize("command", [["export", "--format", "csv"], ["report", "lesson1", "--json"],
+                                     ["feedback"]])
+def test_a_value_typed_by_hand_into_the_gradebook_is_one_line_naming_the_student_and_field(
+        tmp_path, capsys, table, column, typed, said, command):
+    """A SQLite gradebook keeps whatever a database viewer is given, in any column (a score
+    mended by hand as "8,5"): export, report and feedback stopped with a TypeError or a
+    ValueError traceback (exit 1), naming neither the student nor the field."""
+    from grader.cli import main
+    db = tmp_path / "gb.db"
+    with open_gradebook(str(db)) as book:
+        book.record("bob", fake_report())
+        book.record("alice", fake_report())
+        key = results.c.id if table is results else scores.c.result_id
+        with book.engine.begin() as conn:
+            alice = conn.execute(sa.select(results.c.id).where(results.c.student == "alice")).scalar()
+            where = [key == alice] + ([scores.c.criterion == "c0"] if table is scores else [])
+            conn.execute(table.update().where(*where).values({column: sa.literal_column(f"'{typed}'")}))
+    out = ["--out", str(tmp_path / "out")] if command[0] == "feedback" else []
+    code = main([*command, "--gradebook", str(db), *out])
+    printed, err = capsys.readouterr()
+    assert code == 2 and printed == "", err
+    assert err == (f"grader: gradebook result of 'alice' for lesson1: {said} (edited by hand?): mend it, "
+                   f"or grade it again: grader grade lesson1 ... --force\n"), err
+
+
 # ---- forgetting a student graded by mistake -------------------------------------------------------
 
 def _class_with_a_stray(path):

@@ -531,6 +531,10 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
     grader = grading_version()
     done = set() if force else refuse_mixed_results(book, lesson, expected_cases, grader, secret_file)
+    if not force:
+        # A result damaged by hand is refused now, naming it, not in the summary after the
+        # whole class was graded (--force writes every student's again).
+        book.results(lesson)
     info = replace(rubric_info(rubric), criteria=())     # an error row's lesson: its totals only
     # The gradebook kept in the class folder is no student (nor are SQLite's files beside it):
     # recorded, it would be three students with 0 points in every export.

@@ -19,8 +19,10 @@ results) are sorted in Python, so they do not depend on the database's collation
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import time
@@ -295,6 +297,56 @@ def _sqlite_hint(database: str, why: str) -> str:
         return ("; you may read it but not write it: grade into a gradebook you may write "
                 "(export, report and feedback only read it)")
     return ""
+
+
+def _raw(table: sa.Table) -> sa.Select:
+    """Every column of ``table`` as the database holds it, with none of SQLAlchemy's
+    conversions: SQLite keeps whatever a database viewer was given in any column (a score
+    typed as "8,5" stays text), and converted on the way out it failed deep inside a
+    command (a TypeError adding up scores, a ValueError from a date), not naming the row."""
+    return sa.select(*(sa.type_coerce(c, sa.types.NullType).label(c.name) for c in table.columns))
+
+
+def _whose(student, lesson) -> str:
+    return f"gradebook result of {student!r} for {lesson}"
+
+
+def _stored(table: sa.Table, row, where: str, prefix: str = "") -> dict:
+    """A row read by ``_raw``, each value checked against its column's type (and a result's
+    status against the two it may be), as Python values; one that is not what its column
+    holds is an InputError naming the result and the field, and how to mend it."""
+    values = {}
+    for column in table.columns:
+        value, kind = _as_column(column.type, row[column.name])
+        if column.name == "status" and value not in ("graded", "error"):
+            kind = "graded or error"
+        if kind:
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            lesson = row["lesson"] if "lesson" in row else "LESSON"
+            raise InputError(where, f"its {prefix}{column.name} is {shown}, not {kind} (edited by "
+                                    f"hand?): mend it, or grade it again: grader grade {lesson} "
+                                    f"... --force")
+        values[column.name] = value
+    return values
+
+
+def _as_column(kind: sa.types.TypeEngine, value) -> tuple[object, str]:
+    """(the value as Python holds it, "") or (the value, what it should have been)."""
+    if isinstance(kind, sa.Boolean):
+        return (bool(value), "") if value in (0, 1) else (value, "true or false")
+    if isinstance(kind, sa.Integer):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return value, "" if ok else "a whole number"
+    if isinstance(kind, sa.Float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return (float(value), "") if ok else (value, "a number")
+    if isinstance(kind, sa.DateTime):
+        when = value
+        if isinstance(value, str):            # SQLite keeps a time as its ISO text
+            with contextlib.suppress(ValueError):
+                when = datetime.fromisoformat(value)
+        return (_utc(when), "") if isinstance(when, datetime) else (value, "a time (YYYY-MM-DD HH:MM:SS)")
+    return value, "" if isinstance(value, str) else "text"
 
 
 # An error row of a submission the grader itself failed on starts with these words; what
@@ -649,33 +701,39 @@ class Gradebook:
 
     def results(self, lesson: str | None = None, student: str | None = None) -> list[StoredResult]:
         """Stored results ordered by student then lesson (by code point, as Python sorts,
-        whatever the database's collation), each with its criterion scores."""
-        q = sa.select(results)
+        whatever the database's collation), each with its criterion scores. A value edited
+        by hand into another type is one line naming the student, lesson and field
+        (``_stored``)."""
+        q = _raw(results)
         if lesson is not None:
             q = q.where(results.c.lesson == lesson)
         if student is not None:
             q = q.where(results.c.student == student)
         with self.engine.connect() as conn:
-            rows = sorted(conn.execute(q).all(), key=lambda r: (r.student, r.lesson))
+            rows = [_stored(results, r._mapping, _whose(r.student, r.lesson))
+                    for r in conn.execute(q)]
+            rows.sort(key=lambda r: (r["student"], r["lesson"]))
             by_result: dict[int, list[CriterionScore]] = {}
-            sq = sa.select(scores).join(results, scores.c.result_id == results.c.id)
+            sq = _raw(scores).add_columns(results.c.student, results.c.lesson).join(
+                results, scores.c.result_id == results.c.id)
             if lesson is not None:
                 sq = sq.where(results.c.lesson == lesson)
             if student is not None:
                 sq = sq.where(results.c.student == student)
             for s in conn.execute(sq):
-                by_result.setdefault(s.result_id, []).append(
-                    CriterionScore(s.criterion, s.score, s.max_score, bool(s.passed), s.feedback))
+                v = _stored(scores, s._mapping, _whose(s.student, s.lesson), f"criterion {s.criterion}'s ")
+                by_result.setdefault(v["result_id"], []).append(
+                    CriterionScore(v["criterion"], v["score"], v["max_score"], v["passed"], v["feedback"]))
         order = {(c.lesson, c.id): c.position for c in self._criteria_rows()}
         return [StoredResult(
-            student=r.student, lesson=r.lesson, status=r.status, score=r.score,
-            max_score=r.max_score, submission_path=r.submission_path,
-            submission_digest=r.submission_digest, rubric_version=r.rubric_version,
-            cases_digest=r.cases_digest, grader_version=r.grader_version,
-            graded_at=_utc(r.graded_at), duration_s=r.duration_s, error=r.error,
-            scores=tuple(sorted(by_result.get(r.id, ()),
-                                key=lambda s, l=r.lesson: order.get((l, s.criterion), 1 << 30))),
-            report_json=r.report) for r in rows]
+            student=r["student"], lesson=r["lesson"], status=r["status"], score=r["score"],
+            max_score=r["max_score"], submission_path=r["submission_path"],
+            submission_digest=r["submission_digest"], rubric_version=r["rubric_version"],
+            cases_digest=r["cases_digest"], grader_version=r["grader_version"],
+            graded_at=r["graded_at"], duration_s=r["duration_s"], error=r["error"],
+            scores=tuple(sorted(by_result.get(r["id"], ()),
+                                key=lambda s, l=r["lesson"]: order.get((l, s.criterion), 1 << 30))),
+            report_json=r["report"]) for r in rows]
 
     def _criteria_rows(self):
         with self.engine.connect() as conn:
