@@ -355,11 +355,32 @@ def test_release_refuses_a_folder_that_is_not_a_release(tmp_path):
 
 
 def test_release_replaces_an_earlier_release(tmp_path):
+    from grader.instructor.release import EDITION_TOP
     out = tmp_path / "learner"
     build_learner_edition(find_course(str(ROOT)), out, lessons=("lesson1",), verify=False)
-    (out / "stale.txt").write_text("old")
+    assert {p.name for p in out.iterdir()} <= set(EDITION_TOP)
+    (out / "assignments" / "stale.txt").write_text("old")
+    (out / "serving_grader.egg-info").mkdir()          # what `pip install .` leaves there
     manifest = build_learner_edition(find_course(str(ROOT)), out, lessons=("lesson1",), verify=False)
-    assert not (out / "stale.txt").exists() and manifest.lessons == ("lesson1",)
+    assert not (out / "assignments" / "stale.txt").exists() and manifest.lessons == ("lesson1",)
+    assert not (out / "serving_grader.egg-info").exists()
+
+
+def test_release_refuses_an_earlier_edition_holding_what_no_edition_writes(tmp_path):
+    """An edition kept as a git repository to hand out (or beside the instructor's notes)
+    was replaced whole: its .git/ and the notes were deleted without a word."""
+    out = tmp_path / "learner"
+    build_learner_edition(find_course(str(ROOT)), out, lessons=("lesson1",), verify=False)
+    (out / ".git").mkdir()
+    (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (out / "notes.md").write_text("keep me")
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(InputError) as refused:
+        build_learner_edition(find_course(str(ROOT)), out, lessons=("lesson1",), verify=False)
+    assert refused.value.where == str(out)
+    assert "(.git, notes.md), which replacing it would delete" in refused.value.message
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["learner"]
 
 
 @pytest.mark.parametrize("failure", ["a leak", "interrupted"])

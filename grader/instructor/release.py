@@ -37,6 +37,7 @@ from grader import __version__
 from grader.engine.layout import Course
 from grader.engine.edition import MARKER
 from grader.engine.errors import InputError
+from grader.engine.text import first_few
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = Path("reference") / "solutions"
@@ -249,6 +250,24 @@ def _prepare(out: Path, course: Course) -> None:
             raise InputError(str(out), "exists and is not a folder")
         if any(out.iterdir()) and not (out / "grader" / MARKER.name).is_file():
             raise InputError(str(out), "is not empty and holds no earlier learner edition")
+        theirs = sorted(p.name for p in out.iterdir() if not _edition_writes(p.name))
+        if theirs:
+            # Replacing the earlier edition removes the whole folder: a .git/ kept there to
+            # hand the edition out (its history), or notes of the instructor's, would go with it.
+            raise InputError(str(out), f"holds an earlier learner edition and what no edition writes "
+                                       f"({first_few(theirs)}), which replacing it would delete: move "
+                                       f"{'it' if len(theirs) == 1 else 'them'} out first, then back "
+                                       f"once the new edition is in place")
+
+
+# What an edition holds at its top (_copy, _build), and what installing or testing it there
+# leaves beside them: all replaced with the edition. Anything else is someone's own.
+EDITION_TOP = ("README.md", "assignments", "docs", "grader", "pyproject.toml", "reference", "rubrics")
+BYPRODUCTS = ("build", "__pycache__", ".pytest_cache")
+
+
+def _edition_writes(name: str) -> bool:
+    return name in EDITION_TOP or name in BYPRODUCTS or name.endswith(".egg-info")
 
 
 def _aside(out: Path) -> Path:
