@@ -60,13 +60,16 @@ def test_discover_nbgrader_layout_and_its_problems(tmp_path):
     for name in ("answers.txt", "answers.zip", ".DS_Store"):
         (sub / "erin" / "lesson1" / name).write_text("x = 1\n")
     (sub / "fay" / "lesson1").mkdir(parents=True)                         # nothing at all
+    (sub / "gus" / "lesson1" / "exercise.py").mkdir(parents=True)         # a folder named as the file
     (tmp_path / "gradebook.db").write_text("")                           # beside submitted/: ignored
     entries = {e.student: e for e in discover(tmp_path, "lesson1")}
-    assert set(entries) == {"alice", "bob", "carol", "dan", "erin", "fay"}
+    assert set(entries) == {"alice", "bob", "carol", "dan", "erin", "fay", "gus"}
     # What is there instead, for the instructor and the student's feedback.
     assert entries["erin"].problem == ("no .py or .ipynb file in the submission folder (it holds "
                                        "answers.txt, answers.zip)")
     assert entries["fay"].problem == "no .py or .ipynb file in the submission folder (it is empty)"
+    assert entries["gus"].problem == ("no .py or .ipynb file in the submission folder (it holds "
+                                      "exercise.py/)")
     assert entries["alice"].path.endswith("exercise.py") and not entries["alice"].problem
     assert "no submission for lesson1" in entries["bob"].problem
     assert "several submission files (a.py, b.ipynb)" in entries["carol"].problem

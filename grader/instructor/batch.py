@@ -65,8 +65,11 @@ def _pick(folder: Path, lesson: str, functions: tuple[str, ...]) -> tuple[str, s
         return str(folder / choice.file), "", as_text(choice.note)
     if any(code_suffix(f) for f in files):
         return str(folder), as_text(choice.problem), ""
-    # What is there instead (answers.txt, a .zip) tells the student what to hand in again.
-    held = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
+    # What is there instead (answers.txt, a .zip) tells the student what to hand in again; a
+    # folder is shown as one (exercise.py/, an unzipped upload), or the line reads as a
+    # contradiction: no .py file, and it holds exercise.py.
+    held = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()
+                  if not p.name.startswith("."))
     there = f"it holds {first_few(held)}" if held else "it is empty"
     return str(folder), as_text(f"{choice.problem} in the submission folder ({there})"), ""
 
