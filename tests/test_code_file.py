@@ -75,6 +75,19 @@ def test_a_class_folder_and_a_gradescope_upload_choose_the_same_file(tmp_path, f
         assert isinstance(picked, upload.Missing) and says in picked.why, picked
 
 
+@pytest.mark.parametrize("files, way", [
+    ({"a.py": ALL, "b.py": ALL}, "keep one, or name it exercise.py"),
+    ({"exercise.py": ALL, "lesson1.py": ALL}, "keep one"),
+], ids=["a-tie-of-other-names", "a-tie-of-submission-names"])
+def test_a_tie_says_what_tells_the_files_apart(tmp_path, files, way):
+    """Two files both named as the submission (exercise.py and lesson1.py) tie however one of
+    them is renamed to exercise.py: the advice to do so changed nothing."""
+    _write(tmp_path / "class" / "submitted" / "alice" / "lesson1", files)
+    [entry] = discover(tmp_path / "class", "lesson1", COURSE)
+    assert entry.problem.endswith(f"of the lesson's functions (kv_bytes_per_token, pages_for, "
+                                  f"pool_pages, worst_case_pages, check_contract); {way}"), entry.problem
+
+
 def test_a_flat_class_folder_takes_an_upper_case_suffix_as_its_students_file(tmp_path):
     _write(tmp_path / "class", {"alice.PY": ALL, "bob.py": ALL, "bob.Py": ALL, "carol.Ipynb": notebook(ALL),
                                 "notes.txt": ALL})

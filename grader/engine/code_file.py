@@ -89,7 +89,9 @@ def choose(folder: Path, files: list[Path], lesson: str, functions: tuple[str, .
     if best == (0, False) or rank[ranked[1]] == best:
         names = first_few([p.as_posix() for p in candidates], 8)
         which = "none defines any" if best[0] == 0 else "more than one defines the most"
+        # Tied files named as a submission already (exercise.py and lesson1.py): renaming
+        # one would change nothing.
+        way = "keep one" if best[1] else "keep one, or name it exercise.py"
         return Choice(None, problem=f"several submission files ({names}), and {which} of the "
-                                    f"lesson's functions ({', '.join(functions)}); keep one, or "
-                                    f"name it exercise.py")
+                                    f"lesson's functions ({', '.join(functions)}); {way}")
     return Choice(ranked[0], tuple(ranked[1:]))
