@@ -389,6 +389,40 @@ def test_a_class_stopped_early_stops_its_workers_where_they_are(monkeypatch):
             os.kill(pid, 9)
 
 
+def _answer_once_flagged(flag, name):
+    """A pool task standing in for grade_one: "first" is graded at once, "second" once the
+    test has made the file ``flag``."""
+    import time
+    while name != "first" and not os.path.exists(flag):
+        time.sleep(0.01)
+    return {"graded": name}
+
+
+def test_a_ctrl_c_reaches_the_grader_not_its_workers(tmp_path, monkeypatch):
+    """Ctrl-C at a terminal goes to every process of the command: a pool worker took it as
+    its own KeyboardInterrupt and printed 'Process ForkProcess-1:' (and its traceback, when
+    the grader's kill came late) into the instructor's terminal. The grader alone stops the
+    class (it kills its workers itself); a worker goes on with the submission in hand."""
+    import signal
+    from grader.instructor import batch
+    monkeypatch.setattr(batch, "grade_one", _answer_once_flagged)
+    flag = tmp_path / "go"
+    before = _children()
+    outcomes = batch._local_pool([batch.Job(s, s) for s in ("first", "second")], 1, (str(flag),))
+    try:
+        assert next(outcomes)[1] == {"graded": "first"}
+        [worker] = _children() - before
+        os.kill(worker, signal.SIGINT)            # as the terminal sends it, to the worker too
+        flag.write_text("")                       # the second submission ends after the signal
+        try:
+            result = next(outcomes)[1]
+        except KeyboardInterrupt as e:            # the worker's, sent back as its result
+            result = e
+        assert result == {"graded": "second"}
+    finally:
+        outcomes.close()
+
+
 # ---------------------------------------------------------------------------- determinism, resuming
 
 def test_same_results_whatever_the_number_of_workers(tmp_path):

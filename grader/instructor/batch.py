@@ -260,6 +260,10 @@ def _start_worker(grader_pid: int, started, workers: int, pids=None) -> None:
     can stop it mid-submission), and take a CPU of its own for the sandboxes' round trips
     (grader.engine.sandbox.affinity)."""
     _die_with_grader(grader_pid)
+    # Ctrl-C at a terminal reaches every process of the command: the grader alone stops the
+    # class (it kills its workers, _stop_workers); a worker taking it as its own printed
+    # "Process ForkProcess-1:" and a traceback into the instructor's terminal.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     with started.get_lock():
         index, started.value = started.value, started.value + 1
     if pids is not None and index < len(pids):
