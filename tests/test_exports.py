@@ -125,6 +125,35 @@ def test_nbgrader_gradebook_and_nbgrader_export_show_the_same_totals(url, stored
         assert seen[key] == pytest.approx(r.score)
 
 
+def test_an_nbgrader_export_changes_no_grade_nbgrader_gave_itself(url, stored, tmp_path):
+    """Exported into the course's own nbgrader gradebook, where the assignment lesson1 was
+    also made in nbgrader (a notebook of its own, autograded and manually graded cells): the
+    export set every grade cell of the assignment to its criteria's score or 0, so the
+    autograded 3 of 3 became 0 and a cell waiting for manual grading was marked done."""
+    from nbgrader.api import Gradebook as NbGradebook
+    db = tmp_path / "gradebook.db"
+    student = "O'Brien, Pat"
+    with NbGradebook(f"sqlite:///{db}") as gb:
+        gb.update_or_create_assignment("lesson1")
+        gb.update_or_create_notebook("essay", "lesson1")
+        gb.update_or_create_grade_cell("auto-q", "essay", "lesson1", max_score=3, cell_type="code")
+        gb.update_or_create_grade_cell("manual-q", "essay", "lesson1", max_score=5, cell_type="markdown")
+        gb.add_student(student)
+        gb.add_submission("lesson1", student)
+        auto, manual = (gb.find_grade(c, "essay", "lesson1", student) for c in ("auto-q", "manual-q"))
+        auto.auto_score, auto.needs_manual_grade = 3.0, False
+        manual.auto_score, manual.needs_manual_grade = None, True
+        gb.db.commit()
+    p = cli("export", "--gradebook", url, "--format", "nbgrader", "--out", str(db))
+    assert p.returncode == 0, p.stderr
+    with NbGradebook(f"sqlite:///{db}") as gb:
+        auto, manual = (gb.find_grade(c, "essay", "lesson1", student) for c in ("auto-q", "manual-q"))
+        assert (auto.auto_score, auto.needs_manual_grade) == (3.0, False)
+        assert (manual.auto_score, manual.needs_manual_grade) == (None, True)
+        ours = {g.name: g.auto_score for g in gb.find_submission_notebook("exercise", "lesson1", student).grades}
+        assert ours == {s.criterion: pytest.approx(s.score) for s in stored[(student, "lesson1")].scores}
+
+
 def test_an_nbgrader_export_into_a_folder_whose_name_has_a_hash_or_a_question_mark_goes_there(url, tmp_path):
     """Written as a URL's text, "nbgrader C#?/gradebook.db" was cut at the "#": the export
     said it wrote there and made a file "nbgrader C" beside it."""

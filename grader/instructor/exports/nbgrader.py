@@ -41,8 +41,11 @@ def _url(out: str):
     return sa.engine.URL.create("sqlite", database=str(path))
 
 
-def _submission(nb, db, assignment, student):
-    """The student's submitted assignment, with a grade row for every grade cell."""
+def _submission(nb, db, assignment, student, cells):
+    """The student's submitted assignment, with a grade row for every grade cell, and the
+    grade rows of the lesson's criteria (``cells``, in the notebook ``exercise``) by name:
+    those alone are this export's to score. An assignment of the same name made in nbgrader
+    itself may hold notebooks and cells of its own, graded there."""
     sub = (db.query(nb.SubmittedAssignment)
            .filter(nb.SubmittedAssignment.assignment_id == assignment.id,
                    nb.SubmittedAssignment.student_id == student.id).one_or_none())
@@ -64,7 +67,8 @@ def _submission(nb, db, assignment, student):
             if grade is None:
                 grade = nb.Grade(cell_id=cell.id, notebook=snb)
                 db.add(grade)
-            grades[cell.name] = grade
+            if notebook.name == NOTEBOOK and cell.name in cells:
+                grades[cell.name] = grade
     return sub, grades
 
 
@@ -142,9 +146,10 @@ def export_nbgrader(book, out: str, *, lesson: str | None = None, progress: bool
             db = gb.db
             assignments = {a.name: a for a in gb.assignments}
             students = {s.id: s for s in db.query(nb.Student)}
+            cells = {i.id: {c.id for c in i.criteria} for i in infos}
             for r in rows:
                 with db.no_autoflush:
-                    _store(nb, db, assignments[r.lesson], students, r)
+                    _store(nb, db, assignments[r.lesson], students, r, cells[r.lesson])
                 bar.advance()
             db.commit()
     finally:
@@ -152,13 +157,14 @@ def export_nbgrader(book, out: str, *, lesson: str | None = None, progress: bool
     return out
 
 
-def _store(nb, db, assignment, students, r) -> None:
-    """One result as the student's submission of the assignment, grades as auto scores."""
+def _store(nb, db, assignment, students, r, cells) -> None:
+    """One result as the student's submission of the assignment, its criteria's grades as
+    auto scores (``cells``: the lesson's criteria; no other grade is changed)."""
     student = students.get(r.student)
     if student is None:
         student = students[r.student] = nb.Student(id=r.student)
         db.add(student)
-    sub, grades = _submission(nb, db, assignment, student)
+    sub, grades = _submission(nb, db, assignment, student, cells)
     sub.timestamp = r.graded_at.replace(tzinfo=None)     # nbgrader stores naive UTC
     scored = {s.criterion: s.score for s in r.scores}
     for name, grade in grades.items():
