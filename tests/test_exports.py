@@ -1,6 +1,7 @@
 """Exports: CSV that survives a round trip, nbgrader's gradebook (checked with nbgrader
 itself), and one feedback file per student. (Gradescope: tests/test_gradescope.py.)"""
 import csv
+import datetime
 import json
 import os
 import subprocess
@@ -129,7 +130,8 @@ def test_an_nbgrader_export_changes_no_grade_nbgrader_gave_itself(url, stored, t
     """Exported into the course's own nbgrader gradebook, where the assignment lesson1 was
     also made in nbgrader (a notebook of its own, autograded and manually graded cells): the
     export set every grade cell of the assignment to its criteria's score or 0, so the
-    autograded 3 of 3 became 0 and a cell waiting for manual grading was marked done."""
+    autograded 3 of 3 became 0, a cell waiting for manual grading was marked done, and the
+    time the student handed it in (what nbgrader reckons lateness from) became the grade's."""
     from nbgrader.api import Gradebook as NbGradebook
     db = tmp_path / "gradebook.db"
     student = "O'Brien, Pat"
@@ -143,6 +145,8 @@ def test_an_nbgrader_export_changes_no_grade_nbgrader_gave_itself(url, stored, t
         auto, manual = (gb.find_grade(c, "essay", "lesson1", student) for c in ("auto-q", "manual-q"))
         auto.auto_score, auto.needs_manual_grade = 3.0, False
         manual.auto_score, manual.needs_manual_grade = None, True
+        handed_in = datetime.datetime(2026, 3, 1, 23, 59)
+        gb.find_submission("lesson1", student).timestamp = handed_in
         gb.db.commit()
     p = cli("export", "--gradebook", url, "--format", "nbgrader", "--out", str(db))
     assert p.returncode == 0, p.stderr
@@ -150,6 +154,7 @@ def test_an_nbgrader_export_changes_no_grade_nbgrader_gave_itself(url, stored, t
         auto, manual = (gb.find_grade(c, "essay", "lesson1", student) for c in ("auto-q", "manual-q"))
         assert (auto.auto_score, auto.needs_manual_grade) == (3.0, False)
         assert (manual.auto_score, manual.needs_manual_grade) == (None, True)
+        assert gb.find_submission("lesson1", student).timestamp == handed_in   # its lateness's
         ours = {g.name: g.auto_score for g in gb.find_submission_notebook("exercise", "lesson1", student).grades}
         assert ours == {s.criterion: pytest.approx(s.score) for s in stored[(student, "lesson1")].scores}
 

@@ -165,7 +165,11 @@ def _store(nb, db, assignment, students, r, cells) -> None:
         student = students[r.student] = nb.Student(id=r.student)
         db.add(student)
     sub, grades = _submission(nb, db, assignment, student, cells)
-    sub.timestamp = r.graded_at.replace(tzinfo=None)     # nbgrader stores naive UTC
+    if sub.timestamp is None or sub.id is None:
+        # A submission nbgrader collected keeps its own time: the hand-in time its lateness
+        # is reckoned from, which the grade's time is not. One this export made has the
+        # grade's (nbgrader stores naive UTC).
+        sub.timestamp = r.graded_at.replace(tzinfo=None)
     scored = {s.criterion: s.score for s in r.scores}
     for name, grade in grades.items():
         grade.auto_score = scored.get(name, 0.0)
