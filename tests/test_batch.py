@@ -44,6 +44,40 @@ def standalone_scores(lesson: str) -> dict[str, dict[str, float]]:
 
 # ---------------------------------------------------------------------------- discovery
 
+def test_what_the_graders_commands_wrote_into_a_class_folder_is_no_student(tmp_path):
+    """`grader feedback --out submitted/` (or a CSV export, a class report, a gradebook kept
+    there): the next grade of the class recorded alice.md, grades.csv and index.html as
+    students with 0 points ('not a submission'), in every export, and wrote them feedback.
+    Told by their bytes, as the release tells them; a note of the instructor's is still a
+    student, recorded with why it is not a submission."""
+    import zipfile
+    from grader.instructor.class_report import write_report
+    from grader.instructor.exports.csv import export_csv
+    from grader.instructor.exports.feedback import write_feedback
+    from test_gradebook import fake_report
+    folder = tmp_path / "class"
+    folder.mkdir()
+    for student in ("alice", "bob"):
+        (folder / f"{student}.py").write_text("x = 1\n")
+    with open_gradebook(str(tmp_path / "old.db")) as book:
+        for student in ("alice", "bob"):
+            book.record(student, fake_report())
+        write_feedback(book, str(folder))
+        write_feedback(book, str(folder), fmt="html")
+        export_csv(book, str(folder / "grades.csv"))
+        write_report(book, "lesson1", folder / "report")
+    (folder / "report" / "index.html").rename(folder / "index.html")
+    (folder / "old.db").write_bytes((tmp_path / "old.db").read_bytes())
+    with zipfile.ZipFile(folder / "lesson1-autograder.zip", "w") as z:
+        for name in ("autograder.json", "run_autograder"):
+            z.writestr(name, "")
+    (folder / "notes.txt").write_text("alice asked for an extension")
+    assert {"alice.md", "bob.html", "grades.csv", "index.html"} <= {p.name for p in folder.iterdir()}
+    entries = {e.student: e for e in discover(folder, "lesson1", COURSE)}
+    assert sorted(entries) == ["alice", "bob", "notes.txt", "report"]
+    assert entries["notes.txt"].problem.startswith("not a submission")
+
+
 def test_discover_nbgrader_layout_and_its_problems(tmp_path):
     sub = tmp_path / "submitted"
     (sub / "alice" / "lesson1").mkdir(parents=True)

@@ -31,6 +31,7 @@ from grader.engine.layout import Course
 from grader.engine.sandbox import affinity
 from grader.engine.errors import InputError
 from grader.engine.fingerprint import grading_version
+from grader.instructor.outputs import instructor_output
 from grader.instructor.gradebook import (GRADER_FAILED, CriterionInfo, Gradebook, GradebookWriteError,
                                          LessonInfo, cases_digest)
 from grader.engine.progress import Progress
@@ -118,6 +119,11 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
     inside = root.resolve()
     for item in sorted(root.iterdir()):
         if item.name.startswith(".") or item.name in NOT_STUDENTS:
+            continue
+        if not code_suffix(item) and item.is_file() and not item.is_symlink() and instructor_output(item):
+            # What a command of the grader's wrote there (`grader feedback --out submitted/`,
+            # a CSV export, a report's page, an old gradebook): recorded, each would be a
+            # student with 0 points in every export, and get a feedback page of its own.
             continue
         # A student is their name in NFC: a macOS zip spells "José" decomposed (NFD), and
         # the two spellings must be one student (and two files of theirs, two submissions).

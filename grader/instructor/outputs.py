@@ -71,6 +71,23 @@ def is_earlier(path: Path, kind: Kind) -> bool:
         return False
 
 
+def instructor_output(path: Path) -> str:
+    """What an instructor's command wrote ``path`` as, told by its bytes whatever its name
+    (an autograder zip, a gradebook or any SQLite database, a CSV export, a feedback page, a
+    class report's page), or "" for anything else (and for what cannot be read)."""
+    from grader.instructor.gradebook import SQLITE_MAGIC
+    try:
+        head = read_regular(path, len(SQLITE_MAGIC))
+    except (OSError, Unreadable):
+        return ""
+    if head.startswith(SQLITE_MAGIC):
+        return "gradebook or other SQLite database"
+    if head.startswith(b"PK") and is_earlier(path, AUTOGRADER):
+        return AUTOGRADER.name
+    return next((k.name for k in (CSV_EXPORT, FEEDBACK_MD, FEEDBACK_HTML, REPORT_PAGE)
+                 if is_earlier(path, k)), "")
+
+
 def write_whole(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write ``data`` as ``path`` all at once: into a new file beside it, then renamed over
     it. A write stopped half way (Ctrl-C, a full disk) leaves the earlier output as it was

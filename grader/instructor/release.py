@@ -219,20 +219,12 @@ def instructor_outputs(root: Path, folder: str) -> list[str]:
     database, a CSV export, feedback pages, a class report. Saved into a lesson's folder
     (`grader gradescope lesson1 --out assignments/lesson1/...`), each would be copied into
     the learner edition with the lesson's files."""
-    from grader.instructor.gradebook import SQLITE_MAGIC
-    from grader.instructor.outputs import (AUTOGRADER, CSV_EXPORT, FEEDBACK_HTML, FEEDBACK_MD,
-                                           REPORT_PAGE, is_earlier)
+    from grader.instructor.outputs import instructor_output
     found = []
     for path in sorted(p for p in (root / folder).rglob("*") if p.is_file() and not p.is_symlink()):
-        with open(path, "rb") as f:
-            head = f.read(len(SQLITE_MAGIC))
-        kinds = [k.name for k in (CSV_EXPORT, FEEDBACK_MD, FEEDBACK_HTML, REPORT_PAGE)
-                 if is_earlier(path, k)]
-        if head.startswith(b"PK") and is_earlier(path, AUTOGRADER):
-            kinds.append(AUTOGRADER.name)
-        if head == SQLITE_MAGIC:
-            kinds.append("gradebook or other SQLite database")
-        found += [f"{path.relative_to(root).as_posix()}: {kind}" for kind in kinds]
+        kind = instructor_output(path)
+        if kind:
+            found.append(f"{path.relative_to(root).as_posix()}: {kind}")
     return found
 
 
