@@ -470,6 +470,37 @@ def test_same_results_whatever_the_number_of_workers(tmp_path):
     assert reports[0] == reports[1]
 
 
+@pytest.mark.parametrize("force", [False, True], ids=["resumed", "forced"])
+def test_a_graded_result_is_kept_when_its_file_can_no_longer_be_graded(tmp_path, force):
+    """A class graded again after its folder was synced anew, where one file came down empty
+    and one student handed in a second file: their 10 of 10 and its report were replaced by
+    an error row of 0 points, for good, and the summary said only 'failed'. A student with
+    no graded result still gets the error row."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    solution = (ROOT / "reference" / "solutions" / "lesson1.py").read_text()
+    for student in ("alice", "bob", "carol"):
+        (folder / f"{student}.py").write_text(solution)
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        run_batch("lesson1", folder, COURSE, SECRET, book, jobs=1, progress=False)
+        before = {r.student: r.report for r in book.results("lesson1")}
+        (folder / "alice.py").write_text("")
+        (folder / "bob").mkdir()
+        (folder / "bob" / "lesson1").mkdir()
+        (folder / "bob" / "lesson1" / "exercise.py").write_text(solution)
+        (folder / "dan.py").write_text("")
+        again = run_batch("lesson1", folder, COURSE, SECRET, book, jobs=1, force=force, progress=False)
+        kept = "; their graded result in the gradebook is kept (grader gradebook forget removes it)"
+        assert dict(again.failed) == {
+            "alice": "alice.py: the submission is empty" + kept,
+            "bob": ("bob/lesson1/exercise.py: two submissions: bob/lesson1/exercise.py and bob.py; "
+                    "keep one" + kept),
+            "dan": "dan.py: the submission is empty"}
+        after = {r.student: r for r in book.results("lesson1")}
+        assert {s: after[s].report for s in ("alice", "bob")} == {s: before[s] for s in ("alice", "bob")}
+        assert (after["dan"].status, after["dan"].error) == ("error", "the submission is empty")
+
+
 def test_rerun_skips_what_is_graded_and_regrades_what_changed(tmp_path):
     students = make_class(tmp_path / "class", "lesson1", 6, seed=4, slow=0)
     with open_gradebook(str(tmp_path / "gb.db")) as book:

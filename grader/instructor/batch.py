@@ -558,8 +558,11 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     # Before anything is recorded: a cluster that cannot be reached refuses the class whole,
     # rather than leaving each unreadable submission's error row behind it.
     with _cluster(scheduler) as client:
-        todo, failed, skipped = _read_entries(
-            entries, Path(folder), lesson, book, info,
+        # Who holds a graded result of the lesson: a submission of theirs that cannot be
+        # graded now (emptied, gone, unreadable, or the grader failing on it) keeps it.
+        fail = _Failures(book, info, {key[0] for key in book.graded_keys(lesson)})
+        todo, skipped = _read_entries(
+            entries, Path(folder), lesson, fail,
             to_grade=lambda e, sub: pending(e, sub, done, rubric.version, expected_cases, grader))
         n = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
         args = (str(course.root), lesson, secret, expected_cases, grader, unconfined_ok)
@@ -571,39 +574,56 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
             n = min(n, len(todo))
             outcomes, workers = _local_pool(todo, n, args), f"{n} processes"
         bar = Progress(len(todo), f"grading {lesson}", stream=stream, enabled=progress, heartbeat_s=1.0)
-        graded = _record_outcomes(outcomes, len(todo), book, info, failed, bar)
+        graded = _record_outcomes(outcomes, len(todo), book, fail, bar)
 
     students = {e.student for e in entries}
     scores = tuple(r.score for r in book.results(lesson)
                    if r.status == "graded" and r.student in students)
     return BatchSummary(lesson=lesson, students=len(entries), graded=graded, skipped=skipped,
-                        failed=tuple(sorted(failed)), scores=scores, max_score=info.max_score,
+                        failed=tuple(sorted(fail.failed)), scores=scores, max_score=info.max_score,
                         elapsed_s=round(time.monotonic() - started, 3), workers=workers,
                         gradebook=book.shown_url)
 
 
-def _read_entries(entries: list, folder: Path, lesson: str, book: Gradebook, info,
-                  to_grade) -> tuple[list, list, int]:
-    """Each student's file read: (the jobs ``to_grade`` keeps, the (student, why) of those
-    that could not be read, each recorded as an error row, and how many it passed over as
-    graded already)."""
+class _Failures:
+    """The submissions of a run that could not be graded, each as (student, why), and
+    recorded as an error row (0 points, retried next run), unless the student holds a graded
+    result of the lesson (``graded``): a file emptied or gone since (a sync cut short), a
+    second file handed in late, or the grader failing on it would replace their grade and
+    its report for good. That result is kept, and the summary says so."""
+
+    KEPT = "their graded result in the gradebook is kept (grader gradebook forget removes it)"
+
+    def __init__(self, book: Gradebook, info: LessonInfo, graded: set):
+        self.book, self.info, self.graded = book, info, graded
+        self.failed: list[tuple[str, str]] = []
+
+    def __call__(self, student: str, shown: str, why: str, digest: str = "") -> None:
+        if student in self.graded:
+            self.failed.append((student, f"{shown}: {why}; {self.KEPT}"))
+            return
+        self.failed.append((student, f"{shown}: {why}"))
+        self.book.record_error(student, self.info, shown, why, digest)
+
+
+def _read_entries(entries: list, folder: Path, lesson: str, fail: _Failures,
+                  to_grade) -> tuple[list, int]:
+    """Each student's file read: (the jobs ``to_grade`` keeps, and how many it passed over
+    as graded already); one that could not be read goes to ``fail``."""
     from grader.engine.pipeline import folder_files
 
-    failed: list[tuple[str, str]] = []
     todo: list[Job] = []
     skipped = 0
     root = class_root(folder)
     for e in entries:
         shown = within(e.path, root)
         if e.problem:
-            failed.append((e.student, f"{shown}: {e.problem}"))
-            book.record_error(e.student, info, shown, e.problem)
+            fail(e.student, shown, e.problem)
             continue
         try:
             sub = load_submission(Path(e.path), folder_files(lesson), e.student, links_within=root)
         except InputError as err:
-            failed.append((e.student, f"{shown}: {err.message}"))
-            book.record_error(e.student, info, shown, err.message)
+            fail(e.student, shown, err.message)
             continue
         # Read; from here it is named, not opened.
         sub = replace(sub, path=shown, notes=((e.note,) if e.note else ()) + sub.notes)
@@ -611,19 +631,18 @@ def _read_entries(entries: list, folder: Path, lesson: str, book: Gradebook, inf
             todo.append(Job(e.student, sub))
         else:
             skipped += 1
-    return todo, failed, skipped
+    return todo, skipped
 
 
-def _record_outcomes(outcomes, total: int, book: Gradebook, info, failed: list, bar) -> int:
-    """Each grade into the gradebook as it comes (a grader that failed as an error row, added
-    to ``failed``); how many were recorded as graded."""
+def _record_outcomes(outcomes, total: int, book: Gradebook, fail: _Failures, bar) -> int:
+    """Each grade into the gradebook as it comes (a grader that failed goes to ``fail``); how
+    many were recorded as graded."""
     graded = 0
     try:
         for job, result in outcomes:
             if isinstance(result, BaseException):
-                why = f"{GRADER_FAILED}: {type(result).__name__}: {result}"
-                failed.append((job.student, f"{job.submission.path}: {why}"))
-                book.record_error(job.student, info, job.submission.path, why, job.submission.digest)
+                fail(job.student, job.submission.path,
+                     f"{GRADER_FAILED}: {type(result).__name__}: {result}", job.submission.digest)
             else:
                 book.record(job.student, result)
                 graded += 1
