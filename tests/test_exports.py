@@ -4,6 +4,7 @@ import csv
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -413,6 +414,18 @@ def test_safe_names_stay_inside_the_folder():
         clean = safe_name(name)
         assert "/" not in clean and "\\" not in clean and not clean.startswith(".") and clean
     assert safe_name("a/b") != safe_name("a_b")
+
+
+def test_a_student_named_as_a_windows_device_gets_a_page_windows_can_hold():
+    """A login "con" (or "aux", "nul", "com1", "lpt1", in any case and with any suffix) had
+    the page con.md, which Windows cannot make: the feedback folder, unpacked there, stopped
+    at that student. Names that only begin so are left as they are."""
+    for name in ("con", "CON", "Aux", "nul.x", "com1", "LPT9"):
+        page = safe_name(name) + ".md"
+        assert page.startswith(name.split(".")[0]) and page != name + ".md", page
+        assert not re.fullmatch(r"(?i)(con|prn|aux|nul|com[1-9]|lpt[1-9])(\..*)?", page), page
+    for name in ("console", "conan", "com10", "auxiliary", "nully"):
+        assert safe_name(name) == name
 
 
 def test_a_student_named_by_a_file_name_of_255_bytes_gets_a_page_the_disk_can_hold(tmp_path):

@@ -16,18 +16,25 @@ FORMATS = ("csv", "nbgrader")
 
 NAME_BYTES = 120                 # of a page's name before its suffix, well within a disk's 255
 _UNSAFE = re.compile(r"[\\/\x00-\x1f:*?\"<>|]")
+# The names Windows keeps for its devices, whatever suffix follows: no file "con.md" or
+# "aux.html" can be made there, so a feedback folder unpacked on Windows stopped at such a
+# student (a login "con" or "aux" is a name like any other elsewhere).
+_DEVICES = re.compile(r"(con|prn|aux|nul|com[1-9]|lpt[1-9])(\..*)?", re.IGNORECASE)
 
 
 def safe_name(name: str, hashed: bool = False) -> str:
-    """A student id as one file or folder name: no separators, no dot-names, nothing a
-    listing would not show as itself (an escape, an override that reverses how the name
-    reads). An id that had to change (or ``hashed``) gets a short hash so two ids never
-    land on one file."""
+    """A student id as one file or folder name: no separators, no dot-names, no name Windows
+    keeps for a device, nothing a listing would not show as itself (an escape, an override
+    that reverses how the name reads). An id that had to change (or ``hashed``) gets a short
+    hash so two ids never land on one file."""
     clean = _UNSAFE.sub("_", printable(name).replace(REPLACEMENT, "_")).strip(" ")
-    if hashed or clean != name or not clean or clean.startswith(".") or len(clean.encode()) > NAME_BYTES:
+    if (hashed or clean != name or not clean or clean.startswith(".") or _DEVICES.fullmatch(clean)
+            or len(clean.encode()) > NAME_BYTES):
         # Cut in bytes, not characters: a disk holds 255 bytes of a name, and a student's own
         # file name may take them all (84 CJK characters), leaving none for ".html".
         kept = clean.lstrip(".").encode()[:NAME_BYTES - 9].decode(errors="ignore")
+        if _DEVICES.fullmatch(kept):          # "nul.x-1a2b3c4d" is still the device to Windows
+            kept = kept.replace(".", "_", 1)
         clean = (kept or "student") + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
     return clean
 
