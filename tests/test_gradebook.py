@@ -7,7 +7,8 @@ import pytest
 import sqlalchemy as sa
 
 from grader.engine.errors import InputError
-from grader.instructor.gradebook import LessonInfo, cases_digest, open_gradebook, results, scores
+from grader.instructor.gradebook import (LessonInfo, cases_digest, criteria, lessons, open_gradebook,
+                                         results, scores)
 
 
 def fake_report(lesson="lesson1", digest="d" * 64, points=(2.0, 1.0), got=(2.0, 0.5),
@@ -288,6 +289,29 @@ def test_a_value_typed_by_hand_into_the_gradebook_is_one_line_naming_the_student
     assert code == 2 and printed == "", err
     assert err == (f"grader: gradebook result of 'alice' for lesson1: {said} (edited by hand?): mend it, "
                    f"or grade it again: grader grade lesson1 ... --force\n"), err
+
+
+@pytest.mark.parametrize("table, column, typed, said", [
+    (lessons, "max_score", "ten", "gradebook lesson 'lesson1': its max_score is 'ten', not a number"),
+    (criteria, "max_score", "two", "gradebook criterion 'c0' of lesson1: its max_score is 'two', not a number"),
+    (criteria, "position", "first", "gradebook criterion 'c0' of lesson1: its position is 'first', not a whole number"),
+], ids=["lesson-total-a-word", "criterion-points-a-word", "criterion-position-a-word"])
+@pytest.mark.parametrize("command", [["export", "--format", "csv"], ["report", "lesson1", "--json"]])
+def test_a_lesson_typed_by_hand_into_the_gradebook_is_one_line_naming_it_and_the_field(
+        tmp_path, capsys, table, column, typed, said, command):
+    """A lesson's total or a criterion's points typed by hand as text: the class report and
+    grade stopped with a TypeError or ValueError traceback."""
+    from grader.cli import main
+    db = tmp_path / "gb.db"
+    with open_gradebook(str(db)) as book:
+        book.record("alice", fake_report())
+        where = [criteria.c.id == "c0"] if table is criteria else []
+        with book.engine.begin() as conn:
+            conn.execute(table.update().where(*where).values({column: sa.literal_column(f"'{typed}'")}))
+    code = main([*command, "--gradebook", str(db)])
+    printed, err = capsys.readouterr()
+    assert code == 2 and printed == "", err
+    assert err == f"grader: {said} (edited by hand?): mend it\n", err
 
 
 # ---- forgetting a student graded by mistake -------------------------------------------------------

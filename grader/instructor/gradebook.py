@@ -311,10 +311,12 @@ def _whose(student, lesson) -> str:
     return f"gradebook result of {student!r} for {lesson}"
 
 
-def _stored(table: sa.Table, row, where: str, prefix: str = "") -> dict:
+def _stored(table: sa.Table, row, where: str, prefix: str = "", again: str | None = None) -> dict:
     """A row read by ``_raw``, each value checked against its column's type (and a result's
     status against the two it may be), as Python values; one that is not what its column
-    holds is an InputError naming the result and the field, and how to mend it."""
+    holds is an InputError naming the row (``where``) and the field, and how to mend it:
+    by hand, or (``again`` unset: a result) by grading it again. A lesson's row and its
+    criteria's are mended by hand only: grade reads them before it grades."""
     values = {}
     for column in table.columns:
         value, kind = _as_column(column.type, row[column.name])
@@ -322,10 +324,10 @@ def _stored(table: sa.Table, row, where: str, prefix: str = "") -> dict:
             kind = "graded or error"
         if kind:
             shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-            lesson = row["lesson"] if "lesson" in row else "LESSON"
+            if again is None:
+                again = f", or grade it again: grader grade {row['lesson']} ... --force"
             raise InputError(where, f"its {prefix}{column.name} is {shown}, not {kind} (edited by "
-                                    f"hand?): mend it, or grade it again: grader grade {lesson} "
-                                    f"... --force")
+                                    f"hand?): mend it{again}")
         values[column.name] = value
     return values
 
@@ -683,14 +685,20 @@ class Gradebook:
             return sorted(r[0] for r in conn.execute(sa.select(students.c.id)))
 
     def lessons(self) -> list[LessonInfo]:
+        """Each lesson's totals and criteria, in the rubric's order; a value edited by hand
+        into another type is one line naming the lesson (or criterion) and the field."""
         with self.engine.connect() as conn:
+            rows = [_stored(criteria, r._mapping, f"gradebook criterion {r.id!r} of {r.lesson}",
+                            again="") for r in conn.execute(_raw(criteria))]
             crit: dict[str, list[CriterionInfo]] = {}
-            for r in conn.execute(sa.select(criteria).order_by(criteria.c.lesson, criteria.c.position)):
-                crit.setdefault(r.lesson, []).append(
-                    CriterionInfo(r.id, r.title, r.max_score, r.visibility))
-            return [LessonInfo(r.id, r.title, r.rubric_version, r.max_score,
-                               tuple(crit.get(r.id, ())))
-                    for r in sorted(conn.execute(sa.select(lessons)), key=lambda r: r.id)]
+            for r in sorted(rows, key=lambda r: (r["lesson"], r["position"])):
+                crit.setdefault(r["lesson"], []).append(
+                    CriterionInfo(r["id"], r["title"], r["max_score"], r["visibility"]))
+            infos = [_stored(lessons, r._mapping, f"gradebook lesson {r.id!r}", again="")
+                     for r in conn.execute(_raw(lessons))]
+            return [LessonInfo(r["id"], r["title"], r["rubric_version"], r["max_score"],
+                               tuple(crit.get(r["id"], ())))
+                    for r in sorted(infos, key=lambda r: r["id"])]
 
     def lesson(self, lesson: str) -> LessonInfo:
         for info in self.lessons():
