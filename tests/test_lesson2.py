@@ -179,6 +179,7 @@ OTHERS = {
     # show it in the check (before, every public probe and run had 16-token pages, and it
     # kept 10 of 10 there).
     "page_tokens_16": ({"safety", "reservations", "liveness"}, set()),
+    "pool_640": ({"liveness"}, set()),
 }
 
 
@@ -204,6 +205,36 @@ def test_an_edge_probe_that_fits_now_does_not_dilute_the_edge(tmp_path):
     assert drawn and all(need(c.inputs[0]) <= available(c.inputs[1]) for c in drawn)
     report = grade_hidden(wrong_file("lesson2", "rejects_whole_pool", tmp_path), secret)
     assert scores(report)["liveness"] == 0, feedback(report, "liveness")
+
+
+def _must_wait(request: dict, ledger: dict) -> tuple[int, bool]:
+    """A probe's footprint, and whether it fits the pool but not the capacity available now
+    (the README's arithmetic, written out here)."""
+    pt = request["page_tokens"]
+    pages = -(-(request["prompt_tokens"] + request["max_new_tokens"]) // pt)
+    hits, active = request["prefix_hit_pages"], request["prefix_hit_active"]
+    room = ledger["unallocated_pages"] + ledger["evictable_pages"] - ledger["reserved_pages"]
+    return pages, pages <= ledger["total_pages"] and pages - active > room
+
+
+def test_a_pool_written_in_loses_liveness_on_the_probes_that_must_wait(tmp_path, secret):
+    """The public pool's 640 pages written in for "can never fit" rejects, on a larger pool,
+    what must wait there. Among the thousands of run requests that fit it lost 0.006 of
+    liveness on the check (one probe); the probes that fit the pool and must wait are a side
+    of liveness of their own."""
+    path = wrong_file("lesson2", "pool_640", tmp_path)
+    hidden = [(vars(c.inputs[0]), vars(c.inputs[1])) for c in L.hidden_probes(secret)]
+    public = [(p["request"], p["ledger"]) for p in PROBES()]
+    for report, probes in ((grade("lesson2", path, "check"), public),
+                           (grade_hidden(path, secret), hidden)):
+        waits = [pages for pages, must in (_must_wait(r, v) for r, v in probes) if must]
+        rejected = sum(pages > 640 for pages in waits)
+        assert waits and rejected, "no probe that must wait on a pool past 640 pages"
+        share = 1 - rejected / len(waits)
+        assert lost(report) == {"liveness"}
+        assert scores(report)["liveness"] <= 1.5 * max(0.0, (share - 0.5) / 0.5) + 1e-4, feedback(report, "liveness")
+        assert f"{rejected} of the {len(waits)} probes that fit the pool and must wait were rejected" \
+            in feedback(report, "liveness")
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS))
