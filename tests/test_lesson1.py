@@ -39,6 +39,11 @@ MUTANTS = {
                          {"pool-pages"}),
     "prompt_only_worst_case": ("pages_for(request.prompt_tokens + request.max_new_tokens,",
                                "pages_for(request.prompt_tokens,", {"worst-case"}),
+    # The prompt's pages and the output's counted apart: a page too many wherever the prompt
+    # ends inside a page and the output's tail fits in it.
+    "worst_case_split": ("pages_for(request.prompt_tokens + request.max_new_tokens, worker.page_tokens)",
+                         "pages_for(request.prompt_tokens, worker.page_tokens)"
+                         " + pages_for(request.max_new_tokens, worker.page_tokens)", {"worst-case"}),
     "gap_at_prompt": ("cost.step_time((p + m - 1,))", "cost.step_time((p,))", {"contract-ok"}),
     "gap_at_mean_output": ("cost.step_time((p + m - 1,))", "cost.step_time((p + m // 2,))", {"contract-ok"}),
     "no_ttft_check": ("cost.step_time((), p, 0) > request.slo.ttft_s",
@@ -140,6 +145,15 @@ def test_the_public_probes_alone_catch_each_boundary_mistake(name, tmp_path):
     lost = {k for k, v in scores(report).items() if v < full(report)[k]}
     # A request said to meet the contract has no reason either: contract-reason may go too.
     assert "contract-ok" in lost and lost <= {"contract-ok", "contract-reason"}, (name, lost)
+
+
+def test_the_public_probes_show_a_worst_case_counted_in_two_parts(tmp_path):
+    """Every public request's prompt was a whole number of pages (or its worker's pages one
+    token long), so the prompt's pages plus the output's were its worst case, and counting
+    them apart kept 10 of 10 on the check; c24's prompt ends inside a page."""
+    report = grade("lesson1", _wrong_file("worst_case_split", tmp_path), "check")
+    assert {k for k, v in scores(report).items() if v < full(report)[k]} == {"worst-case"}
+    assert "request c24" in next(c.feedback for c in report.criteria if c.id == "worst-case")
 
 
 @pytest.mark.parametrize("name", MEETS_ON_A_LIMIT)
