@@ -120,7 +120,8 @@ def _explained(kind, reserve, r=None, v=None):
 def test_an_over_commit_names_the_capacity_it_took():
     assert _explained("over_commit", 7) == (
         "admitting r1 took 9 pages of capacity (7 reserved + 2 inactive cached hits reactivated), "
-        "but the ledger had 5 unallocated + 2 evictable - 1 promised to running requests = 6 available")
+        "but the ledger had 5 unallocated + 2 evictable - 1 promised to running requests = 6 available "
+        "(1 running)")
 
 
 def test_an_over_commit_that_also_under_reserved_is_told_as_an_over_commit():
@@ -202,7 +203,7 @@ def test_liveness_stories_say_the_size_the_outcome_and_who_waited_behind(never_f
     assert _story(never_fit, exact, book=book) == (
         f"case X: r3 fits the pool (prompt {(pool - 1) * pt} + max_new {pt} at {pt} tokens/page = "
         f"{pool} pages, pool {pool}) but was never admitted; last told wait with {pool - 1} unallocated "
-        f"+ 0 evictable - 0 promised to running requests = {pool - 1} available, needing {pool}")
+        f"+ 0 evictable - 0 promised to running requests = {pool - 1} available (1 running), needing {pool}")
 
 
 def test_the_oracle_run_is_kept_on_disk_for_public_cases_alone(monkeypatch):

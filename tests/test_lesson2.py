@@ -180,6 +180,8 @@ OTHERS = {
     # kept 10 of 10 there).
     "page_tokens_16": ({"safety", "reservations", "liveness"}, set()),
     "pool_640": ({"liveness"}, set()),
+    # A cap on the requests running: a probe with a hundred running and room for its request.
+    "caps_running": ({"reservations"}, set()),
 }
 
 
@@ -235,6 +237,15 @@ def test_a_pool_written_in_loses_liveness_on_the_probes_that_must_wait(tmp_path,
         assert scores(report)["liveness"] <= 1.5 * max(0.0, (share - 0.5) / 0.5) + 1e-4, feedback(report, "liveness")
         assert f"{rejected} of the {len(waits)} probes that fit the pool and must wait were rejected" \
             in feedback(report, "liveness")
+
+
+def test_the_feedback_on_a_probe_gives_every_field_of_its_ledger(tmp_path):
+    """A ledger that waits while many requests run was told the probe's pages alone, so a
+    hidden probe could not be asked again from its feedback: the count running is named."""
+    path = wrong_file("lesson2", "caps_running", tmp_path)
+    words = feedback(grade("lesson2", path, "check"), "reservations")
+    assert re.search(r"probe other-worker-fits .*: returned 'wait' with 800 unallocated \+ 0 evictable - 40 "
+                     r"promised to running requests = 760 available \(100 running\), and it needs 751", words), words
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS))

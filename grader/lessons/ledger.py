@@ -42,5 +42,7 @@ def request_words(r: AdmissionRequest) -> str:
 
 
 def ledger_words(v: LedgerView) -> str:
+    # Every field admit is given, so the call can be made again from the feedback alone.
     return (f"{v.unallocated_pages} unallocated + {v.evictable_pages} evictable - "
-            f"{v.reserved_pages} promised to running requests = {available(v)} available")
+            f"{v.reserved_pages} promised to running requests = {available(v)} available "
+            f"({v.running} running)")
