@@ -182,6 +182,8 @@ OTHERS = {
     "pool_640": ({"liveness"}, set()),
     # A cap on the requests running: a probe with a hundred running and room for its request.
     "caps_running": ({"reservations"}, set()),
+    # A page or two admitted whatever the capacity: the public probe all-promised.
+    "small_always_fits": ({"safety"}, set()),
 }
 
 
@@ -246,6 +248,24 @@ def test_the_feedback_on_a_probe_gives_every_field_of_its_ledger(tmp_path):
     words = feedback(grade("lesson2", path, "check"), "reservations")
     assert re.search(r"probe other-worker-fits .*: returned 'wait' with 800 unallocated \+ 0 evictable - 40 "
                      r"promised to running requests = 760 available \(100 running\), and it needs 751", words), words
+
+
+def test_a_small_request_admitted_whatever_the_capacity_is_unsafe_on_the_hidden_probes(tmp_path, secret):
+    """No workload's request is a page or two, and drawn among the others a probe's footprint
+    is that small once in a thousand: a ledger that admitted every such request, with or
+    without the capacity, kept 10 of 10 under every secret. Every secret now has probes of a
+    page or two, a page short of their need."""
+    small = [c for c in L.hidden_probes(secret) if c.label.startswith("hidden probe small_short")]
+    assert small
+    for case in small:
+        r, v = case.inputs
+        pages = -(-(r.prompt_tokens + r.max_new_tokens) // r.page_tokens)
+        room = v.unallocated_pages + v.evictable_pages - v.reserved_pages
+        assert pages <= 2 and pages - r.prefix_hit_active == room + 1, case.label
+    report = grade_hidden(wrong_file("lesson2", "small_always_fits", tmp_path), secret)
+    assert lost(report) == {"safety"} and scores(report)["safety"] == 0
+    assert re.search(r"probe small_short: .* admitted taking \d pages? of capacity", feedback(report, "safety")), \
+        feedback(report, "safety")
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS))

@@ -7,7 +7,7 @@ Cases:
   The oracle is the reference ledger on the same scenario.
 - ``probe``: one ``admit(request, ledger)`` call (public: assignments/lesson2/probes.yaml;
   hidden: drawn from the secret at every boundary: roomy, exact fit, one page short, busy,
-  impossible, a footprint of exactly the whole pool).
+  impossible, a footprint of exactly the whole pool, a request of a page or two).
 
 Every other decision of a run is the course baseline's (reference.baselines), so the
 runs are the same in the learner edition, where the oracle ledger's figures are recorded.
@@ -33,7 +33,7 @@ from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, gra
 from grader.engine.layout import read_sections
 from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
-from grader.lessons.ledger import (available, footprint, inactive, ledger_words, need, promise,
+from grader.lessons.ledger import (available, footprint, in_pages, inactive, ledger_words, need, promise,
                                    request_words)
 from grader.engine.secret import derive_seed
 from reference.shapes import DECISIONS, Admission, AdmissionRequest, LedgerView
@@ -109,6 +109,11 @@ def public_cases(course) -> list[Case]:
 # footprint of exactly the pool comes both on an idle worker and on a busy one.
 _KINDS = ("roomy", "exact", "exact_active", "short", "short_inactive", "short_reserved",
           "busy", "impossible", "impossible_hits", "whole_pool")
+# Requests of a page or two, exactly covered or a page short, drawn apart (their own
+# stream, after the others). Drawn among the rest, a footprint is a page or two once in
+# a thousand probes, and no workload's request is that small: a ledger that admitted every
+# request of two pages or less, whatever the capacity, kept 10 of 10.
+_SMALL = ("small_exact", "small_short")
 
 
 def _tokens_for(g: np.random.Generator, pages: int, pt: int, most_new: int) -> tuple[int, int]:
@@ -131,6 +136,8 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
         pages = total + int(g.integers(1, 3))
     elif kind == "impossible":
         pages = total + int(g.choice([1, 1, 2, int(g.integers(1, total + 1))]))
+    elif kind in _SMALL:
+        pages = int(g.integers(1, 3))
     else:
         pages = int(g.integers(2, total + 1))
     p, m = _tokens_for(g, pages, pt, 2 * pt if kind == "impossible_hits" else 4096)
@@ -153,11 +160,11 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
     want = need(r)
     if kind == "roomy":
         cap = int(g.integers(want, room + 1))
-    elif kind in ("exact", "exact_active"):
+    elif kind in ("exact", "exact_active", "small_exact"):
         cap = want
     elif kind == "whole_pool":               # it fits the pool: now, or (every other time) later
         cap = want if (i // len(_KINDS)) % 2 == 0 else int(g.integers(0, want))
-    elif kind.startswith("short"):
+    elif kind.startswith("short") or kind == "small_short":
         cap = want - 1
     elif kind == "busy":
         cap = int(g.integers(0, want))
@@ -177,7 +184,9 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
 
 def hidden_probes(secret: bytes, count: int = 60) -> list[Case]:
     g = np.random.Generator(np.random.PCG64(derive_seed(secret, LESSON, "probes")))
-    return [_hidden_probe(g, i, _KINDS[i % len(_KINDS)]) for i in range(count)]
+    small = np.random.Generator(np.random.PCG64(derive_seed(secret, LESSON, "small probes")))
+    return ([_hidden_probe(g, i, _KINDS[i % len(_KINDS)]) for i in range(count)]
+            + [_hidden_probe(small, count + i, _SMALL[i % len(_SMALL)]) for i in range(6)])
 
 
 def _never_fit(s) -> bool:
@@ -243,7 +252,7 @@ def _unsafe_probe(case: Case, adm: Admission) -> str:
                 f"{promise(r)} ({request_words(r)})")
     took = adm.reserve_pages + inactive(r)
     if took > available(v):
-        return (f"admitted taking {took} pages of capacity ({adm.reserve_pages} reserved + "
+        return (f"admitted taking {in_pages(took)} of capacity ({adm.reserve_pages} reserved + "
                 f"{inactive(r)} inactive hits) with {ledger_words(v)}")
     return ""
 
