@@ -184,6 +184,8 @@ OTHERS = {
     "caps_running": ({"reservations"}, set()),
     # A page or two admitted whatever the capacity: the public probe all-promised.
     "small_always_fits": ({"safety"}, set()),
+    # A watermark of its own: the public probe mostly-promised, an exact fit on a pool promised.
+    "promised_watermark": ({"reservations"}, set()),
 }
 
 
@@ -266,6 +268,24 @@ def test_a_small_request_admitted_whatever_the_capacity_is_unsafe_on_the_hidden_
     assert lost(report) == {"safety"} and scores(report)["safety"] == 0
     assert re.search(r"probe small_short: .* admitted taking \d pages? of capacity", feedback(report, "safety")), \
         feedback(report, "safety")
+
+
+def test_a_watermark_on_the_promised_pages_loses_reservations_on_the_hidden_probes(tmp_path, secret):
+    """Drawn among the rest, an exact fit came on a pool mostly free: a ledger that held back
+    while three quarters of the pool was promised, whatever the need, kept 10 of 10 under
+    every secret. Every secret now has exact fits on a pool all promised but the need."""
+    crowded = [c for c in L.hidden_probes(secret) if c.label.startswith("hidden probe crowded_promised")]
+    assert crowded
+    for case in crowded:
+        r, v = case.inputs
+        room = v.unallocated_pages + v.evictable_pages - v.reserved_pages
+        assert v.reserved_pages * 4 > v.total_pages * 3, case.label
+        pages = -(-(r.prompt_tokens + r.max_new_tokens) // r.page_tokens)
+        assert pages - r.prefix_hit_active == room, case.label
+    report = grade_hidden(wrong_file("lesson2", "promised_watermark", tmp_path), secret)
+    assert lost(report) == {"reservations"}
+    wrong = re.search(r"(\d+) of \d+ probes whose need fits wrong", feedback(report, "reservations"))
+    assert wrong and int(wrong.group(1)) >= len(crowded), feedback(report, "reservations")
 
 
 @pytest.mark.parametrize("name", sorted(OTHERS))

@@ -7,7 +7,8 @@ Cases:
   The oracle is the reference ledger on the same scenario.
 - ``probe``: one ``admit(request, ledger)`` call (public: assignments/lesson2/probes.yaml;
   hidden: drawn from the secret at every boundary: roomy, exact fit, one page short, busy,
-  impossible, a footprint of exactly the whole pool, a request of a page or two).
+  impossible, a footprint of exactly the whole pool, a request of a page or two, an exact
+  fit on a pool all promised or held but the need).
 
 Every other decision of a run is the course baseline's (reference.baselines), so the
 runs are the same in the learner edition, where the oracle ledger's figures are recorded.
@@ -114,6 +115,14 @@ _KINDS = ("roomy", "exact", "exact_active", "short", "short_inactive", "short_re
 # a thousand probes, and no workload's request is that small: a ledger that admitted every
 # request of two pages or less, whatever the capacity, kept 10 of 10.
 _SMALL = ("small_exact", "small_short")
+# Exact fits on a crowded pool: all of it but the need promised to running requests, or held
+# by them, the request an eighth of the pool at most. Drawn among the rest, an exact fit
+# has a pool mostly free, so a ledger that held back while three quarters of the pool was
+# promised, whatever the need, kept 10 of 10.
+_CROWDED = ("crowded_promised", "crowded_held")
+# The kinds drawn apart, each from a stream of its own after the others (so adding one
+# leaves every other probe as it was drawn), and how many of each stream a secret draws.
+_APART = {"small probes": (_SMALL, 6), "crowded probes": (_CROWDED, 4)}
 
 
 def _tokens_for(g: np.random.Generator, pages: int, pt: int, most_new: int) -> tuple[int, int]:
@@ -138,6 +147,8 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
         pages = total + int(g.choice([1, 1, 2, int(g.integers(1, total + 1))]))
     elif kind in _SMALL:
         pages = int(g.integers(1, 3))
+    elif kind in _CROWDED:
+        pages = int(g.integers(2, total // 8 + 1))
     else:
         pages = int(g.integers(2, total + 1))
     p, m = _tokens_for(g, pages, pt, 2 * pt if kind == "impossible_hits" else 4096)
@@ -160,7 +171,7 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
     want = need(r)
     if kind == "roomy":
         cap = int(g.integers(want, room + 1))
-    elif kind in ("exact", "exact_active", "small_exact"):
+    elif kind in ("exact", "exact_active", "small_exact") or kind in _CROWDED:
         cap = want
     elif kind == "whole_pool":               # it fits the pool: now, or (every other time) later
         cap = want if (i // len(_KINDS)) % 2 == 0 else int(g.integers(0, want))
@@ -173,6 +184,8 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
     lazy = inactive(r)
     low = max(0, lazy - cap, 1 if kind == "short_reserved" else 0)
     reserved = 0 if (low == 0 and g.random() < 0.3) else int(g.integers(low, max(low, room - cap) + 1))
+    if kind in _CROWDED:                     # every page but the need promised, or held
+        reserved = room - cap if kind == "crowded_promised" else low
     evictable = int(g.integers(lazy, cap + reserved + 1))
     v = LedgerView(total_pages=total, unallocated_pages=cap + reserved - evictable,
                    evictable_pages=evictable, reserved_pages=reserved,
@@ -184,9 +197,11 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
 
 def hidden_probes(secret: bytes, count: int = 60) -> list[Case]:
     g = np.random.Generator(np.random.PCG64(derive_seed(secret, LESSON, "probes")))
-    small = np.random.Generator(np.random.PCG64(derive_seed(secret, LESSON, "small probes")))
-    return ([_hidden_probe(g, i, _KINDS[i % len(_KINDS)]) for i in range(count)]
-            + [_hidden_probe(small, count + i, _SMALL[i % len(_SMALL)]) for i in range(6)])
+    probes = [_hidden_probe(g, i, _KINDS[i % len(_KINDS)]) for i in range(count)]
+    for stream, (kinds, n) in _APART.items():
+        apart = np.random.Generator(np.random.PCG64(derive_seed(secret, LESSON, stream)))
+        probes += [_hidden_probe(apart, len(probes), kinds[k % len(kinds)]) for k in range(n)]
+    return probes
 
 
 def _never_fit(s) -> bool:
