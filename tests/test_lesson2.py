@@ -182,6 +182,8 @@ OTHERS = {
     "pool_640": ({"liveness"}, set()),
     # A cap on the requests running: a probe with a hundred running and room for its request.
     "caps_running": ({"reservations"}, set()),
+    # The same cap at 256: the public probe many-running, with three hundred running.
+    "caps_running_256": ({"reservations"}, set()),
     # A page or two admitted whatever the capacity: the public probe all-promised.
     "small_always_fits": ({"safety"}, set()),
     # A watermark of its own: the public probe mostly-promised, an exact fit on a pool promised.
@@ -253,6 +255,28 @@ def test_the_feedback_on_a_probe_gives_every_field_of_its_ledger(tmp_path):
     words = feedback(grade("lesson2", path, "check"), "reservations")
     assert re.search(r"probe other-worker-fits .*: returned 'wait' with 800 unallocated \+ 0 evictable - 40 "
                      r"promised to running requests = 760 available \(100 running\), and it needs 751", words), words
+
+
+@pytest.mark.parametrize("name, cap", [("caps_running", 64), ("caps_running_256", 256)])
+def test_a_cap_of_its_own_on_the_requests_running_loses_reservations_on_the_hidden_probes(
+        name, cap, tmp_path, secret):
+    """Drawn among the rest, a hidden probe has at most 64 requests running, so a ledger that
+    waited while 256 ran kept 10 of 10 on the grade (and the check, whose busiest probe has
+    100). Every secret now has exact fits beside 65 to 512 running requests, each running
+    request holding a page or more of what the free capacity leaves."""
+    many = [c for c in L.hidden_probes(secret) if c.label.startswith("hidden probe many_running")]
+    assert len(many) == 6
+    for case in many:
+        r, v = case.inputs
+        pages = -(-(r.prompt_tokens + r.max_new_tokens) // r.page_tokens)
+        room = v.unallocated_pages + v.evictable_pages - v.reserved_pages
+        held = v.total_pages - v.unallocated_pages - v.evictable_pages
+        assert pages - r.prefix_hit_active == room and 65 <= v.running <= min(512, held), case.label
+    over = sum(1 for c in many if c.inputs[1].running >= cap)
+    report = grade_hidden(wrong_file("lesson2", name, tmp_path), secret)
+    assert lost(report) == {"reservations"}
+    wrong = re.search(r"(\d+) of \d+ probes whose need fits wrong", feedback(report, "reservations"))
+    assert wrong and int(wrong.group(1)) >= over >= 1, feedback(report, "reservations")
 
 
 def test_a_small_request_admitted_whatever_the_capacity_is_unsafe_on_the_hidden_probes(tmp_path, secret):

@@ -8,7 +8,8 @@ Cases:
 - ``probe``: one ``admit(request, ledger)`` call (public: assignments/lesson2/probes.yaml;
   hidden: drawn from the secret at every boundary: roomy, exact fit, one page short, busy,
   impossible, a footprint of exactly the whole pool, a request of a page or two, an exact
-  fit on a pool all promised or held but the need).
+  fit on a pool all promised or held but the need, an exact fit beside 65 to 512 requests
+  running).
 
 Every other decision of a run is the course baseline's (reference.baselines), so the
 runs are the same in the learner edition, where the oracle ledger's figures are recorded.
@@ -120,9 +121,15 @@ _SMALL = ("small_exact", "small_short")
 # has a pool mostly free, so a ledger that held back while three quarters of the pool was
 # promised, whatever the need, kept 10 of 10.
 _CROWDED = ("crowded_promised", "crowded_held")
+# Exact fits beside 65 to 512 running requests. Drawn among the rest, at most 64 run, so a
+# ledger with a cap of its own on the requests running (the worker's max_running is the
+# worker's to keep: admit is asked only below it) lost a fraction of a point at 64 and
+# nothing at 128 or more.
+_MANY = ("many_running",)
 # The kinds drawn apart, each from a stream of its own after the others (so adding one
 # leaves every other probe as it was drawn), and how many of each stream a secret draws.
-_APART = {"small probes": (_SMALL, 6), "crowded probes": (_CROWDED, 4)}
+_APART = {"small probes": (_SMALL, 6), "crowded probes": (_CROWDED, 4),
+          "many running probes": (_MANY, 6)}
 
 
 def _tokens_for(g: np.random.Generator, pages: int, pt: int, most_new: int) -> tuple[int, int]:
@@ -139,6 +146,8 @@ def _tokens_for(g: np.random.Generator, pages: int, pt: int, most_new: int) -> t
 def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
     pt = int(g.choice([16, 16, 16, 8, 32, 64, 1]))
     total = int(g.integers(64, 4001))
+    if kind in _MANY:
+        total = max(total, 1024)             # room for every running request's pages
     if kind == "whole_pool":
         pages = total
     elif kind == "impossible_hits":          # over the pool, yet its new pages are not
@@ -147,7 +156,7 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
         pages = total + int(g.choice([1, 1, 2, int(g.integers(1, total + 1))]))
     elif kind in _SMALL:
         pages = int(g.integers(1, 3))
-    elif kind in _CROWDED:
+    elif kind in _CROWDED or kind in _MANY:
         pages = int(g.integers(2, total // 8 + 1))
     else:
         pages = int(g.integers(2, total + 1))
@@ -171,7 +180,7 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
     want = need(r)
     if kind == "roomy":
         cap = int(g.integers(want, room + 1))
-    elif kind in ("exact", "exact_active", "small_exact") or kind in _CROWDED:
+    elif kind in ("exact", "exact_active", "small_exact") or kind in _CROWDED or kind in _MANY:
         cap = want
     elif kind == "whole_pool":               # it fits the pool: now, or (every other time) later
         cap = want if (i // len(_KINDS)) % 2 == 0 else int(g.integers(0, want))
@@ -186,10 +195,14 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
     reserved = 0 if (low == 0 and g.random() < 0.3) else int(g.integers(low, max(low, room - cap) + 1))
     if kind in _CROWDED:                     # every page but the need promised, or held
         reserved = room - cap if kind == "crowded_promised" else low
+    elif kind in _MANY:                      # the pages the free capacity leaves are held
+        reserved = low
     evictable = int(g.integers(lazy, cap + reserved + 1))
+    running = int(g.integers(1 if active or reserved or cap + reserved < total else 0, 65))
+    if kind in _MANY:                        # log-uniform, each holding a page or more
+        running = min(int(np.exp(g.uniform(np.log(65), np.log(513)))), total - cap - reserved)
     v = LedgerView(total_pages=total, unallocated_pages=cap + reserved - evictable,
-                   evictable_pages=evictable, reserved_pages=reserved,
-                   running=int(g.integers(1 if active or reserved or cap + reserved < total else 0, 65)))
+                   evictable_pages=evictable, reserved_pages=reserved, running=running)
     label = (f"hidden probe {kind}: {request_words(r)}; ledger: total {total}, "
              f"{ledger_words(v)}")
     return _probe_case(f"probe#{i}", r, v, "hidden", label)
