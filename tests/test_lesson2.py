@@ -265,7 +265,9 @@ def test_a_cap_of_its_own_on_the_requests_running_loses_reservations_on_the_hidd
     100). Every secret now has exact fits beside 65 to 512 running requests, each running
     request holding a page or more of what the free capacity leaves."""
     many = [c for c in L.hidden_probes(secret) if c.label.startswith("hidden probe many_running")]
-    assert len(many) == 6
+    assert len(many) == 6 and len({c.name for c in L.hidden_probes(secret)}) == len(L.hidden_probes(secret))
+    # Each probe draws from a sixth of the range (log-uniform): two are beside more than 256.
+    assert sum(1 for c in many if c.inputs[1].running > 256) >= 2
     for case in many:
         r, v = case.inputs
         pages = -(-(r.prompt_tokens + r.max_new_tokens) // r.page_tokens)
@@ -293,7 +295,9 @@ def test_a_small_request_admitted_whatever_the_capacity_is_unsafe_on_the_hidden_
         assert pages <= 2 and pages - r.prefix_hit_active == room + 1, case.label
     report = grade_hidden(wrong_file("lesson2", "small_always_fits", tmp_path), secret)
     assert lost(report) == {"safety"} and scores(report)["safety"] == 0
-    assert re.search(r"probe small_short: .* admitted taking \d pages? of capacity", feedback(report, "safety")), \
+    # The first probe named may be any of a page or two: one drawn among the others is too.
+    assert re.search(r"hidden probe \w+: prompt \d+ \+ max_new \d+ at \d+ tokens/page = [12] pages?, .* "
+                     r"admitted taking \d pages? of capacity", feedback(report, "safety")), \
         feedback(report, "safety")
 
 

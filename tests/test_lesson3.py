@@ -242,11 +242,13 @@ def test_a_search_one_page_short_of_the_rest_loses_progress(tmp_path, secret):
     """(remaining // pt - 1) pages for (remaining - 1) // pt: the last whole page before a
     rest of the prompt that is no whole number of pages is never tried. Where that page
     decides a chunk of a few pages (the hidden last-page probes), the chunk is one page
-    short, below 95% of the largest; the probes were a few of many, and it kept 11.9 of 12."""
+    short, below 95% of the largest; the probes were a few of many, and it kept 11.9 of 12.
+    Their clause is a third of progress beside the plain probes and the large chunks: over
+    31 drawn secrets it lost 0.19 to 0.34 of progress and kept 11.60 to 11.81."""
     report = grade("lesson3", wrong_file("lesson3", "last_page_missed", tmp_path), "grade", secret)
     progress = next(c for c in report.criteria if c.id == "progress")
-    assert progress.max_score - progress.score >= 0.2, progress.feedback
-    assert report.score <= 11.8, report.score
+    assert progress.max_score - progress.score >= 0.15, progress.feedback
+    assert report.score <= 11.85, report.score
     last = [c for c in lesson3.hidden_probes(secret) if c.name.startswith("last-page#")]
     assert last and all(chunk_search.search(c.inputs).largest
                         == (c.inputs.prefill_remaining - 1) // c.inputs.page_tokens * c.inputs.page_tokens

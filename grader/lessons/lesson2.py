@@ -143,7 +143,8 @@ def _tokens_for(g: np.random.Generator, pages: int, pt: int, most_new: int) -> t
     return p, m
 
 
-def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
+def _hidden_probe(g: np.random.Generator, i: int, kind: str, part: tuple[int, int] = (0, 1)) -> Case:
+    """Probe ``i``, on the boundary ``kind``; ``part``: (k, n), the k-th of a stream's n probes."""
     pt = int(g.choice([16, 16, 16, 8, 32, 64, 1]))
     total = int(g.integers(64, 4001))
     if kind in _MANY:
@@ -200,7 +201,11 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str) -> Case:
     evictable = int(g.integers(lazy, cap + reserved + 1))
     running = int(g.integers(1 if active or reserved or cap + reserved < total else 0, 65))
     if kind in _MANY:                        # log-uniform, each holding a page or more
-        running = min(int(np.exp(g.uniform(np.log(65), np.log(513)))), total - cap - reserved)
+        # Each of a stream's probes draws from its own slice of the range, so every secret
+        # has some beside more than 256 and some beside fewer.
+        k, n = part
+        low, high = np.log(65), np.log(513)
+        running = min(int(np.exp(low + (high - low) * (k + g.uniform()) / n)), total - cap - reserved)
     v = LedgerView(total_pages=total, unallocated_pages=cap + reserved - evictable,
                    evictable_pages=evictable, reserved_pages=reserved, running=running)
     label = (f"hidden probe {kind}: {request_words(r)}; ledger: total {total}, "
@@ -213,7 +218,8 @@ def hidden_probes(secret: bytes, count: int = 60) -> list[Case]:
     probes = [_hidden_probe(g, i, _KINDS[i % len(_KINDS)]) for i in range(count)]
     for stream, (kinds, n) in _APART.items():
         apart = np.random.Generator(np.random.PCG64(derive_seed(secret, LESSON, stream)))
-        probes += [_hidden_probe(apart, len(probes), kinds[k % len(kinds)]) for k in range(n)]
+        probes += [_hidden_probe(apart, len(probes) + k, kinds[k % len(kinds)], (k, n))
+                   for k in range(n)]
     return probes
 
 
