@@ -1350,3 +1350,44 @@ def test_the_hit_rate_takes_the_tables_run_only_below_the_target_and_only_when_f
     assert m.value == pytest.approx(share) and bool(made) == asked, m
     named = f"under your on_event the worker's exact keys and publishing found {table} " in m.feedback
     assert named == (asked and 0 < table < want), m.feedback
+
+
+def test_a_run_criterion_is_the_share_of_clean_scenarios_and_names_the_first_fault(monkeypatch):
+    """Three scenario runs: one clean, one with two leaks and a double release, one with a
+    leak. The criterion is the clean share, 1/3 (not a share of faults, nor of runs with
+    one); its feedback is the first faulty run's first finding with that run's tally, and
+    it cites both faulty runs."""
+    from types import SimpleNamespace
+    from grader.engine.cases import Case
+    from grader.engine.learner_policy import CallLog
+    from grader.lessons import cancellation_runs as runs
+    cases = [Case("scenario", name, "public", SimpleNamespace(), name) for name in "abc"]
+    found = {"a": [], "b": [("leaks", "r1 leaked"), ("double releases", "r3 released twice"),
+                            ("leaks", "r2 leaked")],
+             "c": [("leaks", "r7 leaked")]}
+    monkeypatch.setattr(runs, "learner_run", lambda ctx, c: runs.LearnerRun(
+        SimpleNamespace(name=c.name), CallLog(), 1))
+    monkeypatch.setattr(runs, "served", lambda run: "")
+    m = runs._run_measure(CheckContext(None, cases), ("on_event",), lambda run: found[run.name], "noun")
+    assert m.value == pytest.approx(1 / 3)
+    assert m.feedback == "public scenario b: r1 leaked (2 leaks, 1 double releases in this run)"
+    assert m.evidence == (cases[1].cite, cases[2].cite)
+    found.update(b=[], c=[])
+    m = runs._run_measure(CheckContext(None, cases), ("on_event",), lambda run: found[run.name], "noun")
+    assert (m.value, m.feedback) == (1.0, "none in 3 scenario runs: noun")
+
+
+def test_hits_in_place_are_the_runs_last_hit_count_less_its_wrong_hits():
+    """The series counts every hit so far (the last value is the run's), and a hit across
+    scopes or at the wrong position is no hit; a run with no step has none, and wrong hits
+    never make the count negative."""
+    from types import SimpleNamespace
+    from grader.lessons import cancellation_runs as runs
+
+    def run(series, *kinds):
+        return SimpleNamespace(series={"prefix_hits": series},
+                               violations=tuple(SimpleNamespace(kind=k) for k in kinds))
+    assert runs.hits_in_place(run([0, 2, 7], "cross_scope_hit", "leak", "wrong_prefix_hit")) == 5
+    assert runs.hits_in_place(run([3, 4])) == 4
+    assert runs.hits_in_place(run([])) == runs.hits_in_place(run([], "cross_scope_hit")) == 0
+    assert runs.hits_in_place(run([1], "cross_scope_hit", "wrong_prefix_hit")) == 0
