@@ -660,9 +660,10 @@ def test_every_secret_holds_partial_chunks_on_pages_that_are_no_power_of_two(man
     page-aligned."""
     for s in many_secrets:
         odd = [c for c in lesson3.hidden_probes(s) if c.inputs.page_tokens & (c.inputs.page_tokens - 1)]
-        partial = [c for c in odd if brute_force(c.inputs)[0] == "ok"
-                   and 0 < brute_force(c.inputs)[1] < c.inputs.prefill_remaining
-                   and brute_force(c.inputs)[1] & -c.inputs.page_tokens != brute_force(c.inputs)[1]]
+        found = [(c, *brute_force(c.inputs)) for c in odd]
+        partial = [c for c, verdict, largest in found if verdict == "ok"
+                   and 0 < largest < c.inputs.prefill_remaining
+                   and largest & -c.inputs.page_tokens != largest]
         assert len(partial) >= 5, (s, len(odd), len(partial))
 
 

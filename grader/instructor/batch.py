@@ -543,7 +543,11 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     refuse_changed_rubric(book, rubric)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
     grader = grading_version()
-    done = set() if force else refuse_mixed_results(book, lesson, expected_cases, grader, secret_file)
+    # The gradebook's graded results of the lesson, read once: what a resume passes over
+    # (none under --force) and who keeps a grade their file can no longer earn (_Failures).
+    graded = book.graded_keys(lesson) if force else refuse_mixed_results(
+        book, lesson, expected_cases, grader, secret_file)
+    done = set() if force else graded
     if not force:
         # A result damaged by hand is refused now, naming it, not in the summary after the
         # whole class was graded (--force writes every student's again).
@@ -560,7 +564,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
     with _cluster(scheduler) as client:
         # Who holds a graded result of the lesson: a submission of theirs that cannot be
         # graded now (emptied, gone, unreadable, or the grader failing on it) keeps it.
-        fail = _Failures(book, info, {key[0] for key in book.graded_keys(lesson)})
+        fail = _Failures(book, info, {key[0] for key in graded})
         todo, skipped = _read_entries(
             entries, Path(folder), lesson, fail,
             to_grade=lambda e, sub: pending(e, sub, done, rubric.version, expected_cases, grader))

@@ -252,9 +252,12 @@ def _prepare(out: Path, course: Course) -> None:
                                        f"once the new edition is in place")
 
 
-# What an edition holds at its top (_copy, _build), and what installing or testing it there
-# leaves beside them: all replaced with the edition. Anything else is someone's own.
-EDITION_TOP = ("README.md", "assignments", "docs", "grader", "pyproject.toml", "reference", "rubrics")
+# What an edition holds at its top: the package's folders and the course's (_copy), the
+# learner docs, pyproject.toml and the README _build writes; and what installing or testing
+# it there leaves beside them: all replaced with the edition. Anything else is someone's own.
+PACKAGE_DIRS = ("grader", "reference")
+COURSE_DIRS = ("assignments", "rubrics")
+EDITION_TOP = (*PACKAGE_DIRS, *COURSE_DIRS, "docs", "pyproject.toml", "README.md")
 BYPRODUCTS = ("build", "__pycache__", ".pytest_cache")
 
 
@@ -301,11 +304,11 @@ def _not_shipped(directory: str, names: list[str]) -> set[str]:
 
 def _copy(out: Path, course: Course) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    for sub in ("grader", "reference"):
+    for sub in PACKAGE_DIRS:
         shutil.copytree(PACKAGE_ROOT / sub, out / sub, ignore=_not_shipped)
     if (PACKAGE_ROOT / "pyproject.toml").is_file():
         shutil.copy2(PACKAGE_ROOT / "pyproject.toml", out / "pyproject.toml")
-    for sub in ("assignments", "rubrics"):
+    for sub in COURSE_DIRS:
         shutil.copytree(course.root / sub, out / sub, ignore=IGNORED, dirs_exist_ok=True)
     pages = [PACKAGE_ROOT / "docs" / name for name in LEARNER_DOCS]
     if any(page.is_file() for page in pages):

@@ -97,13 +97,13 @@ def _left_out(shown: list[Answer]) -> str:
     """The answers a "no chunk to judge" line did not count, and why the first was unusable:
     a rule whose every partial chunk was a float (2080.0) was told only that each ok chunk
     it gave finished its prompt, which its whole-prompt answers, the only usable ones, did."""
-    for a in shown:
-        why = a.problem or (unusable(a.case.inputs, a.value) if a.value is not None else "")
-        if why:
-            bad = sum(1 for b in shown if b.problem or (b.value is not None and unusable(b.case.inputs, b.value)))
-            return (f"; {bad} of the {len(shown)} answers could not be used; first, "
-                    f"{a.case.label or a.case.name}: {why}")
-    return ""
+    bad = [(a, why) for a in shown
+           if (why := a.problem or (unusable(a.case.inputs, a.value) if a.value is not None else ""))]
+    if not bad:
+        return ""
+    first, why = bad[0]
+    return (f"; {len(bad)} of the {len(shown)} answers could not be used; first, "
+            f"{first.case.label or first.case.name}: {why}")
 
 
 def _no_chunks(answers: list[Answer]) -> Measure | None:

@@ -26,6 +26,7 @@ Every criterion grades a property of the promise, from both kinds of evidence:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -130,6 +131,9 @@ _MANY = ("many_running",)
 # leaves every other probe as it was drawn), and how many of each stream a secret draws.
 _APART = {"small probes": (_SMALL, 6), "crowded probes": (_CROWDED, 4),
           "many running probes": (_MANY, 6)}
+# The kinds whose capacity is exactly the need, and those one page short of it.
+_EXACT = ("exact", "exact_active", "small_exact", *_CROWDED, *_MANY)
+_SHORT = ("short", "short_inactive", "short_reserved", "small_short")
 
 
 def _tokens_for(g: np.random.Generator, pages: int, pt: int, most_new: int) -> tuple[int, int]:
@@ -181,11 +185,11 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str, part: tuple[int, in
     want = need(r)
     if kind == "roomy":
         cap = int(g.integers(want, room + 1))
-    elif kind in ("exact", "exact_active", "small_exact") or kind in _CROWDED or kind in _MANY:
+    elif kind in _EXACT:
         cap = want
     elif kind == "whole_pool":               # it fits the pool: now, or (every other time) later
         cap = want if (i // len(_KINDS)) % 2 == 0 else int(g.integers(0, want))
-    elif kind.startswith("short") or kind == "small_short":
+    elif kind in _SHORT:
         cap = want - 1
     elif kind == "busy":
         cap = int(g.integers(0, want))
@@ -204,8 +208,8 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str, part: tuple[int, in
         # Each of a stream's probes draws from its own slice of the range, so every secret
         # has some beside more than 256 and some beside fewer.
         k, n = part
-        low, high = np.log(65), np.log(513)
-        running = min(int(np.exp(low + (high - low) * (k + g.uniform()) / n)), total - cap - reserved)
+        least, most = np.log(65), np.log(513)
+        running = min(int(np.exp(least + (most - least) * (k + g.uniform()) / n)), total - cap - reserved)
     v = LedgerView(total_pages=total, unallocated_pages=cap + reserved - evictable,
                    evictable_pages=evictable, reserved_pages=reserved, running=running)
     label = (f"hidden probe {kind}: {request_words(r)}; ledger: total {total}, "
@@ -394,41 +398,53 @@ def _liveness_probe(case: Case, adm: Admission) -> str:
     return ""
 
 
+@dataclass
+class _Side:
+    """One side of liveness: the requests or probes on it, those answered wrong, and of
+    those the answers that could not be used (a failed call is no decision to explain)."""
+    total: int = 0
+    bad: int = 0
+    unusable: int = 0
+
+    def add(self, total: int, bad: int, unusable: int = 0) -> None:
+        self.total, self.bad, self.unusable = self.total + total, self.bad + bad, self.unusable + unusable
+
+    @property
+    def share(self) -> float:
+        return 1 - self.bad / self.total if self.total else 1.0
+
+
 @check("lesson2.liveness")
 def liveness(ctx: CheckContext, params: dict) -> Measure:
     stub = _not_implemented(ctx)
     if stub:
         return stub
-    imp_total = imp_bad = poss_total = poss_bad = 0
+    never, fits, waits, edge = _Side(), _Side(), _Side(), _Side()
     stories, evidence = [], []
     runs = _runs(ctx)
     if runs:
         from grader.lessons.ledger_runs import liveness_story, run_liveness
     for case, out in runs:
         stuck_imp, refused, n_imp, n_poss = run_liveness(case, out)
-        imp_total, imp_bad = imp_total + n_imp, imp_bad + len(stuck_imp)
-        poss_total, poss_bad = poss_total + n_poss, poss_bad + len(refused)
+        never.add(n_imp, len(stuck_imp))
+        fits.add(n_poss, len(refused))
         if stuck_imp or refused:
             evidence.append(case.cite)
             # The first failure in arrival order: a starved head explains what follows it.
             first = min(stuck_imp + refused, key=lambda x: (x.arrival_s, x.id))
             stories.append(liveness_story(case, out, first))
     answers = _probe_answers(ctx)
-    edge_total = edge_bad = edge_unusable = 0
-    wait_total = wait_bad = wait_unusable = 0
     for a in answers:
         r, v = a.case.inputs
         wrong = bool(a.problem or _liveness_probe(a.case, a.value))
         if footprint(r) > v.total_pages:
-            imp_total, imp_bad = imp_total + 1, imp_bad + wrong
+            never.add(1, wrong)
             continue
-        poss_total, poss_bad = poss_total + 1, poss_bad + wrong
+        fits.add(1, wrong)
         if need(r) > available(v):
-            wait_total, wait_bad = wait_total + 1, wait_bad + wrong
-            wait_unusable += bool(a.problem)
+            waits.add(1, wrong, bool(a.problem))
             if footprint(r) == v.total_pages:
-                edge_total, edge_bad = edge_total + 1, edge_bad + wrong
-                edge_unusable += bool(a.problem)
+                edge.add(1, wrong, bool(a.problem))
     probes = grade_answers(answers, _liveness_probe, "probes")
     # The probes that fit the pool and must wait are a side of their own: only there does a
     # wrong "can never fit" test show (one that fits now is admitted before that test is
@@ -438,20 +454,17 @@ def liveness(ctx: CheckContext, params: dict) -> Measure:
     # the footprints of exactly the pool, a handful of the probes that must wait (with those
     # that fit now, a hidden probe that landed on the edge by its draw once bought such a
     # test a seventh of the criterion).
-    value = min(1 - imp_bad / imp_total if imp_total else 1.0,
-                1 - poss_bad / poss_total if poss_total else 1.0,
-                1 - wait_bad / wait_total if wait_total else 1.0,
-                1 - edge_bad / edge_total if edge_total else 1.0)
+    value = min(never.share, fits.share, waits.share, edge.share)
     if value >= 1.0:
-        return Measure(1.0, f"all {imp_total} requests that can never fit were rejected, and all "
-                            f"{poss_total} that fit the pool were admitted in the end")
-    parts = [f"{imp_total - imp_bad} of {imp_total} requests that can never fit were rejected; "
-             f"{poss_bad} of {poss_total} that fit the pool were rejected or never admitted"]
-    if wait_bad > wait_unusable:
-        parts.append(f"{wait_bad - wait_unusable} of the {wait_total} probes that fit the pool and "
+        return Measure(1.0, f"all {never.total} requests that can never fit were rejected, and all "
+                            f"{fits.total} that fit the pool were admitted in the end")
+    parts = [f"{never.total - never.bad} of {never.total} requests that can never fit were rejected; "
+             f"{fits.bad} of {fits.total} that fit the pool were rejected or never admitted"]
+    if waits.bad > waits.unusable:
+        parts.append(f"{waits.bad - waits.unusable} of the {waits.total} probes that fit the pool and "
                      "must wait were rejected: what fits the pool waits for capacity")
-    if edge_bad > edge_unusable:
-        parts.append(f"{edge_bad - edge_unusable} of the {edge_total} probes whose footprint is exactly "
+    if edge.bad > edge.unusable:
+        parts.append(f"{edge.bad - edge.unusable} of the {edge.total} probes whose footprint is exactly "
                      "the whole pool and that must wait were rejected: a footprint equal to the pool fits it")
     parts += stories[:1]
     if probes.value < 1.0:

@@ -209,17 +209,20 @@ def _draw(g: np.random.Generator, family: str, i: int = 0) -> ChunkContext:
     elif budget_kind == "last-page":
         # The largest chunk is the last whole page before the rest of the prompt, which does
         # not fit: a search that stops a page short of the rest never tries it.
-        last = (ctx.prefill_remaining - 1) // pt * pt
-        low, high = step_s(ctx, last), step_s(ctx, ctx.prefill_remaining)
-        budget = low + (high - low) * float(g.uniform(0.1, 0.9))
+        budget = _budget_between(ctx, g, (ctx.prefill_remaining - 1) // pt * pt, ctx.prefill_remaining)
     elif budget_kind == "large":
         # The largest chunk is the last page of the target; the page after it does not fit.
         largest = target // pt * pt
-        low, high = step_s(ctx, largest), step_s(ctx, largest + pt)
-        budget = low + (high - low) * float(g.uniform(0.1, 0.9))
+        budget = _budget_between(ctx, g, largest, largest + pt)
     else:
         budget = _budget_for_chunk(ctx, g)
     return _clear_of_edges(replace(ctx, gap_budget_s=budget))
+
+
+def _budget_between(ctx: ChunkContext, g: np.random.Generator, fits: int, misses: int) -> float:
+    """A budget that a chunk of ``fits`` tokens meets and one of ``misses`` does not."""
+    low, high = step_s(ctx, fits), step_s(ctx, misses)
+    return low + (high - low) * float(g.uniform(0.1, 0.9))
 
 
 def _clear_of_edges(ctx: ChunkContext) -> ChunkContext:
