@@ -1391,3 +1391,138 @@ def test_hits_in_place_are_the_runs_last_hit_count_less_its_wrong_hits():
     assert runs.hits_in_place(run([3, 4])) == 4
     assert runs.hits_in_place(run([])) == runs.hits_in_place(run([], "cross_scope_hit")) == 0
     assert runs.hits_in_place(run([1], "cross_scope_hit", "wrong_prefix_hit")) == 0
+
+
+def _record(**fields):
+    from types import SimpleNamespace
+    base = dict(cancel_s=None, admitted_s=None, released_s=None, fence_s=None)
+    return SimpleNamespace(**{**base, **fields})
+
+
+@pytest.mark.parametrize("fields, at_fence, when_served", [
+    (dict(cancel_s=1.0, admitted_s=0.5, released_s=2.0, fence_s=2.0), True, True),
+    (dict(cancel_s=1.0, admitted_s=1.0, released_s=1.5, fence_s=2.0), False, True),    # early
+    (dict(cancel_s=1.0, admitted_s=1.5, released_s=2.5, fence_s=2.0), False, False),   # lazy
+    (dict(cancel_s=1.0), False, False),                        # cancelled while it waited
+    (dict(admitted_s=0.5, released_s=2.0, fence_s=2.0), False, False),   # never cancelled
+])
+def test_what_a_run_must_show_before_a_criterion_can_judge_it(fields, at_fence, when_served):
+    """A release at the fence is a cancelled request released exactly then (not before, not
+    after, and not a request never cancelled or never released); a cancel while served is
+    one at or after admission."""
+    from grader.engine.learner_policy import CallLog
+    from grader.lessons import cancellation_runs as runs
+    out = runs.LearnerRun(_SimpleRun(requests=[_record(**fields)]), CallLog())
+    assert runs._reclaimed_at_fence(out) is at_fence
+    assert runs._cancelled_when_served(out) is when_served
+
+
+class _SimpleRun:
+    def __init__(self, requests=(), hits=(), violations=()):
+        self.requests, self.violations = list(requests), tuple(violations)
+        self.series = {"prefix_hits": list(hits)}
+
+
+def test_one_hit_or_one_published_page_is_enough_to_judge_keys_and_publishing():
+    from grader.engine.learner_policy import CallLog
+    from grader.lessons import cancellation_runs as runs
+    assert runs._hit(runs.LearnerRun(_SimpleRun(hits=[0, 1]), CallLog()))
+    assert not runs._hit(runs.LearnerRun(_SimpleRun(hits=[0, 0]), CallLog()))
+    assert runs._published(runs.LearnerRun(_SimpleRun(), CallLog(), 1))
+    assert not runs._published(runs.LearnerRun(_SimpleRun(), CallLog(), 0))
+
+
+def test_a_run_criterion_with_no_scenario_earns_nothing():
+    from grader.lessons import cancellation_runs as runs
+    m = runs._run_measure(CheckContext(None, []), ("on_event",), lambda run: [], "noun")
+    assert (m.value, m.feedback) == (0.0, "no scenarios to run")
+    assert runs.run_hit_rate(CheckContext(None, []), {}).value == 0.0
+
+
+def test_the_oracles_hits_are_kept_on_disk_for_public_scenarios_only(monkeypatch):
+    from grader.engine.cases import Case
+    from grader.lessons import cancellation_runs as runs
+    kept = {}
+    monkeypatch.setattr(runs, "figures", lambda kind, key, compute, *, needs, persist: kept.setdefault(
+        key, persist) and 0)
+    for visibility in ("public", "hidden"):
+        runs.oracle_hits(Case("scenario", visibility, visibility, {"scenario": visibility}, visibility))
+    assert list(kept.values()) == [True, False]
+
+
+def _hit_rate(monkeypatch, shares: dict, table=0, violations=()):
+    """run_hit_rate over scenarios named by ``shares`` ({name: (got, want)})."""
+    from types import SimpleNamespace
+    from grader.engine.cases import Case
+    from grader.engine.learner_policy import CallLog
+    from grader.lessons import cancellation_runs as runs
+    cases = [Case("scenario", name, "public", SimpleNamespace(), name) for name in shares]
+    monkeypatch.setattr(runs, "learner_run", lambda ctx, c: runs.LearnerRun(
+        _SimpleRun(violations=violations, hits=[c.name]), CallLog(), 1))
+    monkeypatch.setattr(runs, "served", lambda run: "")
+    monkeypatch.setattr(runs, "hits_in_place", lambda run: shares[run.series["prefix_hits"][0]][0])
+    monkeypatch.setattr(runs, "oracle_hits", lambda c: shares[c.name][1])
+    monkeypatch.setattr(runs, "table_hits", lambda ctx, c, out: table)
+    return runs.run_hit_rate(CheckContext(None, cases), {})
+
+
+def test_the_hit_rate_is_the_worst_scenarios_share_and_names_the_first_of_equals(monkeypatch):
+    m = _hit_rate(monkeypatch, {"a": (18, 20), "b": (10, 20), "c": (20, 20), "d": (10, 20)})
+    assert m.value == pytest.approx(0.5) and m.feedback.startswith("public scenario b: 10 prefix hits")
+    m = _hit_rate(monkeypatch, {"a": (20, 20), "b": (19, 20), "c": (30, 20)})
+    assert m.value == pytest.approx(0.95) and m.feedback.startswith("public scenario b: 19 ")
+    # More hits than the oracle's, or an oracle with none, is the whole share, not more.
+    assert _hit_rate(monkeypatch, {"a": (30, 20)}).value == 1.0
+    assert _hit_rate(monkeypatch, {"a": (3, 0)}).value == 1.0
+
+
+def test_the_hit_rate_at_the_target_asks_no_table_run_and_caps_the_tables_share(monkeypatch):
+    # At exactly the target share, the learner's own table is not asked for fewer hits.
+    m = _hit_rate(monkeypatch, {"a": (19, 20)}, table=10)
+    assert m.value == pytest.approx(0.95) and "under your on_event" not in m.feedback
+    # Below it, a table that leaves fewer hits is the measure, and more than it is all of it.
+    m = _hit_rate(monkeypatch, {"a": (12, 20)}, table=10)
+    assert m.value == 1.0 and "found 10 (the oracle's run, which releases at the fence, 20)" in m.feedback
+    # A table that leaves as many as the oracle's run is no excuse.
+    m = _hit_rate(monkeypatch, {"a": (12, 20)}, table=20)
+    assert m.value == pytest.approx(0.6) and "under your on_event" not in m.feedback
+
+
+def test_a_low_hit_rate_quotes_the_first_unusable_key_or_publish_answer(monkeypatch):
+    from types import SimpleNamespace
+    violations = [SimpleNamespace(kind="cross_scope_hit", detail="r1 hit across scopes"),
+                  SimpleNamespace(kind="leak", detail="r2 leaked"),
+                  SimpleNamespace(kind="invalid_decision", detail="on_event gave no action"),
+                  SimpleNamespace(kind="invalid_decision", detail="prefix_key gave no usable key: 7")]
+    m = _hit_rate(monkeypatch, {"a": (2, 20)}, violations=violations)
+    assert m.feedback.endswith("(the worker could not use some answers: prefix_key gave no usable key: 7)")
+    m = _hit_rate(monkeypatch, {"a": (2, 20)}, violations=violations[:3])
+    assert "could not use" not in m.feedback and "must get the same keys" in m.feedback
+
+
+def test_a_run_counts_the_pages_publishable_chose_among_those_offered(monkeypatch):
+    """Each page chosen once, however often it is named; an answer naming a page never
+    offered is refused whole by the worker, so it publishes nothing."""
+    from dataclasses import dataclass, replace
+    from types import SimpleNamespace
+    from typing import Callable
+    from grader.engine.cases import Case
+    from grader.lessons import cancellation_runs as runs
+    answers = {(0, 1, 2): [0, 2], (3, 4): [3, 3], (5,): [6], (7, 8): [8, 7], (9,): []}
+
+    @dataclass(frozen=True)
+    class Policy:
+        publishable: Callable = lambda pages: answers[tuple(p.index for p in pages)]
+
+        def with_(self, **fields):
+            return replace(self, **fields)
+
+    def run(policy):
+        for offered in answers:
+            policy.publishable(tuple(SimpleNamespace(index=i) for i in offered))
+        return "the run"
+    monkeypatch.setattr(runs, "learner_decisions", lambda sandbox, functions, log: {"on_event": "table"})
+    monkeypatch.setattr(runs, "lesson_policy", lambda decisions, sheet: Policy())
+    case = Case("scenario", "s", "public", SimpleNamespace(sheet={}, run=run), "s")
+    out = runs._learner_run(None, case)
+    assert (out.run, out.published, out.table) == ("the run", 2 + 1 + 2, "table")
