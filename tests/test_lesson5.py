@@ -630,6 +630,27 @@ def test_hidden_stalls_asks_only_that_the_better_tpot_does_not_ship(tmp_path):
     assert "decided ship, expected rollback" in feedback, feedback
 
 
+def test_reasons_given_as_one_string_are_read_as_one_reason(tmp_path, secret):
+    """The reasons are for people and no criterion grades them: ReleaseDecision("ship", "a
+    gain") instead of a tuple of reasons was refused, and every release criterion lost the
+    right decision it came with (8 of 17). A reason of another type than text is still
+    refused, saying so."""
+    source = (L5 / "alt_correct.py").read_text()
+    one = re.compile(r'\(("[^"]*"),\)\)')       # ("not enough evidence",)) -> "not enough evidence")
+    assert source.count(", tuple(reasons))") == 1 and len(one.findall(source)) == 3
+    path = tmp_path / "reasons_as_str.py"
+    path.write_text(one.sub(r"\1)", source.replace(", tuple(reasons))", ', "; ".join(reasons))')))
+    for mode in ("check", "grade"):
+        report = grade("lesson5", path, mode, secret)
+        assert scores(report) == full(report), (mode, [c.feedback for c in report.criteria if not c.passed])
+    path = tmp_path / "reasons_as_numbers.py"
+    path.write_text(source.replace(", tuple(reasons))", ", tuple(len(r) for r in reasons))"))
+    report = grade("lesson5", path, "check")
+    feedback = next(c.feedback for c in report.criteria if c.id == "class-guard")
+    assert scores(report)["class-guard"] < full(report)["class-guard"]
+    assert "ReleaseDecision.reasons[0]: expected str, got int" in feedback, feedback
+
+
 def test_goodput_that_calls_a_wrong_qualify_is_not_charged_twice(reference_grade, tmp_path):
     report = grade("lesson5", wrong_file("average_tpot", tmp_path), "check")
     assert scores(report)["goodput"] == full(report)["goodput"]

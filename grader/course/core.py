@@ -198,7 +198,7 @@ def _qualifies(sandbox) -> bool:
 def _gate(sandbox, path: Path) -> tuple[Callable, Callable]:
     """The learner's qualify and decide_release, validated as the grader validates them.
     A problem stops the command in one line naming the file and the function."""
-    from grader.engine.validate import InvalidValue, coerce, within_domain
+    from grader.engine.validate import InvalidValue, read_answer
     from reference.shapes import QUALIFICATIONS, RELEASE_DECISIONS, ReleaseDecision
     from grader.engine.errors import InputError
     from grader.engine.text import one_line
@@ -220,8 +220,7 @@ def _gate(sandbox, path: Path) -> tuple[Callable, Callable]:
         if result.status != "ok":
             raise InputError(f"{path}: decide_release", result.detail or result.status)
         try:
-            within_domain("decide_release", result.value, args)
-            value = coerce(result.value, ReleaseDecision)
+            value = read_answer("decide_release", result.value, args, ReleaseDecision)
         except InvalidValue as e:
             raise InputError(f"{path}: decide_release", f"returned something unusable: {e}") from None
         # A decision the course does not have ("yolo") was printed and drawn as one, and its

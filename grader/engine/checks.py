@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from grader.engine.cases import Case
-from grader.engine.validate import InvalidValue, coerce, within_domain
+from grader.engine.validate import InvalidValue, read_answer
 
 REGISTRY: dict[str, Callable] = {}
 
@@ -130,9 +130,7 @@ def ask(ctx: CheckContext, function: str, cases: Sequence[Case], args: Callable[
             answers.append(Answer(case, problem=call_failure(function, res)))
             continue
         try:
-            within_domain(function, res.value, arg)
-            value = coerce(res.value, returns)
-            answers.append(Answer(case, value=value))
+            answers.append(Answer(case, value=read_answer(function, res.value, arg, returns)))
         except InvalidValue as e:
             answers.append(Answer(case, problem=invalid_answer(function, e)))
     return answers

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from itertools import product
 
 from grader.engine.checks import call_failure, invalid_answer
-from grader.engine.validate import InvalidValue, coerce, within_domain
+from grader.engine.validate import InvalidValue, read_answer
 from reference.shapes import (EVENTS, STATES, Admission, ChunkPlan, Transition, Verdict)
 from reference.worker import PolicyError
 
@@ -84,8 +84,7 @@ def _remote(sandbox, function: str, log: CallLog, answered: list, gives_up: bool
             log.note(function, problem)
             raise PolicyError(function)
         try:
-            within_domain(function, result.value, args)
-            value = coerce(result.value, returns)
+            value = read_answer(function, result.value, args, returns)
             log.answered += 1
             return _as_read(function, value)
         except InvalidValue as e:
@@ -115,8 +114,7 @@ def _table(sandbox, log: CallLog):
             log.note("on_event", call_failure("on_event", result))
             continue
         try:
-            within_domain("on_event", result.value, key)
-            table[key] = coerce(result.value, Transition)
+            table[key] = read_answer("on_event", result.value, key, Transition)
             log.answered += 1
         except InvalidValue as e:
             log.note("on_event", invalid_answer(f"on_event{key}", e))

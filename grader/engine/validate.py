@@ -216,6 +216,24 @@ def _dataclass(value, cls, path):
     return cls(**kwargs)
 
 
+def read_answer(function: str, value, args: tuple, returns):
+    """An answer as the sandbox gave it, bounded by its domain, read leniently where a field
+    is graded by no criterion, and coerced to ``returns``: every reader of an answer goes
+    through here, so a grade, a run and a command read one answer alike."""
+    within_domain(function, value, args)
+    return coerce(_ungraded_read(function, value), returns)
+
+
+def _ungraded_read(function: str, value):
+    """A release decision's reasons are for the people who read it, and no criterion grades
+    them: a single reason given as a str rather than a tuple of them (``ReleaseDecision("ship",
+    "a real gain")``) is read as that one reason. Refused, it cost every release criterion
+    the decision it came with, 9 of lesson 5's 17 points, for a field the rubric never reads."""
+    if function == "decide_release" and type(value) is dict and type(value.get("reasons")) is str:
+        return {**value, "reasons": [value["reasons"]]}
+    return value
+
+
 def within_domain(function: str, value, args: tuple) -> None:
     """An answer as the sandbox gave it (plain JSON) that is larger than its domain allows:
     InvalidValue, before any of it is converted. The grader and the worker spend time on
