@@ -28,9 +28,11 @@ show the mechanism named; evidence that shows a mechanism but nothing that ties 
 change), in the same words whether the change is harmless or its mechanism is another,
 and precision as a count.
 - replay: with a cause found (nothing found, nothing to replay: the bundle's R41 sheet ships
-  against R42 whatever the diagnosis), the fixed sheet carries every stated fix, the fixes of
-  the causes found change what R42 runs (fixes that restate it are none), and
-  replayed on the incident's replay seeds it ships against the regressed release under
+  against R42 whatever the diagnosis), the fixed sheet carries every stated fix, each found
+  cause's fix changes what R42 runs (a fix that restates it is none) and sets no value
+  another change set (that change's fix), and replayed on the incident's replay seeds, with
+  every change at fault the diagnosis does not name run as R42 has it (the bundle's R41
+  sheet reverts every change), it ships against the regressed release under
   lesson 5's rule, with no class regressing against the last good release and no
   violation above its count.
 - rollback: the new release states a rollback rule: back to the last good release, on a
@@ -379,17 +381,53 @@ def _unlike(path: str, value, have) -> str:
     return f"{path}: {said(value)}, but design_sheet.yaml has {said(have)}"
 
 
-def _changes_the_run(release, causes) -> bool:
-    """Whether the regressed release with these causes' fixes applied runs another design
-    (its knobs differ: words, the gate and knobs no rule reads do not change a run)."""
+def _applied(release, fix: dict):
+    """The regressed release with one fix applied, or None where the fix has a place the
+    release has no room for (not a value it runs already)."""
     fixed = copy.deepcopy(dict(release))
-    for cause in causes:
-        for path, value in _leaves(cause["fix"]):
-            try:
-                set_path(fixed, path, value)
-            except (LookupError, ValueError, TypeError):
-                return True         # a place the release has no room for: not a value it runs already
-    return policy_sheet(fixed) != policy_sheet(release)
+    for path, value in _leaves(fix):
+        try:
+            set_path(fixed, path, value)
+        except (LookupError, ValueError, TypeError):
+            return None
+    return fixed
+
+
+def _fix_problem(incident: Incident, cause: dict) -> str:
+    """Why a found cause's fix is not the fix of that cause ("" when it may be): it sets a
+    value another change of the release set (the fix of that change, stated under another
+    cause: the union of the fixes can be right while no cause's own fix is), or it leaves the
+    release running as it did (a restated value, words, the gate, a knob no rule reads). Said
+    of every change alike, harmless or at fault: the changes' diffs are the bundle's."""
+    release = incident.release
+    owner = {path: c.id for c in incident.changes if c.id != cause["change"] for path, _, _ in c.diff}
+    moved = [path for path, value in _leaves(cause["fix"])
+             if get_path(release, path, _ABSENT) != value or isinstance(value, bool) != isinstance(
+                 get_path(release, path, _ABSENT), bool)]
+    taken = [path for path in moved if path in owner]
+    if taken:
+        return (f"your fix of {cause['change']} sets {taken[0]}, which {owner[taken[0]]} changed, not "
+                f"{cause['change']}: state each change's fix under the cause it fixes")
+    fixed = _applied(release, cause["fix"])
+    if fixed is not None and policy_sheet(fixed) == policy_sheet(release):
+        return (f"your fix of {cause['change']} leaves {RELEASE} running as it did ({RELEASE} with it "
+                f"replays as {RELEASE}): state it as the design-sheet values that change what the "
+                "service runs")
+    return ""
+
+
+def _as_named(incident: Incident, sheet: dict, named: set[str]) -> dict:
+    """The sheet as the replay judges it: every value a change at fault set stays as the
+    regressed release has it, whatever the sheet says, unless the diagnosis names that change
+    as a cause. The bundle's last good sheet reverts every change, so beside one cause named
+    of three it replayed as a fix of all three (8 of 10). A change named with another
+    mechanism or too little evidence costs the cause criteria; its fix is still replayed."""
+    replayed = copy.deepcopy(dict(sheet))
+    for change in incident.faults:
+        if change.id not in named:
+            for path, _, _ in change.diff:
+                set_path(replayed, path, copy.deepcopy(get_path(incident.release, path)))
+    return replayed
 
 
 @check("lesson6.replay")
@@ -422,16 +460,16 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
                                     "the sheet you ship must carry your fixes")
     incident = _incident(ctx)
     found = [cause for cause, claim in zip(handed.diagnosis["causes"], claims) if claim.demonstrated]
-    if not _changes_the_run(incident.release, found):
-        # A fix that leaves the regressed release running as it did fixes nothing, however
-        # well the sheet beside it does: the bundle's R41 sheet ships beside fixes that
-        # restate R42's own values, or revert a knob the service does not read.
-        return Measure(0.0, f"your diagnosis's fixes of the causes it finds leave {RELEASE} running as it "
-                            f"did ({RELEASE} with them replays as {RELEASE}): the replay judges the fix of the "
-                            "causes you found, so state each one as the design-sheet values that change "
-                            "what the service runs")
+    # Each found cause's own fix, one by one: beside a sheet that fixes everything (the
+    # bundle's R41 sheet), fixes that restate R42's values, revert a knob the service does
+    # not read, or fix another cause's change were each no fix of their cause, and the
+    # criterion judged only that one of them changed something.
+    wrong = next((why for why in (_fix_problem(incident, cause) for cause in found) if why), "")
+    if wrong:
+        return Measure(0.0, f"{wrong}; the replay judges the fix of each cause you found")
+    unfound = len({c.id for c in incident.faults} - {cause["change"] for cause in found})
     try:
-        verdict = judge_fix(incident, sheet)
+        verdict = judge_fix(incident, _as_named(incident, sheet, {c.change for c in claims}))
     except OracleMissing:
         return not_checked_here(
             "not checked here: this edition replays the fixes made of reverting or keeping each "
@@ -444,7 +482,11 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
         return Measure(1.0, f"replayed on {seeds}: {verdict.decision.decision} against {RELEASE} "
                             f"({verdict.decision.reasons[0]}), no class regression and no new violation "
                             f"against {PREVIOUS}")
-    return Measure(0.0, f"replayed on {seeds}, your sheet does not fix the release: "
+    # Said whenever a root cause is not found (causes-found says as much), never only where
+    # a change at fault goes unnamed or the sheet touched one: that would say which.
+    kept = (f" (the replay judges the fix of the causes you name: a change at fault your diagnosis "
+            f"does not name runs as {RELEASE} has it, whatever your sheet says)") if unfound else ""
+    return Measure(0.0, f"replayed on {seeds}, your sheet does not fix the release{kept}: "
                         + "; ".join(verdict.problems[:SHOWN]))
 
 
