@@ -739,8 +739,9 @@ def test_fixes_that_leave_the_regressed_release_running_as_it_did_earn_no_replay
     assert lost(report) == {"fix-replayed": 2.0}, {c.id: c.feedback for c in report.criteria}
     fix = next(c for c in report.criteria if c.id == "fix-replayed")
     second, owner = right["causes"][1]["change"], harmless[1 % len(harmless)]
-    assert fix.feedback.startswith(f"your fix of {second} sets {owner.diff[0][0]}, which {owner.id} changed, "
-                                   f"not {second}"), fix.feedback
+    assert fix.feedback.startswith(f"your fix of {second} sets only what other changes of R42 set "
+                                   f"({owner.diff[0][0]}, which {owner.id} changed), nothing of {second}'s own"), \
+        fix.feedback
     report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(right), sheet=yaml.safe_dump(last_good),
                                      name="all"))
     assert lost(report) == {}, {c.id: c.feedback for c in report.criteria}
@@ -770,7 +771,8 @@ def test_a_fix_stated_under_another_cause_earns_no_replay(tmp_path, practice):
     """Every root cause found, the sheet right, but two causes' fixes swapped (each one the
     other change's revert), or every fix stated under the first cause and the others
     restating R42: the union of the fixes is right and kept full marks, while no cause's
-    own fix is."""
+    own fix is. A fix that moves a value of its own change beside another change's (a chunk
+    rule of its own for a chunk fault) may be a fix of its own."""
     p1 = practice["p1"]
     right = reference_diagnosis(p1)
     sheet = yaml.safe_dump(reference_sheet(p1))
@@ -782,13 +784,26 @@ def test_a_fix_stated_under_another_cause_earns_no_replay(tmp_path, practice):
         for section, values in cause["fix"].items():
             merged["causes"][0]["fix"].setdefault(section, {}).update(values)
         cause["fix"] = {"chunk_rule": {"min_chunk_tokens": p1.release["chunk_rule"]["min_chunk_tokens"]}}
-    for name, diagnosis in (("swapped", swapped), ("merged", merged)):
+    owner = next(c for c in p1.changes if c.id == second["change"])
+    for name, diagnosis, said in (
+            ("swapped", swapped, f"your fix of {first['change']} sets only what other changes of R42 set "
+                                 f"({owner.diff[0][0]}, which {owner.id} changed), nothing of {first['change']}'s own"),
+            ("merged", merged, f"your fix of {merged['causes'][1]['change']} leaves R42 running as it did")):
         report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(diagnosis), sheet=sheet, name=name))
         assert lost(report) == {"fix-replayed": 2.0}, (name, {c.id: c.feedback for c in report.criteria})
         fix = next(c for c in report.criteria if c.id == "fix-replayed")
-        owner = next(c for c in p1.changes if c.id == second["change"])
-        assert fix.feedback.startswith(f"your fix of {first['change']} sets {owner.diff[0][0]}, which "
-                                       f"{owner.id} changed, not {first['change']}"), (name, fix.feedback)
+        assert fix.feedback.startswith(said), (name, fix.feedback)
+    # The chunk fault fixed by a chunk rule of its own choosing (not R41's), which moves a value
+    # a harmless change set too: a fix of its own. That value alone is another change's.
+    from grader.lessons.lesson6 import _fix_problem
+    chunk = next(c for c in p1.faults if c.diff[0][0].startswith("chunk_rule."))
+    fixed_tokens = next(c for c in p1.changes if c.diff[0][0] == "chunk_rule.fixed_tokens")
+    assert chunk.diff[0][0] == "chunk_rule.rule" and not fixed_tokens.mechanism
+    own_rule = {"change": chunk.id, "fix": {"chunk_rule": {"rule": "fixed", "fixed_tokens": 256}}}
+    assert _fix_problem(p1, own_rule) == ""
+    assert _fix_problem(p1, dict(own_rule, fix={"chunk_rule": {"fixed_tokens": 256}})).startswith(
+        f"your fix of {chunk.id} sets only what other changes of R42 set (chunk_rule.fixed_tokens, which "
+        f"{fixed_tokens.id} changed)")
 
 
 @pytest.mark.parametrize("rule,when", [({"max_class_drop": 1.0}, "class_drop"),

@@ -29,8 +29,8 @@ change), in the same words whether the change is harmless or its mechanism is an
 and precision as a count.
 - replay: with a cause found (nothing found, nothing to replay: the bundle's R41 sheet ships
   against R42 whatever the diagnosis), the fixed sheet carries every stated fix, each found
-  cause's fix changes what R42 runs (a fix that restates it is none) and sets no value
-  another change set (that change's fix), and replayed on the incident's replay seeds, with
+  cause's fix changes what R42 runs (a fix that restates it is none) and sets more than
+  values other changes set (their fix), and replayed on the incident's replay seeds, with
   every change at fault the diagnosis does not name run as R42 has it (the bundle's R41
   sheet reverts every change), it ships against the regressed release under
   lesson 5's rule, with no class regressing against the last good release and no
@@ -394,20 +394,22 @@ def _applied(release, fix: dict):
 
 
 def _fix_problem(incident: Incident, cause: dict) -> str:
-    """Why a found cause's fix is not the fix of that cause ("" when it may be): it sets a
-    value another change of the release set (the fix of that change, stated under another
-    cause: the union of the fixes can be right while no cause's own fix is), or it leaves the
-    release running as it did (a restated value, words, the gate, a knob no rule reads). Said
-    of every change alike, harmless or at fault: the changes' diffs are the bundle's."""
+    """Why a found cause's fix is not the fix of that cause ("" when it may be): every value it
+    moves is one another change of the release set (the fix of that change, stated under
+    another cause: the union of the fixes can be right while no cause's own fix is), or it
+    leaves the release running as it did (a restated value, words, the gate, a knob no rule
+    reads). A fix that also moves a value of its own change, or one no change set (another
+    chunk rule for a chunk fault, say), may be a fix of its own. Said of every change alike,
+    harmless or at fault: the changes' diffs are the bundle's."""
     release = incident.release
     owner = {path: c.id for c in incident.changes if c.id != cause["change"] for path, _, _ in c.diff}
     moved = [path for path, value in _leaves(cause["fix"])
              if get_path(release, path, _ABSENT) != value or isinstance(value, bool) != isinstance(
                  get_path(release, path, _ABSENT), bool)]
-    taken = [path for path in moved if path in owner]
-    if taken:
-        return (f"your fix of {cause['change']} sets {taken[0]}, which {owner[taken[0]]} changed, not "
-                f"{cause['change']}: state each change's fix under the cause it fixes")
+    if moved and all(path in owner for path in moved):
+        return (f"your fix of {cause['change']} sets only what other changes of {RELEASE} set ({moved[0]}, "
+                f"which {owner[moved[0]]} changed), nothing of {cause['change']}'s own: state each change's "
+                "fix under the cause it fixes")
     fixed = _applied(release, cause["fix"])
     if fixed is not None and policy_sheet(fixed) == policy_sheet(release):
         return (f"your fix of {cause['change']} leaves {RELEASE} running as it did ({RELEASE} with it "
