@@ -651,6 +651,34 @@ def test_reasons_given_as_one_string_are_read_as_one_reason(tmp_path, secret):
     assert "ReleaseDecision.reasons[0]: expected str, got int" in feedback, feedback
 
 
+# A `>=` where the README says a time exactly at its deadline is in time (old, new, the
+# criterion it costs): each kept 16.7 to 16.8 of 17, the records on a deadline counting one
+# record each among the many of their verdict.
+AT_THE_DEADLINE = {
+    "cancel_at_first_deadline_late": ("waited > slo.ttft_s else", "waited >= slo.ttft_s else", "cancels"),
+    "cancel_at_gap_deadline_late": ("record.cancel_s - times[-1] > slo.gap_s",
+                                    "record.cancel_s - times[-1] >= slo.gap_s", "cancels"),
+    "gap_at_limit_slow": ('_worst_gap(times) > slo.gap_s else "good"', '_worst_gap(times) >= slo.gap_s else "good"',
+                          "completed"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AT_THE_DEADLINE))
+def test_a_time_exactly_at_its_deadline_weighs_as_a_clause_of_its_verdict(name, tmp_path, secret):
+    old, new, loses = AT_THE_DEADLINE[name]
+    source = (L5 / "alt_correct.py").read_text()
+    assert source.count(old) == 1
+    path = tmp_path / f"{name}.py"
+    path.write_text(source.replace(old, new))
+    for mode in ("check", "grade"):
+        report = grade("lesson5", path, mode, secret)
+        got, top = scores(report), full(report)
+        assert {k for k in got if got[k] < top[k]} == {loses}, (mode, got)
+        assert top[loses] - got[loses] >= 0.5, (mode, got[loses])
+        feedback = next(c.feedback for c in report.criteria if c.id == loses)
+        assert "expected" in feedback and ("in time" in feedback or "before any deadline" in feedback), feedback
+
+
 def test_goodput_that_calls_a_wrong_qualify_is_not_charged_twice(reference_grade, tmp_path):
     report = grade("lesson5", wrong_file("average_tpot", tmp_path), "check")
     assert scores(report)["goodput"] == full(report)["goodput"]
