@@ -751,8 +751,9 @@ def test_fixes_that_leave_the_regressed_release_running_as_it_did_earn_no_replay
 def test_one_cause_named_of_three_beside_the_last_good_sheet_earns_no_replay(tmp_path, practice, n):
     """One root cause of p1's three named and fixed right, beside the bundle's R41 sheet
     (every change reverted): the sheet replayed as a fix of all three, 8 of 10, where naming
-    and fixing the one cause alone lost the replay too. A change at fault the diagnosis does
-    not name runs as R42 has it; the feedback says so in words that name no change."""
+    and fixing the one cause alone lost the replay too. A value a change at fault set runs
+    as R42 has it unless a stated fix sets it; the feedback says so in words that name no
+    change."""
     p1 = practice["p1"]
     right = reference_diagnosis(p1)
     assert len(right["causes"]) == len(p1.faults) == 3
@@ -762,7 +763,8 @@ def test_one_cause_named_of_three_beside_the_last_good_sheet_earns_no_replay(tmp
     report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(one), sheet=yaml.safe_dump(last_good)))
     assert lost(report) == {"causes-found": 2.0, "fix-replayed": 2.0}, {c.id: c.feedback for c in report.criteria}
     fix = next(c for c in report.criteria if c.id == "fix-replayed")
-    assert "a change at fault your diagnosis does not name runs as R42 has it" in fix.feedback, fix.feedback
+    assert ("a value a change at fault set runs as R42 has it unless one of your fixes sets it"
+            in fix.feedback), fix.feedback
     others = [c.id for c in p1.changes if c.id != right["causes"][n]["change"]]
     assert not any(f"{c} " in fix.feedback or f"{c}," in fix.feedback for c in others), fix.feedback
 
@@ -804,6 +806,30 @@ def test_a_fix_stated_under_another_cause_earns_no_replay(tmp_path, practice):
     assert _fix_problem(p1, dict(own_rule, fix={"chunk_rule": {"fixed_tokens": 256}})).startswith(
         f"your fix of {chunk.id} sets only what other changes of R42 set (chunk_rule.fixed_tokens, which "
         f"{fixed_tokens.id} changed)")
+
+
+def test_a_found_causes_fix_is_replayed_as_stated_not_as_the_sheet_does_it(tmp_path, practice):
+    """Every root cause found, but the ledger fault's fix stated as a chunk knob no change
+    set (another gap budget), beside a sheet that also undoes the ledger change: the sheet
+    shipped, and the fix stated for the cause was one of no consequence for it. The values a
+    change at fault set come from the stated fixes alone."""
+    p1 = practice["p1"]
+    right = reference_diagnosis(p1)
+    ledger = next(c for c in right["causes"] if "admission_ledger" in c["fix"])
+    budget = p1.release["chunk_rule"]["gap_budget_s"]
+    assert not any(p == "chunk_rule.gap_budget_s" for c in p1.changes for p, _, _ in c.diff)
+    ledger["fix"] = {"chunk_rule": {"gap_budget_s": budget * 0.9}}
+    sheet = reference_sheet(p1)
+    sheet["chunk_rule"]["gap_budget_s"] = budget * 0.9
+    report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(right), sheet=yaml.safe_dump(sheet)))
+    assert lost(report) == {"fix-replayed": 2.0}, {c.id: c.feedback for c in report.criteria}
+    fix = next(c for c in report.criteria if c.id == "fix-replayed")
+    assert "the replay judges the fixes your diagnosis states" in fix.feedback, fix.feedback
+    # The same sheet beside the ledger's own fix, the gap budget stated too: a fix.
+    ledger["fix"] = {"admission_ledger": {"inactive_hits": "consume"}, "chunk_rule": {"gap_budget_s": budget * 0.9}}
+    report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(right), sheet=yaml.safe_dump(sheet),
+                                     name="own"))
+    assert lost(report) == {}, {c.id: c.feedback for c in report.criteria}
 
 
 @pytest.mark.parametrize("rule,when", [({"max_class_drop": 1.0}, "class_drop"),

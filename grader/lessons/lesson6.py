@@ -31,8 +31,8 @@ and precision as a count.
   against R42 whatever the diagnosis), the fixed sheet carries every stated fix, each found
   cause's fix changes what R42 runs (a fix that restates it is none) and sets more than
   values other changes set (their fix), and replayed on the incident's replay seeds, with
-  every change at fault the diagnosis does not name run as R42 has it (the bundle's R41
-  sheet reverts every change), it ships against the regressed release under
+  every value a change at fault set run as R42 has it unless a stated fix sets it (the
+  bundle's R41 sheet reverts every change), it ships against the regressed release under
   lesson 5's rule, with no class regressing against the last good release and no
   violation above its count.
 - rollback: the new release states a rollback rule: back to the last good release, on a
@@ -418,16 +418,21 @@ def _fix_problem(incident: Incident, cause: dict) -> str:
     return ""
 
 
-def _as_named(incident: Incident, sheet: dict, named: set[str]) -> dict:
-    """The sheet as the replay judges it: every value a change at fault set stays as the
-    regressed release has it, whatever the sheet says, unless the diagnosis names that change
-    as a cause. The bundle's last good sheet reverts every change, so beside one cause named
-    of three it replayed as a fix of all three (8 of 10). A change named with another
-    mechanism or too little evidence costs the cause criteria; its fix is still replayed."""
+def _as_stated(incident: Incident, sheet: dict, causes) -> dict:
+    """The sheet as the replay judges it: every value a change at fault set runs as the
+    regressed release has it, whatever the sheet says, unless one of the diagnosis's fixes
+    sets it (the sheet carries every stated fix, so that is the sheet's value). The replay
+    judges the fixes the diagnosis states: the bundle's last good sheet reverts every change,
+    and beside one cause named of three it replayed as a fix of all three (8 of 10), as it
+    did beside a found cause whose stated fix was a knob of no consequence. A cause named
+    with another mechanism or too little evidence costs the cause criteria; its fix is still
+    stated, and replayed. The sheet's other changes (a harmless change reverted, another
+    knob) are replayed as the sheet has them."""
+    stated = {path for cause in causes for path, _ in _leaves(cause["fix"])}
     replayed = copy.deepcopy(dict(sheet))
     for change in incident.faults:
-        if change.id not in named:
-            for path, _, _ in change.diff:
+        for path, _, _ in change.diff:
+            if path not in stated:
                 set_path(replayed, path, copy.deepcopy(get_path(incident.release, path)))
     return replayed
 
@@ -469,9 +474,8 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
     wrong = next((why for why in (_fix_problem(incident, cause) for cause in found) if why), "")
     if wrong:
         return Measure(0.0, f"{wrong}; the replay judges the fix of each cause you found")
-    unfound = len({c.id for c in incident.faults} - {cause["change"] for cause in found})
     try:
-        verdict = judge_fix(incident, _as_named(incident, sheet, {c.change for c in claims}))
+        verdict = judge_fix(incident, _as_stated(incident, sheet, handed.diagnosis["causes"]))
     except OracleMissing:
         return not_checked_here(
             "not checked here: this edition replays the fixes made of reverting or keeping each "
@@ -484,11 +488,11 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
         return Measure(1.0, f"replayed on {seeds}: {verdict.decision.decision} against {RELEASE} "
                             f"({verdict.decision.reasons[0]}), no class regression and no new violation "
                             f"against {PREVIOUS}")
-    # Said whenever a root cause is not found (causes-found says as much), never only where
-    # a change at fault goes unnamed or the sheet touched one: that would say which.
-    kept = (f" (the replay judges the fix of the causes you name: a change at fault your diagnosis "
-            f"does not name runs as {RELEASE} has it, whatever your sheet says)") if unfound else ""
-    return Measure(0.0, f"replayed on {seeds}, your sheet does not fix the release{kept}: "
+    # Said of every sheet that does not fix the release, never only where a value was put
+    # back: that would say which of the sheet's changes undo a change at fault.
+    return Measure(0.0, f"replayed on {seeds}, your sheet does not fix the release (the replay judges "
+                        f"the fixes your diagnosis states: a value a change at fault set runs as {RELEASE} "
+                        f"has it unless one of your fixes sets it, whatever the rest of your sheet says): "
                         + "; ".join(verdict.problems[:SHOWN]))
 
 
