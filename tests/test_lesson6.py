@@ -751,9 +751,9 @@ def test_fixes_that_leave_the_regressed_release_running_as_it_did_earn_no_replay
 def test_one_cause_named_of_three_beside_the_last_good_sheet_earns_no_replay(tmp_path, practice, n):
     """One root cause of p1's three named and fixed right, beside the bundle's R41 sheet
     (every change reverted): the sheet replayed as a fix of all three, 8 of 10, where naming
-    and fixing the one cause alone lost the replay too. A value a change at fault set runs
-    as R42 has it unless a stated fix sets it; the feedback says so in words that name no
-    change."""
+    and fixing the one cause alone lost the replay too, and so does that cause's fix stated
+    as a revert of all three. A value a change at fault set runs as R42 has it unless the fix
+    stated for that change sets it; the feedback says so in words that name no change."""
     p1 = practice["p1"]
     right = reference_diagnosis(p1)
     assert len(right["causes"]) == len(p1.faults) == 3
@@ -763,10 +763,18 @@ def test_one_cause_named_of_three_beside_the_last_good_sheet_earns_no_replay(tmp
     report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(one), sheet=yaml.safe_dump(last_good)))
     assert lost(report) == {"causes-found": 2.0, "fix-replayed": 2.0}, {c.id: c.feedback for c in report.criteria}
     fix = next(c for c in report.criteria if c.id == "fix-replayed")
-    assert ("a value a change at fault set runs as R42 has it unless one of your fixes sets it"
-            in fix.feedback), fix.feedback
+    assert ("a value a change at fault set runs as R42 has it unless the fix you state for that change "
+            "sets it" in fix.feedback), fix.feedback
     others = [c.id for c in p1.changes if c.id != right["causes"][n]["change"]]
     assert not any(f"{c} " in fix.feedback or f"{c}," in fix.feedback for c in others), fix.feedback
+    # The one cause's fix reverting every change at fault: the others' values are theirs.
+    every = {"incident": "p1", "causes": [dict(right["causes"][n], fix=copy.deepcopy(right["causes"][n]["fix"]))]}
+    for cause in right["causes"]:
+        for section, values in cause["fix"].items():
+            every["causes"][0]["fix"].setdefault(section, {}).update(values)
+    report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(every), sheet=yaml.safe_dump(last_good),
+                                     name="every"))
+    assert lost(report) == {"causes-found": 2.0, "fix-replayed": 2.0}, {c.id: c.feedback for c in report.criteria}
 
 
 def test_a_fix_stated_under_another_cause_earns_no_replay(tmp_path, practice):

@@ -31,8 +31,9 @@ and precision as a count.
   against R42 whatever the diagnosis), the fixed sheet carries every stated fix, each found
   cause's fix changes what R42 runs (a fix that restates it is none) and sets more than
   values other changes set (their fix), and replayed on the incident's replay seeds, with
-  every value a change at fault set run as R42 has it unless a stated fix sets it (the
-  bundle's R41 sheet reverts every change), it ships against the regressed release under
+  every value a change at fault set run as R42 has it unless the fix stated for that
+  change sets it (the bundle's R41 sheet reverts every change), it ships against the
+  regressed release under
   lesson 5's rule, with no class regressing against the last good release and no
   violation above its count.
 - rollback: the new release states a rollback rule: back to the last good release, on a
@@ -420,19 +421,20 @@ def _fix_problem(incident: Incident, cause: dict) -> str:
 
 def _as_stated(incident: Incident, sheet: dict, causes) -> dict:
     """The sheet as the replay judges it: every value a change at fault set runs as the
-    regressed release has it, whatever the sheet says, unless one of the diagnosis's fixes
-    sets it (the sheet carries every stated fix, so that is the sheet's value). The replay
-    judges the fixes the diagnosis states: the bundle's last good sheet reverts every change,
-    and beside one cause named of three it replayed as a fix of all three (8 of 10), as it
-    did beside a found cause whose stated fix was a knob of no consequence. A cause named
-    with another mechanism or too little evidence costs the cause criteria; its fix is still
-    stated, and replayed. The sheet's other changes (a harmless change reverted, another
-    knob) are replayed as the sheet has them."""
-    stated = {path for cause in causes for path, _ in _leaves(cause["fix"])}
+    regressed release has it, whatever the sheet says, unless a fix the diagnosis states for
+    that change sets it (the sheet carries every stated fix, so that is the sheet's value).
+    The replay judges the fixes the diagnosis states for its causes: the bundle's last good
+    sheet reverts every change, and beside one cause named of three it replayed as a fix of
+    all three (8 of 10), as it did beside that one cause's fix reverting all three, or a
+    found cause's fix of no consequence for its fault. A cause named with another mechanism
+    or too little evidence costs the cause criteria; its fix is still stated, and replayed.
+    The sheet's other changes (a harmless change reverted, another knob) are replayed as the
+    sheet has them."""
+    stated = {(cause["change"], path) for cause in causes for path, _ in _leaves(cause["fix"])}
     replayed = copy.deepcopy(dict(sheet))
     for change in incident.faults:
         for path, _, _ in change.diff:
-            if path not in stated:
+            if (change.id, path) not in stated:
                 set_path(replayed, path, copy.deepcopy(get_path(incident.release, path)))
     return replayed
 
@@ -492,7 +494,8 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
     # back: that would say which of the sheet's changes undo a change at fault.
     return Measure(0.0, f"replayed on {seeds}, your sheet does not fix the release (the replay judges "
                         f"the fixes your diagnosis states: a value a change at fault set runs as {RELEASE} "
-                        f"has it unless one of your fixes sets it, whatever the rest of your sheet says): "
+                        f"has it unless the fix you state for that change sets it, whatever the rest of your "
+                        f"sheet says): "
                         + "; ".join(verdict.problems[:SHOWN]))
 
 
