@@ -1209,3 +1209,31 @@ def test_a_restarted_child_reads_later_clocks_and_other_process_ids(mode):
     pids = [tuple(got["ids"]) for _, _, got in runs]
     assert len({p[0] for p in pids}) == len({p[1] for p in pids}) == 3, pids
     assert all(p[0] == p[2] for p in pids), pids    # the main thread's id is the process id
+
+
+def test_a_submission_that_rebinds_builtins_is_told_so_and_the_child_keeps_answering():
+    """Rebinding len, type or isinstance in Python's builtins broke the child's own encoder
+    and frame writer: the learner read "sent a malformed frame (JSONDecodeError)" or "exited
+    with code 1". The child puts the builtins back after the load and after every call and
+    says which were rebound."""
+    at_load = "import builtins\nbuiltins.len = lambda x: 0\ndel builtins.isinstance\ndef f():\n    return 1\n"
+    with Sandbox(at_load, "exercise.py") as b:
+        assert b.load_error == ("it rebound Python's builtins isinstance, len: a submission may not "
+                                "change the builtins (the grader's own code in the sandbox uses them)")
+    in_a_call = textwrap.dedent('''
+        import builtins
+        def rebind():
+            builtins.type = lambda *a: int
+            return "rebound"
+        def rebind_and_raise():
+            builtins.len = None
+            raise ValueError("after rebinding")
+        def fine():
+            return [len("abc"), type("x").__name__]
+    ''')
+    with Sandbox(in_a_call, "exercise.py") as b:
+        assert b.load_error is None
+        for fname, name in (("rebind", "type"), ("rebind_and_raise", "len")):
+            r = b.call(fname)
+            assert r.status == "bad" and r.detail.startswith(f"it rebound Python's builtin {name}:"), r
+            assert b.call("fine") == CallResult("ok", [3, "str"], "", "")

@@ -29,6 +29,7 @@ Nothing here is trusted by the parent: learner code shares this process and can 
 any of it. These checks exist to give honest submissions precise feedback; the parent
 re-validates every byte.
 """
+import builtins
 import collections.abc
 import dataclasses
 import io
@@ -967,6 +968,31 @@ def another_process(start):
     threading.get_native_id = lambda: native() + ids
 
 
+def builtins_guard():
+    """restore() -> the names learner code rebound or deleted in Python's builtins since
+    this was called, put back as they were. The child's own code (the encoder, the frame
+    writer) calls len, type, isinstance...: a submission that rebinds one broke the
+    conversation, and was told only "sent a malformed frame" or "exited with code 1".
+    restore calls no builtin before it has put them back: only methods of dicts it took
+    here, which no submission can rebind."""
+    names = builtins.__dict__
+    saved = dict(names)
+    items, get, update = saved.items, names.get, names.update
+
+    def restore():
+        changed = [name for name, value in items() if get(name, restore) is not value]
+        update(saved)
+        return changed
+    return restore
+
+
+def rebound_builtins(changed):
+    """What a learner is told of a submission that rebound builtins (never empty ``changed``)."""
+    shown = ", ".join(sorted(changed)[:5]) + (", ..." if len(changed) > 5 else "")
+    return ("it rebound Python's builtin%s %s: a submission may not change the builtins (the "
+            "grader's own code in the sandbox uses them)" % ("s" if len(changed) > 1 else "", shown))
+
+
 def load_submission(source, filename):
     module = types.ModuleType("exercise")
     module.__file__ = filename
@@ -988,7 +1014,7 @@ def load_submission(source, filename):
     return module, None
 
 
-def run_call(namespace, fname, args, decode, filename):
+def run_call(namespace, fname, args, decode, filename, restore=lambda: ()):
     fn = namespace.get(fname) if type(fname) is str else None
     if fn is None or not callable(fn):
         return {"missing": fname}
@@ -999,6 +1025,9 @@ def run_call(namespace, fname, args, decode, filename):
     try:
         value = fn(*args)
     except BaseException as exc:
+        changed = restore()
+        if changed:
+            return {"bad": rebound_builtins(changed)}
         said = describe(exc, filename)
         tb = exc.__traceback__
         if type(exc) is TypeError and tb is not None and tb.tb_next is None:
@@ -1006,6 +1035,9 @@ def run_call(namespace, fname, args, decode, filename):
             # not the stub's ("takes 1 positional argument but 2 were given").
             said = one_line(said + ": the grader calls it with the arguments its stub declares")
         return {"raised": said}
+    changed = restore()
+    if changed:
+        return {"bad": rebound_builtins(changed)}
     try:
         return {"ok": encode(value)}
     except Unsendable as exc:
@@ -1062,7 +1094,11 @@ def main(argv):
     capture = Capture(limits.get("stdout_keep", 4096))
     sys.stdout = sys.stderr = capture
     another_process(setup.get("start"))
+    restore = builtins_guard()
     module, error = load_submission(setup["submission"], filename)
+    changed = restore()
+    if changed and error is None:
+        error = rebound_builtins(changed)
     loaded = {"loaded": error is None, "stdout": take(capture)[:send_chars]}
     if error is not None:
         loaded["error"] = error
@@ -1076,7 +1112,10 @@ def main(argv):
             return
         for fname, args in request["calls"]:
             take(capture)
-            result = call(namespace, fname, args, decode, filename)
+            result = call(namespace, fname, args, decode, filename, restore)
+            changed = restore()             # learner code the encoder ran (a property) rebound some
+            if changed:
+                result = {"bad": rebound_builtins(changed)}
             printed = take(capture)
             sys.stdout = sys.stderr = capture   # in case the submission replaced them
             if printed:
