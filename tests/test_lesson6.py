@@ -892,3 +892,24 @@ def test_a_fix_the_sheet_does_not_carry_is_said_in_yamls_words(tmp_path, fix, sh
     said = next(c.feedback for c in report.criteria if c.id == "fix-replayed")
     assert sheet_has in said and said.endswith("the sheet you ship must carry your fixes"), said
     assert "(absent)" not in said and "True" not in said
+
+
+def test_a_release_recorded_before_r42_is_told_where_it_belongs(tmp_path, practice):
+    """R43 written at the top of the change record (the README's example entry opens the
+    list) lost the rollback point with "the change record has no release after R42": true of
+    the record's order, not of what the learner had written. The feedback now says the record
+    runs oldest first; only the order is wrong, so the fix is unchanged."""
+    sheet = reference_sheet(practice["p1"])
+    record = sheet["change_record"]
+    assert [entry["release"] for entry in record] == ["R41", "R42", "R43"]
+    sheet["change_record"] = record[-1:] + record[:-1]
+    report = grade("lesson6", folder(tmp_path, sheet=yaml.safe_dump(sheet)))
+    assert lost(report) == {"rollback-rule": 1.0}, {c.id: c.feedback for c in report.criteria}
+    said = next(c.feedback for c in report.criteria if c.id == "rollback-rule")
+    assert said == ("your change record lists R43 before R42: the record runs oldest first, so your "
+                    "release comes after R42, as its last entry"), said
+    # A record with no release of the learner's at all is still told to record one.
+    sheet["change_record"] = record[:-1]
+    report = grade("lesson6", folder(tmp_path, sheet=yaml.safe_dump(sheet), name="none"))
+    said = next(c.feedback for c in report.criteria if c.id == "rollback-rule")
+    assert said.startswith("the change record has no release after R42: record your fixes as release R43"), said

@@ -507,6 +507,13 @@ def rollback(ctx: CheckContext, params: dict) -> Measure:
     record = sheet["change_record"]
     last = record[-1] if record else {}
     if not record or last["release"] in (PREVIOUS, RELEASE):
+        earlier = [entry["release"] for entry in record if entry["release"] not in (PREVIOUS, RELEASE)]
+        if earlier:
+            # The README's example of an entry opens the list, so a release recorded first
+            # (newest on top) read as "no release after R42" to someone who had written one.
+            return Measure(0.0, f"your change record lists {earlier[-1]} before {last['release']}: the "
+                                f"record runs oldest first, so your release comes after {RELEASE}, as "
+                                "its last entry")
         return Measure(0.0, f"the change record has no release after {RELEASE}: record your fixes as "
                             f"release {NEXT}, with its rollback rule")
     rule = last.get("rollback")
