@@ -36,6 +36,9 @@ def case(name, kind="a"):
      "f was stopped: the submission used up its time budget during this call; every call counts "
      "against it, so a function that is slow on each call spends it as an endless loop would"),
     (CallResult("crashed", detail="SIGKILL"), "f ended the process: SIGKILL"),
+    # The sandbox's sentence names the call: said once, not "f ended the process: f() ended ...".
+    (CallResult("crashed", detail="f() ended the process running x.py: the process exited with code 1"),
+     "f ended the process running x.py: the process exited with code 1"),
     (CallResult("unavailable"), "f was not called: the submission used up its time budget"),
 ])
 def test_a_failed_call_is_one_line_in_the_learners_words(result, words):

@@ -89,6 +89,11 @@ def call_failure(function: str, result) -> str:
         return (f"{function} was stopped: the submission used up its time budget during this call; "
                 "every call counts against it, so a function that is slow on each call spends it as "
                 "an endless loop would")
+    said = f"{function}() ended the process"
+    if result.status == "crashed" and detail.startswith(said):
+        # The sandbox's own sentence names the call already: "f ended the process: f() ended
+        # the process running x.py: ..." said it twice.
+        return f"{function} ended the process{detail[len(said):]}"
     limit = re.search(r"within (\S+ s)\b", detail) if result.status == "timeout" else None
     if limit:
         # A call's own limit: a loop, or work a large input makes too slow (a goodput that
