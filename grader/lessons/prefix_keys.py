@@ -18,7 +18,7 @@ from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, con
                                   not_implemented)
 from grader.lessons import key_search
 
-MAX_KEY = 512             # the worker refuses a longer key (reference/worker.py: _key)
+MAX_KEY = 512             # the worker refuses a longer key (reference/worker/prefix_cache.py: _key)
 
 Triple = tuple  # (scope, parent_key, block_tokens): one prefix_key input
 

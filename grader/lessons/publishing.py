@@ -17,7 +17,7 @@ def offered_pages(page_tokens: int, prompt_tokens: int, written_tokens: int, fir
                   published: frozenset) -> tuple[PageInfo, ...]:
     """One request's prompt pages as the worker offers them to publishable: from ``first``
     (the pages before were prefix hits) through the first page not fully written
-    (reference/worker.py: _publish). ``published`` marks pages already in the cache, which
+    (reference/worker/prefix_cache.py: _publish). ``published`` marks pages already in the cache, which
     the contract says to leave out."""
     pt = page_tokens
     end = min(pages_for(prompt_tokens, pt), written_tokens // pt + 1)
