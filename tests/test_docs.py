@@ -209,3 +209,28 @@ def test_what_the_instructors_quick_start_writes_in_the_course_is_ignored_by_git
             "learner-edition/"} <= set(written), written
     assert [p for p in [*written, "gradebook.db", "nbgrader/", "feedback/"] if not ignored_by_git(p)] == []
     assert not ignored_by_git("grader/") and not ignored_by_git("README.md")
+
+
+def test_the_learners_page_feedback_example_is_what_the_check_prints(tmp_path, monkeypatch, capsys):
+    """docs/learners.md shows `grader check lesson1 my_work.py` on a solution whose pages_for
+    goes through a float. Every line it shows (but the `...` it leaves out and the isolation
+    it abbreviates) is a line the check prints: the page said 60 cases after lesson 1 had 62."""
+    from grader.cli import main
+    text = (ROOT / "docs" / "learners.md").read_text(encoding="utf-8")
+    shown = re.search(r"```\n(lesson1: The request contract  \(check, my_work\.py\)\n.*?)```", text, re.S)[1]
+    honest = (ROOT / "tests" / "submissions" / "lesson1" / "from_readme.py").read_text(encoding="utf-8")
+    floats = honest.replace("    whole, part = divmod(tokens, page_tokens)\n    return whole + (1 if part else 0)\n",
+                            "    import math\n    return math.ceil(tokens / page_tokens)\n")
+    assert floats != honest
+    (tmp_path / "my_work.py").write_text(floats, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--course", str(ROOT), "check", "lesson1", "my_work.py"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    for line in shown.splitlines():
+        if line.strip() == "...":
+            continue
+        if line.endswith("isolation: ...)"):
+            line = line[:-len(" ...)")]
+            assert any(p.startswith(line) for p in printed), (line, printed)
+        else:
+            assert line in printed, (line, printed)
