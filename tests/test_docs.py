@@ -224,6 +224,7 @@ def test_the_learners_page_feedback_example_is_what_the_check_prints(tmp_path, m
     assert floats != honest
     (tmp_path / "my_work.py").write_text(floats, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "100")       # the page shows a report at its widest
     assert main(["--course", str(ROOT), "check", "lesson1", "my_work.py"]) == 0
     printed = capsys.readouterr().out.splitlines()
     for line in shown.splitlines():
