@@ -322,6 +322,16 @@ def test_the_free_edition_and_published_solutions(tmp_path):
     # An experiment about a lesson it does not hold says so in one line.
     p = in_release(tmp_path / "free", "experiment", "prefill-deadline")
     assert p.returncode == 2 and "lesson3: not in this edition" in p.stderr and "Traceback" not in p.stderr
+    # Its README speaks of what it holds: no lesson 6 folder, and the --workload a design
+    # sheet needs without lesson 5 (whose workload the sheet names). A sheet run without one
+    # says so, with a workload of the edition to give it: it read "no such workload file".
+    readme = (tmp_path / "free" / "README.md").read_text()
+    assert "lesson6" not in readme and "holds no lesson 5" in readme and "--workload" in readme
+    p = in_release(tmp_path / "free", "sheet", "run", "assignments/design_sheet.yaml", cwd=tmp_path / "free")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert ("this edition holds no lesson5, whose workload the sheet's release_criteria.workload names: "
+            "replay the sheet on a workload of a lesson it holds with --workload (e.g. --workload "
+            "assignments/lesson2/public/") in p.stderr, p.stderr
     late = build_learner_edition(course, tmp_path / "late", lessons=("lesson1",), publish=("lesson1",),
                                  verify=False)
     assert late.published == ("lesson1",)

@@ -14,6 +14,7 @@ learner's fixed sheet).
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -246,7 +247,21 @@ def _find(name: str, sheet_path: Path, course) -> Path:
     for base in (sheet_path.parent, Path(course.root)):
         if (base / name).is_file():
             return base / name
+    _lesson_left_out(name, course, "the sheet's release_criteria.workload")
     raise InputError(name, f"no such workload file (looked next to {sheet_path.name} and in {course.root})")
+
+
+def _lesson_left_out(name: str, course, whose: str) -> None:
+    """InputError when ``name`` is a file of a lesson this copy of the course does not hold
+    (an edition of some lessons only): the sheet's own workload is lesson 5's, and a learner
+    of lessons 1 and 2 read only "no such workload file", not what to run instead."""
+    lesson = re.match(r"assignments/(lesson\d+)/", name)
+    if lesson is None or lesson[1] in course.lessons():
+        return
+    held = sorted(Path(course.root).glob("assignments/lesson*/public/*.scenario.yaml"))
+    example = f" (e.g. --workload {held[0].relative_to(course.root).as_posix()})" if held else ""
+    raise InputError(name, f"this edition holds no {lesson[1]}, whose workload {whose} names: replay "
+                           f"the sheet on a workload of a lesson it holds with --workload{example}")
 
 
 # --seeds obeys what the design sheet's schema asks of release_criteria.paired_seeds: a seed
@@ -293,6 +308,8 @@ def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = N
         path = _find(own["file"], sheet_path, course)
     else:
         path = Path(course.root) / INCIDENT_SCENARIO
+        if not path.is_file():
+            _lesson_left_out(INCIDENT_SCENARIO, course, "a sheet without release_criteria.workload")
     data = read_yaml(path)
     if isinstance(data, Mapping) and "workload" in data:
         s = load_scenario(path, course, checked=False)

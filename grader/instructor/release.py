@@ -543,6 +543,14 @@ def _readme(lessons: tuple[str, ...], published: tuple[str, ...]) -> str:
     listed = "\n".join(f"- `{lesson}`: `assignments/{lesson}/`" for lesson in lessons)
     shown = (f"Your instructor published the reference solutions of {', '.join(published)}: "
              "they are in `reference/solutions/`.\n" if published else "")
+    # Only what this edition holds: an edition of lessons 1 and 2 told its learners of lesson
+    # 6's folder, and not that a design sheet's own workload (lesson 5's) is not here.
+    folder = (" (lesson 6: the\ntwo files of `assignments/lesson6/submission/`)" if "lesson6" in lessons
+              else "")
+    workload = ("" if "lesson5" in lessons else
+                "\nThis edition holds no lesson 5, whose workload a design sheet names: give\n"
+                "`grader sheet run` a `--workload` of a lesson it holds\n"
+                "(`assignments/lessonN/public/*.scenario.yaml`).\n")
     return textwrap.dedent("""\
         # Serving under pressure: from admission to release (learner edition)
 
@@ -555,11 +563,11 @@ def _readme(lessons: tuple[str, ...], published: tuple[str, ...]) -> str:
 
         {listed}
 
-        Read a lesson's README, implement the functions of its `exercise.py` (lesson 6: the
-        two files of `assignments/lesson6/submission/`), and run `grader check lessonN`: the
-        public cases, a table of criteria with points, and one line of feedback per
-        criterion that lost points. Your instructor grades on hidden cases of the same
-        kinds as well, so fitting the public numbers by hand earns nothing.
+        Read a lesson's README, implement the functions of its `exercise.py`{folder},
+        and run `grader check lessonN`: the public cases, a table of criteria with
+        points, and one line of feedback per criterion that lost points. Your instructor
+        grades on hidden cases of the same kinds as well, so fitting the public numbers
+        by hand earns nothing.
 
         Also here: the worker itself (`reference/`), the experiments with your own
         functions plugged in (`grader experiment --help`), and the design sheet
@@ -567,14 +575,15 @@ def _readme(lessons: tuple[str, ...], published: tuple[str, ...]) -> str:
         the course's baselines for the other decisions (`reference/baselines.py`): naive,
         safe policies, not the answers. The reference's figures for the public cases were
         recorded when this edition was built (`grader/expectations/`).
-
+        {workload}
         More to read in `docs/`: `learners.md` (every command, and how to read what it
         prints), `worker.md` (what the worker does with your answers) and `experiments.md`
         (what each experiment shows).
         {shown}
         > The service-cost model is synthetic: a teaching model, not a measurement of any
         > engine or GPU.
-        """).replace("{listed}", listed).replace("{shown}", shown)
+        """).replace("{listed}", listed).replace("{shown}", shown).replace("{folder}", folder).replace(
+        "{workload}", workload)
 
 
 def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...] | None = None,
