@@ -107,12 +107,21 @@ class _ExperimentHelp(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         try:
             from grader.course.experiments import describe
-            listing = describe()
+            listing = describe(_lessons_held(getattr(namespace, "course", None)))
         except ImportError:          # an edition built without them
             listing = "experiments: " + (unavailable("experiment") or "none in this edition")
         parser.epilog = f"{listing}\n\n{parser.epilog}"
         parser.print_help()
         parser.exit()
+
+
+def _lessons_held(explicit: str | None) -> list[str] | None:
+    """The lessons of the course the command would run in, for help that names only what it
+    can run; None where no course is found (the help is then the whole list)."""
+    try:
+        return find_course(explicit).lessons()
+    except InputError:
+        return None
 
 
 def _instructor_commands(sub) -> None:

@@ -322,6 +322,11 @@ def test_the_free_edition_and_published_solutions(tmp_path):
     # An experiment about a lesson it does not hold says so in one line.
     p = in_release(tmp_path / "free", "experiment", "prefill-deadline")
     assert p.returncode == 2 and "lesson3: not in this edition" in p.stderr and "Traceback" not in p.stderr
+    # Its experiment help lists every experiment, each saying that its lesson is not here.
+    p = in_release(tmp_path / "free", "experiment", "--help")
+    assert p.returncode == 0, p.stderr
+    for name, lesson in (("goodput", "lesson5"), ("prefill-deadline", "lesson3"), ("prefix-ownership", "lesson4")):
+        assert f"  {name} ({lesson}, not in this edition): " in p.stdout, p.stdout
     # Its README speaks of what it holds: no lesson 6 folder, and the --workload a design
     # sheet needs without lesson 5 (whose workload the sheet names). A sheet run without one
     # says so, with a workload of the edition to give it: it read "no such workload file".
@@ -603,4 +608,5 @@ def test_experiment_help_in_the_edition_lists_every_experiment_and_setting(relea
     for name in experiments.names():
         assert f"{name} ({experiments.find(name).lesson})" in text
         assert all(f"{k.name} (default " in text for k in experiments.find(name).knobs)
+    assert "not in this edition" not in text          # it holds every lesson
     assert "assignments/LESSON/exercise.py of the experiment's lesson" in text

@@ -17,7 +17,7 @@ import pkgutil
 import textwrap
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Callable
+from typing import Callable, Sequence
 
 from grader.course.experiments.common import Knob, Outcome, parse_settings
 from grader.engine.errors import InputError
@@ -66,13 +66,17 @@ def find(name: str) -> Experiment:
     return REGISTRY[name]
 
 
-def describe() -> str:
-    """Every experiment and its knobs (``--set KEY=VALUE``): meaning, default, bounds."""
+def describe(held: Sequence[str] | None = None) -> str:
+    """Every experiment and its knobs (``--set KEY=VALUE``): meaning, default, bounds. With
+    ``held`` (the lessons of this copy of the course), an experiment about a lesson it does
+    not hold says so: an edition of lessons 1 and 2 listed three experiments, none of which
+    it could run."""
     _load_all()
     lines = ["experiments and their settings (--set KEY=VALUE):"]
     for name in sorted(REGISTRY):
         exp = REGISTRY[name]
-        lines += ["", f"  {name} ({exp.lesson}): {exp.title}"]
+        absent = held is not None and exp.lesson not in held
+        lines += ["", f"  {name} ({exp.lesson}{', not in this edition' if absent else ''}): {exp.title}"]
         for k in exp.knobs:
             lines += textwrap.wrap(f"{k.name} (default {k.shown_default()}): {k.help}{k.bounds()}",
                                    width=96, initial_indent="    ", subsequent_indent="        ")
