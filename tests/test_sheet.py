@@ -691,3 +691,21 @@ def test_a_pattern_ends_where_the_text_ends_as_json_schema_means_it():
     assert by_path.keys() == {"change_record[2].rollback.to", "change_record[2].changes[0].id"}, by_path
     assert all("does not have the expected form" in m for m in by_path.values()), by_path
     assert ecma_anchors(r"^[$a]\$x$") == r"^[$a]\$x\Z"
+
+
+def test_the_lines_of_many_problems_are_found_in_one_reading_of_the_file(monkeypatch):
+    """Each problem's line was found by composing the whole YAML file again: a diagnosis of
+    500 causes (245 KiB, under the size limit) had 1000 problems placed and kept the grader
+    busy for half an hour. The lines are the same, read from one composition."""
+    from grader.course.sheet import Problem, with_lines
+    composed = []
+    real = yaml.compose
+    monkeypatch.setattr(yaml, "compose", lambda *a, **k: composed.append(1) or real(*a, **k))
+    text = "causes:\n" + "".join(f"  - change: C{i}\n    evidence: [E1]\n" for i in range(200))
+    problems = [Problem(f"causes[{i}].evidence", "bad") for i in range(200)]
+    problems += [Problem("causes[3].missing", "absent"), Problem("(file)", "whole"), Problem("x", "y", line=7)]
+    lined = with_lines(text.encode(), problems)
+    assert [p.line for p in lined[:200]] == [3 + 2 * i for i in range(200)]
+    # A key that is not there: the mapping it belongs in; the file's own and a placed one stay.
+    assert [p.line for p in lined[200:]] == [8, None, 7]
+    assert len(composed) == 1

@@ -216,8 +216,11 @@ def with_lines(raw: bytes, problems) -> list[Problem]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return list(problems)
-    return [p if p.line is not None or p.path == WHOLE_FILE else
-            replace(p, line=yaml_words.line_of(text, yaml_words.undotted(p.path))) for p in problems]
+    problems = list(problems)
+    placed = [p.line is not None or p.path == WHOLE_FILE for p in problems]
+    lines = iter(yaml_words.lines_of(text, [yaml_words.undotted(p.path)
+                                            for p, done in zip(problems, placed) if not done]))
+    return [p if done else replace(p, line=next(lines)) for p, done in zip(problems, placed)]
 
 
 # ---- what no schema says -------------------------------------------------------------------------
