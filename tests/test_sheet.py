@@ -704,8 +704,27 @@ def test_the_lines_of_many_problems_are_found_in_one_reading_of_the_file(monkeyp
     text = "causes:\n" + "".join(f"  - change: C{i}\n    evidence: [E1]\n" for i in range(200))
     problems = [Problem(f"causes[{i}].evidence", "bad") for i in range(200)]
     problems += [Problem("causes[3].missing", "absent"), Problem("(file)", "whole"), Problem("x", "y", line=7)]
-    lined = with_lines(text.encode(), problems)
-    assert [p.line for p in lined[:200]] == [3 + 2 * i for i in range(200)]
+    line = {p.path: p.line for p in with_lines(text.encode(), problems)}
+    assert [line[f"causes[{i}].evidence"] for i in range(200)] == [3 + 2 * i for i in range(200)]
     # A key that is not there: the mapping it belongs in; the file's own and a placed one stay.
-    assert [p.line for p in lined[200:]] == [8, None, 7]
+    assert [line["causes[3].missing"], line["(file)"], line["x"]] == [8, None, 7]
     assert len(composed) == 1
+
+
+def test_a_sheets_problems_come_in_the_files_order(tmp_path):
+    """Problems came by path (the schema's sorting): chunk_rule's line 74 before
+    request_contract's line 47, so a learner reading them fixed the file bottom up."""
+    text = (ROOT / "assignments" / "design_sheet.yaml").read_text()
+    broken = (text.replace("\n  rule: budget ", "\n  rule: budgett", 1)
+                  .replace("\n  page_bytes:                #", "\n  page_bytes: 2.0e6          #", 1))
+    assert broken.count("budgett") == 1 and broken.count("2.0e6") == 1
+    (tmp_path / "sheet.yaml").write_text(broken)
+    _, problems = load_sheet(tmp_path / "sheet.yaml", find_course(str(ROOT)))
+    assert {p.path for p in problems} == {"chunk_rule.rule", "request_contract.page_bytes"}
+    lines = [p.line for p in problems]
+    assert lines == sorted(lines) and None not in lines, problems
+    # A diagnosis's causes too: by path, causes[10] came before causes[2].
+    from grader.course.sheet import Problem, with_lines
+    text = "causes:\n" + "".join(f"  - change: C{i}\n" for i in range(12))
+    lined = with_lines(text.encode(), [Problem("causes[10].change", "a"), Problem("causes[2].change", "b")])
+    assert [p.path for p in lined] == ["causes[2].change", "causes[10].change"]

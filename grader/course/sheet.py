@@ -211,7 +211,10 @@ def schema_problems(data: Any, schema: Path) -> list[Problem]:
 
 
 def with_lines(raw: bytes, problems) -> list[Problem]:
-    """The problems with the line each is on in the file's text (``raw``), where known."""
+    """The problems with the line each is on in the file's text (``raw``), where known, in
+    the file's order: a learner reads them top down, and by path (the schema's order) line
+    74's chunk_rule came before line 47's request_contract, and causes[10] before causes[2].
+    A problem of no line comes last."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -220,7 +223,8 @@ def with_lines(raw: bytes, problems) -> list[Problem]:
     placed = [p.line is not None or p.path == WHOLE_FILE for p in problems]
     lines = iter(yaml_words.lines_of(text, [yaml_words.undotted(p.path)
                                             for p, done in zip(problems, placed) if not done]))
-    return [p if done else replace(p, line=next(lines)) for p, done in zip(problems, placed)]
+    lined = [p if done else replace(p, line=next(lines)) for p, done in zip(problems, placed)]
+    return sorted(lined, key=lambda p: (p.line is None, p.line or 0))
 
 
 # ---- what no schema says -------------------------------------------------------------------------
