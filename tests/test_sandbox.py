@@ -1230,10 +1230,25 @@ def test_a_submission_that_rebinds_builtins_is_told_so_and_the_child_keeps_answe
             raise ValueError("after rebinding")
         def fine():
             return [len("abc"), type("x").__name__]
+        class Alike:
+            def __eq__(self, other):
+                return True
+            __hash__ = object.__hash__
+        def rebind_alike():
+            builtins.min = Alike()
+            return "rebound"
+        def same_again():
+            # The same objects put back in another order, and a name of its own: nothing rebound.
+            keep = builtins.abs
+            del builtins.abs
+            builtins.abs = keep
+            builtins.extra_name = 1
+            return "kept"
     ''')
     with Sandbox(in_a_call, "exercise.py") as b:
         assert b.load_error is None
-        for fname, name in (("rebind", "type"), ("rebind_and_raise", "len")):
+        assert b.call("same_again") == CallResult("ok", "kept", "", "")
+        for fname, name in (("rebind", "type"), ("rebind_and_raise", "len"), ("rebind_alike", "min")):
             r = b.call(fname)
             assert r.status == "bad" and r.detail.startswith(f"it rebound Python's builtin {name}:"), r
             assert b.call("fine") == CallResult("ok", [3, "str"], "", "")

@@ -34,6 +34,7 @@ import collections.abc
 import dataclasses
 import io
 import json
+import operator
 import os
 import sys
 import types
@@ -973,13 +974,20 @@ def builtins_guard():
     this was called, put back as they were. The child's own code (the encoder, the frame
     writer) calls len, type, isinstance...: a submission that rebinds one broke the
     conversation, and was told only "sent a malformed frame" or "exited with code 1".
-    restore calls no builtin before it has put them back: only methods of dicts it took
-    here, which no submission can rebind."""
+    restore looks up no builtin by name: it holds the functions it uses, taken here, and
+    methods of dicts taken here, which no submission can rebind."""
     names = builtins.__dict__
     saved = dict(names)
-    items, get, update = saved.items, names.get, names.update
+    originals, count = tuple(saved.values()), len(saved)
+    items, get, update, current = saved.items, names.get, names.update, names.values
+    size, every, pair, same = len, all, map, operator.is_
 
     def restore():
+        # It runs twice a call: the usual case, nothing touched, is one identity test per
+        # name in order, in C (2 us where the walk below takes 13). Identity, never ==: a
+        # rebound object's __eq__ is learner code.
+        if size(names) == count and every(pair(same, current(), originals)):
+            return []
         changed = [name for name, value in items() if get(name, restore) is not value]
         update(saved)
         return changed
