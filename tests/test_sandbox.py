@@ -1237,6 +1237,18 @@ def test_a_submission_that_rebinds_builtins_is_told_so_and_the_child_keeps_answe
         def rebind_alike():
             builtins.min = Alike()
             return "rebound"
+        import dataclasses
+        @dataclasses.dataclass
+        class Sly:
+            x: int = 1
+            def __getattribute__(self, name):
+                builtins.getattr = None     # learner code the encoder runs, reading a field
+                return object.__getattribute__(self, name)
+        def read_slyly():
+            return Sly()
+        def rebind_then_unsendable():
+            builtins.type = lambda *a: list  # the encoder's own type test, misled
+            return object()
         def same_again():
             # The same objects put back in another order, and a name of its own: nothing rebound.
             keep = builtins.abs
@@ -1248,7 +1260,8 @@ def test_a_submission_that_rebinds_builtins_is_told_so_and_the_child_keeps_answe
     with Sandbox(in_a_call, "exercise.py") as b:
         assert b.load_error is None
         assert b.call("same_again") == CallResult("ok", "kept", "", "")
-        for fname, name in (("rebind", "type"), ("rebind_and_raise", "len"), ("rebind_alike", "min")):
+        for fname, name in (("rebind", "type"), ("rebind_and_raise", "len"), ("rebind_alike", "min"),
+                            ("read_slyly", "getattr"), ("rebind_then_unsendable", "type")):
             r = b.call(fname)
             assert r.status == "bad" and r.detail.startswith(f"it rebound Python's builtin {name}:"), r
             assert b.call("fine") == CallResult("ok", [3, "str"], "", "")

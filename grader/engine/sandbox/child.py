@@ -983,7 +983,7 @@ def builtins_guard():
     size, every, pair, same = len, all, map, operator.is_
 
     def restore():
-        # It runs twice a call: the usual case, nothing touched, is one identity test per
+        # It runs once a call: the usual case, nothing touched, is one identity test per
         # name in order, in C (2 us where the walk below takes 13). Identity, never ==: a
         # rebound object's __eq__ is learner code.
         if size(names) == count and every(pair(same, current(), originals)):
@@ -1043,15 +1043,21 @@ def run_call(namespace, fname, args, decode, filename, restore=lambda: ()):
             # not the stub's ("takes 1 positional argument but 2 were given").
             said = one_line(said + ": the grader calls it with the arguments its stub declares")
         return {"raised": said}
+    # One guard check after the call and the encoding both (the encoder may run learner code:
+    # a property). An encoding under rebound builtins is bounded (MAX_DEPTH) and thrown away.
+    try:
+        encoded = encode(value)
+    except BaseException as exc:          # Unsendable, hostile __getattr__, RecursionError...
+        changed = restore()               # before the words: they use the builtins
+        if changed:
+            return {"bad": rebound_builtins(changed)}
+        if isinstance(exc, Unsendable):
+            return {"bad": one_line(str(exc))}
+        return {"bad": one_line("returned a value that could not be read (%s)" % describe(exc, filename))}
     changed = restore()
     if changed:
         return {"bad": rebound_builtins(changed)}
-    try:
-        return {"ok": encode(value)}
-    except Unsendable as exc:
-        return {"bad": one_line(str(exc))}
-    except BaseException as exc:          # hostile __getattr__, RecursionError, MemoryError...
-        return {"bad": one_line("returned a value that could not be read (%s)" % describe(exc, filename))}
+    return {"ok": encoded}
 
 
 def main(argv):
@@ -1120,10 +1126,7 @@ def main(argv):
             return
         for fname, args in request["calls"]:
             take(capture)
-            result = call(namespace, fname, args, decode, filename, restore)
-            changed = restore()             # learner code the encoder ran (a property) rebound some
-            if changed:
-                result = {"bad": rebound_builtins(changed)}
+            result = call(namespace, fname, args, decode, filename, restore)   # guarded within
             printed = take(capture)
             sys.stdout = sys.stderr = capture   # in case the submission replaced them
             if printed:
