@@ -1526,3 +1526,29 @@ def test_a_run_counts_the_pages_publishable_chose_among_those_offered(monkeypatc
     case = Case("scenario", "s", "public", SimpleNamespace(sheet={}, run=run), "s")
     out = runs._learner_run(None, case)
     assert (out.run, out.published, out.table) == ("the run", 2 + 1 + 2, "table")
+
+
+def test_a_request_that_failed_otherwise_is_no_release_while_served():
+    """Only the worker's own words for pages released under a running request make one: a
+    request that failed for another reason (it never finished, it never got in) is not."""
+    from grader.lessons.cancellation_runs import early_releases
+    from types import SimpleNamespace
+
+    def run(outcome, reason, released=None):
+        return SimpleNamespace(requests=[_record(id="r1", outcome=outcome, reason=reason,
+                                                 released_s=released)])
+    assert early_releases(run("failed", "did not finish")) == []
+    assert early_releases(run("failed", "never admitted: waited until the end of the run")) == []
+    assert [what for what, _ in early_releases(run(
+        "failed", "its pages were released while it was running", 1.5))] == ["releases while served"]
+
+
+def test_a_run_with_no_step_has_no_prefix_hit():
+    from grader.lessons.cancellation_runs import prefix_hits
+    assert prefix_hits(_SimpleRun(hits=[])) == 0
+    assert prefix_hits(_SimpleRun(hits=[0, 3, 5])) == 5
+
+
+def test_a_table_that_leaves_one_hit_is_a_table_that_leaves_some(monkeypatch):
+    m = _hit_rate(monkeypatch, {"a": (1, 20)}, table=1)
+    assert m.value == 1.0 and "found 1 (the oracle's run" in m.feedback
