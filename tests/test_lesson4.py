@@ -1480,6 +1480,7 @@ def test_the_hit_rate_at_the_target_asks_no_table_run_and_caps_the_tables_share(
     # At exactly the target share, the learner's own table is not asked for fewer hits.
     m = _hit_rate(monkeypatch, {"a": (19, 20)}, table=10)
     assert m.value == pytest.approx(0.95) and "under your on_event" not in m.feedback
+    assert m.feedback.endswith("(95%; at least 95% is the target)"), m.feedback     # and no hint
     # Below it, a table that leaves fewer hits is the measure, and more than it is all of it.
     m = _hit_rate(monkeypatch, {"a": (12, 20)}, table=10)
     assert m.value == 1.0 and "found 10 (the oracle's run, which releases at the fence, 20)" in m.feedback
