@@ -366,6 +366,13 @@ def _leaves(fix: dict, prefix: str = ""):
 _ABSENT = object()
 
 
+def _holds(sheet, path: str, value) -> bool:
+    """Whether the sheet has exactly ``value`` at ``path``: there, equal, and a bool where the
+    value is one (True == 1 in Python, not in a design sheet)."""
+    have = get_path(sheet, path, _ABSENT)
+    return have is not _ABSENT and have == value and isinstance(have, bool) == isinstance(value, bool)
+
+
 def _unlike(path: str, value, have) -> str:
     """'{path}: 512, but design_sheet.yaml has 1024', in YAML's words where the two are of
     other kinds (a string '1e-1' beside the number 0.1, 'true' beside true) or the sheet has
@@ -404,9 +411,7 @@ def _fix_problem(incident: Incident, cause: dict) -> str:
     harmless or at fault: the changes' diffs are the bundle's."""
     release = incident.release
     owner = {path: c.id for c in incident.changes if c.id != cause["change"] for path, _, _ in c.diff}
-    moved = [path for path, value in _leaves(cause["fix"])
-             if get_path(release, path, _ABSENT) != value or isinstance(value, bool) != isinstance(
-                 get_path(release, path, _ABSENT), bool)]
+    moved = [path for path, value in _leaves(cause["fix"]) if not _holds(release, path, value)]
     if moved and all(path in owner for path in moved):
         return (f"your fix of {cause['change']} sets only what other changes of {RELEASE} set ({moved[0]}, "
                 f"which {owner[moved[0]]} changed), nothing of {cause['change']}'s own: state each change's "
@@ -463,9 +468,9 @@ def replay_fix(ctx: CheckContext, params: dict) -> Measure:
                             "you found, and there is none yet")
     for cause in handed.diagnosis["causes"]:
         for path, value in _leaves(cause["fix"]):
-            have = get_path(sheet, path, _ABSENT)
-            if have is _ABSENT or have != value or isinstance(have, bool) != isinstance(value, bool):
-                return Measure(0.0, f"your diagnosis fixes {cause['change']} with {_unlike(path, value, have)}: "
+            if not _holds(sheet, path, value):
+                unlike = _unlike(path, value, get_path(sheet, path, _ABSENT))
+                return Measure(0.0, f"your diagnosis fixes {cause['change']} with {unlike}: "
                                     "the sheet you ship must carry your fixes")
     incident = _incident(ctx)
     found = [cause for cause, claim in zip(handed.diagnosis["causes"], claims) if claim.demonstrated]

@@ -970,12 +970,13 @@ def another_process(start):
 
 
 def builtins_guard():
-    """restore() -> the names learner code rebound or deleted in Python's builtins since
-    this was called, put back as they were. The child's own code (the encoder, the frame
-    writer) calls len, type, isinstance...: a submission that rebinds one broke the
-    conversation, and was told only "sent a malformed frame" or "exited with code 1".
-    restore looks up no builtin by name: it holds the functions it uses, taken here, and
-    methods of dicts taken here, which no submission can rebind."""
+    """restore() -> what a learner is told of the names their code rebound or deleted in
+    Python's builtins since this was called ("" when none), once they are put back as they
+    were. The child's own code (the encoder, the frame writer) calls len, type, isinstance...:
+    a submission that rebinds one broke the conversation, and was told only "sent a malformed
+    frame" or "exited with code 1". restore looks up no builtin by name before they are back:
+    it holds the functions it uses, taken here, and methods of dicts taken here, which no
+    submission can rebind."""
     names = builtins.__dict__
     saved = dict(names)
     originals, count = tuple(saved.values()), len(saved)
@@ -987,18 +988,15 @@ def builtins_guard():
         # name in order, in C (2 us where the walk below takes 13). Identity, never ==: a
         # rebound object's __eq__ is learner code.
         if size(names) == count and every(pair(same, current(), originals)):
-            return []
+            return ""
         changed = [name for name, value in items() if get(name, restore) is not value]
         update(saved)
-        return changed
+        if not changed:
+            return ""               # names added only: nothing of the child's is shadowed
+        shown = ", ".join(sorted(changed)[:5]) + (", ..." if len(changed) > 5 else "")
+        return ("it rebound Python's builtin%s %s: a submission may not change the builtins (the "
+                "grader's own code in the sandbox uses them)" % ("s" if len(changed) > 1 else "", shown))
     return restore
-
-
-def rebound_builtins(changed):
-    """What a learner is told of a submission that rebound builtins (never empty ``changed``)."""
-    shown = ", ".join(sorted(changed)[:5]) + (", ..." if len(changed) > 5 else "")
-    return ("it rebound Python's builtin%s %s: a submission may not change the builtins (the "
-            "grader's own code in the sandbox uses them)" % ("s" if len(changed) > 1 else "", shown))
 
 
 def load_submission(source, filename):
@@ -1022,7 +1020,7 @@ def load_submission(source, filename):
     return module, None
 
 
-def run_call(namespace, fname, args, decode, filename, restore=lambda: ()):
+def run_call(namespace, fname, args, decode, filename, restore):
     fn = namespace.get(fname) if type(fname) is str else None
     if fn is None or not callable(fn):
         return {"missing": fname}
@@ -1033,9 +1031,9 @@ def run_call(namespace, fname, args, decode, filename, restore=lambda: ()):
     try:
         value = fn(*args)
     except BaseException as exc:
-        changed = restore()
-        if changed:
-            return {"bad": rebound_builtins(changed)}
+        rebound = restore()
+        if rebound:
+            return {"bad": rebound}
         said = describe(exc, filename)
         tb = exc.__traceback__
         if type(exc) is TypeError and tb is not None and tb.tb_next is None:
@@ -1048,15 +1046,15 @@ def run_call(namespace, fname, args, decode, filename, restore=lambda: ()):
     try:
         encoded = encode(value)
     except BaseException as exc:          # Unsendable, hostile __getattr__, RecursionError...
-        changed = restore()               # before the words: they use the builtins
-        if changed:
-            return {"bad": rebound_builtins(changed)}
+        rebound = restore()               # before the words: they use the builtins
+        if rebound:
+            return {"bad": rebound}
         if isinstance(exc, Unsendable):
             return {"bad": one_line(str(exc))}
         return {"bad": one_line("returned a value that could not be read (%s)" % describe(exc, filename))}
-    changed = restore()
-    if changed:
-        return {"bad": rebound_builtins(changed)}
+    rebound = restore()
+    if rebound:
+        return {"bad": rebound}
     return {"ok": encoded}
 
 
@@ -1110,9 +1108,9 @@ def main(argv):
     another_process(setup.get("start"))
     restore = builtins_guard()
     module, error = load_submission(setup["submission"], filename)
-    changed = restore()
-    if changed and error is None:
-        error = rebound_builtins(changed)
+    rebound = restore()
+    if rebound and error is None:
+        error = rebound
     loaded = {"loaded": error is None, "stdout": take(capture)[:send_chars]}
     if error is not None:
         loaded["error"] = error
