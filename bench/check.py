@@ -49,9 +49,16 @@ ROOT = Path(__file__).resolve().parent.parent
 BASELINE = [sys.executable, "-c", "import grader, numpy, yaml, jsonschema"]
 
 
+def solution(tree: Path, lesson: str) -> Path:
+    """The reference's submission of ``lesson``: a file, or (lesson 6) a folder of files."""
+    file = tree / "reference" / "solutions" / f"{lesson}.py"
+    return file if file.is_file() else tree / "reference" / "solutions" / lesson
+
+
 def lessons() -> list[str]:
+    # Every lesson with a rubric and a reference submission: lesson 6's is a folder.
     return sorted(p.stem for p in (ROOT / "rubrics").glob("lesson[1-9].yaml")
-                  if (ROOT / "reference" / "solutions" / f"{p.stem}.py").is_file())
+                  if solution(ROOT, p.stem).exists())
 
 
 def wall(cmd: list[str], cache: str = "off", tree: Path = ROOT, env: dict | None = None) -> float:
@@ -65,8 +72,7 @@ def wall(cmd: list[str], cache: str = "off", tree: Path = ROOT, env: dict | None
 
 
 def check_command(tree: Path, lesson: str) -> list[str]:
-    return [sys.executable, "-m", "grader.cli", "check", lesson, "--submission",
-            str(tree / "reference" / "solutions" / f"{lesson}.py")]
+    return [sys.executable, "-m", "grader.cli", "check", lesson, "--submission", str(solution(tree, lesson))]
 
 
 def edition_commands(edition: Path, folder: str) -> tuple[list[str], dict, Callable]:
@@ -77,8 +83,10 @@ def edition_commands(edition: Path, folder: str) -> tuple[list[str], dict, Calla
 
     @lru_cache(maxsize=None)
     def command(tree: Path, lesson: str) -> list[str]:
-        submission = shutil.copy(ROOT / "reference" / "solutions" / f"{lesson}.py", folder)
-        return [sys.executable, "-c", ISOLATED, "grader.cli", "check", lesson, "--submission", submission]
+        source = solution(ROOT, lesson)
+        submission = (shutil.copy(source, folder) if source.is_file()
+                      else shutil.copytree(source, Path(folder) / lesson))
+        return [sys.executable, "-c", ISOLATED, "grader.cli", "check", lesson, "--submission", str(submission)]
     return [sys.executable, "-c", UNEDITABLE + BASELINE[-1]], install_env(edition), command
 
 

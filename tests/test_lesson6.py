@@ -913,3 +913,34 @@ def test_a_release_recorded_before_r42_is_told_where_it_belongs(tmp_path, practi
     report = grade("lesson6", folder(tmp_path, sheet=yaml.safe_dump(sheet), name="none"))
     said = next(c.feedback for c in report.criteria if c.id == "rollback-rule")
     assert said.startswith("the change record has no release after R42: record your fixes as release R43"), said
+
+
+def test_a_practice_incidents_figures_are_kept_on_disk_and_a_students_never(tmp_path, monkeypatch):
+    """A check after the first replays nothing of a practice incident (its evidence, its
+    regression and the verdict on a fix are read back from the cache folder); nothing of a
+    student's incident, which is hidden, is written there."""
+    from grader.course import incident as module
+    from grader.course.incident import judge_fix, regression
+    from grader.engine import memo
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("GRADER_CACHE", str(cache))
+    monkeypatch.setattr(memo, "_memory", {})          # nothing this process computed before
+
+    def written() -> set[str]:
+        return {p.name.rsplit("-", 1)[0] for p in cache.glob("lesson6-*.json")} if cache.is_dir() else set()
+
+    alice = student_incident(COURSE, incidents_key(SECRET), "alice")
+    alice.evidence(), regression(alice), judge_fix(alice, reference_sheet(alice))
+    assert written() == set()
+
+    sealed = practice_incidents(COURSE)[0].sealed()
+    figures = sealed.evidence(), regression(sealed), judge_fix(sealed, reference_sheet(sealed))
+    # Drawing it settled it on its plain evidence: kept too, in the instructor's cache only
+    # (the learner edition records the sealed form alone).
+    assert written() == {"lesson6-evidence", "lesson6-sealed-evidence", "lesson6-regression", "lesson6-fix"}
+    # Read back by a process that computes nothing: the same figures.
+    monkeypatch.setattr(memo, "_memory", {})
+    monkeypatch.setattr(module, "_judge_fix", lambda *a: pytest.fail("a kept verdict was replayed"))
+    monkeypatch.setattr(module, "rollback_conditions", lambda *a: pytest.fail("kept conditions were replayed"))
+    monkeypatch.setattr(module, "observe", lambda *a: pytest.fail("kept evidence was observed again"))
+    assert (sealed.evidence(), regression(sealed), judge_fix(sealed, reference_sheet(sealed))) == figures

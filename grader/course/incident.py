@@ -181,6 +181,10 @@ class Incident:
     replay_seeds: tuple[int, ...]      # where a fix is judged (hidden for a student's incident)
     rule: ReleaseRule
     settled: bool = True               # False: no seed set tried showed every fault (see draw)
+    # A practice or demo incident: its figures are the same for everyone and kept on disk
+    # (grader.engine.memo), so a check after the first replays nothing. A student's incident
+    # is hidden, and its figures never leave the process.
+    public: bool = False
     memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -233,11 +237,12 @@ class Incident:
             def observed_sealed():
                 return tuple(i.sealed_form(self.salt) for i in observed())
             return figures("lesson6-sealed-evidence", self.digest(), observed_sealed,
-                           needs=NEEDS, persist=False)
+                           needs=NEEDS, persist=self.public)
         # Which mechanism each item shows is half a practice incident's answer: the edition
         # records the sealed form only (settling a practice incident asks for the plain one
         # while the edition is built).
-        return figures("lesson6-evidence", self.digest(), observed, needs=NEEDS, persist=False, record=False)
+        return figures("lesson6-evidence", self.digest(), observed, needs=NEEDS, persist=self.public,
+                       record=False)
 
     def supporting(self, mechanism: str) -> list[Item]:
         return [i for i in self.evidence() if i.shows(mechanism)]
@@ -298,7 +303,7 @@ def _demo(path: Path) -> dict:
 
 
 def build(course, *, id: str, seed: int, faults, harmless, evidence_seed: int,
-          report_seeds, replay_seeds) -> Incident:
+          report_seeds, replay_seeds, public: bool = False) -> Incident:
     scenario, base, _ = _base(str(course.root))
     baseline = copy.deepcopy(base)
     baseline["release_criteria"]["paired_seeds"] = list(report_seeds)
@@ -318,14 +323,15 @@ def build(course, *, id: str, seed: int, faults, harmless, evidence_seed: int,
         "rollback": {"to": PREVIOUS, "when": list(baseline["release_criteria"]["rollback_when"])}})
     rule = rule_from(baseline["release_criteria"]["rule"], "baseline.sheet.yaml: release_criteria.rule")
     return Incident(id, seed, scenario, baseline, release, tuple(changes), int(evidence_seed),
-                    tuple(int(s) for s in report_seeds), tuple(int(s) for s in replay_seeds), rule)
+                    tuple(int(s) for s in report_seeds), tuple(int(s) for s in replay_seeds), rule,
+                    public=public)
 
 
 def demo_incident(course) -> Incident:
     _, _, d = _base(str(course.root))
     return build(course, id=str(d["id"]), seed=int(d["seed"]), faults=d["faults"], harmless=d["harmless"],
                  evidence_seed=d["evidence_seed"], report_seeds=d["report_seeds"],
-                 replay_seeds=d["replay_seeds"])
+                 replay_seeds=d["replay_seeds"], public=True)
 
 
 def practice_incidents(course) -> list[Incident]:
@@ -350,10 +356,11 @@ def practice_incidents(course) -> list[Incident]:
 
 
 def _practice(course, id: str, seed: int) -> Incident:
-    incident = draw(course, seed, id)
+    incident = draw(course, seed, id, public=True)
     if not incident.settled:
         raise InputError(f"practice incident {id}", f"seed {seed} draws an incident that does not settle")
-    # Kept as a public case: what draw derived while settling it is derived again on use.
+    # Kept as a public case: what draw derived while settling it is derived again on use
+    # (read back from the cache folder, where settling it kept it).
     return replace(incident, memo={})
 
 
@@ -376,8 +383,10 @@ def combinations() -> list[tuple[str, ...]]:
     return [c for k in (2, 3) for c in itertools.combinations(names, k) if _valid(list(c))]
 
 
-def draw(course, seed: int, id: str, faults: tuple[str, ...] | None = None) -> Incident:
-    """The incident of a seed (a fault set may be forced, for tests and instructors)."""
+def draw(course, seed: int, id: str, faults: tuple[str, ...] | None = None, *,
+         public: bool = False) -> Incident:
+    """The incident of a seed (a fault set may be forced, for tests and instructors);
+    ``public``: a practice incident, whose figures the cache folder keeps."""
     g = np.random.Generator(np.random.PCG64(seed))
     options = combinations()
     chosen = faults or options[int(g.integers(len(options)))]
@@ -389,7 +398,8 @@ def draw(course, seed: int, id: str, faults: tuple[str, ...] | None = None) -> I
         first = int(s.integers(1000, 2**30))
         hidden = int(s.integers(1000, 2**30))
         incident = build(course, id=id, seed=seed, faults=chosen, harmless=picked, evidence_seed=first,
-                         report_seeds=range(first, first + 4), replay_seeds=range(hidden, hidden + 4))
+                         report_seeds=range(first, first + 4), replay_seeds=range(hidden, hidden + 4),
+                         public=public)
         if settled(incident):
             return incident
     return replace(incident, settled=False, memo={})
@@ -426,7 +436,8 @@ def judge_fix(incident: Incident, sheet: Mapping) -> FixVerdict:
     no class may regress against R41, and no violation may be above R41's. Words in the sheet
     do not change a replay, so the verdict is keyed by the sheet's knobs."""
     key = digest_of([incident.identity(), policy_sheet(sheet)])
-    return figures("lesson6-fix", key, lambda: _judge_fix(incident, sheet), needs=NEEDS, persist=False)
+    return figures("lesson6-fix", key, lambda: _judge_fix(incident, sheet), needs=NEEDS,
+                   persist=incident.public)
 
 
 def _judge_fix(incident: Incident, sheet: Mapping) -> FixVerdict:
@@ -456,7 +467,7 @@ def regression(incident: Incident, rule: ReleaseRule | None = None) -> dict[str,
     return figures("lesson6-regression", key,
                    lambda: rollback_conditions(incident.replay(incident.baseline, name=PREVIOUS),
                                                incident.replay(incident.release, name=RELEASE), rule),
-                   needs=NEEDS, persist=False)
+                   needs=NEEDS, persist=incident.public)
 
 
 def fix_neighbourhood(incident: Incident) -> list[dict]:
