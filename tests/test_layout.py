@@ -58,7 +58,19 @@ def test_an_explicit_course_needs_only_rubrics_and_is_resolved(tmp_path, monkeyp
     (tmp_path / "plain").mkdir()
     with pytest.raises(InputError) as e:
         find_course("plain")
-    assert str(e.value) == "plain: not a course folder (no rubrics/ inside)"
+    expected = "--course names the folder holding rubrics/ and assignments/"
+    assert str(e.value) == f"plain: not a course folder (no rubrics/ inside): {expected}"
+
+
+@pytest.mark.parametrize("given, found", [("notes.txt", "is a file"), ("gone", "no such folder")])
+def test_an_explicit_course_that_is_no_folder_says_what_it_is(tmp_path, monkeypatch, given, found):
+    """`--course notes.txt` said "no rubrics/ inside", as if it were a folder."""
+    (tmp_path / "notes.txt").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as e:
+        find_course(given)
+    assert str(e.value) == (f"{given}: not a course folder ({found}): --course names the folder holding "
+                            "rubrics/ and assignments/")
 
 
 def test_the_nearest_course_above_the_working_directory_is_found(tmp_path, monkeypatch):

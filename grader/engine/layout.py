@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -36,12 +37,22 @@ class Course:
 
     def require_lesson(self, lesson: str) -> None:
         if not self.rubric_path(lesson).is_file():
-            have = ", ".join(self.lessons()) or "none"
-            raise InputError(lesson, f"no such lesson in {self.root} (lessons here: {have})")
+            held = self.lessons()
+            meant = lesson_meant(lesson, held)
+            raise InputError(lesson, f"no such lesson in {self.root} (lessons here: "
+                                     f"{', '.join(held) or 'none'})" + (f"; did you mean {meant}?" if meant else ""))
 
     @property
     def shapes_source(self) -> str:
         return (_PACKAGE_ROOT / "reference" / "shapes.py").read_text(encoding="utf-8")
+
+
+def lesson_meant(typed: str, held: list[str]) -> str | None:
+    """The lesson a name that is none means, as people write them: `Lesson3`, `lesson03`,
+    `lesson 3`, `L3`, `3`. Only suggested: the gradebook and the reports key by the name."""
+    plain = re.fullmatch(r"(?:lesson|l)?0*(\d+)", re.sub(r"[\s_-]", "", typed.casefold()))
+    meant = f"lesson{plain.group(1)}" if plain else None
+    return meant if meant in held and meant != typed else None
 
 
 MAX_COURSE_FILE = 64 << 20       # far above any course file; a bound, not a budget
@@ -146,7 +157,10 @@ def find_course(explicit: str | None = None) -> Course:
     if explicit:
         root = Path(explicit)
         if not (root / "rubrics").is_dir():
-            raise InputError(str(root), "not a course folder (no rubrics/ inside)")
+            found = ("is a file" if root.exists() and not root.is_dir() else
+                     "no such folder" if not root.exists() else "no rubrics/ inside")
+            raise InputError(str(root), f"not a course folder ({found}): --course names the folder "
+                                        "holding rubrics/ and assignments/")
         return Course(root.resolve())
     here = Path(os.getcwd()).resolve()
     for folder in (here, *here.parents, _PACKAGE_ROOT):

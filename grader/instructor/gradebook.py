@@ -39,6 +39,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from grader.engine.errors import InputError
 from grader.engine.files import Unreadable, read_regular
+from grader.engine.layout import lesson_meant
 from grader.engine.text import first_few, plural, terminal
 
 SCHEMA_VERSION = 1
@@ -704,8 +705,10 @@ class Gradebook:
         for info in self.lessons():
             if info.id == lesson:
                 return info
-        have = ", ".join(i.id for i in self.lessons()) or "none"
-        raise InputError(lesson, f"no results for this lesson in the gradebook (lessons: {have})")
+        held = [i.id for i in self.lessons()]
+        meant = lesson_meant(lesson, held)
+        raise InputError(lesson, f"no results for this lesson in the gradebook (lessons: "
+                                 f"{', '.join(held) or 'none'})" + (f"; did you mean {meant}?" if meant else ""))
 
     def results(self, lesson: str | None = None, student: str | None = None) -> list[StoredResult]:
         """Stored results ordered by student then lesson (by code point, as Python sorts,
