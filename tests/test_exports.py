@@ -84,6 +84,10 @@ def test_csv_to_stdout_and_one_lesson(url):
     assert [r[0] for r in rows[1:]] == ["O'Brien, Pat"]
     p = cli("export", "--gradebook", url, "--format", "csv", "--lesson", "lesson7")
     assert p.returncode == 2 and "no results for this lesson" in p.stderr
+    # A name a little off names the lesson meant (the gradebook keys by the name, so only named).
+    p = cli("export", "--gradebook", url, "--format", "csv", "--lesson", "Lesson01")
+    assert p.returncode == 2 and p.stderr == ("grader: Lesson01: no results for this lesson in the gradebook "
+                                              "(lessons: lesson1, lesson9); did you mean lesson1?\n")
 
 
 def test_gradescope_is_not_an_export(url):
@@ -257,6 +261,19 @@ def test_an_nbgrader_export_into_a_file_that_is_no_database_is_one_line_and_keep
     err = capsys.readouterr().err
     assert code == 2 and err == f"grader: {sheet}: cannot open the nbgrader gradebook: file is not a database\n", err
     assert sheet.read_bytes() == b'\xef\xbb\xbf"student","notes"\r\n"alice",""\r\n'
+
+
+def test_an_nbgrader_export_into_a_folder_says_it_is_a_folder(url, tmp_path, capsys):
+    """`--out nbgrader/`, the folder typed for the gradebook file in it: SQLite's words were
+    "unable to open database file"."""
+    from grader.cli import main
+    folder = tmp_path / "my nbgrader"
+    folder.mkdir()
+    code = main(["export", "--format", "nbgrader", "--gradebook", url, "--out", str(folder)])
+    err = capsys.readouterr().err
+    assert code == 2 and err == (f"grader: {folder}: is a folder; give nbgrader's gradebook file to write "
+                                 "(default nbgrader/gradebook.db)\n"), err
+    assert list(folder.iterdir()) == []
 
 
 @pytest.mark.parametrize("args, out", [

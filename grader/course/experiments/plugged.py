@@ -85,7 +85,8 @@ def plugged(course, lesson: str, submission: str | None = None) -> Iterator[Plug
                                  f"is about {lesson}")
     path = Path(submission) if submission else course.assignment(lesson) / "exercise.py"
     if not path.is_file():
-        raise InputError(str(path), "no such file (--submission: your exercise file of "
+        found = "is a folder, not a file" if path.is_dir() else "no such file"
+        raise InputError(str(path), f"{found} (--submission: your exercise file of "
                                     f"{lesson}, a .py or .ipynb)")
     with ExitStack() as stack:
         if lesson == "lesson5":

@@ -34,6 +34,10 @@ def _url(out: str):
     if "://" in out:
         return out
     path = Path(out).resolve()
+    if path.is_dir():
+        # SQLite's own words for it are "unable to open database file".
+        raise InputError(out, "is a folder; give nbgrader's gradebook file to write (default "
+                              "nbgrader/gradebook.db)")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
