@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from grader import __version__
+from grader.command_line import Parser, whole_number
 from grader.engine.layout import find_course
 from grader.engine.edition import learner_edition
 from grader.engine.errors import InputError
@@ -44,14 +45,13 @@ INSTRUCTOR_EXAMPLES = ("grader grade", "grader export", "grader release", "grade
                        "grader incident", "grader gradescope", "grader report", "grader gradebook")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> Parser:
     learner = learner_edition() is not None
     examples = "\n".join(l for l in EXAMPLES.splitlines()
                           if not learner or not l.lstrip().startswith(INSTRUCTOR_EXAMPLES)) + "\n"
-    p = argparse.ArgumentParser(prog="grader", epilog=examples,
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                description="Grade exercises of 'Serving under pressure: from "
-                                            "admission to release' against the reference worker.")
+    p = Parser(prog="grader", epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter,
+               description="Grade exercises of 'Serving under pressure: from "
+                           "admission to release' against the reference worker.")
     p.add_argument("--version", action="version", version=f"grader {__version__}")
     p.add_argument("--course", help=COURSE_HELP)
     sub = p.add_subparsers(dest="command", required=True)
@@ -59,25 +59,29 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="grade your exercise on the public cases (seconds)",
                        epilog="example: grader check lesson1 --json",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("lesson", help="lesson1 .. lesson6")
-    c.add_argument("submission_path", nargs="?", metavar="SUBMISSION", help="the same as --submission")
+    c.add_argument("lesson", help=LESSON_HELP)
+    c.add_argument("submission_path", nargs="?", metavar="SUBMISSION",
+                   help="your exercise file (the same as --submission)")
     c.add_argument("--submission", help="a .py or .ipynb file (default: assignments/LESSON/exercise.py); "
                                         "lesson6: a folder (default: assignments/lesson6/submission/)")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
 
     if not learner:
         _instructor_commands(sub)
-    _course_anywhere(_sheet_commands(sub))          # sheet validate / run
+    _course_anywhere(_sheet_commands(sub), COURSE_AFTER_ACTION)          # sheet validate / run
 
     e = sub.add_parser("experiment", help="run a course experiment on the worker (seconds)",
                        epilog="examples:\n  grader experiment prefill-deadline --set prompt=16384 "
                               "--plot deadline.png\n  grader experiment goodput "
                               "--submission assignments/lesson5/exercise.py",
                        formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
-    e.add_argument("-h", "--help", action=_ExperimentHelp, nargs=0,
+    e.add_argument("-h", "--help", dest="experiment_help", action="store_true",
                    help="show this help, with every experiment and its settings, and exit")
-    e.add_argument("name", help="the experiment, e.g. prefill-deadline")
-    e.add_argument("submission_path", nargs="?", metavar="SUBMISSION", help="the same as --submission")
+    # Not required here: --help is answered once the whole line is read (its --course too),
+    # and _parse asks for the name when help was not asked for.
+    e.add_argument("name", nargs="?", help="the experiment, e.g. prefill-deadline")
+    e.add_argument("submission_path", nargs="?", metavar="SUBMISSION",
+                   help="the exercise file (the same as --submission)")
     e.add_argument("--submission", help="the exercise file whose functions it plugs in (default: "
                    + ("assignments/LESSON/exercise.py of the experiment's lesson" if learner else
                       "the reference's; the learner edition: assignments/LESSON/exercise.py") + ")")
@@ -85,34 +89,40 @@ def _parser() -> argparse.ArgumentParser:
                    help="change one constraint (repeatable); unknown keys list the known ones")
     e.add_argument("--plot", metavar="FILE.png", help="also draw the result into a PNG file")
     e.add_argument("--json", action="store_true", help="print the table as JSON")
-    _course_anywhere(sub)
+    _course_anywhere(sub, COURSE_AFTER_COMMAND)
     return p
 
 
 COURSE_HELP = "the course folder (default: found from the working directory)"
+LESSON_HELP = "the lesson: lesson1 .. lesson6"
+SHEET_HELP = "the design sheet, a YAML file"
+# --course is read at each level under its own name: argparse parses a command's words into
+# a namespace of their own and copies it over the one before, so one name would let the
+# value typed after the command replace the one typed before it in silence. _parse makes
+# them one (args.course), refusing two different folders.
+COURSE_AFTER_COMMAND, COURSE_AFTER_ACTION = "course_after_command", "course_after_action"
 
 
-def _course_anywhere(sub) -> None:
-    """--course after the command too (`grader check lesson1 --course ~/course`), as people
-    type it. Unset there, it leaves the value given before the command (or none) alone."""
+def _course_anywhere(sub, dest: str) -> None:
+    """grader's own options after the command too (`grader check lesson1 --course ~/course`,
+    `grader check --version`), as people type them, meaning what they mean before it."""
     for parser in sub.choices.values():
-        parser.add_argument("--course", default=argparse.SUPPRESS, help=COURSE_HELP)
+        parser.add_argument("--course", dest=dest, metavar="COURSE", default=argparse.SUPPRESS,
+                            help=COURSE_HELP)
+        parser.add_argument("--version", action="version", version=f"grader {__version__}",
+                            help=argparse.SUPPRESS)
+        # The innermost command's parser (sheet run's, not sheet's), for _parse's messages.
+        parser.set_defaults(command_parser=parser)
 
 
-class _ExperimentHelp(argparse.Action):
-    """`grader experiment --help` lists the experiments and their settings. They are found
-    only when asked for (importing them runs the reference worker's imports), so every
-    other command, and its help, stays quick."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        try:
-            from grader.course.experiments import describe
-            listing = describe(_lessons_held(getattr(namespace, "course", None)))
-        except ImportError:          # an edition built without them
-            listing = "experiments: " + (unavailable("experiment") or "none in this edition")
-        parser.epilog = f"{listing}\n\n{parser.epilog}"
-        parser.print_help()
-        parser.exit()
+def _experiment_help(parser, course: str | None) -> None:
+    """`grader experiment --help` lists the experiments and their settings, for the course
+    named wherever --course was typed. They are found only when asked for (importing them
+    runs the reference worker's imports), so every other command, and its help, stays quick."""
+    from grader.course.experiments import describe      # every edition ships them
+    parser.epilog = f"{describe(_lessons_held(course))}\n\n{parser.epilog}"
+    parser.print_help()
+    parser.exit()
 
 
 def _lessons_held(explicit: str | None) -> list[str] | None:
@@ -131,7 +141,7 @@ def _instructor_commands(sub) -> None:
                        epilog="examples:\n  grader grade lesson1 alice.py --secret-file course.secret\n"
                               "  grader grade lesson1 submissions/ --secret-file course.secret --jobs 4",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    g.add_argument("lesson")
+    g.add_argument("lesson", help=LESSON_HELP)
     g.add_argument("paths", nargs="+",
                    help="submission files (.py or .ipynb), or ONE class folder: nbgrader's "
                         "submitted/<student>/<lesson>/ layout or a flat folder of <student>.py/.ipynb")
@@ -141,7 +151,7 @@ def _instructor_commands(sub) -> None:
                    help="print each report as one JSON object per line (a class: the summary)")
     g.add_argument("--gradebook", metavar="URL",
                    help="SQLAlchemy URL or SQLite file (default for a class: gradebook.db in the course)")
-    g.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
+    g.add_argument("--jobs", type=whole_number, metavar="N", help="worker processes (default: one per core)")
     g.add_argument("--force", action="store_true", help="regrade what the gradebook already has")
     g.add_argument("--scheduler", metavar="tcp://HOST:PORT",
                    help="grade on a Dask distributed cluster; this process alone writes the gradebook")
@@ -164,7 +174,7 @@ def _instructor_commands(sub) -> None:
                               "`grader gradescope LESSON`.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     gradebook_options(e)
-    e.add_argument("--format", required=True, choices=("csv", "nbgrader"))
+    e.add_argument("--format", required=True, choices=("csv", "nbgrader"), help="csv or nbgrader")
     e.add_argument("--out", metavar="PATH",
                    help="csv: a file (default: stdout); "
                         "nbgrader: its gradebook file or URL (default nbgrader/gradebook.db)")
@@ -181,13 +191,13 @@ def _instructor_commands(sub) -> None:
                                     "file's name, as `grader export` lists them)")
     gradebook_options(fg)
     fg.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
-    _course_anywhere(edits)
+    _course_anywhere(edits, COURSE_AFTER_ACTION)
 
     f = sub.add_parser("feedback", help="write one feedback file per student (instructors)",
                        epilog="example: grader feedback --out feedback/ --format html")
     gradebook_options(f)
     f.add_argument("--out", metavar="DIR", default="feedback", help="a folder (default: feedback/)")
-    f.add_argument("--format", choices=("md", "html"), default="md")
+    f.add_argument("--format", choices=("md", "html"), default="md", help="md or html (default: md)")
     f.add_argument("--public-only", action="store_true",
                    help="for pages sent before grades are published: every criterion's feedback as "
                         "measured on the public cases alone, which names no hidden input (points stay)")
@@ -195,7 +205,7 @@ def _instructor_commands(sub) -> None:
     rp = sub.add_parser("report", help="a class's results as an HTML page with plots (instructors)",
                         epilog="example: grader report lesson1 --out report/   (then open report/index.html)",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    rp.add_argument("lesson")
+    rp.add_argument("lesson", help=LESSON_HELP)
     rp.add_argument("--gradebook", metavar="URL",
                     help="SQLAlchemy URL or SQLite file (default: gradebook.db in the course)")
     rp.add_argument("--out", metavar="DIR",
@@ -223,7 +233,7 @@ def _instructor_commands(sub) -> None:
                               "--out lesson1-autograder.zip\n\nThe zip holds the secret and the "
                               "reference solutions: only instructors may have it.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    z.add_argument("lesson")
+    z.add_argument("lesson", help=LESSON_HELP)
     z.add_argument("--secret-file", required=True, help="the instructor secret (it travels in the zip)")
     z.add_argument("--out", metavar="FILE.zip", help="the zip to write (default: LESSON-autograder.zip)")
     z.add_argument("--student-key", choices=("email", "sid", "id"), default="email",
@@ -238,7 +248,7 @@ def _instructor_commands(sub) -> None:
     r.add_argument("--out", required=True, metavar="DIR",
                    help="a new or empty folder (or an earlier release, which is replaced)")
     r.add_argument("--lessons", metavar="L,L,...", help="the lessons it holds (default: every lesson)")
-    r.add_argument("--publish-solutions", metavar="L,L,...", default="",
+    r.add_argument("--publish-solutions", metavar="L,L,...",
                    help="also ship these lessons' reference solutions (their deadlines have passed)")
 
 
@@ -250,10 +260,10 @@ def _sheet_commands(sub):
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = s.add_subparsers(dest="action", required=True)
     v = actions.add_parser("validate", help="every problem, with its place in the file and what was expected")
-    v.add_argument("file")
+    v.add_argument("file", help=SHEET_HELP)
     v.add_argument("--json", action="store_true", help="print the problems as JSON")
     r = actions.add_parser("run", help="replay the sheet and print the release-relevant figures")
-    r.add_argument("file")
+    r.add_argument("file", help=SHEET_HELP)
     r.add_argument("--workload", metavar="W", help="a scenario or workload file (default: the sheet's "
                    "release_criteria.workload, else lesson 6's incident scenario)")
     r.add_argument("--seeds", metavar="S,S,...", help="paired seeds (default: the sheet's paired_seeds)")
@@ -306,17 +316,72 @@ def _one_submission(args) -> None:
     args.submission = file
 
 
-def _parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
-    """parse_args, with the submission's file after a flag too (`grader check lesson1 --json
-    my.py`). argparse fills an optional positional from the words before the first flag only
-    (an empty one when there are none), and then calls the file an unrecognized argument."""
-    args, extra = parser.parse_known_args(argv)
-    if (len(extra) == 1 and not extra[0].startswith("-")
-            and getattr(args, "submission_path", "") is None):
-        args.submission_path, extra = extra[0], []
-    if extra:
-        parser.error("unrecognized arguments: " + " ".join(extra))
+def _parse(parser: Parser, argv) -> argparse.Namespace:
+    """parse_args, and what argparse leaves undone:
+
+    - the experiment's name, the submission's file and grade's files after a flag or `--` too
+      (`grader check lesson1 --json my.py`, `grader experiment --json goodput`, `grader grade
+      lesson1 a.py --secret-file s b.py`): argparse fills a positional from the words before
+      the first flag only, and calls the rest unrecognized;
+    - --course before and after the command made one (two different folders are refused);
+    - `grader experiment --help` answered for that course, wherever --course was typed;
+    - a command's option typed before the command, or mistyped, named with where it goes."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    args, extra = parser.parse_known_args(words)
+    _one_course(parser, args)
+    command = getattr(args, "command_parser", parser)
+    if getattr(args, "experiment_help", False):
+        _experiment_help(command, args.course)
+    cut = extra.index("--") if "--" in extra else len(extra)
+    values = [w for w in extra[:cut] if not w.startswith("-")] + extra[cut + 1:]
+    extra = [w for w in extra[:cut] if w.startswith("-")]
+    for dest in ("name", "submission_path"):
+        if getattr(args, dest, "") is None and values:
+            setattr(args, dest, command.value_of(dest, values.pop(0)))
+    if isinstance(getattr(args, "paths", None), list):        # grade's files, some after a flag
+        args.paths += [command.value_of("paths", v) for v in values]
+        values = []
+    if getattr(args, "name", "") is None:
+        command.error("the following arguments are required: name")
+    if extra or values:
+        parser.error("unrecognized arguments: " + " ".join(extra + values)
+                     + _where_it_goes(parser, command, words, args.command, extra))
     return args
+
+
+def _one_course(parser: Parser, args) -> None:
+    """args.course: the folder --course names, typed before the command, after it, or both
+    (the same folder twice is no conflict: `--course .` and its full path)."""
+    given = [getattr(args, d) for d in ("course", COURSE_AFTER_COMMAND, COURSE_AFTER_ACTION)
+             if getattr(args, d, None) is not None]
+    for dest in (COURSE_AFTER_COMMAND, COURSE_AFTER_ACTION):
+        if hasattr(args, dest):
+            delattr(args, dest)
+    if len({os.path.realpath(g) for g in given}) > 1:
+        parser.error(f"argument --course: given twice ({given[0]} and {given[1]}): give the course once")
+    args.course = given[-1] if given else None
+
+
+def _where_it_goes(parser: Parser, command: Parser, words: list[str], name: str, extra: list[str]) -> str:
+    """For the first unrecognized option: before the command, where a command's option goes;
+    after it, the option of the command it is closest to, else how to give a value that
+    begins with a dash."""
+    import difflib
+    if not extra:
+        return ""
+    word = extra[0]
+    at = words.index(name) if name in words else len(words)
+    if word in words[:at] and not parser.knows(word):
+        return (f" ({word} is not an option of grader itself: a command's options go after the "
+                f"command, as in: grader {name} ... {word})")
+    if command.knows(word):             # `forget -- -bob --gradebook g.db`
+        return f" ({word} came after --, which makes every word after it a value: give options before --)"
+    near = difflib.get_close_matches(word.split("=", 1)[0], command.options(), n=1)
+    if near:
+        return f" (did you mean {near[0]}?)"
+    if word.startswith("--"):
+        return f" ({command.prog} has no option {word}: {command.prog} --help lists them)"
+    return f" ({word} was read as an option; a value that begins with - goes after --, as in: -- {word})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -597,10 +662,9 @@ def _incident(args, course) -> int:
 
 def _student_id(student: str) -> None:
     """A student's incident is drawn from their id exactly as grading will name them: their
-    folder's name. A path (`submitted/alice/`, as a shell completes it) or an empty id (an
-    unset variable) would draw an incident no submission is ever graded against."""
-    if not student.strip():
-        raise InputError("--student", "empty: give the student's id, as their submission folder is named")
+    folder's name. A path (`submitted/alice/`, as a shell completes it) would draw an
+    incident no submission is ever graded against (an empty id, an unset variable, is
+    refused with every empty value, grader/command_line.py)."""
     if "/" in student or os.sep in student:
         name = Path(student).name or "NAME"
         raise InputError("--student", f"{student!r} is a path; give the student's id, their folder's "

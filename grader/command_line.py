@@ -1,0 +1,129 @@
+"""How the ``grader`` command reads the words typed after it, where argparse by itself reads
+them otherwise than the person typing meant. grader/cli.py builds every command from ``Parser``.
+
+- A word that begins with ``-`` and a digit (``-3``, ``-3,4``, ``-1e3``, ``-.5``) is a value.
+  argparse takes ``-3`` for a value but ``-3,4`` or ``-1e3`` for an unknown option, and then
+  tells someone who typed seeds that ``--seeds`` "expected one argument". No option of the
+  grader begins with a digit, so the value reaches the command, whose own check says what
+  is wrong with it (a seed is never negative).
+- An empty word (``--submission ""``, an unset shell variable) is refused, naming the
+  argument: taken as given, it fell back to a default in silence (the stub was graded, the
+  working directory graded as a class, the plot not drawn).
+- One option given twice with two values (``--secret-file a.secret --secret-file b.secret``)
+  is refused: the last one won, in silence.
+- ``--`` before the command ends grader's own options, as it ends a command's after it
+  (argparse took it for the command's name).
+- "expected one argument" and "arguments are required" say which word was taken for an
+  option, and how to give it as a value.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+VALUE_LIKE = re.compile(r"-\.?\d")        # a negative number or list of them, never an option
+
+
+class Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, StoreOnce)
+        self.register("action", "store", StoreOnce)
+        self.words: list[str] = []              # what this parser was given: for its hints
+        self.given: dict[str, tuple[str, object]] = {}     # dest -> (the option, its value)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.words = list(sys.argv[1:] if args is None else args)
+        self.given = {}
+        return super().parse_known_args(args, namespace)
+
+    def _parse_optional(self, arg_string):
+        if VALUE_LIKE.match(arg_string):
+            return None
+        return super()._parse_optional(arg_string)
+
+    def _get_values(self, action, arg_strings):
+        if action.nargs == argparse.PARSER and arg_strings[:1] == ["--"]:
+            arg_strings = arg_strings[1:]       # `grader -- check lesson1`: the command follows
+        return super()._get_values(action, arg_strings)
+
+    def _get_value(self, action, arg_string):
+        # A command's words go on to its own parser, which checks them one by one.
+        if action.nargs not in (argparse.PARSER, argparse.REMAINDER) and not arg_string.strip():
+            raise argparse.ArgumentError(action, empty(action))
+        return super()._get_value(action, arg_string)
+
+    def value_of(self, dest: str, text: str):
+        """``text`` as the value of this parser's argument ``dest``, checked as a value typed
+        in its place is (for a word argparse left over, which _parse places itself)."""
+        action = next(a for a in self._actions if a.dest == dest)
+        try:
+            return self._get_value(action, text)
+        except argparse.ArgumentError as e:
+            self.error(str(e))
+
+    def error(self, message):
+        super().error(message + self._hint(message))
+
+    def _hint(self, message: str) -> str:
+        """Where argparse took a value for an option: which word, and how to give it."""
+        missing = re.match(r"argument (\S+): expected one argument", message)
+        if missing:
+            flags = missing.group(1).split("/")
+            at = next((i for i, w in enumerate(self.words) if w in flags), None)
+            if at is None:
+                return ""
+            if at + 1 == len(self.words):
+                return f" (nothing follows {self.words[at]}: give its value after it)"
+            after = self.words[at + 1]
+            if after.startswith("-"):
+                return (f" ({after} was read as an option; if it is the value, write "
+                        f"{self.words[at]}={after})")
+            return ""
+        if message.startswith("the following arguments are required"):
+            dashed = next((w for w in self.words if w.startswith("-") and w != "--"
+                           and not self.knows(w)), None)
+            if dashed is not None:
+                return (f" ({dashed} was read as an option; a value that begins with - goes "
+                        f"after --, as in: -- {dashed})")
+        return ""
+
+    def knows(self, word: str) -> bool:
+        """Whether ``word`` is one of this parser's options (or an abbreviation of one)."""
+        name = word.split("=", 1)[0]
+        return any(flag == name or (name.startswith("--") and flag.startswith(name))
+                   for flag in self._option_string_actions)
+
+    def options(self) -> list[str]:
+        """Its long options as --help lists them (--version after a command is not listed)."""
+        return sorted(f for f, action in self._option_string_actions.items()
+                      if f.startswith("--") and action.help != argparse.SUPPRESS)
+
+
+def empty(action: argparse.Action) -> str:
+    """An empty value's error, with what the argument expects (its help's words)."""
+    wanted = action.help if action.help and action.help != argparse.SUPPRESS else "a value"
+    return f"is empty (a shell variable not set?); expected {wanted}"
+
+
+class StoreOnce(argparse.Action):
+    """argparse's store, but an option given a second, different value is refused rather
+    than the first one dropped."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string is not None and isinstance(parser, Parser):
+            first = parser.given.get(self.dest)
+            if first is not None and first[1] != values:
+                raise argparse.ArgumentError(self, f"given twice ({first[0]} {first[1]} and "
+                                                   f"{option_string} {values}): give it once")
+            parser.given[self.dest] = (option_string, values)
+        setattr(namespace, self.dest, values)
+
+
+def whole_number(text: str) -> int:
+    """A count typed on the command line (--jobs): an integer, else its argument's error."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
