@@ -14,7 +14,7 @@ them otherwise than the person typing meant. grader/cli.py builds every command 
 - ``--`` before the command ends grader's own options, as it ends a command's after it
   (argparse took it for the command's name).
 - "expected one argument" and "arguments are required" say which word was taken for an
-  option, and how to give it as a value.
+  option, and how to give it as a value; a command missing names the commands.
 """
 from __future__ import annotations
 
@@ -32,6 +32,11 @@ class Parser(argparse.ArgumentParser):
         self.register("action", "store", StoreOnce)
         self.words: list[str] = []              # what this parser was given: for its hints
         self.given: dict[str, tuple[str, object]] = {}     # dest -> (the option, its value)
+        self.commands = None                    # its subparsers action, if it has commands
+
+    def add_subparsers(self, **kwargs):
+        self.commands = super().add_subparsers(**kwargs)
+        return self.commands
 
     def parse_known_args(self, args=None, namespace=None):
         self.words = list(sys.argv[1:] if args is None else args)
@@ -81,6 +86,8 @@ class Parser(argparse.ArgumentParser):
                 return (f" ({after} was read as an option; if it is the value, write "
                         f"{self.words[at]}={after})")
             return ""
+        if self.commands is not None and message.endswith(f"are required: {self.commands.dest}"):
+            return f" (one of: {', '.join(self.commands.choices)})"       # `grader sheet`
         if message.startswith("the following arguments are required"):
             dashed = next((w for w in self.words if w.startswith("-") and w != "--"
                            and not self.knows(w)), None)

@@ -223,6 +223,13 @@ def test_a_commands_option_before_the_command_says_where_it_goes(capsys):
         "command's options go after the command, as in: grader check ... --json)")
 
 
+def test_a_missing_command_lists_the_commands(capsys):
+    assert refused(capsys, "sheet").endswith("the following arguments are required: action (one of: validate, run)")
+    assert refused(capsys, "gradebook", "--course", "C").endswith("required: action (one of: forget)")
+    assert refused(capsys).startswith("grader: error: the following arguments are required: command (one of: "
+                                      "check, grade, ")
+
+
 def test_a_mistyped_option_names_the_one_meant(capsys):
     assert refused(capsys, "check", "lesson1", "--jsn").endswith(
         "unrecognized arguments: --jsn (did you mean --json?)")
