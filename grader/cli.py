@@ -345,7 +345,7 @@ def _parse(parser: Parser, argv) -> argparse.Namespace:
         command.error("the following arguments are required: name")
     if extra or values:
         parser.error("unrecognized arguments: " + " ".join(extra + values)
-                     + _where_it_goes(parser, command, words, args.command, extra))
+                     + _where_it_goes(command, words, extra))
     return args
 
 
@@ -362,21 +362,28 @@ def _one_course(parser: Parser, args) -> None:
     args.course = given[-1] if given else None
 
 
-def _where_it_goes(parser: Parser, command: Parser, words: list[str], name: str, extra: list[str]) -> str:
-    """For the first unrecognized option: before the command, where a command's option goes;
-    after it, the option of the command it is closest to, else how to give a value that
-    begins with a dash."""
+def _where_it_goes(command: Parser, words: list[str], extra: list[str]) -> str:
+    """For the first unrecognized option: typed before the command it belongs to (`grader
+    --json check`, `grader sheet --json validate`), where it goes; after `--`, that it was
+    read as a value; else the option of the command it is closest to, or how to give a
+    value that begins with a dash."""
     import difflib
     if not extra:
         return ""
     word = extra[0]
-    at = words.index(name) if name in words else len(words)
-    if word in words[:at] and not parser.knows(word):
-        return (f" ({word} is not an option of grader itself: a command's options go after the "
-                f"command, as in: grader {name} ... {word})")
-    if command.knows(word):             # `forget -- -bob --gradebook g.db`
-        return f" ({word} came after --, which makes every word after it a value: give options before --)"
-    near = difflib.get_close_matches(word.split("=", 1)[0], command.options(), n=1)
+    at = words.index(word) if word in words else len(words)
+    names = command.prog.split()            # grader sheet validate
+    level, i = 0, 0
+    for name in names[1:]:                  # the command's words typed before the option
+        if name in words[i:at]:
+            i, level = words.index(name, i, at) + 1, level + 1
+    if "--" in words[:at]:
+        if command.knows(word):             # `forget -- -bob --gradebook g.db`
+            return f" ({word} came after --, which makes every word after it a value: give options before --)"
+    elif level < len(names) - 1 and command.knows(word):
+        return (f" ({word} is not an option of {' '.join(names[:level + 1])}: it goes after "
+                f"{names[-1]}, as in: {command.prog} ... {word})")
+    near = difflib.get_close_matches(word.split("=", 1)[0], command.options(), n=1, cutoff=0.8)
     if near:
         return f" (did you mean {near[0]}?)"
     if word.startswith("--"):

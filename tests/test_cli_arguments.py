@@ -217,10 +217,17 @@ def test_the_experiments_help_lists_the_lessons_of_the_course_named_anywhere(cap
         assert f"  {name} ({lesson}{absent}): " in out
 
 
-def test_a_commands_option_before_the_command_says_where_it_goes(capsys):
-    assert refused(capsys, "--json", "check", "lesson1") == (
-        "grader: error: unrecognized arguments: --json (--json is not an option of grader itself: a "
-        "command's options go after the command, as in: grader check ... --json)")
+@pytest.mark.parametrize("argv, flag, outer, command", [
+    (("--json", "check", "lesson1"), "--json", "grader", "grader check"),
+    (("--json", "sheet", "validate", "s.yaml"), "--json", "grader", "grader sheet validate"),
+    (("sheet", "--json", "validate", "s.yaml"), "--json", "grader sheet", "grader sheet validate"),
+    (("gradebook", "--dry-run", "forget", "bob"), "--dry-run", "grader gradebook", "grader gradebook forget"),
+])
+def test_a_commands_option_before_the_command_says_where_it_goes(capsys, argv, flag, outer, command):
+    """`grader sheet --json validate` was told that --json came after `--`, or was unrecognized."""
+    assert refused(capsys, *argv) == (f"grader: error: unrecognized arguments: {flag} ({flag} is not an "
+                                      f"option of {outer}: it goes after {command.split()[-1]}, as in: "
+                                      f"{command} ... {flag})")
 
 
 def test_a_missing_command_lists_the_commands(capsys):
@@ -233,6 +240,9 @@ def test_a_missing_command_lists_the_commands(capsys):
 def test_a_mistyped_option_names_the_one_meant(capsys):
     assert refused(capsys, "check", "lesson1", "--jsn").endswith(
         "unrecognized arguments: --jsn (did you mean --json?)")
+    # Only a close one: --json is no typo of export's --lesson.
+    assert refused(capsys, "export", "--json", "--format", "csv").endswith(
+        "unrecognized arguments: --json (grader export has no option --json: grader export --help lists them)")
     assert refused(capsys, "check", "lesson1", "--verbose").endswith(
         "unrecognized arguments: --verbose (grader check has no option --verbose: grader check --help lists them)")
     assert refused(capsys, "check", "lesson1", "--json", "-draft.py").endswith(
