@@ -86,6 +86,8 @@ class Parser(argparse.ArgumentParser):
                 return (f" ({after} was read as an option; if it is the value, write "
                         f"{self.words[at]}={after})")
             return ""
+        if re.match(r"argument \S+: ignored explicit argument", message):
+            return " (it is a flag: it takes no value)"                    # `--json=yes`
         if self.commands is not None and message.endswith(f"are required: {self.commands.dest}"):
             return f" (one of: {', '.join(self.commands.choices)})"       # `grader sheet`
         if message.startswith("the following arguments are required"):

@@ -230,6 +230,11 @@ def test_a_commands_option_before_the_command_says_where_it_goes(capsys, argv, f
                                       f"{command} ... {flag})")
 
 
+def test_a_flag_given_a_value_says_it_takes_none(capsys):
+    assert refused(capsys, "check", "lesson1", "--json=yes").endswith(
+        "argument --json: ignored explicit argument 'yes' (it is a flag: it takes no value)")
+
+
 def test_a_missing_command_lists_the_commands(capsys):
     assert refused(capsys, "sheet").endswith("the following arguments are required: action (one of: validate, run)")
     assert refused(capsys, "gradebook", "--course", "C").endswith("required: action (one of: forget)")
