@@ -26,6 +26,11 @@ VALUE_LIKE = re.compile(r"-\.?\d")        # a negative number or list of them, n
 
 
 class Parser(argparse.ArgumentParser):
+    """An ArgumentParser reading words as above. It hooks three of argparse's own steps
+    (_parse_optional: is a word an option; _get_values, _get_value: a word as a value),
+    which keep their meaning from Python 3.11 to 3.13; tests/test_cli_arguments.py holds
+    every command's every option to each rule, so a change there fails a test."""
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.register("action", None, StoreOnce)
@@ -72,7 +77,8 @@ class Parser(argparse.ArgumentParser):
         super().error(message + self._hint(message))
 
     def _hint(self, message: str) -> str:
-        """Where argparse took a value for an option: which word, and how to give it."""
+        """What argparse's ``message`` leaves out: which word it took for an option and how
+        to give it as a value, that a flag takes none, which commands there are."""
         missing = re.match(r"argument (\S+): expected one argument", message)
         if missing:
             flags = missing.group(1).split("/")
