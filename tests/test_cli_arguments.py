@@ -128,10 +128,12 @@ def test_an_empty_word_is_refused_naming_it_and_what_it_expects(capsys, argv, na
 
 def test_an_empty_class_path_grades_nothing(capsys, tmp_path, monkeypatch):
     """`grader grade lesson1 "$CLASS"` with CLASS unset graded the working directory as a
-    class and made a gradebook there."""
+    class into the gradebook (here one in the working directory: a failure leaves nothing in
+    the course)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "s").write_text("class of 2026\n")
-    code, out, err = grader(capsys, "--course", str(ROOT), "grade", "lesson1", "", "--secret-file", "s")
+    code, out, err = grader(capsys, "--course", str(ROOT), "grade", "lesson1", "", "--secret-file", "s",
+                            "--gradebook", "gb.db")
     assert code == 2 and out == "" and "argument paths: is empty" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s"]
 
