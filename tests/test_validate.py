@@ -4,9 +4,9 @@ from typing import Optional
 
 import pytest
 
-from grader.engine.validate import MAX_REASONS, InvalidValue, coerce, within_domain
+from grader.engine.validate import MAX_REASONS, InvalidValue, coerce, read_answer, within_domain
 from reference.shapes import (ACTIONS, ChunkContext, ChunkPlan, CostModel, PageInfo, RequestRecord, RequestView,
-                              Slo, Transition, Verdict, WorkerSpec)
+                              ReleaseDecision, Slo, Transition, Verdict, WorkerSpec)
 
 
 def message(value, expected):
@@ -314,3 +314,20 @@ def test_an_unsupported_class_is_named_as_unsupported():
     for expected in (dict, list, Verdict(True)):
         with pytest.raises(TypeError, match="validate does not support"):
             coerce({}, expected)
+
+
+def test_a_release_decisions_one_reason_given_as_a_str_is_read_as_that_reason_and_nothing_else_is():
+    def decision(reasons):
+        return {"__type__": "ReleaseDecision", "decision": "ship", "reasons": reasons}
+    assert read_answer("decide_release", decision("a real gain"), (), ReleaseDecision) == \
+        ReleaseDecision("ship", ("a real gain",))
+    assert read_answer("decide_release", decision(["a", "b"]), (), ReleaseDecision) == \
+        ReleaseDecision("ship", ("a", "b"))
+    assert read_answer("decide_release", decision(""), (), ReleaseDecision) == ReleaseDecision("ship", ("",))
+    # Only decide_release's reasons, and only a str: the same answer from another function,
+    # or a number given as the reasons, is refused as before.
+    with pytest.raises(InvalidValue):
+        read_answer("decide_release", decision(3), (), ReleaseDecision)
+    with pytest.raises(InvalidValue):
+        read_answer("qualify", decision("a real gain"), (), ReleaseDecision)
+    assert read_answer("decide_release", "ship", (), str) == "ship"    # not a dict: as it is
