@@ -67,6 +67,12 @@ MUTANTS = {
     # pool-pages, and the lower side counts, so it loses the criterion (see below).
     "negative_pool": ("return max(0, free_bytes // page_bytes)", "return free_bytes // page_bytes",
                       {"pool-pages"}),
+    # The weights and the reservation rounded up to whole pages (the device cut into pages
+    # first): a page short wherever the free memory's partial page leaves room for theirs.
+    "pool_on_the_device_grid": ("return max(0, free_bytes // page_bytes)",
+                                "return max(0, worker.device_bytes // page_bytes"
+                                " - -(-(model.weight_bytes + worker.reserved_bytes) // page_bytes))",
+                                {"pool-pages"}),
     "no_gap_for_two_tokens": ("if m >= 2 and cost", "if m > 2 and cost", {"contract-ok"}),
     # One page too many on an exact multiple (and for 0 tokens): the worst case it feeds is
     # one page over, so a request whose worst case is exactly the pool reads as over it.
@@ -154,6 +160,39 @@ def test_the_public_probes_show_a_worst_case_counted_in_two_parts(tmp_path):
     report = grade("lesson1", _wrong_file("worst_case_split", tmp_path), "check")
     assert {k for k, v in scores(report).items() if v < full(report)[k]} == {"worst-case"}
     assert "request c24" in next(c.feedback for c in report.criteria if c.id == "worst-case")
+
+
+# A pool cut on another grid than the memory left beside the weights and the reservation:
+# either rounded up to whole pages (they then hold the pages they touch) or down. The README
+# cuts the free memory into pages (calculations 1 and 2), and the worker's pool is that; each
+# of these is a page off wherever its rounding and the free memory's partial page disagree.
+ON_ANOTHER_GRID = {
+    "weights_and_reservation_up": "worker.device_bytes // page_bytes"
+                                  " - -(-(model.weight_bytes + worker.reserved_bytes) // page_bytes)",
+    "reservation_up": "(worker.device_bytes - model.weight_bytes) // page_bytes"
+                      " - -(-worker.reserved_bytes // page_bytes)",
+    "weights_up": "(worker.device_bytes - worker.reserved_bytes) // page_bytes - -(-model.weight_bytes // page_bytes)",
+    "each_up": "worker.device_bytes // page_bytes - -(-model.weight_bytes // page_bytes)"
+               " - -(-worker.reserved_bytes // page_bytes)",
+    "reservation_down": "(worker.device_bytes - model.weight_bytes) // page_bytes - worker.reserved_bytes // page_bytes",
+    "weights_and_reservation_down": "worker.device_bytes // page_bytes"
+                                    " - (model.weight_bytes + worker.reserved_bytes) // page_bytes",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ON_ANOTHER_GRID))
+def test_the_public_probes_show_a_pool_cut_on_another_grid(name, tmp_path):
+    """The weights and the reservation rounded up to whole pages together (the device cut
+    into pages first) were right on every public pair and kept 10 of 10 on the check, then
+    lost 1.8 to 2.1 on the hidden grade: no public pair had a reservation ending inside a
+    page beside free memory whose partial page left room for it. Worker r80 has one."""
+    path = write_mutant(REFERENCE, [("return max(0, free_bytes // page_bytes)",
+                                     f"return max(0, {ON_ANOTHER_GRID[name]})")], tmp_path, name)
+    report = grade("lesson1", path, "check")
+    assert {k for k, v in scores(report).items() if v < full(report)[k]} <= {"pool-pages", "contract-ok",
+                                                                               "contract-reason"}
+    feedback = next(c.feedback for c in report.criteria if c.id == "pool-pages")
+    assert scores(report)["pool-pages"] < 2 and "expected" in feedback, (name, feedback)
 
 
 @pytest.mark.parametrize("name", MEETS_ON_A_LIMIT)
