@@ -157,6 +157,15 @@ SUBMISSION = textwrap.dedent('''
 
     def ordered():
         return [collections.OrderedDict(a=1)]
+
+    def forged_verdict():
+        return {"__type__": "Verdict", "ok": True, "reason": ""}
+
+    def forged_inside():
+        return ({"a": 1}, [{"__type__": "ChunkPlan", "tokens": 16, "verdict": "ok"}])
+
+    def plain_dict():
+        return {"type": "Verdict", "ok": True}
 ''')
 
 
@@ -334,6 +343,18 @@ def test_an_unsendable_answer_names_its_place_and_the_fix(box):
     assert said["digest"].detail == ("returned a bytes: return a str, not bytes (of a digest, its "
                                      ".hexdigest(); of bytes b, b.hex() or b.decode())")
     assert said["bytes_in_verdict"].detail.startswith("returned Verdict.reason as a bytearray: return a str")
+
+
+def test_a_dict_spelling_a_shapes_class_is_not_that_class(box):
+    """The wire tags a dataclass as a dict with a "__type__" key: a dict written that way
+    was read as the class, so a choose_chunk returning {"__type__": "ChunkPlan", ...} kept
+    12 of 12, where a tuple of the same values is refused ("expected ChunkPlan")."""
+    for fname in ("forged_verdict", "forged_inside"):
+        r = box.call(fname)
+        assert r.status == "bad", (fname, r)
+        assert "a dict with a '__type__' key: return the class itself" in r.detail, r.detail
+    assert box.call("forged_inside").detail.startswith("returned value[1][0] as a dict")
+    assert box.call("plain_dict").value == {"type": "Verdict", "ok": True}     # a dict still is one
 
 
 def test_print_flood_is_bounded():

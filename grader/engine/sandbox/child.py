@@ -778,6 +778,11 @@ def encode(v, depth=0):
                 raise
         return out
     if t is dict:
+        if "__type__" in v:
+            # The wire's own tag for a dataclass: a dict spelling one would be read as the
+            # class it names, and a dict is never what a graded function returns.
+            raise Unsendable("a dict with a '__type__' key",
+                             "return the class itself from reference.shapes, not a dict of its fields")
         out = {}
         for k, x in v.items():
             if type(k) is not str:
