@@ -5,6 +5,7 @@ import random
 import subprocess
 import sys
 from dataclasses import replace
+from fractions import Fraction
 
 import pytest
 
@@ -106,9 +107,32 @@ def test_hidden_probes_are_never_on_a_knife_edge_and_the_reference_agrees(probe_
     assert verdicts == {"ok", "starved", "infeasible"}
 
 
+def _exact_step(ctx: ChunkContext, tokens: int) -> Fraction:
+    """A step's time in exact arithmetic, from the README's formula."""
+    c, d = ctx.cost, ctx.prefill_done
+    pairs = tokens * d + tokens * (tokens + 1) // 2
+    return (Fraction(c.step_fixed) + Fraction(c.per_token) * (len(ctx.decode_contexts) + tokens)
+            + Fraction(c.per_context_token) * sum(ctx.decode_contexts) + Fraction(c.per_attention_pair) * pairs)
+
+
+# Public probes whose budget is exactly a step time: the limits "a step of exactly the
+# budget keeps it" sits on (the decode-only step; a chunk of exactly min_chunk_tokens; a
+# short tail), on a cost model whose step times are exact in any order of addition.
+ON_THE_BUDGET = {"exact-decode-only": ("starved", 0), "exact-min-chunk": ("ok", 64), "exact-tail": ("ok", 40)}
+
+
 def test_public_probes_are_clear_of_edges_and_match_the_readme():
     probes = {c.name: c.inputs for c in lesson3.public_probes(COURSE)}
-    assert all(not chunk_search.knife_edges(ctx) for ctx in probes.values())
+    assert [n for n, ctx in probes.items() if chunk_search.knife_edges(ctx)] == list(ON_THE_BUDGET)
+    for name, (verdict, tokens) in ON_THE_BUDGET.items():
+        ctx = probes[name]
+        # Exactly on the step, and that step's float is its exact value: no rounding decides it.
+        assert Fraction(ctx.gap_budget_s) == _exact_step(ctx, tokens) == Fraction(chunk_oracle.step_s(ctx, tokens))
+        e = chunk_search.search(ctx)
+        assert (e.verdict, e.largest) == (verdict, tokens)
+        # The next candidate goes over the budget, so a rule that fits only below it is one off.
+        nxt = min(ctx.prefill_remaining, tokens + ctx.page_tokens) if tokens < ctx.prefill_remaining else None
+        assert nxt is None or _exact_step(ctx, nxt) > Fraction(ctx.gap_budget_s)
     readme = (ROOT / "assignments" / "lesson3" / "README.md").read_text()
     for name, verdict, tokens in [("first-chunk", "ok", 2080), ("late-chunk", "ok", 1328),
                                   ("full-batch-infeasible", "infeasible", 0),
@@ -162,6 +186,9 @@ WRONG = {
     "no_min_chunk": ({"verdicts"}, set()),
     "no_page_infeasible": ({"verdicts"}, set()),
     "below_min_infeasible": ({"verdicts"}, set()),
+    # One off at a step of exactly the budget: right on every probe but the public ones on it.
+    "fits_strict": ({"verdicts"}, set()),
+    "infeasible_at_budget": ({"verdicts"}, set()),
     # Off by one page at the rest of the prompt: a chunk of a few pages one page short, and a
     # starved verdict where that last page was exactly min_chunk_tokens.
     "last_page_missed": ({"progress"}, {"verdicts"}),
@@ -211,17 +238,24 @@ def test_wrong_rule_loses_where_it_is_wrong_on_public_cases(name, tmp_path):
 
 
 # The share of verdicts a rule wrong on one whole clause of the table loses. Within ok, the
-# clauses weigh a third each (a short tail, exactly min_chunk_tokens with prompt left, the
-# rest): 1/3 of the ok verdict's 1/3. Within infeasible, half each (nothing decoding, the
-# rest): 1/2 of 1/3. Within starved, half each (a chunk fits, below min_chunk_tokens; not
-# one page fits): 1/2 of 1/3.
-CLAUSE_SHARE = {"tail_starved": 1 / 9, "strict_min": 1 / 9, "infeasible_needs_batch": 1 / 6,
-                "no_min_chunk": 1 / 6, "no_page_infeasible": 1 / 6, "below_min_infeasible": 1 / 6}
+# clauses weigh a quarter each (a step exactly on the budget, a short tail, exactly
+# min_chunk_tokens with prompt left, the rest): 1/4 of the ok verdict's 1/3. Within
+# infeasible, half each (nothing decoding, the rest): 1/2 of 1/3. Within starved, a third
+# each (a step exactly on the budget; a chunk fits, below min_chunk_tokens; not one page
+# fits): 1/3 of 1/3. The clause of a step exactly on the budget holds the public probes
+# exact-min-chunk and exact-tail (ok) and exact-decode-only (starved): a short tail called
+# starved, or a chunk of exactly min_chunk_tokens, is wrong on one of the two ok ones too
+# (1/12 + 1/24), and "not one page fits" called infeasible on exact-decode-only (1/9 + 1/9).
+CLAUSE_SHARE = {"tail_starved": 1 / 8, "strict_min": 1 / 8, "infeasible_needs_batch": 1 / 6,
+                "no_min_chunk": 1 / 9, "no_page_infeasible": 2 / 9, "below_min_infeasible": 1 / 9,
+                "fits_strict": 1 / 12, "infeasible_at_budget": 1 / 9}
 # What the verdicts' feedback must say of each: what decides the verdict the rule missed.
 CLAUSE_SAYS = {"tail_starved": "a chunk that finishes the prompt is progress",
                "strict_min": "and is at least min_chunk_tokens",
                "no_page_infeasible": "infeasible is a decode-only step over the budget, and this one takes",
-               "below_min_infeasible": "infeasible is a decode-only step over the budget, and this one takes"}
+               "below_min_infeasible": "infeasible is a decode-only step over the budget, and this one takes",
+               "fits_strict": "probe exact-min-chunk",
+               "infeasible_at_budget": "probe exact-decode-only"}
 
 
 @pytest.mark.parametrize("name", sorted(CLAUSE_SHARE))

@@ -57,16 +57,27 @@ def _clause(case: Case) -> str:
     and a chunk that fits but is below min_chunk_tokens a few of the starved ones (most fit
     no page at all), so a rule wrong on one of them alone would otherwise lose almost nothing."""
     c, e = case.inputs, expected(case)
+    # A step that takes exactly the budget keeps it (public probes on a cost model whose step
+    # times are exact): a rule that reads "fits" or "infeasible" one way at the limit is
+    # wrong on these alone, a few probes of hundreds.
+    on_budget = step_s(c, 0) == c.gap_budget_s or (e.largest and step_s(c, e.largest) == c.gap_budget_s)
+    if e.verdict != "infeasible" and on_budget:
+        return "a step exactly on the budget"
     if e.verdict == "infeasible":
         return "nothing decoding" if not c.decode_contexts else ""
     if e.verdict == "starved":
         return "below min_chunk_tokens" if e.largest else ""
     if e.verdict != "ok":
         return ""
-    if e.largest == c.prefill_remaining < c.min_chunk_tokens:
+    if _short_tail(c, e):
         return "a short tail"
     # Exactly min_chunk_tokens decides only a chunk that leaves some of the prompt.
     return "exactly min_chunk_tokens" if e.largest == c.min_chunk_tokens < c.prefill_remaining else ""
+
+
+def _short_tail(c: ChunkContext, e) -> bool:
+    """The largest chunk finishes the prompt, and is below min_chunk_tokens: ok all the same."""
+    return e.largest == c.prefill_remaining < c.min_chunk_tokens
 
 
 def _plans(ctx: CheckContext) -> list[Answer]:
@@ -240,7 +251,7 @@ def verdicts(ctx: CheckContext, params: dict) -> Measure:
         if plan.verdict == e.verdict:
             return ""
         reason = ("starved0" if e.verdict == "starved" and e.largest == 0
-                  else "tail" if _clause(case) == "a short tail" else e.verdict)
+                  else "tail" if e.verdict == "ok" and _short_tail(c, e) else e.verdict)
         # An infeasible probe's decode-only step may be a hair over the budget: said apart.
         d, b = ms_apart(e.decode_only_s, c.gap_budget_s)
         why = _WHY[reason].format(d=d, b=b, n=e.largest,
