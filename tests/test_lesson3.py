@@ -232,6 +232,19 @@ def test_wrong_rule_loses_where_it_is_wrong(name, tmp_path, secret):
     _loses_where_it_is_wrong(name, grade("lesson3", wrong_file("lesson3", name, tmp_path), "grade", secret))
 
 
+@pytest.mark.parametrize("name", sorted(mutations("lesson3")))
+def test_the_public_probes_show_every_wrong_rule(name, tmp_path):
+    """`grader check` shows every known mistake, on the criteria it must lose: a search
+    bounded at 4,096 tokens (capped_search) and one a page short of the rest of the prompt
+    (last_page_missed) kept 12 of 12 on the check and lost 0.4 to 0.5 on the hidden grade,
+    the public probes having no chunk of thousands of tokens that leaves some of the prompt
+    and no largest chunk that is the last whole page before a rest of no whole pages
+    (public probes large-chunk and last-whole-page now)."""
+    report = grade("lesson3", wrong_file("lesson3", name, tmp_path), "check")
+    got, top = scores(report), full(report)
+    assert {k for k in got if got[k] < top[k]} & WRONG[name][0], (name, got)
+
+
 @pytest.mark.parametrize("name", sorted(PUBLIC_ONLY))
 def test_wrong_rule_loses_where_it_is_wrong_on_public_cases(name, tmp_path):
     _loses_where_it_is_wrong(name, grade("lesson3", wrong_file("lesson3", name, tmp_path), "check"))
