@@ -55,11 +55,13 @@ def _clause(case: Case) -> str:
     chunk of exactly min_chunk_tokens are a few of the ok probes each, a decode-only step
     over the budget with nothing decoding (step_fixed alone) a few of the infeasible ones,
     and a chunk that fits but is below min_chunk_tokens a few of the starved ones (most fit
-    no page at all), so a rule wrong on one of them alone would otherwise lose almost nothing."""
+    no page at all), so a rule wrong on one of them alone would otherwise lose almost nothing.
+    A probe whose budget is exactly its deciding step (the decode-only step, or the largest
+    chunk's) is a clause of its verdict before any other: only public probes on an exact
+    cost model sit there, hidden ones keep off every edge (lesson3._clear_of_edges)."""
     c, e = case.inputs, expected(case)
-    # A step that takes exactly the budget keeps it (public probes on a cost model whose step
-    # times are exact): a rule that reads "fits" or "infeasible" one way at the limit is
-    # wrong on these alone, a few probes of hundreds.
+    # A step that takes exactly the budget keeps it: a rule that reads "fits" or "infeasible"
+    # the other way at the limit is wrong on these alone, a few probes of hundreds.
     on_budget = step_s(c, 0) == c.gap_budget_s or (e.largest and step_s(c, e.largest) == c.gap_budget_s)
     if e.verdict != "infeasible" and on_budget:
         return "a step exactly on the budget"
