@@ -29,7 +29,8 @@ on the submission's ANSWER_ALLOWANCE):
                    {"missing": "..."} | {"bad": "..."}          (+ "stdout")
 Arguments and values are plain JSON; a reference.shapes dataclass is an object with
 "__type__": its class name, and its fields by name (answers) or, in the grader's calls,
-"__fields__": their values in order. Each call's frame is awaited with its own deadline, so a hang
+"__fields__": their values in order (a dict an answer holds never has the key: the child
+refuses one, so no dict passes for a class). Each call's frame is awaited with its own deadline, so a hang
 is pinned to its call; everything before it is kept.
 """
 from __future__ import annotations
