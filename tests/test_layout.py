@@ -219,3 +219,14 @@ def test_a_records_section_holds_mappings_and_a_mapping_section_may_be_absent(tm
     assert layout.read_sections(path, {"defaults": "mapping", "probes": "records"}) == {
         "defaults": {}, "probes": [{"a": 1}]}
     assert layout.read_sections(path, {"probes": "list"}) == {"probes": [{"a": 1}]}
+
+
+@pytest.mark.parametrize("typed, meant", [
+    ("Lesson3", "lesson3"), ("lesson03", "lesson3"), ("lesson 3", "lesson3"), ("L3", "lesson3"),
+    ("3", "lesson3"), ("lesson_3", "lesson3"), ("LESSON-3", "lesson3"), ("lesson010", "lesson10"),
+    ("lesson3", None),          # the name itself is no slip
+    ("lesson7", None),          # a lesson the course does not hold
+    ("lessonx", None), ("", None), ("lessons3", None), ("3a", None),
+])
+def test_a_lesson_name_a_little_off_is_matched_to_the_lesson_meant_only_when_held(typed, meant):
+    assert layout.lesson_meant(typed, ["lesson1", "lesson3", "lesson10"]) == meant
