@@ -239,6 +239,23 @@ def test_discover_flat_folder(tmp_path):
     assert "not a submission" in entries["notes.txt"].problem
 
 
+def test_discovery_records_a_name_that_is_not_utf8_as_its_error_and_goes_on_to_the_next(tmp_path):
+    """In process, what the class test above shows through the command line: the student
+    is named as \\xNN with why, and the students after it are found as ever."""
+    root = os.fsencode(tmp_path)
+    for name in (b"a\xe9.py", b"b.py", b"c\xfc"):
+        if name.endswith(b".py"):
+            with open(root + b"/" + name, "w") as f:
+                f.write("x = 1\n")
+        else:
+            os.makedirs(root + b"/" + name + b"/lesson1")
+    entries = {e.student: e for e in discover(tmp_path, "lesson1", COURSE)}
+    assert sorted(entries) == ["a\\xe9", "b", "c\\xfc"]
+    assert entries["a\\xe9"].problem.startswith("its name is not UTF-8 text (a\\xe9)")
+    assert entries["c\\xfc"].problem.startswith("its name is not UTF-8 text (c\\xfc)")
+    assert entries["b"].problem == "" and entries["b"].path == str(tmp_path / "b.py")
+
+
 @pytest.mark.parametrize("layout", ["flat", "nbgrader"])
 def test_what_a_macos_zip_leaves_beside_the_students_is_no_student(tmp_path, layout):
     """Finder's zip holds __MACOSX/ (with ._alice.py, the metadata of alice.py) beside the
