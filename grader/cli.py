@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from grader import __version__
-from grader.command_line import Parser, whole_number
+from grader.command_line import Formatter, Parser, whole_number
 from grader.engine.layout import find_course
 from grader.engine.edition import learner_edition
 from grader.engine.errors import InputError
@@ -74,12 +74,12 @@ def _parser() -> Parser:
                        epilog="examples:\n  grader experiment prefill-deadline --set prompt=16384 "
                               "--plot deadline.png\n  grader experiment goodput "
                               "--submission assignments/lesson5/exercise.py",
-                       formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+                       formatter_class=Formatter, add_help=False)
     e.add_argument("-h", "--help", dest="experiment_help", action="store_true",
                    help="show this help, with every experiment and its settings, and exit")
-    # Not required here: --help is answered once the whole line is read (its --course too),
+    # Read as optional: --help is answered once the whole line is read (its --course too),
     # and _parse asks for the name when help was not asked for.
-    e.add_argument("name", nargs="?", help="the experiment, e.g. prefill-deadline")
+    e.add_needed("name", help="the experiment, e.g. prefill-deadline")
     e.add_argument("submission_path", nargs="?", metavar="SUBMISSION",
                    help="the exercise file (the same as --submission)")
     e.add_argument("--submission", help="the exercise file whose functions it plugs in (default: "
@@ -341,8 +341,9 @@ def _parse(parser: Parser, argv) -> argparse.Namespace:
     if isinstance(getattr(args, "paths", None), list):        # grade's files, some after a flag
         args.paths += [command.value_of("paths", v) for v in values]
         values = []
-    if getattr(args, "name", "") is None:
-        command.error("the following arguments are required: name")
+    missing = command.needed_missing(args)
+    if missing:
+        command.error(f"the following arguments are required: {', '.join(missing)}")
     if extra or values:
         parser.error("unrecognized arguments: " + " ".join(extra + values)
                      + _where_it_goes(command, words, extra))

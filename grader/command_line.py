@@ -15,6 +15,8 @@ them otherwise than the person typing meant. grader/cli.py builds every command 
   (argparse took it for the command's name).
 - "expected one argument" and "arguments are required" say which word was taken for an
   option, and how to give it as a value; a command missing names the commands.
+- A positional a command reads as optional only so that ``--help`` needs none
+  (``add_needed``) is shown in the usage as the required argument it is.
 """
 from __future__ import annotations
 
@@ -38,6 +40,19 @@ class Parser(argparse.ArgumentParser):
         self.words: list[str] = []              # what this parser was given: for its hints
         self.given: dict[str, tuple[str, object]] = {}     # dest -> (the option, its value)
         self.commands = None                    # its subparsers action, if it has commands
+
+    def add_needed(self, dest: str, **kwargs) -> argparse.Action:
+        """A positional the command cannot run without, read as optional: its --help is
+        answered once the whole line is read, and needs none. The caller asks for it
+        (needed_missing); the usage shows it without brackets (Formatter)."""
+        action = self.add_argument(dest, nargs="?", **kwargs)
+        action.needed = True
+        return action
+
+    def needed_missing(self, args) -> list[str]:
+        """The needed positionals ``args`` has no value for."""
+        return [a.dest for a in self._actions if getattr(a, "needed", False)
+                and getattr(args, a.dest, None) is None]
 
     def add_subparsers(self, **kwargs):
         self.commands = super().add_subparsers(**kwargs)
@@ -114,6 +129,18 @@ class Parser(argparse.ArgumentParser):
         """Its long options as --help lists them (--version after a command is not listed)."""
         return sorted(f for f, action in self._option_string_actions.items()
                       if f.startswith("--") and action.help != argparse.SUPPRESS)
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter):
+    """The usage of a parser with a needed positional (Parser.add_needed): `name`, not
+    `[name]`, which told the person reading it that the command runs without one. It hooks
+    argparse's _format_args (the same from Python 3.11 to 3.13); tests/test_cli_arguments.py
+    holds every command's usage to what its error says is required."""
+
+    def _format_args(self, action, default_metavar):
+        if getattr(action, "needed", False):
+            return self._metavar_formatter(action, default_metavar)(1)[0]
+        return super()._format_args(action, default_metavar)
 
 
 def empty(action: argparse.Action) -> str:

@@ -4,6 +4,7 @@ error names the argument and what was expected; none is argparse's "expected one
 to someone who typed the value. Command lines are read in this process (grader.cli._parse),
 and run through main where the command's own check gives the error."""
 import argparse
+import re
 
 import pytest
 
@@ -296,6 +297,32 @@ def test_files_to_grade_may_come_after_a_flag():
     args = _parse(_parser(), ["grade", "lesson1", "alice.py", "--secret-file", "s", "bob.py", "--json", "--",
                               "-carol.py"])
     assert args.paths == ["alice.py", "bob.py", "-carol.py"] and args.json
+
+
+def outside_brackets(usage: str, word: str) -> bool:
+    """Whether ``word`` stands in ``usage`` outside every [...]: shown as required."""
+    for found in re.finditer(rf"(?<![\w-]){re.escape(word)}(?![\w-])", usage):
+        before = usage[:found.start()]
+        if before.count("[") == before.count("]"):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("words, needed", [
+    (("experiment",), {"name"}), (("check",), {"lesson"}), (("sheet", "validate"), {"file"}),
+    (("sheet", "run"), {"file"}), (("gradebook", "forget"), {"student"}),
+    (("grade",), {"lesson", "paths", "--secret-file"}), (("report",), {"lesson"}),
+    (("gradescope",), {"lesson", "--secret-file"}), (("export",), {"--format"}), (("release",), {"--out"}),
+])
+def test_what_a_command_requires_its_usage_shows_as_required(capsys, words, needed):
+    """`grader experiment` said that name is required under a usage that showed `[name]`,
+    which means it may be left out."""
+    with pytest.raises(SystemExit):
+        _parse(_parser(), list(words))
+    err = capsys.readouterr().err
+    usage, said = err.split(f"{' '.join(('grader', *words))}: error: ")
+    assert set(said.split(": ", 1)[1].split(" (")[0].strip().split(", ")) == needed
+    assert [w for w in sorted(needed) if not outside_brackets(usage, w)] == []
 
 
 def test_the_experiments_name_may_come_after_a_flag(capsys):
