@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from grader import __version__
-from grader.command_line import Formatter, Parser, whole_number
+from grader.command_line import AFTER_DOUBLE_DASH, Formatter, Parser, whole_number
 from grader.engine.layout import find_course
 from grader.engine.edition import learner_edition
 from grader.engine.errors import InputError
@@ -380,7 +380,7 @@ def _where_it_goes(command: Parser, words: list[str], extra: list[str]) -> str:
             i, level = words.index(name, i, at) + 1, level + 1
     if "--" in words[:at]:
         if command.knows(word):             # `forget -- -bob --gradebook g.db`
-            return f" ({word} came after --, which makes every word after it a value: give options before --)"
+            return f" ({word} {AFTER_DOUBLE_DASH})"
     elif level < len(names) - 1 and command.knows(word):
         return (f" ({word} is not an option of {' '.join(names[:level + 1])}: it goes after "
                 f"{names[-1]}, as in: {command.prog} ... {word})")

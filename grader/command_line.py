@@ -14,7 +14,8 @@ them otherwise than the person typing meant. grader/cli.py builds every command 
 - ``--`` before the command ends grader's own options, as it ends a command's after it
   (argparse took it for the command's name).
 - "expected one argument" and "arguments are required" say which word was taken for an
-  option, and how to give it as a value; a command missing names the commands.
+  option, and how to give it as a value, or which option came after ``--``; a command
+  missing names the commands.
 - A positional a command reads as optional only so that ``--help`` needs none
   (``add_needed``) is shown in the usage as the required argument it is.
 """
@@ -112,8 +113,14 @@ class Parser(argparse.ArgumentParser):
         if self.commands is not None and message.endswith(f"are required: {self.commands.dest}"):
             return f" (one of: {', '.join(self.commands.choices)})"       # `grader sheet`
         if message.startswith("the following arguments are required"):
-            dashed = next((w for w in self.words if w.startswith("-") and w != "--"
-                           and not self.knows(w)), None)
+            # Every word after `--` is a value: a required option typed there was taken as one.
+            cut = self.words.index("--") if "--" in self.words else len(self.words)
+            missing = message.split(": ", 1)[1].split(", ")
+            late = next((w for w in self.words[cut + 1:]
+                         if w.startswith("-") and w.split("=", 1)[0] in missing), None)
+            if late is not None:
+                return f" ({late.split('=', 1)[0]} {AFTER_DOUBLE_DASH})"
+            dashed = next((w for w in self.words[:cut] if w.startswith("-") and not self.knows(w)), None)
             if dashed is not None:
                 return (f" ({dashed} was read as an option; a value that begins with - goes "
                         f"after --, as in: -- {dashed})")
@@ -129,6 +136,9 @@ class Parser(argparse.ArgumentParser):
         """Its long options as --help lists them (--version after a command is not listed)."""
         return sorted(f for f, action in self._option_string_actions.items()
                       if f.startswith("--") and action.help != argparse.SUPPRESS)
+
+
+AFTER_DOUBLE_DASH = "came after --, which makes every word after it a value: give options before --"
 
 
 class Formatter(argparse.RawDescriptionHelpFormatter):

@@ -292,6 +292,17 @@ def test_an_option_after_a_double_dash_is_a_value_and_said_to_be(capsys):
         "value: give options before --)")
 
 
+def test_a_required_option_typed_after_a_double_dash_is_said_to_be_a_value(capsys):
+    """`grader grade lesson1 -- -a.py --secret-file s` was told that -a.py, the one word it
+    had put after `--` on purpose, "was read as an option"."""
+    for secret in (["--secret-file", "s"], ["--secret-file=s"]):
+        assert refused(capsys, "grade", "lesson1", "--", "-a.py", *secret).endswith(
+            "the following arguments are required: --secret-file (--secret-file came after --, which "
+            "makes every word after it a value: give options before --)")
+    assert refused(capsys, "grade", "lesson1", "--", "-a.py").endswith(
+        "the following arguments are required: --secret-file")
+
+
 def test_files_to_grade_may_come_after_a_flag():
     """`grader grade lesson1 alice.py --secret-file s bob.py`: bob.py was "unrecognized"."""
     args = _parse(_parser(), ["grade", "lesson1", "alice.py", "--secret-file", "s", "bob.py", "--json", "--",
