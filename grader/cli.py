@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from grader import __version__
-from grader.command_line import AFTER_DOUBLE_DASH, Formatter, Parser, whole_number
+from grader.command_line import AFTER_DOUBLE_DASH, Formatter, Parser, one_value, whole_number
 from grader.engine.layout import find_course
 from grader.engine.edition import learner_edition
 from grader.engine.errors import InputError
@@ -358,8 +358,9 @@ def _one_course(parser: Parser, args) -> None:
     for dest in (COURSE_AFTER_COMMAND, COURSE_AFTER_ACTION):
         if hasattr(args, dest):
             delattr(args, dest)
-    if len({os.path.realpath(g) for g in given}) > 1:
-        parser.error(f"argument --course: given twice ({given[0]} and {given[1]}): give the course once")
+    other = next((g for g in given if not one_value(given[0], g)), None)
+    if other is not None:
+        parser.error(f"argument --course: given twice ({given[0]} and {other}): give the course once")
     args.course = given[-1] if given else None
 
 

@@ -10,7 +10,8 @@ them otherwise than the person typing meant. grader/cli.py builds every command 
   argument: taken as given, it fell back to a default in silence (the stub was graded, the
   working directory graded as a class, the plot not drawn).
 - One option given twice with two values (``--secret-file a.secret --secret-file b.secret``)
-  is refused: the last one won, in silence.
+  is refused: the last one won, in silence. One path spelled two ways (``--course .`` and
+  its full path, ``a.py`` and ``./a.py``) is one value, as it was.
 - ``--`` before the command ends grader's own options, as it ends a command's after it
   (argparse took it for the command's name).
 - "expected one argument" and "arguments are required" say which word was taken for an
@@ -22,6 +23,7 @@ them otherwise than the person typing meant. grader/cli.py builds every command 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
@@ -166,11 +168,18 @@ class StoreOnce(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         if option_string is not None and isinstance(parser, Parser):
             first = parser.given.get(self.dest)
-            if first is not None and first[1] != values:
+            if first is not None and not one_value(first[1], values):
                 raise argparse.ArgumentError(self, f"given twice ({first[0]} {first[1]} and "
                                                    f"{option_string} {values}): give it once")
             parser.given[self.dest] = (option_string, values)
         setattr(namespace, self.dest, values)
+
+
+def one_value(first, second) -> bool:
+    """Whether two values typed for one option are one: equal, or one path spelled two ways
+    (`.` and the folder's full path): nothing there for the grader to pick between."""
+    return first == second or (isinstance(first, str) and isinstance(second, str)
+                               and os.path.realpath(first) == os.path.realpath(second))
 
 
 def whole_number(text: str) -> int:

@@ -5,6 +5,7 @@ to someone who typed the value. Command lines are read in this process (grader.c
 and run through main where the command's own check gives the error."""
 import argparse
 import re
+from pathlib import Path
 
 import pytest
 
@@ -199,6 +200,30 @@ def test_one_course_named_two_ways_is_no_conflict(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = _parse(_parser(), ["--course", ".", "check", "lesson1", "--course", str(tmp_path)])
     assert args.course == str(tmp_path)
+
+
+@pytest.mark.parametrize("argv, dest, meant", [
+    (("--course", ".", "--course", "{here}", "check", "lesson1"), "course", "."),
+    (("check", "lesson1", "--course", ".", "--course", "{here}/"), "course", "."),
+    (("check", "lesson1", "--submission", "a.py", "--submission", "./a.py"), "submission", "a.py"),
+    (("grade", "lesson1", "a.py", "--secret-file", "s", "--secret-file", "{here}/s"), "secret_file", "s"),
+])
+def test_one_path_given_twice_spelled_two_ways_is_no_conflict(tmp_path, monkeypatch, argv, dest, meant):
+    """`--course . --course "$PWD"` was refused as two values, though docs/learners.md refuses
+    only two different folders, and the same two typed before and after the command are one."""
+    monkeypatch.chdir(tmp_path)
+    args = _parse(_parser(), [w.format(here=tmp_path) for w in argv])
+    assert Path(getattr(args, dest)).resolve() == (tmp_path / meant).resolve()
+
+
+def test_two_paths_given_for_one_option_are_still_refused(capsys):
+    assert refused(capsys, "check", "lesson1", "--submission", "a.py", "--submission", "b/a.py").endswith(
+        "argument --submission: given twice (--submission a.py and --submission b/a.py): give it once")
+    assert refused(capsys, "--course", "A", "--course", "A/B", "check", "lesson1").endswith(
+        "argument --course: given twice (--course A and --course A/B): give it once")
+    # The one typed two ways is not named as the other one: B is.
+    assert refused(capsys, "--course", "A", "sheet", "--course", "./A", "validate", "f.yaml", "--course", "B") == \
+        "grader: error: argument --course: given twice (A and B): give the course once"
 
 
 @pytest.mark.parametrize("place", ["before", "after", "after --help"])
