@@ -196,6 +196,17 @@ def test_either_child_unconfined_is_told(seen, submission, settings):
     assert not any(n.startswith("not confined:") for n in report.notes)
 
 
+def test_a_grade_names_the_grading_code_it_ran_and_a_check_the_release(seen, submission):
+    """A grade's version carries the digest of its grading code (the gradebook regrades a
+    result whose code changed); a check, which no gradebook keeps, names the release alone."""
+    from grader import __version__
+    from grader.engine.fingerprint import grading_version
+    assert grading_version().startswith(__version__ + "+")
+    for mode, version in (("grade", grading_version()), ("check", __version__)):
+        report, _ = graded(submission, mode, crit("pub", "public"), cases=[PUB_A])
+        assert report.grader_version == version, mode
+
+
 def test_the_duration_is_the_grades_own_in_milliseconds(seen, submission, monkeypatch):
     # Read against a clock around the call: no bound on how long the call takes.
     before = time.perf_counter()
