@@ -38,9 +38,8 @@ class Course:
     def require_lesson(self, lesson: str) -> None:
         if not self.rubric_path(lesson).is_file():
             held = self.lessons()
-            meant = lesson_meant(lesson, held)
             raise InputError(lesson, f"no such lesson in {self.root} (lessons here: "
-                                     f"{', '.join(held) or 'none'})" + (f"; did you mean {meant}?" if meant else ""))
+                                     f"{', '.join(held) or 'none'}){did_you_mean(lesson, held)}")
 
     @property
     def shapes_source(self) -> str:
@@ -53,6 +52,12 @@ def lesson_meant(typed: str, held: list[str]) -> str | None:
     plain = re.fullmatch(r"(?:lesson|l)?0*(\d+)", re.sub(r"[\s_-]", "", typed.casefold()))
     meant = f"lesson{plain.group(1)}" if plain else None
     return meant if meant in held and meant != typed else None
+
+
+def did_you_mean(typed: str, held: list[str]) -> str:
+    """The end of an error about a lesson that is none: "; did you mean lessonN?", or ""."""
+    meant = lesson_meant(typed, held)
+    return f"; did you mean {meant}?" if meant else ""
 
 
 MAX_COURSE_FILE = 64 << 20       # far above any course file; a bound, not a budget

@@ -39,7 +39,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from grader.engine.errors import InputError
 from grader.engine.files import Unreadable, read_regular
-from grader.engine.layout import lesson_meant
+from grader.engine.layout import did_you_mean
 from grader.engine.text import first_few, plural, terminal
 
 SCHEMA_VERSION = 1
@@ -706,9 +706,8 @@ class Gradebook:
             if info.id == lesson:
                 return info
         held = [i.id for i in self.lessons()]
-        meant = lesson_meant(lesson, held)
         raise InputError(lesson, f"no results for this lesson in the gradebook (lessons: "
-                                 f"{', '.join(held) or 'none'})" + (f"; did you mean {meant}?" if meant else ""))
+                                 f"{', '.join(held) or 'none'}){did_you_mean(lesson, held)}")
 
     def results(self, lesson: str | None = None, student: str | None = None) -> list[StoredResult]:
         """Stored results ordered by student then lesson (by code point, as Python sorts,

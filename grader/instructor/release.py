@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import __version__
-from grader.engine.layout import Course, lesson_meant
+from grader.engine.layout import Course, did_you_mean
 from grader.engine.edition import MARKER
 from grader.engine.errors import InputError
 from grader.engine.text import first_few
@@ -596,9 +596,8 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
     chosen = tuple(known if lessons is None else lessons)
     for lesson in (*chosen, *publish):
         if lesson not in known:
-            meant = lesson_meant(lesson, list(known))
             raise InputError(lesson, f"no such lesson (known: {', '.join(known)})"
-                                     + (f"; did you mean {meant}?" if meant else ""))
+                                     f"{did_you_mean(lesson, list(known))}")
     # Refused before anything is written: an edition of no lesson (`--lessons ,`, or a
     # variable that was empty) takes minutes to build and teaches nothing, and a solution
     # published for a lesson the edition leaves out is a typo for one it holds.
