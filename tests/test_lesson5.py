@@ -312,12 +312,16 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             "class_guard_interactive_only": "class-flat", "class_guard_smallest_class": "class-flat",
             # Outcomes no probe above moved: failed requests, and excluded ones in goodput.
             "attainment_without_failed": "class-failed", "goodput_counts_excluded": "fall-excluded",
-            "tpot_breaks_ties": "tpot-better"}
+            "tpot_breaks_ties": "tpot-better",
+            # A run by its seed and a class by its name, in the guards too: kept 17 of 17 before
+            # paired-stray-rejects and classes-reordered (every probe's strays rejected nothing,
+            # every run listed interactive, then batch).
+            "rejection_guard_all_runs": "paired-stray-rejects", "class_guard_by_position": "classes-reordered"}
 # Kinds about the same clause as another: a pairing mistake may decide either wrongly, and
 # a class guard measured on another quantity may misjudge any shape of class change. A rule
 # that rolls back on any fall also rolls back where the paired differences average to a
 # hair below zero (paired-small's).
-SAME_CLAUSE = {"paired": ("paired-small", "paired-stray", "one-pair", "paired-windows"),
+SAME_CLAUSE = {"paired": ("paired-small", "paired-stray", "one-pair", "paired-windows", "paired-stray-rejects"),
                "class-inside-low": ("class-excluded", "class-zero", "class-rejected", "class-near", "class-failed"),
                "fall-inside": ("paired-small",),
                # The same clause near its threshold: a mistake about min_gain, the band or the
@@ -534,6 +538,11 @@ WRONG = {
     "goodput_counts_excluded": "goodput-fall",
     # The mean TPOT breaking a tie: no inconclusive probe had a better TPOT before tpot-better.
     "tpot_breaks_ties": "hidden-stalls",
+    # An unpaired run counted in the rejection guard, and classes compared by their place in
+    # the summary: kept 17 of 17 on the check and the grade before paired-stray-rejects and
+    # classes-reordered.
+    "rejection_guard_all_runs": "paired-seeds",
+    "class_guard_by_position": "class-guard",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not

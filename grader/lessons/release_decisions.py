@@ -146,11 +146,12 @@ SIDES = {
     "class": ((("release-class", "rule-class-rejected", "rule-class-zero", "rule-class-flat", "rule-class-failed"),
                EXACT),
               (("rule-class-inside", "rule-class-excluded", "rule-class-inside-low", "rule-class-rise",
-                "rule-class-one-seed", "rule-class-near"), EXACT)),
+                "rule-class-one-seed", "rule-class-near", "rule-classes-reordered"), EXACT)),
     "stalls": ((("release-stalls", "rule-tpot-better"), NOT_SHIP), (("rule-tpot-worse",), EXACT)),
     "min_gain": ((("rule-under-min-gain", "rule-gain-near-min"), EXACT), (("rule-clear-gain",), EXACT)),
     "fall": ((("rule-fall", "rule-fall-excluded"), EXACT), (("rule-clear-gain", "rule-fall-inside"), EXACT)),
-    "pairing": ((("rule-paired", "rule-paired-stray", "rule-paired-windows"), EXACT), (("rule-paired-small",), EXACT)),
+    "pairing": ((("rule-paired", "rule-paired-stray", "rule-paired-windows", "rule-paired-stray-rejects"), EXACT),
+                (("rule-paired-small",), EXACT)),
 }
 
 

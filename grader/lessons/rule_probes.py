@@ -85,6 +85,17 @@ And, drawn after those, the outcomes a class summary counts that no kind above m
   the TPOT ships it), with a mean TPOT far better than the baseline's: inconclusive (the TPOT
   does not break a tie).
 
+And, drawn last, a run and a class told by what names them, the seed and the class's name,
+not by where they stand:
+
+- ``paired-stray-rejects``: ``clear-gain`` with one more candidate run, on a seed the
+  baseline lacks, that refuses a third of its batch class's requests, ones it served late
+  (the class's attainment does not move): ship (a run without a pair is left out of both
+  guards, the rejection guard too);
+- ``classes-reordered``: ``class-inside`` with the candidate's classes listed in the other
+  order: ship (a class is its name: compared position by position, one class's attainment
+  is held against the other's).
+
 A run without a pair (``paired``, ``paired-small``, ``paired-stray``) is on a seed below every
 paired one, so it sorts first: pairing the two sides' runs sorted by seed, position by position,
 misses each pair, as pairing them in the order given does.
@@ -131,7 +142,9 @@ EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollb
           # Near every threshold (drawn last, so the kinds above keep their draws).
           "class-flat": "rollback", "rejections-flat": "rollback", "class-near": "ship",
           "rejections-near": "ship", "gain-near-min": "inconclusive", "gain-inside-near": "inconclusive",
-          "class-failed": "rollback", "fall-excluded": "rollback", "tpot-better": "inconclusive"}
+          "class-failed": "rollback", "fall-excluded": "rollback", "tpot-better": "inconclusive",
+          # Runs and classes by what names them (drawn last).
+          "paired-stray-rejects": "ship", "classes-reordered": "ship"}
 KINDS = tuple(EXPECT)
 NOTES = {
     "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
@@ -169,6 +182,10 @@ NOTES = {
     "class-failed": "one small class loses requests to failures while goodput rises",
     "fall-excluded": "goodput down beyond the noise band, while many more requests are cancelled before any miss",
     "tpot-better": "a gain too small or too noisy to ship, with a far better mean time per output token",
+    "paired-stray-rejects": "a clear gain; the candidate has one more run, on a seed the baseline lacks, "
+                            "that refuses many requests",
+    "classes-reordered": "one class dips, inside its guard, while goodput rises; the candidate lists its "
+                         "classes in another order",
 }
 PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
 
@@ -443,6 +460,21 @@ def _build_near(kind: str, d: _Draw, rule: ReleaseRule, around, clear: int, band
         quiet = d.effects(1)
         return ([d.run(s, e) for s, e in zip(d.seeds, quiet)],
                 [d.run(s, e, large_gain=gain + spread * p, tpot=faster) for s, e, p in zip(d.seeds, quiet, PATTERN)])
+    return _build_by_name(kind, d, rule)
+
+
+def _build_by_name(kind: str, d: _Draw, rule: ReleaseRule):
+    """A run is its seed and a class its name: a clear gain beside an unpaired run that
+    rejects, and a dip inside the guard with the classes listed in another order."""
+    if kind == "paired-stray-rejects":
+        # The stray refuses 35% of its batch requests, taken from the late ones (at most 55%
+        # of them are good), so its classes' attainments are the baseline's: counted, it
+        # moves the rejection guard alone, by about a fourteenth of the service's requests.
+        base, cand = _build("clear-gain", d, rule)
+        return base, cand + [d.run(d.stray, 0, large_rejected=int(d.large * 0.35))]
+    if kind == "classes-reordered":
+        base, cand = _build("class-inside", d, rule)
+        return base, [replace(r, classes=r.classes[::-1]) for r in cand]
     raise ValueError(kind)
 
 
@@ -494,7 +526,7 @@ def _share(runs, cls: str, *, rejected_counted: bool = True, failed_counted: boo
 BEYOND_ANY_BAND = ("clear-gain", "fall", "class-inside", "rejections-inside", "tpot-worse",
                    "class-excluded", "class-zero", "class-inside-low", "rejections-one-class",
                    "rejections-fall", "class-rise", "rejections-high", "class-one-seed",
-                   "class-near", "rejections-near", "fall-excluded")
+                   "class-near", "rejections-near", "fall-excluded", "classes-reordered")
 
 
 def _decided(baseline, candidate, rule: ReleaseRule) -> str:
@@ -562,6 +594,13 @@ def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
     if kind == "paired-windows":            # good requests (or attainments) for goodput would not ship
         per_request = [[replace(r, window_s=1.0) for r in runs] for runs in (base, cand)]
         return _decided(*per_request, rule) != "ship"
+    if kind == "paired-stray-rejects":      # counted, the stray run trips the rejection guard
+        return slo.rejected_share(candidate) - slo.rejected_share(baseline) > 1.5 * rule.max_rejection_rise
+    if kind == "classes-reordered":         # compared position by position, a class falls beyond its guard
+        def at(runs, i):
+            return sum(r.classes[i].good for r in runs) / sum(r.classes[i].requests - r.classes[i].excluded
+                                                              for r in runs)
+        return max(at(base, i) - at(cand, i) for i in range(len(classes))) > 1.5 * rule.max_class_drop
     if kind == "paired":
         by_position = [slo.run_goodput(c) - slo.run_goodput(b) for b, c in zip(baseline, candidate)]
         position_ships = (sum(by_position) / len(by_position) > _band(by_position, rule.noise_k))
