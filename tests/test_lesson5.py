@@ -316,7 +316,9 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             # A run by its seed and a class by its name, in the guards too: kept 17 of 17 before
             # paired-stray-rejects and classes-reordered (every probe's strays rejected nothing,
             # every run listed interactive, then batch).
-            "rejection_guard_all_runs": "paired-stray-rejects", "class_guard_by_position": "classes-reordered"}
+            "rejection_guard_all_runs": "paired-stray-rejects", "class_guard_by_position": "classes-reordered",
+            # Every probe and suite paired four seeds (or one): a band over four kept 17 of 17.
+            "band_over_four_seeds": "many-seeds"}
 # Kinds about the same clause as another: a pairing mistake may decide either wrongly, and
 # a class guard measured on another quantity may misjudge any shape of class change. A rule
 # that rolls back on any fall also rolls back where the paired differences average to a
@@ -543,6 +545,8 @@ WRONG = {
     # classes-reordered.
     "rejection_guard_all_runs": "paired-seeds",
     "class_guard_by_position": "class-guard",
+    # The standard error over four seeds whatever their number: kept 17 of 17 before many-seeds.
+    "band_over_four_seeds": "noise-band",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not

@@ -139,7 +139,7 @@ EXACT, NOT_SHIP = _judge_decision, _judge_not_ship
 SIDES = {
     "gain": ((("release-gain",), EXACT), (("rule-fall",), NOT_SHIP)),
     "noise": ((("release-noise", "rule-one-pair", "rule-gain-inside", "rule-gain-inside-near"), EXACT),
-              (("rule-clear-gain", "rule-skewed"), EXACT)),
+              (("rule-clear-gain", "rule-skewed", "rule-many-seeds"), EXACT)),
     "rejections": ((("release-rejections", "rule-rejections-flat"), EXACT),
                    (("rule-rejections-inside", "rule-rejections-one-class", "rule-rejections-fall",
                      "rule-rejections-high", "rule-rejections-near"), EXACT)),

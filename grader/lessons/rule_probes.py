@@ -86,7 +86,7 @@ And, drawn after those, the outcomes a class summary counts that no kind above m
   does not break a tie).
 
 And, drawn last, a run and a class told by what names them, the seed and the class's name,
-not by where they stand:
+not by where they stand, and a band over more seeds than four:
 
 - ``paired-stray-rejects``: ``clear-gain`` with one more candidate run, on a seed the
   baseline lacks, that refuses a third of its batch class's requests, ones it served late
@@ -94,7 +94,10 @@ not by where they stand:
   guards, the rejection guard too);
 - ``classes-reordered``: ``class-inside`` with the candidate's classes listed in the other
   order: ship (a class is its name: compared position by position, one class's attainment
-  is held against the other's).
+  is held against the other's);
+- ``many-seeds``: nine paired seeds and a gain of about 1.3 times their band: ship (the
+  band is of the pairs there are: over four seeds, whatever their number, it is 1.5 times
+  as wide and swallows the gain).
 
 A run without a pair (``paired``, ``paired-small``, ``paired-stray``) is on a seed below every
 paired one, so it sorts first: pairing the two sides' runs sorted by seed, position by position,
@@ -144,7 +147,7 @@ EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollb
           "rejections-near": "ship", "gain-near-min": "inconclusive", "gain-inside-near": "inconclusive",
           "class-failed": "rollback", "fall-excluded": "rollback", "tpot-better": "inconclusive",
           # Runs and classes by what names them (drawn last).
-          "paired-stray-rejects": "ship", "classes-reordered": "ship"}
+          "paired-stray-rejects": "ship", "classes-reordered": "ship", "many-seeds": "ship"}
 KINDS = tuple(EXPECT)
 NOTES = {
     "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
@@ -186,6 +189,7 @@ NOTES = {
                             "that refuses many requests",
     "classes-reordered": "one class dips, inside its guard, while goodput rises; the candidate lists its "
                          "classes in another order",
+    "many-seeds": "goodput up beyond the noise band of nine paired seeds, by about 1.3 times it",
 }
 PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
 
@@ -460,12 +464,13 @@ def _build_near(kind: str, d: _Draw, rule: ReleaseRule, around, clear: int, band
         quiet = d.effects(1)
         return ([d.run(s, e) for s, e in zip(d.seeds, quiet)],
                 [d.run(s, e, large_gain=gain + spread * p, tpot=faster) for s, e, p in zip(d.seeds, quiet, PATTERN)])
-    return _build_by_name(kind, d, rule)
+    return _build_late(kind, d, rule)
 
 
-def _build_by_name(kind: str, d: _Draw, rule: ReleaseRule):
-    """A run is its seed and a class its name: a clear gain beside an unpaired run that
-    rejects, and a dip inside the guard with the classes listed in another order."""
+def _build_late(kind: str, d: _Draw, rule: ReleaseRule):
+    """Drawn last. A run is its seed and a class its name: a clear gain beside an unpaired
+    run that rejects, and a dip inside the guard with the classes listed in another order.
+    And the band is of the pairs there are: a gain beyond the band of nine."""
     if kind == "paired-stray-rejects":
         # The stray refuses 35% of its batch requests, taken from the late ones (at most 55%
         # of them are good), so its classes' attainments are the baseline's: counted, it
@@ -475,7 +480,27 @@ def _build_by_name(kind: str, d: _Draw, rule: ReleaseRule):
     if kind == "classes-reordered":
         base, cand = _build("class-inside", d, rule)
         return base, [replace(r, classes=r.classes[::-1]) for r in cand]
+    if kind == "many-seeds":
+        return _many_seeds(d, rule)
     raise ValueError(kind)
+
+
+MANY = (1, -1, 1, -1, 1, -1, 1, -1, 0)   # nine differences' spread: a sample deviation of exactly 1
+
+
+def _many_seeds(d: _Draw, rule: ReleaseRule):
+    """Differences m + s * MANY, in some order: a band of noise_k * s / 3. A mean of 1.3 bands
+    is beyond it under every reading (1.18 bands with noise_k 10% wider), and inside the band
+    of four seeds, noise_k * s / 2 (0.87 of it). The spread is wide enough for the mean to
+    clear min_gain by half again, and for a whole request to move it by a few percent."""
+    spread = max(12, math.ceil(d.gain(rule.min_gain * 1.5) * 3 / (1.3 * rule.noise_k)))
+    mean = round(1.3 * rule.noise_k * spread / 3)
+    pattern = list(MANY)
+    d.g.shuffle(pattern)
+    seeds = [d.seeds[0] + i for i in range(len(MANY))]
+    quiet = [int(x) for x in d.g.integers(-1, 2, size=len(MANY))]
+    return ([d.run(s, e) for s, e in zip(seeds, quiet)],
+            [d.run(s, e, large_gain=mean + spread * p) for s, e, p in zip(seeds, quiet, pattern)])
 
 
 def _skewed(d: _Draw, rule: ReleaseRule):
@@ -596,6 +621,9 @@ def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
         return _decided(*per_request, rule) != "ship"
     if kind == "paired-stray-rejects":      # counted, the stray run trips the rejection guard
         return slo.rejected_share(candidate) - slo.rejected_share(baseline) > 1.5 * rule.max_rejection_rise
+    if kind == "many-seeds":                # a band over four seeds, whatever their number, swallows it
+        diffs = [slo.run_goodput(c) - slo.run_goodput(b) for b, c in pairs]
+        return sum(diffs) / len(diffs) < 0.9 * rule.noise_k * statistics.stdev(diffs) / 2
     if kind == "classes-reordered":         # compared position by position, a class falls beyond its guard
         def at(runs, i):
             return sum(r.classes[i].good for r in runs) / sum(r.classes[i].requests - r.classes[i].excluded
