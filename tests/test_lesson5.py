@@ -318,7 +318,10 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             # every run listed interactive, then batch).
             "rejection_guard_all_runs": "paired-stray-rejects", "class_guard_by_position": "classes-reordered",
             # Every probe and suite paired four seeds (or one): a band over four kept 17 of 17.
-            "band_over_four_seeds": "many-seeds"}
+            "band_over_four_seeds": "many-seeds",
+            # A rejection guard read seed by seed, as class_guard_per_seed reads the class guard:
+            # every probe's rejections were alike on every seed (17 of 17 before rejections-one-seed).
+            "rejection_guard_per_seed": "rejections-one-seed"}
 # Kinds about the same clause as another: a pairing mistake may decide either wrongly, and
 # a class guard measured on another quantity may misjudge any shape of class change. A rule
 # that rolls back on any fall also rolls back where the paired differences average to a
@@ -547,6 +550,8 @@ WRONG = {
     "class_guard_by_position": "class-guard",
     # The standard error over four seeds whatever their number: kept 17 of 17 before many-seeds.
     "band_over_four_seeds": "noise-band",
+    # The rejection guard seed by seed: kept 17 of 17 before rejections-one-seed.
+    "rejection_guard_per_seed": "rejection-guard",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not

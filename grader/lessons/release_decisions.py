@@ -142,7 +142,7 @@ SIDES = {
               (("rule-clear-gain", "rule-skewed", "rule-many-seeds"), EXACT)),
     "rejections": ((("release-rejections", "rule-rejections-flat"), EXACT),
                    (("rule-rejections-inside", "rule-rejections-one-class", "rule-rejections-fall",
-                     "rule-rejections-high", "rule-rejections-near"), EXACT)),
+                     "rule-rejections-high", "rule-rejections-near", "rule-rejections-one-seed"), EXACT)),
     "class": ((("release-class", "rule-class-rejected", "rule-class-zero", "rule-class-flat", "rule-class-failed"),
                EXACT),
               (("rule-class-inside", "rule-class-excluded", "rule-class-inside-low", "rule-class-rise",

@@ -86,7 +86,7 @@ And, drawn after those, the outcomes a class summary counts that no kind above m
   does not break a tie).
 
 And, drawn last, a run and a class told by what names them, the seed and the class's name,
-not by where they stand, and a band over more seeds than four:
+not by where they stand, a band over more seeds than four, and a rejection guard seed by seed:
 
 - ``paired-stray-rejects``: ``clear-gain`` with one more candidate run, on a seed the
   baseline lacks, that refuses a third of its batch class's requests, ones it served late
@@ -97,7 +97,11 @@ not by where they stand, and a band over more seeds than four:
   is held against the other's);
 - ``many-seeds``: nine paired seeds and a gain of about 1.3 times their band: ship (the
   band is of the pairs there are: over four seeds, whatever their number, it is 1.5 times
-  as wide and swallows the gain).
+  as wide and swallows the gain);
+- ``rejections-one-seed``: ``clear-gain`` with one seed's candidate run refusing 1.5 times the
+  allowance of its requests, ones its batch class served late, and no other seed refusing any:
+  ship (the rejected share is taken over the paired runs together, 0.375 times the allowance
+  here, not seed by seed).
 
 A run without a pair (``paired``, ``paired-small``, ``paired-stray``) is on a seed below every
 paired one, so it sorts first: pairing the two sides' runs sorted by seed, position by position,
@@ -147,7 +151,8 @@ EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollb
           "rejections-near": "ship", "gain-near-min": "inconclusive", "gain-inside-near": "inconclusive",
           "class-failed": "rollback", "fall-excluded": "rollback", "tpot-better": "inconclusive",
           # Runs and classes by what names them (drawn last).
-          "paired-stray-rejects": "ship", "classes-reordered": "ship", "many-seeds": "ship"}
+          "paired-stray-rejects": "ship", "classes-reordered": "ship", "many-seeds": "ship",
+          "rejections-one-seed": "ship"}
 KINDS = tuple(EXPECT)
 NOTES = {
     "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
@@ -190,6 +195,8 @@ NOTES = {
     "classes-reordered": "one class dips, inside its guard, while goodput rises; the candidate lists its "
                          "classes in another order",
     "many-seeds": "goodput up beyond the noise band of nine paired seeds, by about 1.3 times it",
+    "rejections-one-seed": "a clear gain; one seed's candidate run refuses more than the allowance, "
+                           "the others none",
 }
 PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
 
@@ -470,7 +477,8 @@ def _build_near(kind: str, d: _Draw, rule: ReleaseRule, around, clear: int, band
 def _build_late(kind: str, d: _Draw, rule: ReleaseRule):
     """Drawn last. A run is its seed and a class its name: a clear gain beside an unpaired
     run that rejects, and a dip inside the guard with the classes listed in another order.
-    And the band is of the pairs there are: a gain beyond the band of nine."""
+    And the band is of the pairs there are: a gain beyond the band of nine; and the rejected
+    share is over the paired runs together: one seed refusing beyond the allowance."""
     if kind == "paired-stray-rejects":
         # The stray refuses 35% of its batch requests, taken from the late ones (at most 55%
         # of them are good), so its classes' attainments are the baseline's: counted, it
@@ -482,6 +490,16 @@ def _build_late(kind: str, d: _Draw, rule: ReleaseRule):
         return base, [replace(r, classes=r.classes[::-1]) for r in cand]
     if kind == "many-seeds":
         return _many_seeds(d, rule)
+    if kind == "rejections-one-seed":
+        # Taken from the batch class's late requests (at least 40% of them are late, less the
+        # gain), so no class's attainment moves.
+        base, cand = _build("clear-gain", d, rule)
+        refused = math.ceil(1.5 * rule.max_rejection_rise * (d.small + d.large))
+        one = int(d.g.integers(0, SEEDS))
+        small, large = cand[one].classes
+        cand[one] = replace(cand[one], classes=(small, replace(large, rejected=refused,
+                                                                slow_tokens=large.slow_tokens - refused)))
+        return base, cand
     raise ValueError(kind)
 
 
@@ -621,6 +639,10 @@ def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
         return _decided(*per_request, rule) != "ship"
     if kind == "paired-stray-rejects":      # counted, the stray run trips the rejection guard
         return slo.rejected_share(candidate) - slo.rejected_share(baseline) > 1.5 * rule.max_rejection_rise
+    if kind == "rejections-one-seed":       # one seed beyond the allowance, the paired runs well inside it
+        one = max(slo.rejected_share([n]) - slo.rejected_share([b]) for b, n in pairs)
+        together = slo.rejected_share(cand) - slo.rejected_share(base)
+        return one > 1.2 * rule.max_rejection_rise and together <= 0.5 * rule.max_rejection_rise
     if kind == "many-seeds":                # a band over four seeds, whatever their number, swallows it
         diffs = [slo.run_goodput(c) - slo.run_goodput(b) for b, c in pairs]
         return sum(diffs) / len(diffs) < 0.9 * rule.noise_k * statistics.stdev(diffs) / 2
