@@ -89,7 +89,7 @@ And, drawn last, a run and a class told by what names them, the seed and the cla
 not by where they stand, a band over more seeds than four, and a rejection guard seed by seed:
 
 - ``paired-stray-rejects``: ``clear-gain`` with one more candidate run, on a seed the
-  baseline lacks, that refuses a third of its batch class's requests, ones it served late
+  baseline lacks, that refuses 35% of its batch class's requests, ones it served late
   (the class's attainment does not move): ship (a run without a pair is left out of both
   guards, the rejection guard too);
 - ``classes-reordered``: ``class-inside`` with the candidate's classes listed in the other
@@ -150,7 +150,7 @@ EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollb
           "class-flat": "rollback", "rejections-flat": "rollback", "class-near": "ship",
           "rejections-near": "ship", "gain-near-min": "inconclusive", "gain-inside-near": "inconclusive",
           "class-failed": "rollback", "fall-excluded": "rollback", "tpot-better": "inconclusive",
-          # Runs and classes by what names them (drawn last).
+          # Drawn last: runs and classes by what names them, the band's n, a guard per seed.
           "paired-stray-rejects": "ship", "classes-reordered": "ship", "many-seeds": "ship",
           "rejections-one-seed": "ship"}
 KINDS = tuple(EXPECT)
