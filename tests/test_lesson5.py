@@ -321,12 +321,15 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             "band_over_four_seeds": "many-seeds",
             # A rejection guard read seed by seed, as class_guard_per_seed reads the class guard:
             # every probe's rejections were alike on every seed (17 of 17 before rejections-one-seed).
-            "rejection_guard_per_seed": "rejections-one-seed"}
+            "rejection_guard_per_seed": "rejections-one-seed",
+            # Two sides that share no seed: no probe had them (17 of 17 before no-pair).
+            "no_pair_raises": "no-pair", "no_pair_by_position": "no-pair"}
 # Kinds about the same clause as another: a pairing mistake may decide either wrongly, and
 # a class guard measured on another quantity may misjudge any shape of class change. A rule
 # that rolls back on any fall also rolls back where the paired differences average to a
 # hair below zero (paired-small's).
-SAME_CLAUSE = {"paired": ("paired-small", "paired-stray", "one-pair", "paired-windows", "paired-stray-rejects"),
+SAME_CLAUSE = {"paired": ("paired-small", "paired-stray", "one-pair", "paired-windows", "paired-stray-rejects",
+                          "no-pair"),
                "class-inside-low": ("class-excluded", "class-zero", "class-rejected", "class-near", "class-failed"),
                "fall-inside": ("paired-small",),
                # The same clause near its threshold: a mistake about min_gain, the band or the
@@ -552,6 +555,9 @@ WRONG = {
     "band_over_four_seeds": "noise-band",
     # The rejection guard seed by seed: kept 17 of 17 before rejections-one-seed.
     "rejection_guard_per_seed": "rejection-guard",
+    # Two sides that share no seed paired by position: kept 17 of 17 before no-pair (so did a
+    # rule that raises there, no_pair_raises: its feedback names the exception, not a decision).
+    "no_pair_by_position": "paired-seeds",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not

@@ -151,7 +151,7 @@ SIDES = {
     "min_gain": ((("rule-under-min-gain", "rule-gain-near-min"), EXACT), (("rule-clear-gain",), EXACT)),
     "fall": ((("rule-fall", "rule-fall-excluded"), EXACT), (("rule-clear-gain", "rule-fall-inside"), EXACT)),
     "pairing": ((("rule-paired", "rule-paired-stray", "rule-paired-windows", "rule-paired-stray-rejects"), EXACT),
-                (("rule-paired-small",), EXACT)),
+                (("rule-paired-small", "rule-no-pair"), EXACT)),
 }
 
 

@@ -86,7 +86,8 @@ And, drawn after those, the outcomes a class summary counts that no kind above m
   does not break a tie).
 
 And, drawn last, a run and a class told by what names them, the seed and the class's name,
-not by where they stand, a band over more seeds than four, and a rejection guard seed by seed:
+not by where they stand, a band over more seeds than four, a rejection guard seed by seed,
+and two sides that share no seed:
 
 - ``paired-stray-rejects``: ``clear-gain`` with one more candidate run, on a seed the
   baseline lacks, that refuses 35% of its batch class's requests, ones it served late
@@ -101,7 +102,11 @@ not by where they stand, a band over more seeds than four, and a rejection guard
 - ``rejections-one-seed``: ``clear-gain`` with one seed's candidate run refusing 1.5 times the
   allowance of its requests, ones its batch class served late, and no other seed refusing any:
   ship (the rejected share is taken over the paired runs together, 0.375 times the allowance
-  here, not seed by seed).
+  here, not seed by seed);
+- ``no-pair``: ``clear-gain`` with the candidate's runs on seeds the baseline never ran:
+  inconclusive (no pair, nothing to compare: the rule leaves every unpaired run out, and
+  with fewer than two pairs the band is infinite; a rule that compares the two sides' means
+  instead ships it, and one that takes a mean of nothing raises).
 
 A run without a pair (``paired``, ``paired-small``, ``paired-stray``) is on a seed below every
 paired one, so it sorts first: pairing the two sides' runs sorted by seed, position by position,
@@ -152,7 +157,7 @@ EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollb
           "class-failed": "rollback", "fall-excluded": "rollback", "tpot-better": "inconclusive",
           # Drawn last: runs and classes by what names them, the band's n, a guard per seed.
           "paired-stray-rejects": "ship", "classes-reordered": "ship", "many-seeds": "ship",
-          "rejections-one-seed": "ship"}
+          "rejections-one-seed": "ship", "no-pair": "inconclusive"}
 KINDS = tuple(EXPECT)
 NOTES = {
     "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
@@ -197,18 +202,21 @@ NOTES = {
     "many-seeds": "goodput up beyond the noise band of nine paired seeds, by about 1.3 times it",
     "rejections-one-seed": "a clear gain; one seed's candidate run refuses more than the allowance, "
                            "the others none",
+    "no-pair": "a clear gain, the candidate's runs all on seeds the baseline never ran",
 }
 PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
 
 
 def _readings(rule: ReleaseRule, n: int):
     """The rule, each threshold 10% either way, and the population deviation's band (the
-    same band as the sample deviation's with noise_k scaled by sqrt((n - 1) / n))."""
+    same band as the sample deviation's with noise_k scaled by sqrt((n - 1) / n)). With no
+    pair there is no deviation of either kind to read."""
     yield rule
     for name in ("min_gain", "noise_k", "max_class_drop", "max_rejection_rise"):
         for f in (0.9, 1.1):
             yield replace(rule, **{name: getattr(rule, name) * f})
-    yield replace(rule, noise_k=rule.noise_k * math.sqrt((n - 1) / n))
+    if n:
+        yield replace(rule, noise_k=rule.noise_k * math.sqrt((n - 1) / n))
 
 
 def robust(baseline, candidate, rule: ReleaseRule, expect: str) -> bool:
@@ -478,7 +486,8 @@ def _build_late(kind: str, d: _Draw, rule: ReleaseRule):
     """Drawn last. A run is its seed and a class its name: a clear gain beside an unpaired
     run that rejects, and a dip inside the guard with the classes listed in another order.
     And the band is of the pairs there are: a gain beyond the band of nine; and the rejected
-    share is over the paired runs together: one seed refusing beyond the allowance."""
+    share is over the paired runs together: one seed refusing beyond the allowance. And two
+    sides that share no seed compare nothing."""
     if kind == "paired-stray-rejects":
         # The stray refuses 35% of its batch requests, taken from the late ones (at most 55%
         # of them are good), so its classes' attainments are the baseline's: counted, it
@@ -500,6 +509,9 @@ def _build_late(kind: str, d: _Draw, rule: ReleaseRule):
         cand[one] = replace(cand[one], classes=(small, replace(large, rejected=refused,
                                                                 slow_tokens=large.slow_tokens - refused)))
         return base, cand
+    if kind == "no-pair":
+        base, cand = _build("clear-gain", d, rule)
+        return base, [replace(r, seed=r.seed + SEEDS) for r in cand]
     raise ValueError(kind)
 
 
@@ -590,6 +602,8 @@ def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
     pairs = _reference().paired(baseline, candidate)
     if kind == "one-pair":                  # one pair: no spread, nothing else to isolate
         return len(pairs) == 1
+    if kind == "no-pair":                   # no pair; compared side by side, the gain is clear
+        return not pairs
     base, cand = [b for b, _ in pairs], [c for _, c in pairs]
     classes = [c.cls for c in base[0].classes]
     goods = lambda runs: [slo.run_goodput(r) for r in runs]
