@@ -74,8 +74,40 @@ def test_what_the_graders_commands_wrote_into_a_class_folder_is_no_student(tmp_p
     (folder / "notes.txt").write_text("alice asked for an extension")
     assert {"alice.md", "bob.html", "grades.csv", "index.html"} <= {p.name for p in folder.iterdir()}
     entries = {e.student: e for e in discover(folder, "lesson1", COURSE)}
-    assert sorted(entries) == ["alice", "bob", "notes.txt", "report"]
+    # report/ keeps its two figures alone, which name the report as their maker.
+    assert sorted(entries) == ["alice", "bob", "notes.txt"]
     assert entries["notes.txt"].problem.startswith("not a submission")
+
+
+def test_a_folder_of_what_the_graders_commands_wrote_is_no_student(tmp_path):
+    """`grader report --out submitted/report/` and `grader feedback --out submitted/feedback/`
+    (or `cd submitted && grader report lesson1`, whose default --out is report/): the next
+    grade of the class recorded "report" and "feedback" as students with 0 points ('no
+    submission for lesson1'), in every export and report. A folder holding only such
+    outputs is passed over; one that holds anything else (a student's folder with a
+    feedback page saved in it) is still a student."""
+    from grader.instructor.class_report import write_report
+    from grader.instructor.exports.csv import export_csv
+    from grader.instructor.exports.feedback import write_feedback
+    from test_gradebook import fake_report
+    folder = tmp_path / "class"
+    (folder / "alice" / "lesson1").mkdir(parents=True)
+    (folder / "alice" / "lesson1" / "exercise.py").write_text("x = 1\n")
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        book.record("alice", fake_report())
+        write_report(book, "lesson1", folder / "report")
+        write_feedback(book, str(folder / "feedback"))
+        (folder / "exports").mkdir()
+        export_csv(book, str(folder / "exports" / "grades.csv"))
+        write_feedback(book, str(folder / "alice"))          # saved beside alice's own folder
+    (folder / "report" / ".DS_Store").write_text("")        # a hidden name is passed over
+    (folder / "notes").mkdir()                              # an empty folder is still someone's
+    entries = {e.student: e for e in discover(folder, "lesson1", COURSE)}
+    assert sorted(entries) == ["alice", "notes"]
+    assert not entries["alice"].problem
+    # The same report folder with a file of someone else's in it is a student.
+    (folder / "report" / "exercise.txt").write_text("my answers")
+    assert "report" in {e.student for e in discover(folder, "lesson1", COURSE)}
 
 
 def test_discover_nbgrader_layout_and_its_problems(tmp_path):

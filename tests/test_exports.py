@@ -379,6 +379,48 @@ def test_an_earlier_output_of_the_same_command_is_replaced(url, tmp_path, capsys
     assert {p.name: p.read_bytes() for p in out.iterdir()} == first
 
 
+def _own_png(path: Path) -> bytes:
+    """A PNG of the instructor's own (a plot they drew), as matplotlib writes any PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.plot([0, 1], [1, 0])
+    fig.savefig(path)
+    plt.close(fig)
+    return path.read_bytes()
+
+
+def test_a_png_of_the_instructors_own_is_no_figure_of_the_report(url, tmp_path, capsys):
+    """`report --out` replaced any PNG named scores.png or criteria.png (a figure was told
+    by the PNG signature alone): an instructor's own plot in the folder went in silence.
+    The report's figures name their maker, so a PNG that does not is refused and kept."""
+    from grader.cli import main
+    out = tmp_path / "plots"
+    out.mkdir()
+    before = _own_png(out / "scores.png")
+    assert main(["report", "lesson1", "--gradebook", url, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"grader: {out / 'scores.png'}: exists and is not an earlier figure, so it is left "
+                   "as it was: give another --out, or remove the file first\n"), err
+    assert (out / "scores.png").read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == ["scores.png"]
+
+
+def test_a_figure_drawn_before_figures_named_their_maker_is_replaced_beside_its_page(url, tmp_path, capsys):
+    """An earlier report (its page, and figures drawn before they carried their maker's
+    name) is replaced whole: the figures beside a class report's page are its own."""
+    from grader.cli import main
+    out = tmp_path / "report"
+    argv = ["report", "lesson1", "--gradebook", url, "--out", str(out)]
+    assert main(argv) == 0, capsys.readouterr().err
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    for name in ("scores.png", "criteria.png"):
+        _own_png(out / name)                # as an older grader drew them: no maker named
+    assert main(argv) == 0, capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first
+
+
 @pytest.mark.parametrize("fmt", ["md", "html"])
 def test_feedback_files_one_per_student(url, stored, tmp_path, fmt):
     p = cli("feedback", "--gradebook", url, "--out", str(tmp_path / "fb"), "--format", fmt)

@@ -62,9 +62,11 @@ def styles(labels) -> dict[str, Style]:
     return {label: style(label) for label in labels}
 
 
-def write_png(fig, path: Path, dpi: int = 110) -> None:
-    """Every PNG the grader draws is written here: the same figure is the same bytes."""
-    fig.savefig(path, dpi=dpi, metadata=PNG_METADATA)
+def write_png(fig, path: Path, dpi: int = 110, software: str | None = None) -> None:
+    """Every PNG the grader draws is written here: the same figure is the same bytes.
+    ``software``: the PNG's Software text, by which a command knows its own figure again
+    (grader.instructor.outputs.FIGURE)."""
+    fig.savefig(path, dpi=dpi, metadata={**PNG_METADATA, "Software": software})
 
 
 @dataclass(frozen=True)

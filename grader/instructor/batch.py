@@ -31,7 +31,7 @@ from grader.engine.layout import Course
 from grader.engine.sandbox import affinity
 from grader.engine.errors import InputError
 from grader.engine.fingerprint import grading_version
-from grader.instructor.outputs import instructor_output
+from grader.instructor.outputs import instructor_folder, instructor_output
 from grader.instructor.gradebook import (GRADER_FAILED, CriterionInfo, Gradebook, GradebookWriteError,
                                          LessonInfo, cases_digest)
 from grader.engine.progress import Progress
@@ -120,10 +120,7 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
     for item in sorted(root.iterdir()):
         if item.name.startswith(".") or item.name in NOT_STUDENTS:
             continue
-        if not code_suffix(item) and item.is_file() and not item.is_symlink() and instructor_output(item):
-            # What a command of the grader's wrote there (`grader feedback --out submitted/`,
-            # a CSV export, a report's page, an old gradebook): recorded, each would be a
-            # student with 0 points in every export, and get a feedback page of its own.
+        if _graders_own(item):
             continue
         # A student is their name in NFC: a macOS zip spells "José" decomposed (NFD), and
         # the two spellings must be one student (and two files of theirs, two submissions).
@@ -170,6 +167,19 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
             paths = " and ".join(within(e.path, root) for e in options)
             entries.append(Entry(student, options[0].path, f"two submissions: {paths}; keep one"))
     return entries
+
+
+def _graders_own(item: Path) -> bool:
+    """What a command of the grader's wrote into the class folder (`grader feedback --out
+    submitted/`, a CSV export, a report's page, an old gradebook), or a folder of nothing
+    else (`grader report --out submitted/report/`, `feedback --out submitted/feedback/`):
+    recorded, each would be a student with 0 points in every export, and get a feedback
+    page of its own. A code file is always a submission, whatever its first bytes."""
+    if item.is_symlink() or code_suffix(item):
+        return False
+    if item.is_dir():
+        return instructor_folder(item)
+    return item.is_file() and bool(instructor_output(item))
 
 
 def _leads_outside(path: Path, inside: Path) -> str:

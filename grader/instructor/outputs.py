@@ -44,7 +44,16 @@ AUTOGRADER = Kind("autograder zip", _autograder_zip, read=64 << 20)
 FEEDBACK_MD = Kind("feedback file", lambda head: head.startswith(b"# Feedback for "))
 FEEDBACK_HTML = Kind("feedback file", lambda head: b"<title>Feedback for " in head)
 REPORT_PAGE = Kind("class report", lambda head: b": class report</title>" in head)
-FIGURE = Kind("figure", lambda head: head.startswith(b"\x89PNG\r\n\x1a\n"))
+PNG = b"\x89PNG\r\n\x1a\n"
+# A class report's figure names its maker in the PNG's Software text, ahead of the image
+# data: told by "a PNG" alone, an instructor's own scores.png in the folder given to
+# `report --out` was replaced in silence.
+FIGURE_SOFTWARE = "grader class report"
+FIGURE = Kind("figure", lambda head: head.startswith(PNG)
+              and b"tEXtSoftware\x00" + FIGURE_SOFTWARE.encode() in head)
+# A figure beside an earlier class report's page: the report's own, drawn before figures
+# carried their maker's name.
+FIGURE_BESIDE_REPORT = Kind("figure", lambda head: head.startswith(PNG))
 
 
 def refuse_to_replace(path: Path, kind: Kind) -> None:
@@ -84,8 +93,25 @@ def instructor_output(path: Path) -> str:
         return "gradebook or other SQLite database"
     if head.startswith(b"PK") and is_earlier(path, AUTOGRADER):
         return AUTOGRADER.name
-    return next((k.name for k in (CSV_EXPORT, FEEDBACK_MD, FEEDBACK_HTML, REPORT_PAGE)
+    return next((k.name for k in (CSV_EXPORT, FEEDBACK_MD, FEEDBACK_HTML, REPORT_PAGE, FIGURE)
                  if is_earlier(path, k)), "")
+
+
+def instructor_folder(path: Path) -> bool:
+    """Whether the folder ``path`` holds only what instructor's commands wrote, and
+    something: a class report (its page and figures: `grader report --out submitted/report/`),
+    a folder of feedback pages, an export. Names starting with a dot are passed over, as a
+    class folder passes them over; a subfolder, a link or any other file makes it not one."""
+    try:
+        with os.scandir(path) as it:
+            entries = [e for e in it if not e.name.startswith(".")]
+    except OSError:
+        return False
+    if not entries or not all(e.is_file(follow_symlinks=False) for e in entries):
+        return False
+    kinds = {Path(e.path): instructor_output(Path(e.path)) for e in entries}
+    beside_report = REPORT_PAGE.name in kinds.values()
+    return all(kind or (beside_report and is_earlier(p, FIGURE_BESIDE_REPORT)) for p, kind in kinds.items())
 
 
 def write_whole(path: Path, data: bytes, mode: int | None = None) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from grader.engine.text import plural, terminal
 from grader.instructor.class_report.numbers import ClassNumbers, class_numbers
-from grader.instructor.outputs import FIGURE, REPORT_PAGE, cannot_write, refuse_to_replace
+from grader.instructor.outputs import (FIGURE, FIGURE_BESIDE_REPORT, REPORT_PAGE, cannot_write, is_earlier,
+                                       refuse_to_replace, write_whole)
 
 PAGE = "index.html"
 FIGURES = {"scores": "scores.png", "criteria": "criteria.png"}
@@ -50,14 +51,15 @@ def write_report(book, lesson: str, out: Path) -> Written:
     numbers = class_numbers(book, lesson)
     out = Path(out)
     refuse_to_replace(out / PAGE, REPORT_PAGE)
+    figure = FIGURE_BESIDE_REPORT if is_earlier(out / PAGE, REPORT_PAGE) else FIGURE
     for name in FIGURES.values():
-        refuse_to_replace(out / name, FIGURE)
+        refuse_to_replace(out / name, figure)
     try:
         out.mkdir(parents=True, exist_ok=True)
         figures = (plots.scores_png(numbers, out / FIGURES["scores"]),
                    plots.criteria_png(numbers, out / FIGURES["criteria"]))
         text = page.render(numbers, gradebook=book.shown_url, figures=FIGURES)
-        (out / PAGE).write_text(text, encoding="utf-8")
+        write_whole(out / PAGE, text.encode("utf-8"))
     except OSError as e:
         raise cannot_write(out, "the report", e, folder=True) from None
     return Written(numbers, out / PAGE, figures)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from grader.course.plots import write_png
+from grader.instructor.outputs import FIGURE_SOFTWARE
 
 INK, PASS, MEAN, FULL = "#30343f", "#3b7d5a", "#5a7bb5", "#2f6a4b"
 DPI = 110
@@ -38,7 +39,7 @@ def _nobody(fig, ax) -> None:
 
 def _save(plt, fig, path: Path) -> Path:
     fig.tight_layout()
-    write_png(fig, path, DPI)
+    write_png(fig, path, DPI, software=FIGURE_SOFTWARE)
     plt.close(fig)
     return path
 
