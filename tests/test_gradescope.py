@@ -673,7 +673,7 @@ def test_lesson6_student_key_names_students_by_another_field(secret_file, tmp_pa
     assert p.returncode == 0 and results["score"] == 10, p.stdout
 
 
-@pytest.mark.parametrize("case", ["group", "no metadata", "one file"])
+@pytest.mark.parametrize("case", ["group", "no metadata", "no user", "one file"])
 def test_lesson6_without_one_student_or_both_files_is_clear(lesson6_zip, tmp_path, case):
     alice = answer_of("alice@example.edu", tmp_path)
     if case == "group":
@@ -684,6 +684,12 @@ def test_lesson6_without_one_student_or_both_files_is_clear(lesson6_zip, tmp_pat
         p, results = graded(lesson6_zip, tmp_path, alice, users=None)
         assert p.returncode == 1 and "could not grade" in results["output"], p.stdout
         assert "submission_metadata.json" in p.stdout
+    elif case == "no user":
+        # Not a group: it told the student "this submission lists 0 students (); each of you
+        # submits alone", a grade of 0 for what is the metadata's fault.
+        p, results = graded(lesson6_zip, tmp_path, alice, users=())
+        assert p.returncode == 1 and "could not grade" in results["output"], p.stdout
+        assert "lists no user" in p.stdout and "individual" not in results["output"]
     else:
         p, results = graded(lesson6_zip, tmp_path, {"answer.yaml": alice["diagnosis.yaml"]})
         assert p.returncode == 0 and 0 <= results["score"] < 10

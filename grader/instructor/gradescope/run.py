@@ -83,6 +83,11 @@ def student_of(layout: Layout, key: str) -> str:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise AutograderError(f"{layout.metadata}: no list of users to tell whose incident to grade "
                               f"({type(e).__name__})") from None
+    if not users:
+        # Gradescope lists the submitter at least: no user is the metadata's fault, not a
+        # group to be told "each of you submits alone".
+        raise AutograderError(f"{layout.metadata}: lists no user, so no student whose incident "
+                              f"to grade")
     if len(users) != 1:
         ids = ", ".join(str(u.get(key, "?")) for u in users if isinstance(u, dict))
         raise NotGradable(f"this lesson is individual (each student diagnoses their own incident), "
