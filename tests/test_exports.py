@@ -359,6 +359,34 @@ def test_an_export_stopped_half_way_by_a_full_disk_keeps_the_earlier_one(tmp_pat
     assert [f.name for f in out.iterdir()] == ["grades.csv"]
 
 
+def test_feedback_stopped_half_way_by_a_full_disk_keeps_each_earlier_page(tmp_path):
+    """A page was written in place: a disk that filled up part way left a student's page
+    cut off (its table without its rows, its list of what to work on half there), which
+    read as the whole of their feedback. Each page is written whole or not at all."""
+    import sqlite3
+    from conftest import run_grader
+    gradebook = tmp_path / "gb.db"
+    with open_gradebook(str(gradebook)) as book:
+        for n in range(3):
+            book.record(f"student {n}", fake_report())
+    out = tmp_path / "feedback"
+    args = ("feedback", "--gradebook", str(gradebook), "--out", str(out))
+    assert run_grader(*args)[0] == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    limit = min(len(page) for page in before.values()) // 2
+    with open_gradebook(str(gradebook)) as book:
+        book.record("student 0", fake_report(got=(0.0, 0.0)))      # its page would differ
+    reader = sqlite3.connect(gradebook)                 # keeps SQLite's -shm as it is meanwhile
+    reader.execute("SELECT count(*) FROM results").fetchone()
+    try:
+        code, _, err = run_grader(*args, full_disk_at=limit)
+    finally:
+        reader.close()
+    assert code == 2 and err.startswith(f"grader: {out}: cannot write feedback files: "), err
+    assert err.count("\n") == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 @pytest.mark.parametrize("args, written", [
     (["export", "--format", "csv", "--out", "{dir}/grades.csv"], ["grades.csv"]),
     (["feedback", "--out", "{dir}"], ["no show.md"]),

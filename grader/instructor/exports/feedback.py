@@ -21,7 +21,8 @@ from grader.instructor.gradebook import student_error
 from grader.engine.pipeline import HIDDEN_LATER
 from grader.engine.report import COST_MODEL_NOTE
 from grader.engine.text import html_text, printable
-from grader.instructor.outputs import FEEDBACK_HTML, FEEDBACK_MD, cannot_write, is_earlier, refuse_to_replace
+from grader.instructor.outputs import (FEEDBACK_HTML, FEEDBACK_MD, cannot_write, is_earlier, refuse_to_replace,
+                                       write_whole)
 
 FORMATS = ("md", "html")
 
@@ -131,7 +132,9 @@ def write_feedback(book, out: str, *, lesson: str | None = None, fmt: str = "md"
         for student, path in paths.items():
             sections = list(_sections(by_student[student], infos, public_only))
             text = markdown(student, sections) if fmt == "md" else html_page(student, sections)
-            path.write_text(text, encoding="utf-8")
+            # Whole or not at all: a page cut off by a full disk or Ctrl-C read as the
+            # student's whole feedback.
+            write_whole(path, text.encode("utf-8"))
             written.append(path)
     except OSError as e:
         raise cannot_write(out, "feedback files", e, folder=True) from None
