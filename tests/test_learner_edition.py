@@ -471,6 +471,35 @@ def test_an_instructors_output_saved_in_a_lessons_folder_stops_the_release(cours
     assert sorted(p.name for p in tmp_path.iterdir()) == ["course"]
 
 
+def test_a_link_leading_out_of_the_courses_folders_stops_the_release(course, tmp_path):
+    """The course's folders were copied following every symbolic link: a link to the secret
+    named other than *.secret (`assignments/lesson1/key -> ../../course.secret`) shipped the
+    secret, and one to a folder of the instructor's shipped the folder, to every learner.
+    Refused before anything is written, naming each; a link within the folder is copied."""
+    from grader.engine.layout import Course
+    secret = tmp_path / "course.secret"
+    secret.write_text("s3cret\n")
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "answers.txt").write_text("the answers\n")
+    lesson = course / "assignments" / "lesson1"
+    (lesson / "key").symlink_to(secret)
+    (lesson / "notes").symlink_to(private)
+    (course / "rubrics" / "gone.yaml").symlink_to(tmp_path / "nothing.yaml")
+    (lesson / "again.yaml").symlink_to("public.yaml")                  # inside: copied as a file
+    (lesson / ".hidden").symlink_to(secret)                            # a dot-name is never copied
+    out = tmp_path / "learner"
+    with pytest.raises(InputError) as refused:
+        build_learner_edition(Course(course), out, lessons=("lesson1",), verify=False)
+    assert refused.value.where == str(course)
+    assert refused.value.message == (
+        "the course's folders hold symbolic links that lead out of them, and the edition would ship "
+        f"what each leads to: assignments/lesson1/key -> {secret}; assignments/lesson1/notes -> "
+        f"{private}; rubrics/gone.yaml leads nowhere; copy into the folder what learners need, or "
+        "remove the link")
+    assert not out.exists() and not any(p.name.startswith(".learner") for p in tmp_path.iterdir())
+
+
 def test_the_release_installs_what_it_imports_and_nothing_else(release):
     """No instructor extras, no dependency of what was left out (the gradebook's SQLAlchemy),
     and every third-party module the release imports is a declared dependency."""

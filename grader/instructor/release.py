@@ -228,6 +228,29 @@ def instructor_outputs(root: Path, folder: str) -> list[str]:
     return found
 
 
+def links_out(root: Path, folder: str) -> list[str]:
+    """Symbolic links in ``root``'s ``folder`` (the course's own, copied as they are) that
+    lead out of it, or nowhere. The copy follows a link: one to the secret under a name
+    other than *.secret, or to a folder of the instructor's, shipped what it leads to, which
+    neither the names the copy skips nor the bytes of an instructor's output tell. A link
+    that stays inside the folder copies what learners get anyway."""
+    inside = (root / folder).resolve()
+    found = []
+    for here, dirs, files in os.walk(root / folder):       # a link to a folder is listed, not entered
+        skipped = IGNORED(here, dirs + files)
+        dirs[:] = [d for d in dirs if d not in skipped]
+        for name in sorted(n for n in dirs + files if n not in skipped):
+            path = Path(here) / name
+            if not path.is_symlink():
+                continue
+            target = Path(os.path.realpath(path))
+            if not target.exists():
+                found.append(f"{path.relative_to(root).as_posix()} leads nowhere")
+            elif target != inside and inside not in target.parents:
+                found.append(f"{path.relative_to(root).as_posix()} -> {target}")
+    return found
+
+
 # ---------------------------------------------------------------------------- building
 
 def _prepare(out: Path, course: Course) -> None:
@@ -607,6 +630,11 @@ def build_learner_edition(course: Course, out: Path, *, lessons: tuple[str, ...]
         if lesson not in chosen:
             raise InputError("--publish-solutions", f"{lesson} is not a lesson of this edition "
                                                     f"(--lessons {','.join(chosen)})")
+    links = [link for sub in COURSE_DIRS for link in links_out(course.root, sub)]
+    if links:
+        raise InputError(str(course.root), "the course's folders hold symbolic links that lead out of "
+                         "them, and the edition would ship what each leads to: " + "; ".join(links[:5])
+                         + "; copy into the folder what learners need, or remove the link")
     _prepare(out, course)
     final = out.resolve()
     # Built beside it and put in place once proven: a build that fails its proof (a leak),
