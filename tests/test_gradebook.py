@@ -574,3 +574,24 @@ def test_a_gradebook_in_a_folder_whose_name_has_a_question_mark_or_a_hash_is_tha
         assert [(r.student, r.score) for r in b.results()] == [("alice", 10.0)]
     code, out, err = run_grader("--course", str(root), "export", "--format", "csv")
     assert code == 0 and out.splitlines()[1].startswith('"alice","10"'), err
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql+psycopg://grader:s3cret@127.0.0.1:1/gradebook?connect_timeout=5",
+     "postgresql+psycopg://grader:***@127.0.0.1:1/gradebook?connect_timeout=5"),
+    # libpq takes the password as a query parameter too, which SQLAlchemy passes on
+    ("postgresql+psycopg://grader@127.0.0.1:1/gradebook?password=s3cret&connect_timeout=5",
+     "postgresql+psycopg://grader@127.0.0.1:1/gradebook?password=***&connect_timeout=5"),
+    ("postgresql+psycopg://grader@127.0.0.1:1/gradebook?connect_timeout=5&sslmode=prefer&sslpassword=s3cret",
+     "postgresql+psycopg://grader@127.0.0.1:1/gradebook?connect_timeout=5&sslmode=prefer&sslpassword=***"),
+])
+def test_a_password_in_the_url_is_masked_wherever_the_url_is_shown(url, shown, capsys):
+    """The error line (and the summary, the --json summary and the class report, which name
+    the gradebook by shown_url) masked user:password@ only: a password given as libpq's
+    query parameter was printed as typed."""
+    from grader.cli import main
+    from grader.instructor.gradebook import shown_url
+    assert shown_url(url) == shown
+    assert main(["export", "--format", "csv", "--gradebook", url]) == 2      # nothing listens on port 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"grader: {shown}: cannot open the gradebook: ") and "s3cret" not in err, err

@@ -241,8 +241,12 @@ def _utc(value: datetime) -> datetime:
 
 
 def shown_url(url: str) -> str:
-    """The URL as given, its password masked (read as SQLAlchemy reads user:password@)."""
-    return re.sub(r"^([\w+]+://[^:/]*:)[^@]*@", r"\1***@", url)
+    """The URL as given, its passwords masked: user:password@ (read as SQLAlchemy reads it),
+    and every query parameter that names one (``?password=``, ``&sslpassword=``), which
+    SQLAlchemy hands to the driver as libpq takes it: shown as typed, it printed the
+    password in every error line, summary and class report naming the gradebook."""
+    url = re.sub(r"^([\w+]+://[^:/]*:)[^@]*@", r"\1***@", url)
+    return re.sub(r"([?&][^=&#]*password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
 
 
 def _one_line(error: BaseException) -> str:
