@@ -212,6 +212,28 @@ def test_a_course_missing_what_grading_needs_builds_no_zip(course, secret_file, 
     assert not out.exists()
 
 
+def test_an_instructors_output_in_the_courses_folders_builds_no_zip(course, secret_file, tmp_path):
+    """A gradebook, an export or an earlier zip saved in assignments/ (as `grader gradescope
+    lesson1 --out assignments/lesson1/autograder.zip` saves one) went into the zip, and so
+    every student's grades and hidden-case feedback to Gradescope and into each grading
+    container, each zip holding the one before. Told by their bytes, as the release tells
+    them: refused in one line naming each, and no zip is written."""
+    lesson = course / "assignments" / "lesson1"
+    (lesson / "marks.txt").write_bytes('\ufeff"student","lesson1 total"\r\n'.encode())
+    (lesson / "old.sqlite").write_bytes(b"SQLite format 3\x00" + bytes(100))
+    (course / "rubrics" / "grades").symlink_to(lesson / "old.sqlite")   # a link is read as what it names
+    out = tmp_path / "lesson1-autograder.zip"
+    code, printed, err = run_grader("--course", str(course), "gradescope", "lesson1", "--secret-file",
+                                    str(secret_file), "--out", str(out))
+    assert code == 2 and printed == "", err
+    assert err == (f"grader: {course}: the course's folders hold what an instructor's command wrote, "
+                   "which would go into the zip and to Gradescope: assignments/lesson1/marks.txt: CSV "
+                   "export; assignments/lesson1/old.sqlite: gradebook or other SQLite database; "
+                   "rubrics/grades: gradebook or other SQLite database; move them out of the course's "
+                   "folders\n"), err
+    assert not out.exists()
+
+
 def test_out_replaces_an_earlier_autograder_zip_and_nothing_else(lesson1_zip, tmp_path, secret_file):
     """`--out` naming the secret (or the gradebook) would replace it with a zip, and neither
     can be made again: refused, every byte kept. An earlier zip is built over."""
