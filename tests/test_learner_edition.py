@@ -471,6 +471,28 @@ def test_an_instructors_output_saved_in_a_lessons_folder_stops_the_release(cours
     assert sorted(p.name for p in tmp_path.iterdir()) == ["course"]
 
 
+def test_an_incident_answer_key_saved_in_the_courses_folders_stops_the_release(course, tmp_path):
+    """`grader incident --practice p1 --out assignments/lesson6/practice/p1/ --answer
+    assignments/lesson6/practice/p1/answer/` keeps the key beside the bundle: the edition
+    shipped it, though it seals the practice answers it records. Told by how the key's files
+    begin, whatever they are named."""
+    from grader.course.bundle import write_answer
+    from grader.course.incident import practice_incidents
+    from grader.engine.layout import Course
+    p1 = next(i for i in practice_incidents(Course(course)) if i.id == "p1")
+    key = write_answer(p1, course / "assignments" / "lesson6" / "practice" / "p1" / "answer")
+    (key / "diagnosis.yaml").rename(key / "notes.yaml")
+    out = tmp_path / "learner"
+    with pytest.raises(InputError) as refused:
+        build_learner_edition(Course(course), out, lessons=("lesson6",), verify=False)
+    assert refused.value.message == (
+        "the course's folders hold what an instructor's command wrote, which would ship to every "
+        "learner: assignments/lesson6/practice/p1/answer/design_sheet.yaml: an incident's answer key; "
+        "assignments/lesson6/practice/p1/answer/notes.yaml: an incident's answer key; move them out of "
+        "the course's folders; nothing is written there")
+    assert not out.exists()
+
+
 def test_a_link_leading_out_of_the_courses_folders_stops_the_release(course, tmp_path):
     """The course's folders were copied following every symbolic link: a link to the secret
     named other than *.secret (`assignments/lesson1/key -> ../../course.secret`) shipped the

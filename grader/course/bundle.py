@@ -254,6 +254,11 @@ def write_bundle(incident: Incident, out: Path) -> list[Path]:
     return written
 
 
+# How each file of an answer key begins: the release tells one saved in the course's
+# folders by it (grader.instructor.release.instructor_outputs), whatever its name.
+ANSWER_HEADS = ("# The reference diagnosis of incident ", f"# Release {NEXT}: {RELEASE} with its faults reverted.")
+
+
 def write_answer(incident: Incident, out: Path) -> Path:
     """The reference diagnosis and fixed sheet of an incident (an instructor's answer key)."""
     from grader.course.incident import reference_diagnosis, reference_sheet
@@ -261,10 +266,9 @@ def write_answer(incident: Incident, out: Path) -> Path:
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "diagnosis.yaml").write_text(_yaml(reference_diagnosis(incident),
-                                                  f"# The reference diagnosis of incident {incident.id}.\n"),
+                                                  f"{ANSWER_HEADS[0]}{incident.id}.\n"),
                                             encoding="utf-8")
-        (out / "design_sheet.yaml").write_text(_yaml(reference_sheet(incident),
-                                                     f"# Release {NEXT}: {RELEASE} with its faults reverted.\n"),
+        (out / "design_sheet.yaml").write_text(_yaml(reference_sheet(incident), f"{ANSWER_HEADS[1]}\n"),
                                                encoding="utf-8")
     except OSError as e:
         raise InputError(str(out), f"cannot write the reference answer: {e.strerror or e}") from None

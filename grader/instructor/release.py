@@ -216,16 +216,31 @@ def instructor_outputs(root: Path, folder: str) -> list[str]:
     """Files in ``root``'s ``folder`` (the course's own: assignments/, rubrics/, copied as
     they are) that an instructor's command wrote, told by their bytes whatever
     their names: an autograder zip (the secret and the solutions), a gradebook or any SQLite
-    database, a CSV export, feedback pages, a class report. Saved into a lesson's folder
-    (`grader gradescope lesson1 --out assignments/lesson1/...`), each would be copied into
-    the learner edition with the lesson's files."""
+    database, a CSV export, feedback pages, a class report, and an incident's answer key
+    (`grader incident --practice p1 --out assignments/lesson6/practice/p1/ --answer
+    assignments/lesson6/practice/p1/answer/`: the edition seals the practice answers it
+    records). Saved into a lesson's folder (`grader gradescope lesson1 --out
+    assignments/lesson1/...`), each would be copied into the learner edition with the
+    lesson's files."""
     from grader.instructor.outputs import instructor_output
     found = []
     for path in sorted(p for p in (root / folder).rglob("*") if p.is_file() and not p.is_symlink()):
-        kind = instructor_output(path)
+        kind = instructor_output(path) or _answer_key(path)
         if kind:
             found.append(f"{path.relative_to(root).as_posix()}: {kind}")
     return found
+
+
+def _answer_key(path: Path) -> str:
+    """What `grader incident --answer` wrote, told by how its files begin (a class folder
+    does not pass one over: a reference answer graded as a submission is a test)."""
+    from grader.course.bundle import ANSWER_HEADS
+    from grader.engine.files import Unreadable, read_regular
+    try:
+        head = read_regular(path, 256)
+    except (OSError, Unreadable):
+        return ""
+    return "an incident's answer key" if head.startswith(tuple(h.encode() for h in ANSWER_HEADS)) else ""
 
 
 def links_out(root: Path, folder: str) -> list[str]:
