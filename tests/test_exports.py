@@ -251,6 +251,26 @@ def test_an_nbgrader_export_into_a_gradebook_of_this_grader_is_refused_and_write
     assert sorted(sa.inspect(sa.create_engine(f"sqlite:///{ours}")).get_table_names()) == before
 
 
+def test_an_nbgrader_export_into_another_applications_database_is_refused_and_keeps_it(url, tmp_path,
+                                                                                        capsys):
+    """`--out` naming a SQLite database of another application (a slip of the shell, a
+    file of the department's): nbgrader's thirteen tables were added beside its own, in
+    silence. Only a new, empty or nbgrader's own gradebook is written."""
+    import sqlite3
+    theirs = tmp_path / "invoices.db"
+    with sqlite3.connect(theirs) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER, amount REAL)")
+        conn.execute("INSERT INTO invoices VALUES (1, 9.5)")
+    before = theirs.read_bytes()
+    from grader.cli import main
+    code = main(["export", "--format", "nbgrader", "--gradebook", url, "--out", str(theirs)])
+    err = capsys.readouterr().err
+    assert code == 2 and err == (f"grader: {theirs}: holds tables that are not nbgrader's (invoices), so "
+                                 "it is left as it was: give nbgrader's gradebook file (default "
+                                 "nbgrader/gradebook.db)\n"), err
+    assert theirs.read_bytes() == before
+
+
 def test_an_nbgrader_export_into_a_file_that_is_no_database_is_one_line_and_keeps_it(url, tmp_path, capsys):
     """`--out grades.csv` typed for nbgrader's gradebook: the driver's reason on one line
     (not SQLAlchemy's text, with its SQL statement and a web address), the file as it was."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from grader.engine.errors import InputError
 from grader.engine.progress import Progress
-from grader.engine.text import one_line
+from grader.engine.text import first_few, one_line
 from grader.instructor.outputs import cannot_write
 
 NOTEBOOK = "exercise"
@@ -92,9 +92,12 @@ def _alembic_on_path():
         os.environ["PATH"] = path
 
 
-def _refuse_a_grader_gradebook(url: str, out: str) -> None:
-    """`--out gradebook.db`, the grader's own gradebook typed for nbgrader's: nbgrader would
-    add its tables to it in silence. A database nbgrader cannot open is its to name."""
+def _refuse_what_is_not_nbgraders(url: str, out: str, nbgrader_tables) -> None:
+    """nbgrader adds its tables to whatever database it is given, in silence: the grader's
+    own gradebook typed for nbgrader's (`--out gradebook.db`), or another application's
+    database (`--out` a slip of the shell). Written only when it is new, empty or holds
+    nbgrader's tables alone (and the version table its alembic keeps); a database nbgrader
+    cannot open is its to name."""
     import sqlalchemy as sa
     from grader.instructor.gradebook import schema_info
     try:
@@ -111,6 +114,11 @@ def _refuse_a_grader_gradebook(url: str, out: str) -> None:
     if schema_info.name in tables:
         raise InputError(out, "is a gradebook of this grader, not nbgrader's: give nbgrader's "
                               "gradebook file (default nbgrader/gradebook.db)")
+    others = sorted(set(tables) - set(nbgrader_tables) - {"alembic_version"})
+    if others:
+        raise InputError(out, f"holds tables that are not nbgrader's ({first_few(others)}), so it is "
+                              f"left as it was: give nbgrader's gradebook file (default "
+                              f"nbgrader/gradebook.db)")
 
 
 def export_nbgrader(book, out: str, *, lesson: str | None = None, progress: bool = False,
@@ -127,7 +135,7 @@ def export_nbgrader(book, out: str, *, lesson: str | None = None, progress: bool
     if lesson is not None and not infos:
         book.lesson(lesson)
     url = _url(out)
-    _refuse_a_grader_gradebook(url, out)
+    _refuse_what_is_not_nbgraders(url, out, nb.Base.metadata.tables)
     kept = {i.id for i in infos}
     rows = [r for r in book.results(lesson) if r.lesson in kept]
     bar = Progress(len(rows), "exporting to nbgrader", stream=stream, enabled=progress, clock=clock,
