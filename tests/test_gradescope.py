@@ -477,6 +477,20 @@ def test_a_missing_or_unusable_file_is_a_clear_zero_on_every_criterion(lesson1_z
     assert sum(t["max_score"] for t in results["tests"]) == 10
 
 
+def test_an_upload_of_symbolic_links_says_so_rather_than_that_it_is_empty(lesson1_zip, tmp_path):
+    """A repository upload whose exercise is a symbolic link (to a file outside it, or to
+    one in a folder the listing passes over) is not read, as no link is: the student read
+    "your upload is empty" and could not tell why."""
+    root = unpack(lesson1_zip, tmp_path / "autograder")
+    submit(root, {".hidden/work.py": b"x = 1\n"})
+    (root / "submission" / "exercise.py").symlink_to(".hidden/work.py")
+    p, results = run_autograder(root)
+    assert p.returncode == 0 and results["score"] == 0, p.stdout
+    says = ("your upload holds no file itself; symbolic links are not followed (exercise.py): "
+            "upload the files themselves")
+    assert says in results["output"] and "your upload is empty" not in results["output"], results["output"]
+
+
 def test_hidden_only_criteria_are_shown_after_grades_are_published(lesson1_zip, tmp_path):
     root = unpack(lesson1_zip, tmp_path / "autograder")
     rubric = root / "source" / "course" / "rubrics" / "lesson1.yaml"

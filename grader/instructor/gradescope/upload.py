@@ -64,12 +64,13 @@ def _environment(folder: Path) -> bool:
     return any(os.path.lexists(folder / marker) for marker in ENVIRONMENT_MARKERS)
 
 
-def uploaded(folder: Path) -> list[Path]:
+def uploaded(folder: Path, links: list[Path] | None = None) -> list[Path]:
     """Regular files under ``folder`` (relative paths; each folder's files by name, then its
-    subfolders by name; at most MAX_LISTED); links not followed; hidden folders, caches and
-    what an installed environment installed passed over. Walked with a list of folders still
-    to list, not by recursion: folders nested past Python's recursion limit failed the
-    autograder."""
+    subfolders by name; at most MAX_LISTED); links not followed (each is added to ``links``,
+    when given, for the student to be told: an upload of a link alone read "your upload is
+    empty"); hidden folders, caches and what an installed environment installed passed
+    over. Walked with a list of folders still to list, not by recursion: folders nested
+    past Python's recursion limit failed the autograder."""
     found: list[Path] = []
     todo = [folder]
     while todo:
@@ -89,6 +90,8 @@ def uploaded(folder: Path) -> list[Path]:
                 found.append(path.relative_to(folder))
                 if len(found) >= MAX_LISTED:
                     return found
+            elif links is not None and entry.is_symlink() and not entry.name.startswith("."):
+                links.append(path.relative_to(folder))
         # The upload's own folder is never taken for an environment: `python -m venv .` at a
         # repository's root would hide its src/ (site-packages is still passed over by name).
         if here == folder or not _environment(here):
@@ -96,26 +99,30 @@ def uploaded(folder: Path) -> list[Path]:
     return found
 
 
-def _listing(files: list[Path]) -> str:
+def _listing(files: list[Path], links: list[Path] = ()) -> str:
+    linked = (f"; symbolic links are not followed ({', '.join(as_text(str(f)) for f in links[:12])}"
+              f"{' ...' if len(links) > 12 else ''}): upload the files themselves" if links else "")
     if not files:
-        return "your upload is empty"
+        return ("your upload holds no file itself" if links else "your upload is empty") + linked
     shown = ", ".join(as_text(str(f)) for f in files[:12])
     cut = (f"; only its first {MAX_LISTED} files were looked at: upload your exercise alone"
            if len(files) >= MAX_LISTED else "")
-    return f"your upload holds {shown}{' ...' if len(files) > 12 else ''}{cut}"
+    return f"your upload holds {shown}{' ...' if len(files) > 12 else ''}{cut}{linked}"
 
 
 def pick_code(folder: Path, lesson: str, functions: tuple[str, ...]) -> Picked | Missing:
     """The file to grade, by the rule a class folder is read by too (grader.engine.code_file)."""
-    files = uploaded(folder)
+    links: list[Path] = []
+    files = uploaded(folder, links)
     choice = choose(folder, files, lesson, functions)
     if choice.file is not None:
         return Picked(folder / choice.file, as_text(choice.file.as_posix()),
                       (as_text(choice.note),) if choice.note else ())
     if not any(code_suffix(f) for f in files):
         return Missing(f"{choice.problem} to grade: upload your {lesson} exercise as a Python "
-                       f"file or a Jupyter notebook defining {', '.join(functions)}; {_listing(files)}")
-    return Missing(f"cannot tell which file to grade: {as_text(choice.problem)} ({_listing(files)})")
+                       f"file or a Jupyter notebook defining {', '.join(functions)}; "
+                       f"{_listing(files, links)}")
+    return Missing(f"cannot tell which file to grade: {as_text(choice.problem)} ({_listing(files, links)})")
 
 
 def _role_by_content(path: Path) -> str | None:
@@ -154,8 +161,10 @@ def pick_folder(folder: Path, names: tuple[str, ...], into: Path) -> Picked | Mi
     if len(unfilled) == 1 and len(left) == 1:
         roles[unfilled[0]] = left.pop()
     if not roles:
+        links: list[Path] = []
+        everything = uploaded(folder, links)
         return Missing(f"no {' or '.join(names)} to grade: upload both YAML files (any names; "
-                       f"{_listing(uploaded(folder))})")
+                       f"{_listing(everything, links)})")
     into.mkdir(parents=True, exist_ok=True)
     for name, f in roles.items():
         _copy_head(folder / f, into / name)
