@@ -314,6 +314,35 @@ def test_a_lesson_typed_by_hand_into_the_gradebook_is_one_line_naming_it_and_the
     assert err == f"grader: {said} (edited by hand?): mend it\n", err
 
 
+@pytest.mark.parametrize("command", [["export", "--format", "csv"], ["feedback"]])
+def test_a_result_whose_lesson_was_removed_by_hand_is_one_line_naming_it(tmp_path, capsys, command):
+    """A lesson's row deleted in a database viewer that does not enforce foreign keys (the
+    sqlite3 shell's default) while its results stay: the CSV listed
+    every student with no column of that lesson (its scores gone from the file, exit 0),
+    and feedback stopped with a KeyError traceback. One line naming the result instead,
+    and grade --force, which writes the row again, mends it."""
+    from grader.cli import main
+    db = tmp_path / "gb.db"
+    import sqlite3
+    with open_gradebook(str(db)) as book:
+        for lesson in ("lesson1", "lesson2"):
+            book.record("alice", fake_report(lesson=lesson))
+    viewer = sqlite3.connect(db)            # as the sqlite3 shell: foreign keys not enforced
+    with viewer:
+        viewer.execute("DELETE FROM lessons WHERE id = 'lesson2'")
+    viewer.close()
+    out = ["--out", str(tmp_path / "out")] if command[0] == "feedback" else []
+    code = main([*command, "--gradebook", str(db), *out])
+    printed, err = capsys.readouterr()
+    assert code == 2 and printed == "", err
+    assert err == ("grader: gradebook result of 'alice' for lesson2: its lesson is not among the "
+                   "gradebook's lessons (lesson1; edited by hand?): grade it again: grader grade lesson2 "
+                   "... --force\n"), err
+    with open_gradebook(str(db)) as book:
+        book.record("alice", fake_report(lesson="lesson2"))            # what grade --force does
+        assert [(r.student, r.lesson) for r in book.results()] == [("alice", "lesson1"), ("alice", "lesson2")]
+
+
 # ---- forgetting a student graded by mistake -------------------------------------------------------
 
 def _class_with_a_stray(path):

@@ -727,6 +727,15 @@ class Gradebook:
             rows = [_stored(results, r._mapping, _whose(r.student, r.lesson))
                     for r in conn.execute(q)]
             rows.sort(key=lambda r: (r["student"], r["lesson"]))
+            held = {r.id for r in conn.execute(sa.select(lessons.c.id))}
+            for r in rows:
+                if r["lesson"] not in held:
+                    # Its lesson's row removed by hand: an export listed the student with no
+                    # column of that lesson (every score gone from the file, in silence), and
+                    # feedback failed with a traceback. Writing it again makes the row.
+                    raise InputError(_whose(r["student"], r["lesson"]), f"its lesson is not among the "
+                                     f"gradebook's lessons ({', '.join(sorted(held)) or 'none'}; edited "
+                                     f"by hand?): grade it again: grader grade {r['lesson']} ... --force")
             by_result: dict[int, list[CriterionScore]] = {}
             sq = _raw(scores).add_columns(results.c.student, results.c.lesson).join(
                 results, scores.c.result_id == results.c.id)
