@@ -563,6 +563,25 @@ def test_students_whose_names_differ_only_in_case_get_pages_a_case_blind_disk_te
         assert f"Feedback for {student}" in path.read_text()
 
 
+def test_a_student_named_as_anothers_hashed_page_gets_a_page_of_their_own(tmp_path):
+    """Alice and alice get hashed page names; a third student whose own name is alice's
+    hashed one (found from the name alone: the hash is of the name) was given the same
+    file, so one page was written over by the other and sent to the wrong student. Every
+    student's page is their own, whatever they are named."""
+    import hashlib
+    hashed_alice = "alice-" + hashlib.sha256(b"alice").hexdigest()[:8]
+    students = ("Alice", "alice", hashed_alice)
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        for student in students:
+            book.record(student, fake_report())
+        written = write_feedback(book, str(tmp_path / "fb"))
+    assert len({p.name.casefold() for p in written}) == 3, [p.name for p in written]
+    assert len(list((tmp_path / "fb").iterdir())) == 3
+    for path, student in zip(written, sorted(students)):
+        heading = path.read_text().splitlines()[0].replace("\\", "")      # Markdown escapes the '-'
+        assert heading == f"# Feedback for {student}", (path, heading)
+
+
 def test_a_row_graded_under_an_older_rubric_says_so_in_its_notes(tmp_path):
     """A regrade under rubric version 2 that did not reach bob (his file gone, the run
     stopped): his points are out of version 1's 3, under a header of version 2's 4. The

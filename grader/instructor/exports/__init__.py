@@ -42,12 +42,21 @@ def safe_name(name: str, hashed: bool = False) -> str:
 def file_names(students) -> dict[str, str]:
     """Each student's file name (``safe_name``), distinct even where the disk ignores case
     (macOS's, Windows'): there "Alice" and "alice" are one file, and one student's page
-    would be written over by, and sent as, the other's. Such names both get the hash."""
+    would be written over by, and sent as, the other's. Such names get the hash, until no
+    two are one file: a student whose own name is another's hashed one ("alice-2bd806c9",
+    alice's once "Alice" is in the class too) shared alice's page."""
     names = {s: safe_name(s) for s in students}
-    seen: dict[str, int] = {}
-    for name in names.values():
-        seen[name.casefold()] = seen.get(name.casefold(), 0) + 1
-    return {s: safe_name(s, hashed=True) if seen[n.casefold()] > 1 else n for s, n in names.items()}
+    while True:
+        seen: dict[str, int] = {}
+        for name in names.values():
+            seen[name.casefold()] = seen.get(name.casefold(), 0) + 1
+        # Each student is hashed at most once, so this ends; two hashed names are one file
+        # only if their names' hashes agree as well.
+        clash = [s for s, n in names.items() if seen[n.casefold()] > 1 and n != safe_name(s, hashed=True)]
+        if not clash:
+            return names
+        for s in clash:
+            names[s] = safe_name(s, hashed=True)
 
 
 def export(book, fmt: str, *, lesson: str | None = None, out: str | None = None,
