@@ -19,6 +19,7 @@ UTF-8 as \\xNN, as a class folder shows it, never a lone surrogate in results.js
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,7 +91,8 @@ def uploaded(folder: Path, links: list[Path] | None = None) -> list[Path]:
                 found.append(path.relative_to(folder))
                 if len(found) >= MAX_LISTED:
                     return found
-            elif links is not None and entry.is_symlink() and not entry.name.startswith("."):
+            elif (links is not None and len(links) < MAX_LISTED and entry.is_symlink()
+                  and not entry.name.startswith(".")):
                 links.append(path.relative_to(folder))
         # The upload's own folder is never taken for an environment: `python -m venv .` at a
         # repository's root would hide its src/ (site-packages is still passed over by name).
@@ -99,7 +101,7 @@ def uploaded(folder: Path, links: list[Path] | None = None) -> list[Path]:
     return found
 
 
-def _listing(files: list[Path], links: list[Path] = ()) -> str:
+def _listing(files: list[Path], links: Sequence[Path] = ()) -> str:
     linked = (f"; symbolic links are not followed ({', '.join(as_text(str(f)) for f in links[:12])}"
               f"{' ...' if len(links) > 12 else ''}): upload the files themselves" if links else "")
     if not files:
