@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, SUBMISSIONS
 from grader.engine.errors import InputError
 from grader.engine.layout import find_course
 from grader.engine.pipeline import grade_path
@@ -491,6 +491,33 @@ def test_an_incident_answer_key_saved_in_the_courses_folders_stops_the_release(c
         "assignments/lesson6/practice/p1/answer/notes.yaml: an incident's answer key; move them out of "
         "the course's folders; nothing is written there")
     assert not out.exists()
+
+
+def test_a_solution_saved_in_a_lessons_folder_stops_the_release(course, tmp_path):
+    """A correct answer written otherwise than the reference (a draft beside the stub, a
+    worked answer) shipped in assignments/ and earned 10 of 10, while the build said it had
+    proven that nothing it ships earns more than half a lesson: the proof covered the
+    package's modules only. Each lesson file is now checked as it stands."""
+    from grader.engine.layout import Course
+    text = (SUBMISSIONS / "lesson1" / "alt_correct.py").read_text()
+    same = "    return pages_for(request.prompt_tokens + request.max_new_tokens, worker.page_tokens)\n"
+    assert same in text                 # the one body the reference's text search would find
+    draft = course / "assignments" / "lesson1" / "drafts" / "mine.py"
+    draft.parent.mkdir()
+    draft.write_text(text.replace(same, "    total = request.max_new_tokens + request.prompt_tokens\n"
+                                        "    return pages_for(total, worker.page_tokens)\n"))
+    out = tmp_path / "learner"
+    with pytest.raises(InputError) as refused:
+        build_learner_edition(Course(course), out, lessons=("lesson1",))
+    assert refused.value.message == (
+        "the course's assignments/ holds code that earns more than half of a lesson handed in as it "
+        "stands: lesson1: assignments/lesson1/drafts/mine.py as it stands earns 10 of 10 (public cases); "
+        "move a solution out of the course's folders, or restore the lesson's stub; nothing is written "
+        "there")
+    assert not out.exists()
+    draft.unlink()                      # the stub alone: proven, and the proof says so
+    manifest = build_learner_edition(Course(course), out, lessons=("lesson1",))
+    assert "lesson1: assignments/lesson1/exercise.py as it stands earns 0 of 10 (public cases)" in manifest.proof
 
 
 def test_a_link_leading_out_of_the_courses_folders_stops_the_release(course, tmp_path):

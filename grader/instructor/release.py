@@ -577,6 +577,41 @@ def _prove(out: Path, course: Course, lessons: tuple[str, ...]) -> list[str]:
     return [v.line() for v in verdicts]
 
 
+def _prove_lesson_files(out: Path, lessons: tuple[str, ...]) -> list[str]:
+    """Every code file the edition's assignments/ holds (each lesson's stub, and whatever
+    else was saved there: a solution drafted beside the stub, a worked answer, a stub filled
+    in and never restored) earns at most half of its lesson handed in as it stands, by
+    `grader check` inside the edition. _prove covers the package's modules only, so such a
+    file shipped with a build that called itself proven. A file in a lesson's folder is
+    checked for that lesson; one elsewhere in assignments/, for every lesson of the
+    edition. Checked, not graded: the file is run in the sandbox as a learner's would be,
+    on public cases, with no secret."""
+    from grader.engine.code_file import code_suffix
+    from grader.engine.pipeline import folder_files
+    from grader.instructor.equivalence import SHARE
+    code_lessons = [lesson for lesson in lessons if folder_files(lesson) is None]
+    found, lines = [], []
+    for path in sorted(p for p in (out / "assignments").rglob("*") if p.is_file() and code_suffix(p)):
+        rel = path.relative_to(out)
+        own = rel.parts[1] if len(rel.parts) > 2 and rel.parts[1] in lessons else None
+        for lesson in ([own] if own in code_lessons else [] if own else code_lessons):
+            p = run_in_release(out, "grader.cli", "check", lesson, "--submission", str(path), "--json")
+            try:
+                report = json.loads(p.stdout)
+                score, max_score = float(report["score"]), float(report["max_score"])
+            except (ValueError, KeyError, TypeError):
+                continue                 # not even checked (unreadable, not code): earns nothing
+            line = f"{lesson}: {rel.as_posix()} as it stands earns {score:g} of {max_score:g} (public cases)"
+            lines.append(line)
+            if score > SHARE * max_score + 1e-9:
+                found.append(line)
+    if found:
+        raise ReleaseError(str(out), "the course's assignments/ holds code that earns more than half of "
+                           "a lesson handed in as it stands: " + "; ".join(found[:3]) + "; move a "
+                           "solution out of the course's folders, or restore the lesson's stub")
+    return lines
+
+
 def _readme(lessons: tuple[str, ...], published: tuple[str, ...]) -> str:
     listed = "\n".join(f"- `{lesson}`: `assignments/{lesson}/`" for lesson in lessons)
     shown = (f"Your instructor published the reference solutions of {', '.join(published)}: "
@@ -725,5 +760,7 @@ def _build(course: Course, out: Path, known: tuple[str, ...], chosen: tuple[str,
         _verify(out, manifest.lessons)
         say("proving it: no callable it ships earns more than half of a lesson as it stands")
         proof = _prove(out, course, manifest.lessons)
+        say("proving it: no lesson file earns more than half of its lesson as it stands")
+        proof += _prove_lesson_files(out, manifest.lessons)
     files = sum(1 for p in out.rglob("*") if p.is_file())
     return EditionManifest(**{**manifest.__dict__, "files": files, "proof": tuple(proof)})
