@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional
@@ -34,6 +34,16 @@ class Core:
     # The learner's failed calls so far, in words ("" none): a replay's figures where one
     # failed are partly the worker's fallback's, and the report says so after the runs.
     failed_calls: Callable[[], str] = field(default=lambda: "", compare=False)
+    # What the sandboxes of the learner's files lack to confine them ("" when they are
+    # confined, or no learner code runs): a report run on them says so, as a check does.
+    unconfined: str = field(default="", compare=False)
+
+
+def unconfined_note(lacks: str) -> str:
+    """What a run on the learner's functions says where their sandbox could not confine
+    them: it still runs (the learner's own code, as ``grader check`` runs it), and says so."""
+    return (f"not confined: your functions could read and write whatever this user can (the "
+            f"sandbox here lacks {lacks})")
 
 
 @lru_cache(maxsize=1)
@@ -108,21 +118,28 @@ class Written:
     log: object = None             # the CallLog of its sandboxed decisions
     error: str = ""                # why the file did not load ("" when it did)
     absent: tuple[str, ...] = ()   # of missing, those the file does not define at all
+    unconfined: str = ""           # what its sandbox lacks to confine it ("" when confined)
 
 
 def open_lesson(stack: ExitStack, lesson: str, path: Path) -> Written:
     """The learner's functions of ``lesson`` in ``path``, each call in a sandbox that lives
     as long as ``stack``; the stub's functions (they raise NotImplementedError) are missing."""
-    from grader.engine.learner_policy import CallLog, learner_decisions
     from grader.engine.submission import load_submission
     from grader.engine.sandbox.session import Sandbox
-    n = int(lesson.removeprefix("lesson"))
-    names = tuple(FILES[n].split())
     sub = load_submission(path)
     # The learner's own tool, not a grade: a replay may ask for many thousands of
     # decisions, so the whole-run budget is an hour (each call keeps its limit).
     sandbox = stack.enter_context(Sandbox(sub.source, path.name, run_timeout_s=OWN_BUDGET_S,
                                           cells=sub.cells))
+    # The learner's code has run (its load) whatever it defines: where the sandbox could not
+    # confine it, every way out says so.
+    return replace(_opened(lesson, path, sub, sandbox), unconfined=sandbox.lacks)
+
+
+def _opened(lesson: str, path: Path, sub, sandbox) -> Written:
+    from grader.engine.learner_policy import CallLog, learner_decisions
+    n = int(lesson.removeprefix("lesson"))
+    names = tuple(FILES[n].split())
     if sandbox.load_error:
         return Written(lesson, path, sub.digest, {}, None, names,
                        f"{lesson}: {path} did not load ({sandbox.load_error}): "
@@ -161,6 +178,7 @@ def own_core(course, files: Mapping[str, Path] | None = None) -> Iterator[Core]:
     from reference.baselines import baseline_policy
     policy, notes, digest, logs = baseline_policy(), [], hashlib.sha256(), []
     qualify = decide = None
+    lacks: dict[str, None] = {}     # what the sandboxes lack, each once, in order
     with ExitStack() as stack:
         for n in FILES:
             lesson = f"lesson{n}"
@@ -179,12 +197,14 @@ def own_core(course, files: Mapping[str, Path] | None = None) -> Iterator[Core]:
                 notes.append(mine.note)
             if mine.log is not None:
                 logs.append(mine.log)
+            if mine.unconfined:
+                lacks[mine.unconfined] = None
             if mine.gate:
                 qualify, decide = mine.gate
             policy = policy.with_(**mine.decisions)
         note = "your own functions" + (f" ({'; '.join(notes)})" if notes else "")
         yield Core(f"own:{digest.hexdigest()[:16]}:{'|'.join(notes)}", policy, qualify, decide, note,
-                   lambda: "; ".join(log.summary() for log in logs if log.failures))
+                   lambda: "; ".join(log.summary() for log in logs if log.failures), "; ".join(lacks))
 
 
 def _qualifies(sandbox) -> bool:

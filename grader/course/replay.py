@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 from grader.engine.errors import InputError
 from grader.course.sheet import policy_sheet
 from grader.course import slo
-from grader.course.core import Core
+from grader.course.core import Core, unconfined_note
 from grader.course.core import reference as reference_core
 from grader.course.trials import Design, run_design, summarize, truncation, window_of
 from reference.records import VIOLATION_KINDS, Run
@@ -390,6 +390,9 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
                     "service-cost model is synthetic.")
     failed = core.failed_calls()
     out["failed_calls"] = failed
+    out["unconfined"] = core.unconfined
+    if core.unconfined:
+        text.append(f"note: {unconfined_note(core.unconfined)}")
     if failed:
         text.append(f"note: your functions failed on some calls (the worker's safe fallback answered "
                     f"them): {failed}")

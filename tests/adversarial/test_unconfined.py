@@ -106,3 +106,36 @@ def test_a_check_on_this_machine_is_confined(capsys, monkeypatch):
     assert main(["check", "lesson1", "--submission", str(HONEST), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert "NOT CONFINED" not in report["isolation"] and report["notes"] == []
+
+
+# ---- the learner's own tools: an experiment and a sheet run on their functions ------------------
+STUB4 = ROOT / "assignments" / "lesson4" / "exercise.py"
+SHEET = ROOT / "assignments" / "design_sheet.yaml"
+OWN_RUNS = (["experiment", "prefix-ownership", "--submission", str(STUB4), "--set", "requests=50", "--json"],
+            ["sheet", "run", str(SHEET), "--own", "--seeds", "1", "--json"])
+
+
+def _unconfined_said(capsys, argv) -> tuple[list[str], dict]:
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    return [n for n in out.get("notes", []) if "not confined" in n], out
+
+
+def test_an_experiment_and_a_sheet_run_on_the_learners_functions_say_what_they_lack(no_landlock, capsys):
+    """They run, as a check does (the learner's own code, on their own machine), and say so:
+    the stub is loaded, so learner code ran, even where nothing of it is called."""
+    said, _ = _unconfined_said(capsys, OWN_RUNS[0])
+    assert len(said) == 1 and said[0].startswith("not confined:") and "lacks Landlock" in said[0]
+    _, out = _unconfined_said(capsys, OWN_RUNS[1])
+    assert "Landlock" in out["unconfined"]
+    assert main(OWN_RUNS[1][:-1]) == 0
+    text = capsys.readouterr().out
+    assert "note: not confined:" in text and "lacks Landlock" in text
+
+
+def test_an_experiment_and_a_sheet_run_here_are_confined_and_say_nothing_of_it(capsys, monkeypatch):
+    monkeypatch.delenv("GRADER_SANDBOX", raising=False)
+    said, _ = _unconfined_said(capsys, OWN_RUNS[0])
+    assert said == []
+    _, out = _unconfined_said(capsys, OWN_RUNS[1])
+    assert out["unconfined"] == ""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pkgutil
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import import_module
 from typing import Callable, Sequence
 
@@ -89,6 +89,7 @@ def run(name: str, assignments: list[str], course, submission: str | None = None
     functions of ``submission`` (default: the reference in the course, the learner's
     exercise file in the learner edition). ``progress``: once the runs have taken a few
     seconds, a count of them on stderr, moving every second (large settings take minutes)."""
+    from grader.course.core import unconfined_note
     from grader.course.experiments.plugged import Sides, plugged
     from grader.engine.progress import Progress
     exp = find(name)
@@ -96,7 +97,10 @@ def run(name: str, assignments: list[str], course, submission: str | None = None
     bar = Progress(None, name, enabled=progress, heartbeat_s=1.0, delay_s=PROGRESS_AFTER_S, unit="worker runs")
     try:
         with plugged(course, exp.lesson, submission) as chosen:
-            return exp.run(settings, course, Sides(exp.name, settings, course, chosen, ran=bar.advance))
+            outcome = exp.run(settings, course, Sides(exp.name, settings, course, chosen, ran=bar.advance))
+        if chosen.unconfined:
+            outcome = replace(outcome, notes=(unconfined_note(chosen.unconfined), *outcome.notes))
+        return outcome
     finally:
         bar.finish()
 

@@ -57,6 +57,7 @@ class Plugged:
     log: Any = None             # the CallLog of the file's sandboxed decisions
     error: str = ""             # why the file did not load ("" when it did)
     absent: tuple[str, ...] = ()  # the lesson's functions the file does not define at all
+    unconfined: str = ""        # what the file's sandbox lacks to confine it ("" when confined)
 
 
 def _lesson_core(lesson: str, identity: str, decisions: Mapping[str, Callable], note: str = "") -> Core:
@@ -94,19 +95,19 @@ def plugged(course, lesson: str, submission: str | None = None) -> Iterator[Plug
                 mine = open_lesson(stack, lesson, path)
                 core = Core(f"reference-decisions+{mine.digest}", reference_decisions_core(), *mine.gate,
                             note=f"the reference's lessons 1 to 4, {path}'s lesson 5") if mine.gate else None
-                notes, error = ((mine.note,) if mine.note else ()), mine.error
+                notes, error, lacks = ((mine.note,) if mine.note else ()), mine.error, mine.unconfined
             else:
                 own = stack.enter_context(own_core(course, {lesson: path}))
                 core = own if own.qualify is not None else None
                 # own.note names each of lessons 1 to 5 that falls back, lesson 5's
                 # decide_release among them.
-                notes, error = (f"lessons 1 to 5: {own.note}",), ""
-            yield Plugged(lesson, core, str(path), False, notes, error=error)
+                notes, error, lacks = (f"lessons 1 to 5: {own.note}",), "", own.unconfined
+            yield Plugged(lesson, core, str(path), False, notes, error=error, unconfined=lacks)
             return
         mine = open_lesson(stack, lesson, path)
         core = _lesson_core(lesson, f"own-{lesson}:{mine.digest}", mine.decisions) if mine.decisions else None
         yield Plugged(lesson, core, str(path), False, (mine.note,) if mine.note else (), mine.log, mine.error,
-                      mine.absent)
+                      mine.absent, mine.unconfined)
 
 
 def _inputs(course, lesson: str) -> dict[str, str]:
