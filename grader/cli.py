@@ -404,8 +404,10 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
     except KeyboardInterrupt:
-        kept = (" A class grade keeps every result it recorded: the same command grades the rest."
-                if args is not None and args.command == "grade" else "")
+        kept = ""
+        if args is not None and args.command == "grade":
+            from grader.instructor.batch import how_to_go_on
+            kept = f" A class grade keeps every result it recorded: {how_to_go_on(args.force)}."
         print(f"\ngrader: interrupted.{kept}", file=sys.stderr)
         return 128 + signal.SIGINT
 

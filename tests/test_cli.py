@@ -160,6 +160,12 @@ def test_an_interrupted_command_says_so_in_one_line_without_a_traceback(monkeypa
     err = capsys.readouterr().err
     assert err == ("\ngrader: interrupted. A class grade keeps every result it recorded: the same "
                    "command grades the rest.\n")
+    # Under --force the same command grades every student again: "the rest" would mislead.
+    assert cli.main(["grade", "lesson1", "class/", "--secret-file", "s", "--gradebook", "g.db", "--force"]) == 130
+    assert capsys.readouterr().err == (
+        "\ngrader: interrupted. A class grade keeps every result it recorded: --force grades every "
+        "student again, so the same command starts over (without it, a run grades only the rest, and "
+        "refuses while results of another grader or secret remain).\n")
     assert cli.main(["check", "lesson1"]) == 130
     assert capsys.readouterr().err == "\ngrader: interrupted.\n"
 

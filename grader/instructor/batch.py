@@ -519,6 +519,16 @@ def _start_again(lesson: str, by: str = "") -> str:
             f"(grader gradebook forget STUDENT --lesson {lesson})")
 
 
+def how_to_go_on(force: bool) -> str:
+    """What a class grade stopped part way says of its next run: every result it recorded
+    is kept, and a run without --force passes over them. Under --force, the same command
+    grades every student again (and one without it may refuse the results not yet regraded,
+    if they are of other grading code or cases)."""
+    return ("--force grades every student again, so the same command starts over (without it, "
+            "a run grades only the rest, and refuses while results of another grader or secret remain)"
+            if force else "the same command grades the rest")
+
+
 def pending(entry: Entry, submission: Submission, done: set, rubric_version: int,
             cases: str, grader: str) -> bool:
     """Resuming: does this submission still need grading? Only a graded result of the same
@@ -668,8 +678,8 @@ def _record_outcomes(outcomes, total: int, book: Gradebook, fail: _Failures, bar
         bar.finish()
         raise GradebookWriteError(e.where, f"{e.message}; stopped after {graded} of {total} "
                                   f"results this run, and every result written is kept: once "
-                                  f"that is fixed (space freed, the lock let go), the same "
-                                  f"command grades the rest") from None
+                                  f"that is fixed (space freed, the lock let go), "
+                                  f"{how_to_go_on(force)}") from None
     finally:
         outcomes.close()        # stopped early: the workers stop too, now
         bar.finish()            # an interrupt too: the heartbeat stops before anything is said
