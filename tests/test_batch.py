@@ -749,3 +749,35 @@ def test_a_disk_that_fills_up_mid_class_stops_it_keeping_every_result_and_a_reru
     assert code == 0, err
     assert out.startswith(f"lesson1: 12 students: {12 - len(kept)} graded now, {len(kept)} already graded, "
                           "0 failed"), out
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_write_that_fails_says_what_the_next_run_does(force):
+    """Under --force the same command grades every student again: its message must not say
+    it grades the rest (nor fail to be said: the non-forced run is the one the test above
+    drives through a full disk)."""
+    from grader.instructor.batch import Job, _record_outcomes
+    from grader.instructor.gradebook import GradebookWriteError
+
+    class Full:
+        def record(self, student, result):
+            raise GradebookWriteError("gb.db", f"cannot write {student}'s result: disk I/O error")
+
+    class Outcomes(list):
+        def close(self):
+            pass
+
+    class Bar:
+        def advance(self):
+            pass
+
+        def finish(self):
+            pass
+
+    with pytest.raises(GradebookWriteError) as e:
+        _record_outcomes(Outcomes([(Job("alice", None), object())]), 3, Full(), None, Bar(), force)
+    said = str(e.value)
+    assert "stopped after 0 of 3 results this run, and every result written is kept" in said
+    assert said.endswith("--force grades every student again, so the same command starts over (without it, "
+                         "a run grades only the rest, and refuses while results of another grader or secret "
+                         "remain)") if force else said.endswith("the same command grades the rest")

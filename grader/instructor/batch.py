@@ -598,7 +598,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
             n = min(n, len(todo))
             outcomes, workers = _local_pool(todo, n, args), f"{n} processes"
         bar = Progress(len(todo), f"grading {lesson}", stream=stream, enabled=progress, heartbeat_s=1.0)
-        graded = _record_outcomes(outcomes, len(todo), book, fail, bar)
+        graded = _record_outcomes(outcomes, len(todo), book, fail, bar, force)
 
     students = {e.student for e in entries}
     scores = tuple(r.score for r in book.results(lesson)
@@ -658,9 +658,10 @@ def _read_entries(entries: list, folder: Path, lesson: str, fail: _Failures,
     return todo, skipped
 
 
-def _record_outcomes(outcomes, total: int, book: Gradebook, fail: _Failures, bar) -> int:
+def _record_outcomes(outcomes, total: int, book: Gradebook, fail: _Failures, bar, force: bool) -> int:
     """Each grade into the gradebook as it comes (a grader that failed goes to ``fail``); how
-    many were recorded as graded."""
+    many were recorded as graded. ``force``: the run grades every student again (what its
+    next run does, said when a write fails)."""
     graded = 0
     try:
         for job, result in outcomes:
