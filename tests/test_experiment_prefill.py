@@ -171,3 +171,59 @@ def test_every_size_an_experiment_takes_is_bounded():
     for name, knobs in sizes.items():
         table = {k.name: k for k in experiments.find(name).knobs}
         assert all(table[k].maximum is not None for k in knobs), name
+
+
+def test_every_number_an_experiment_takes_is_bounded_both_ways():
+    # Not only the sizes: per_token=1e300 (no maximum then) overflowed the chunk rule's
+    # arithmetic into a traceback, and max_class_drop=1e300 was a share far past its whole.
+    for name in experiments.names():
+        for knob in experiments.find(name).knobs:
+            if knob.kind != "words":
+                assert knob.minimum is not None and knob.maximum is not None, (name, knob.name)
+                assert knob.minimum <= min(_items(knob.default)) <= max(_items(knob.default)) <= knob.maximum
+    # ... and an experiment that takes an open-ended number is refused when it registers.
+    with pytest.raises(ValueError, match="'open': settings without both bounds: cost"):
+        experiments.experiment("open", title="t", knobs=(Knob("cost", 1.0, "c", minimum=0),),
+                               lesson="lesson3")(lambda s, c, d: None)
+    assert "open" not in experiments.REGISTRY
+
+
+def _items(value):
+    return value if isinstance(value, tuple) else (value,)
+
+
+@pytest.mark.parametrize("name,text,says", [
+    ("prefill-deadline", "per_token=1e300", "per_token: must be <= 1, got 1e+300"),
+    ("prefill-deadline", "step_fixed=1e300", "step_fixed: must be <= 10, got 1e+300"),
+    ("prefill-deadline", "interval=1e20", "interval: must be <= 3600, got 1e+20"),
+    ("prefill-deadline", "min_chunk=1180591620717411303424", "min_chunk: must be <= 1048576, got "
+                                                             "1180591620717411303424"),
+    ("prefix-ownership", "seed=1180591620717411303424", "seed: must be <= 2147483647, got "
+                                                        "1180591620717411303424"),
+    ("goodput", "max_class_drop=2", "max_class_drop: must be <= 1, got 2.0"),
+    ("goodput", "min_gain=-1e300", "min_gain: must be >= 0, got -1e+300"),
+    ("goodput", "rate_to=1e300", "rate_to: must be <= 100000, got 1e+300"),
+    # An item twice: goodput ran "gain" once while its settings line said gain,gain; the
+    # other lists ran a row twice.
+    ("goodput", "candidates=gain,gain", "candidates: gain is listed twice; give each once"),
+    ("prefill-deadline", "chunks=64, 64", "chunks: 64 is listed twice; give each once"),
+    ("prefix-ownership", "cancel_rates=40,20,40", "cancel_rates: 40 is listed twice; give each once"),
+    # Digits of another script: int() reads "１２" as 12, and the line then showed another value.
+    ("prefix-ownership", "seed=１２", "seed: expected an integer, got '１２'"),
+    ("prefill-deadline", "budget=０.1", "budget: expected a number, got '０.1'"),
+])
+def test_a_setting_past_what_it_can_mean_is_refused_naming_it(name, text, says):
+    with pytest.raises(InputError) as e:
+        parse_settings(name, experiments.find(name).knobs, [text])
+    assert str(e.value) == f"--set {text}: {says}"
+
+
+def test_minus_zero_is_zero():
+    value = parse_settings("e", (Knob("f", 0.5, "f", minimum=0, maximum=1),), ["f=-0"])["f"]
+    assert value == 0.0 and str(value) == "0.0"
+
+
+def test_a_cost_past_its_bound_is_one_line_not_a_traceback():
+    code, out, err = run_cli("prefill-deadline", "--set", "per_token=1e300", "--json")
+    assert code == 2 and out == ""
+    assert err == "grader: --set per_token=1e300: per_token: must be <= 1, got 1e+300\n"

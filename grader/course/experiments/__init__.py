@@ -43,6 +43,12 @@ def experiment(name: str, *, title: str, knobs: tuple[Knob, ...], lesson: str):
     def register(fn):
         if name in REGISTRY:
             raise ValueError(f"experiment {name!r} registered twice")
+        # Every number an experiment takes is bounded both ways: past a size's bound a typo
+        # runs for hours, and past a cost's or a time's (per_token=1e300) the worker's
+        # arithmetic overflowed into a traceback (docs/experiments.md, "Bounds").
+        open_ended = [k.name for k in knobs if not k.bounded()]
+        if open_ended:
+            raise ValueError(f"experiment {name!r}: settings without both bounds: {', '.join(open_ended)}")
         REGISTRY[name] = Experiment(name, title, tuple(knobs), fn, lesson)
         return fn
     return register

@@ -42,11 +42,14 @@ class Knob:
 
     def parse(self, text: str, where: str) -> Any:
         items = [t.strip() for t in text.split(",")] if self.kind in ("ints", "words") else [text.strip()]
-        if not all(items):
+        # Python's int() and float() read any script's digits ("１２", "٣"): a value the
+        # settings line then shows as another text than the one typed. ASCII only, as the
+        # design sheet's YAML reads numbers.
+        if not all(items) or not text.isascii():
             raise InputError(where, f"{self.name}: expected {self._expects()}, got {text!r}")
         try:
             if self.kind == "float":
-                values = [float(items[0])]
+                values = [float(items[0]) + 0.0]         # + 0.0: -0 is 0, not a "-0" in the title
                 if not math.isfinite(values[0]):
                     raise ValueError
             elif self.kind in ("int", "ints"):
@@ -62,7 +65,16 @@ class Knob:
                 raise InputError(where, f"{self.name}: must be <= {_number(self.maximum)}, got {v}")
             if self.choices and v not in self.choices:
                 raise InputError(where, f"{self.name}: {v!r} is not one of {', '.join(self.choices)}")
+        # One item twice in a list: a row run twice, or (goodput's candidates) quietly run
+        # once while the settings line shows it twice; as with a key set twice, refused.
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:
+            raise InputError(where, f"{self.name}: {twice} is listed twice; give each once")
         return tuple(values) if self.kind in ("ints", "words") else values[0]
+
+    def bounded(self) -> bool:
+        """Has this knob both bounds, or is it no number (words are bounded by their choices)?"""
+        return self.kind == "words" or (self.minimum is not None and self.maximum is not None)
 
     def shown_default(self) -> str:
         """The default as --set takes it: 0.1, 8192, 64,128,256, budget,fixed."""

@@ -36,8 +36,11 @@ _RULE = ReleaseRule()
 KNOBS = (
     Knob("candidates", ("gain", "class", "rejections"), "candidate designs of the release suite to compare with the baseline",
          "words", choices=KINDS),
-    Knob("rate_from", 3.0, "lowest request rate (requests per second)", "float", minimum=0.01),
-    Knob("rate_to", 9.0, "highest request rate", "float", minimum=0.01),
+    # Rates and the rule's values are bounded as the design sheet's schema bounds them
+    # (release_criteria.workload.rate, release_criteria.rule); the two shares stop at 1.
+    Knob("rate_from", 3.0, "lowest request rate (requests per second)", "float", minimum=0.01,
+         maximum=100_000),
+    Knob("rate_to", 9.0, "highest request rate", "float", minimum=0.01, maximum=100_000),
     # The sizes' bounds keep each one alone under half a minute on a laptop's core; every run
     # is kept for the table, so requests also bound memory (1,000 of them: about 0.8 GB).
     Knob("rates", 7, "how many rates, evenly spaced from rate_from to rate_to", "int", minimum=1,
@@ -45,12 +48,14 @@ KNOBS = (
     Knob("requests", 80, "requests per run (the fixed workload's size)", "int", minimum=2, maximum=1000),
     Knob("seeds", 4, "paired seeds per rate: both designs run on the same requests", "int", minimum=1,
          maximum=100),
-    Knob("noise_k", _RULE.noise_k, "rule: the noise band is noise_k standard errors", "float", minimum=0),
-    Knob("min_gain", _RULE.min_gain, "rule: goodput gain needed to ship (0.02 = 2%)", "float"),
+    Knob("noise_k", _RULE.noise_k, "rule: the noise band is noise_k standard errors", "float", minimum=0,
+         maximum=100),
+    Knob("min_gain", _RULE.min_gain, "rule: goodput gain needed to ship (0.02 = 2%)", "float",
+         minimum=0, maximum=10),
     Knob("max_class_drop", _RULE.max_class_drop, "rule: largest fall of a class's attainment", "float",
-         minimum=0),
+         minimum=0, maximum=1),
     Knob("max_rejection_rise", _RULE.max_rejection_rise, "rule: largest rise of the rejected share",
-         "float", minimum=0),
+         "float", minimum=0, maximum=1),
 )
 
 

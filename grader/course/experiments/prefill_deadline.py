@@ -55,23 +55,27 @@ from reference.worker import simulate
 RULES = ("budget", "per_token_only")
 _COST = CostModel()
 KNOBS = (
-    Knob("budget", 0.1, "token-gap budget of the chunk rule (s)", "float", minimum=1e-6),
-    Knob("step_fixed", _COST.step_fixed, "cost model: seconds per step", "float", minimum=1e-9),
-    Knob("per_token", _COST.per_token, "cost model: seconds per token in the step", "float", minimum=0),
+    # Times and costs are bounded too: the budget as the design sheet bounds gap_budget_s, a
+    # step at 10 s and each cost term at a second, already absurd (the defaults are tens of
+    # microseconds and less); per_token=1e300 overflowed the chunk rule's arithmetic.
+    Knob("budget", 0.1, "token-gap budget of the chunk rule (s)", "float", minimum=1e-6, maximum=10),
+    Knob("step_fixed", _COST.step_fixed, "cost model: seconds per step", "float", minimum=1e-9, maximum=10),
+    Knob("per_token", _COST.per_token, "cost model: seconds per token in the step", "float", minimum=0,
+         maximum=1),
     Knob("per_context_token", _COST.per_context_token, "cost model: seconds per decode context token",
-         "float", minimum=0),
+         "float", minimum=0, maximum=1),
     Knob("per_attention_pair", _COST.per_attention_pair, "cost model: seconds per prefill attention pair",
-         "float", minimum=0),
+         "float", minimum=0, maximum=1),
     # Sizes are bounded so a typo cannot start an hours-long run (each at its bound alone:
     # seconds).
     Knob("prompt", 8192, "tokens of each long prompt", "int", minimum=1, maximum=1 << 20),
     Knob("prompts", 10, "how many long prompts arrive", "int", minimum=1, maximum=1000),
-    Knob("interval", 1.0, "seconds between long prompts", "float", minimum=0),
+    Knob("interval", 1.0, "seconds between long prompts", "float", minimum=0, maximum=3600),
     Knob("decode_batch", 32, "requests decoding through the whole run", "int", minimum=0, maximum=4096),
     Knob("decode_context", 1024, "prompt tokens of each decoding request (its context grows from there)",
          "int", minimum=1, maximum=1 << 20),
     Knob("min_chunk", 64, "min_chunk_tokens of the budget rules (their floor when starved)", "int",
-         minimum=0),
+         minimum=0, maximum=1 << 20),
     Knob("chunks", (64, 128, 256, 512, 1024, 2048, 4096, 8192), "fixed chunk sizes to compare", "ints",
          minimum=1, maximum=1 << 20),
     Knob("rules", RULES, "rule variants of lesson 3 to compare", "words", choices=RULES),

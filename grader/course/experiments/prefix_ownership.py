@@ -53,7 +53,8 @@ VARIANTS = {
 DESIGN = "design: at the fence"
 KNOBS = (
     Knob("requests", 300, "requests in the workload", "int", minimum=1, maximum=20000),   # ~30 s
-    Knob("rate", 60.0, "mean arrival rate (requests/s, gamma bursts)", "float", minimum=1e-6),
+    Knob("rate", 60.0, "mean arrival rate (requests/s, gamma bursts)", "float", minimum=1e-6,
+         maximum=100_000),                     # the design sheet's bound on a workload's rate
     Knob("cancel", 0.4, "share of requests the client cancels, for the variant rows", "float",
          minimum=0, maximum=1),
     Knob("cancel_rates", (0, 20, 40, 60, 80), "cancellation rates (percent) of the design rows",
@@ -62,7 +63,7 @@ KNOBS = (
          minimum=0, maximum=100),
     Knob("chunk", 40, "prefill chunk tokens (not a page multiple: chunks end inside pages)", "int",
          minimum=1, maximum=1 << 20),
-    Knob("seed", 41, "workload seed", "int", minimum=0),
+    Knob("seed", 41, "workload seed", "int", minimum=0, maximum=2**31 - 1),   # as paired_seeds
     Knob("variants", tuple(VARIANTS), "the one-constraint variants to run", "words",
          choices=tuple(VARIANTS)),
 )
