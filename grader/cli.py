@@ -293,7 +293,7 @@ def _emit(report, as_json: bool) -> None:
 def _experiment(args, course) -> int:
     from grader.course import experiments
     from grader.course.experiments.common import plot_path, save_plot
-    path = plot_path(args.plot) if args.plot else None
+    path = plot_path(args.plot, {"the submission": args.submission}) if args.plot else None
     outcome = experiments.run(args.name, args.settings, course, args.submission, progress=True)
     plot = str(save_plot(outcome.plot, path)) if path and outcome.plot else None
     if args.json:
@@ -637,7 +637,8 @@ def _sheet(args, course) -> int:
         return 0 if not problems else 2
     from grader.course import core, replay
     from grader.course.plots import plot_path
-    plot = plot_path(args.plot) if args.plot else None
+    plot = plot_path(args.plot, {"the sheet": path, "the baseline": args.baseline,
+                                 "the workload": args.workload}) if args.plot else None
     chosen, opened = core.default(course, own=args.own)
     with opened:
         print(replay.run_sheets(sheet, path, course, args.workload, args.seeds, args.baseline, args.json,

@@ -535,6 +535,35 @@ def test_run_command_refuses_a_plot_it_cannot_write(tmp_path, capsys):
     assert "ending in .png" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("plot, says", [
+    ("link.png", "link.png: is a symbolic link (to kept.yaml): the plot would be written over what it "
+                 "points to; name a file of its own"),
+    ("sheet.png", "sheet.png: is the sheet this command reads: name another file for the plot"),
+    ("base.png", "base.png: is the baseline this command reads: name another file for the plot"),
+    ("same.png", "same.png: is the baseline this command reads: name another file for the plot"),
+])
+def test_run_command_overwrites_nothing_but_the_plot_it_names(tmp_path, monkeypatch, capsys, plot, says):
+    # --plot link.png once wrote the PNG over the sheet the link pointed to, and --plot of
+    # the sheet itself replaced it with its own picture; every file is left as it was.
+    monkeypatch.chdir(tmp_path)
+    text = TEMPLATE.read_bytes()
+    for name in ("kept.yaml", "sheet.png", "base.png"):
+        (tmp_path / name).write_bytes(text)
+    (tmp_path / "link.png").symlink_to("kept.yaml")
+    (tmp_path / "same.png").hardlink_to(tmp_path / "base.png")
+    assert main(["sheet", "run", "sheet.png", "--baseline", "base.png", "--seeds", "4,5", "--plot", plot]) == 2
+    assert capsys.readouterr().err == f"grader: {says}\n"
+    assert all((tmp_path / n).read_bytes() == text for n in ("kept.yaml", "sheet.png", "base.png"))
+
+
+def test_an_experiment_plot_that_is_a_link_is_refused_before_it_runs(tmp_path, capsys):
+    (tmp_path / "kept.py").write_text("x = 1\n")
+    (tmp_path / "p.png").symlink_to(tmp_path / "kept.py")
+    assert main(["experiment", "goodput", "--plot", str(tmp_path / "p.png")]) == 2
+    assert "p.png: is a symbolic link (to " in capsys.readouterr().err
+    assert (tmp_path / "kept.py").read_text() == "x = 1\n"
+
+
 def test_run_command_on_the_template_uses_its_own_workload_and_machine(capsys):
     assert main(["sheet", "run", str(TEMPLATE), "--seeds", "4,5"]) == 0
     out = capsys.readouterr().out
@@ -543,6 +572,7 @@ def test_run_command_on_the_template_uses_its_own_workload_and_machine(capsys):
 
 @pytest.mark.parametrize("seeds, says", [
     ("4,x", "expected seeds like 4,5,6,7; got '4,x'"),
+    ("４,５", "expected seeds like 4,5,6,7; got '４,５'"),        # digits of another script
     ("4,-1", "a seed is an integer from 0 to 2147483647; got -1"),
     ("4,2147483648", "a seed is an integer from 0 to 2147483647; got 2147483648"),
     ("3,4,3", "seed 3 is given twice: paired seeds are distinct"),

@@ -13,6 +13,7 @@ import os
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from grader.engine.errors import InputError
 from grader.engine.report import COST_MODEL_NOTE
@@ -133,13 +134,23 @@ class Plot:
     captions: tuple[str, ...] = ()               # in grey under the warnings: the reasons for a decision
 
 
-def plot_path(path: str | Path) -> Path:
-    """Where a plot may be written; checked before anything runs, not after."""
+def plot_path(path: str | Path, inputs: Mapping[str, str | Path | None] | None = None) -> Path:
+    """Where a plot may be written; checked before anything runs, not after. Nothing is
+    overwritten but the file named: not what a symbolic link points to (`--plot link.png`
+    wrote the PNG over the sheet it pointed to), nor a file the command reads (``inputs``, by
+    what each is: `grader sheet run a.png --plot a.png` replaced the sheet with its picture)."""
     path = Path(path)
     if path.suffix.lower() != ".png":
         raise InputError(str(path), "the plot is written as PNG: give a file name ending in .png")
+    if path.is_symlink():
+        raise InputError(str(path), f"is a symbolic link (to {os.readlink(path)}): the plot would be "
+                                    "written over what it points to; name a file of its own")
     if not path.parent.is_dir():
         raise InputError(str(path), f"no such folder: {path.parent}")
+    read = next((what for what, i in (inputs or {}).items() if i is not None and path.exists()
+                 and Path(i).exists() and os.path.samefile(path, i)), None)
+    if read is not None:
+        raise InputError(str(path), f"is {read} this command reads: name another file for the plot")
     if path.is_dir() or (path.exists() and not os.access(path, os.W_OK)) \
             or not os.access(path.parent, os.W_OK):
         raise InputError(str(path), "cannot write the plot there (a folder, or no permission)")

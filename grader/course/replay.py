@@ -273,6 +273,8 @@ SEEDS_MIN, SEEDS_MAX, SEED_MAX = 2, 32, 2**31 - 1
 
 def _paired_seeds(text: str, paired: bool) -> tuple[int, ...]:
     try:
+        if not text.isascii():          # int() reads any script's digits: "４,５" were 4 and 5
+            raise ValueError
         chosen = tuple(int(s) for s in text.split(","))
     except ValueError:
         raise InputError("--seeds", f"expected seeds like 4,5,6,7; got {text!r}") from None
