@@ -602,6 +602,23 @@ def test_the_seed_bounds_are_the_sheet_schemas():
     assert main(["sheet", "run", str(TEMPLATE), "--seeds", f"0,{replay.SEED_MAX}"]) == 0
 
 
+def test_the_workloads_bounds_hold_for_the_sheets_overrides(tmp_path, capsys):
+    # A rate of 1e-300 validated, then `sheet run` stopped on the workload file's own bound,
+    # naming release.yaml "(with overrides)", not the sheet's line that set it.
+    from reference.workload import MIN_RATE, SCHEMA_PATH
+    own = SCHEMA["$defs"]["release_criteria"]["properties"]["workload"]["properties"]
+    workload = json.loads(SCHEMA_PATH.read_text())["properties"]
+    assert own["rate"]["minimum"] == MIN_RATE and "exclusiveMinimum" not in own["rate"]
+    assert own["requests"]["minimum"] >= workload["requests"]["minimum"]
+    assert own["requests"]["maximum"] <= workload["requests"]["maximum"]
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text(TEMPLATE.read_text().replace("    rate: 7.0 ", "    rate: 1.0e-300 ", 1))
+    assert main(["sheet", "run", str(tiny)]) == 2
+    out = capsys.readouterr().out
+    line = 1 + tiny.read_text().split("\n").index(next(l for l in tiny.read_text().split("\n") if "1.0e-300" in l))
+    assert f"  line {line}: release_criteria.workload.rate: expected a number >= 1e-06; got 1e-300\n" in out
+
+
 def test_run_command_refuses_an_invalid_sheet(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("chunk_rule: {rule: budget}\n")
