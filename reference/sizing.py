@@ -12,6 +12,21 @@ from dataclasses import dataclass
 from reference.shapes import ModelSpec, WorkerSpec
 
 
+# The most pages a simulated pool may hold: the worker keeps an entry per page (its
+# refcount, the free stack), so device_bytes of 2**80 asked for terabytes and ended in a
+# MemoryError. The course's pools hold under 31,000 pages; this is 34 times the largest.
+MAX_POOL_PAGES = 1 << 20
+
+
+def pool_too_large(geometry: "Geometry") -> str | None:
+    """Why a pool of this geometry cannot be simulated, or None when it can."""
+    if geometry.pool_pages <= MAX_POOL_PAGES:
+        return None
+    return (f"the pool would hold {geometry.pool_pages:,} pages, more than the worker simulates "
+            f"({MAX_POOL_PAGES:,}): a smaller device_bytes, or larger pages (page_tokens, or the "
+            f"model's KV per token)")
+
+
 def pages_for(tokens: int, page_tokens: int) -> int:
     """Pages that ``tokens`` slots fill: the ceiling of tokens / page_tokens."""
     return -(-tokens // page_tokens)

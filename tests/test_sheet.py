@@ -619,6 +619,36 @@ def test_the_workloads_bounds_hold_for_the_sheets_overrides(tmp_path, capsys):
     assert f"  line {line}: release_criteria.workload.rate: expected a number >= 1e-06; got 1e-300\n" in out
 
 
+@pytest.mark.parametrize("edit", [
+    ("    device_bytes: 80GiB", "    device_bytes: 1099511627776GiB"),     # 2**80 bytes
+    ("    layers: 32", "    layers: 1"),          # with one KV head of 1: 64 bytes a page, a billion pages
+])
+def test_a_pool_the_worker_cannot_hold_is_a_problem_of_the_sheet(tmp_path, capsys, edit):
+    # Valid by the schema, then `sheet run` ended in a MemoryError traceback: the worker keeps
+    # an entry per page. Now validate names the field, and run stops before any replay.
+    big = tmp_path / "big.yaml"
+    text = TEMPLATE.read_text().replace(*edit, 1)
+    big.write_text(text.replace("    head_dim: 128", "    head_dim: 1", 1).replace(
+        "    kv_heads: 8 ", "    kv_heads: 1 ", 1) if "layers" in edit[1] else text)
+    line = 1 + next(i for i, l in enumerate(big.read_text().split("\n")) if l.startswith("    device_bytes"))
+    for command in ("validate", "run"):
+        assert main(["sheet", command, str(big)]) == 2
+        out = capsys.readouterr().out
+        assert re.search(rf"\n  line {line}: request_contract\.worker\.device_bytes: the pool would hold "
+                         r"[\d,]+ pages, more than the worker simulates \(1,048,576\)", out), out
+
+
+def test_a_scenario_whose_pool_the_worker_cannot_hold_is_refused_naming_it(tmp_path, capsys):
+    source = ROOT / "assignments" / "lesson2" / "public"
+    scenario = tmp_path / "huge.scenario.yaml"
+    scenario.write_text((source / "bursts.scenario.yaml").read_text().replace(
+        "device_bytes: 19712MiB", "device_bytes: 1099511627776GiB", 1))
+    (tmp_path / "bursts.yaml").write_bytes((source / "bursts.yaml").read_bytes())
+    assert main(["sheet", "run", str(TEMPLATE), "--seeds", "4", "--workload", str(scenario)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"grader: {scenario}: worker: the pool would hold ") and err.count("\n") == 1
+
+
 def test_run_command_refuses_an_invalid_sheet(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("chunk_rule: {rule: budget}\n")

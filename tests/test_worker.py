@@ -1977,3 +1977,16 @@ def test_the_own_key_table_keeps_cached_held_and_their_parents():
         assert list(worker.true_keys.values()) == [0, 1, 2, 3, 4]
         assert all(truth[identity] == key for identity, key in worker.true_keys.items())
         assert worker.keys_kept == prefix_cache.KEYS_KEPT
+
+
+def test_a_pool_too_large_to_hold_is_refused_not_allocated():
+    # device_bytes of 2**80 asked the pool for an entry per page (terabytes): a MemoryError.
+    from reference.sizing import MAX_POOL_PAGES, Geometry
+    from reference.specs import SpecError
+    model, worker = machine(MAX_POOL_PAGES)
+    assert Geometry.of(model, worker).pool_pages == MAX_POOL_PAGES
+    assert simulate(model, worker, reference_policy(), []).requests == ()     # the bound itself runs
+    bigger = dataclasses.replace(worker, device_bytes=worker.device_bytes + (1 << 80))
+    with pytest.raises(SpecError, match=r"^the pool would hold [\d,]+ pages, more than the worker "
+                                        r"simulates \(1,048,576\): a smaller device_bytes"):
+        simulate(model, bigger, reference_policy(), [])

@@ -41,6 +41,7 @@ from reference.knobs import KNOBS, knob_problem
 from reference.policy import Policy
 from reference.records import Run
 from reference.shapes import ModelSpec, WorkerSpec
+from reference.sizing import Geometry, pool_too_large
 from reference.specs import SpecError, model_from, worker_from
 from reference.workload import (WorkloadError, WorkloadSpec, generate, load_workload,
                                 parse_workload, to_mapping, with_overrides)
@@ -129,6 +130,9 @@ def load_scenario(path: Path, course, checked: bool = True) -> Scenario:
     except (SpecError, WorkloadError) as e:
         text = str(e)          # a spec's error names this file already; a workload's, its own
         raise InputError(where, text.removeprefix(f"{where}: ")) from None
+    too_large = pool_too_large(Geometry.of(model, worker))
+    if too_large:
+        raise InputError(where, f"worker: {too_large}")
     sheet = data.get("sheet") or {}
     if not isinstance(sheet, Mapping):
         raise InputError(where, "sheet: expected a mapping of design-sheet sections")

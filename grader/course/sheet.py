@@ -36,7 +36,7 @@ from grader.engine.layout import YAML_VALUE_ERRORS, nesting_depth, short_text
 from reference import yaml_words
 from reference.knobs import KNOBS as REFERENCE_KNOBS
 from reference.shapes import CONTRACT_REASONS
-from reference.sizing import Geometry
+from reference.sizing import Geometry, pool_too_large
 from reference.units import UnitError, parse_bytes
 from reference.workload import UniqueKeys
 
@@ -255,6 +255,9 @@ def _contract_problems(rc: Mapping) -> Iterator[Problem]:
     if len(sizes) < 3:
         return
     g = Geometry.of(*machine_of({"request_contract": rc}))
+    too_large = pool_too_large(g)
+    if too_large:
+        yield Problem("request_contract.worker.device_bytes", too_large)
     for path, message in worked.contract_problems(rc, g):
         yield Problem(path, message, worked=True)
 

@@ -28,7 +28,8 @@ from reference.policy import Policy
 from reference.pool import PagePool
 from reference.records import Run, Violation
 from reference.shapes import ModelSpec, WorkerSpec
-from reference.sizing import Geometry
+from reference.sizing import Geometry, pool_too_large
+from reference.specs import SpecError
 from reference.worker.admission import AdmissionQueue
 from reference.worker.decisions import Decisions
 from reference.worker.lifecycle import Lifecycle
@@ -72,7 +73,13 @@ class Worker(AdmissionQueue, PrefixCache, PageBooks, Lifecycle, Steps, Recorder,
     def __init__(self, model, worker, policy, requests, max_steps, check_invariants, trace=None):
         self.model, self.spec, self.policy, self.cost = model, worker, policy, worker.cost
         self.pt = worker.page_tokens
-        self.pool = PagePool(Geometry.of(model, worker).pool_pages)
+        geometry = Geometry.of(model, worker)
+        too_large = pool_too_large(geometry)
+        if too_large:
+            # Refused, not allocated: the files that set the sizes check this bound first
+            # and name their field; this is the last line for any other caller.
+            raise SpecError(too_large)
+        self.pool = PagePool(geometry.pool_pages)
         self.lives = [Sequence(r) for r in requests]
         self.check = check_invariants
         self.trace = trace                       # None, or a list that receives the page events
