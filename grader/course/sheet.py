@@ -81,8 +81,30 @@ def blocking(problems) -> list[Problem]:
 
 
 # ---- reading -------------------------------------------------------------------------------
+# YAML 1.1 reads some numbers as other numbers than a person reads them: 010 is the octal
+# 8, and 4:05 (a time, a ratio) is the base-60 245. A seed, a count or a rate written so
+# would replay another design than the one written: refused, with the number it was read as.
+_OTHER_NUMBER = re.compile(r"[-+]?(0[0-7_]+|[0-9][0-9_]*(:[0-5]?[0-9])+(\.[0-9_]*)?)")
+
+
 class _NoAliases(UniqueKeys, yaml.SafeLoader):
-    """safe_load without anchors and aliases, and without silently dropping a repeated key."""
+    """safe_load without anchors and aliases, without silently dropping a repeated key, and
+    without octal or base-60 numbers."""
+
+    def construct_yaml_int(self, node):
+        return self._as_written(node, super().construct_yaml_int(node))
+
+    def construct_yaml_float(self, node):
+        return self._as_written(node, super().construct_yaml_float(node))
+
+    def _as_written(self, node, value):
+        if _OTHER_NUMBER.fullmatch(node.value) and node.value.strip("+-0_"):
+            kind = "octal" if ":" not in node.value else "base-60"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"YAML reads {node.value} as the {kind} number {value:g}; write the "
+                            f"number in decimal digits without a leading 0 or a colon, or quote it "
+                            f"as text", node.start_mark)
+        return value
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
@@ -94,6 +116,11 @@ class _NoAliases(UniqueKeys, yaml.SafeLoader):
             raise yaml.composer.ComposerError(None, None, "anchors (&name) are not allowed",
                                               event.start_mark)
         return super().compose_node(parent, index)
+
+
+# PyYAML keeps the constructor functions in a table, not looked up by name: registered anew.
+_NoAliases.add_constructor("tag:yaml.org,2002:int", _NoAliases.construct_yaml_int)
+_NoAliases.add_constructor("tag:yaml.org,2002:float", _NoAliases.construct_yaml_float)
 
 
 def read_yaml(raw: bytes, limit: int = MAX_BYTES) -> tuple[Any, list[Problem]]:
