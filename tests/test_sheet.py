@@ -147,6 +147,25 @@ def test_a_number_yaml_reads_as_text_is_shown_how_to_write_it(tmp_path):
     assert yaml.safe_load("a: 2.0e-09")["a"] == 2e-9        # what it says to write is a number
 
 
+@pytest.mark.parametrize("written, read_as", [("010", "the octal number 8"), ("07", "the octal number 7"),
+                                               ("4:05", "the base-60 number 245"),
+                                               ("1:30.5", "the base-60 number 90.5")])
+def test_a_number_yaml_reads_as_another_number_is_refused(tmp_path, written, read_as):
+    # paired_seeds: [4, 5, 6, 010] replayed seed 8, and 4:05 was seed 245, silently.
+    path = tmp_path / "sheet.yaml"
+    text = TEMPLATE.read_text()
+    assert "  paired_seeds: [4, 5, 6, 7]" in text
+    path.write_text(text.replace("  paired_seeds: [4, 5, 6, 7]", f"  paired_seeds: [4, 5, 6, {written}]", 1))
+    line = 1 + next(i for i, l in enumerate(path.read_text().split("\n"))
+                    if l.startswith(f"  paired_seeds: [4, 5, 6, {written}]"))
+    data, problems = load_sheet(path, COURSE)
+    assert data is None and [str(p) for p in problems] == [
+        f"line {line}, column 27: not valid YAML (YAML reads {written} as {read_as}; write the number in "
+        f"decimal digits without a leading 0 or a colon, or quote it as text)"]
+    # What it says to write reads as written; 0, 0.5 and 1_000 are decimal as they stand.
+    assert read_yaml(b"a: [0, 0.5, 1_000, 'x', 10]")[0] == {"a": [0, 0.5, 1000, "x", 10]}
+
+
 def test_what_the_schema_cannot_say_is_checked_after_it():
     data = with_record()
     rc = data["request_contract"]
@@ -647,6 +666,34 @@ def test_a_scenario_whose_pool_the_worker_cannot_hold_is_refused_naming_it(tmp_p
     assert main(["sheet", "run", str(TEMPLATE), "--seeds", "4", "--workload", str(scenario)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"grader: {scenario}: worker: the pool would hold ") and err.count("\n") == 1
+
+
+def test_a_replay_too_large_is_refused_before_it_runs(tmp_path, capsys):
+    # requests: 100000 (the schema's bound then) replayed one seed in 2.5 minutes and 1.5 GB,
+    # and by default eight such runs, with nothing said. Now one run is bounded by the
+    # schema and all of them together by the replay, naming where the count comes from.
+    from grader.course import replay
+    own = SCHEMA["$defs"]["release_criteria"]["properties"]["workload"]["properties"]["requests"]
+    assert own["maximum"] * 4 * 2 <= replay.MAX_REPLAYED_REQUESTS     # the default seeds, a baseline
+    many = tmp_path / "many.yaml"
+    many.write_text(TEMPLATE.read_text().replace("    requests: 80", "    requests: 10000", 1))
+    seeds = ",".join(map(str, range(9)))
+    assert main(["sheet", "run", str(many), "--seeds", seeds]) == 2
+    assert capsys.readouterr().err == (
+        f"grader: {many}: 10,000 requests (release_criteria.workload.requests) x 9 seeds x 1 (the sheet) "
+        "is 90,000 requests to replay, more than 80,000: give fewer requests or fewer seeds (--seeds)\n")
+    # A workload file may hold more requests than a sheet may ask for: the product bounds it too.
+    source = ROOT / "assignments" / "lesson5" / "public" / "release.yaml"
+    big = tmp_path / "big-release.yaml"
+    text = source.read_text()
+    assert re.search(r"(?m)^requests: \d+", text)
+    big.write_text(re.sub(r"(?m)^requests: \d+", "requests: 50000", text, count=1))
+    assert main(["sheet", "run", str(TEMPLATE), "--workload", str(big), "--seeds", "4,5",
+                 "--baseline", str(TEMPLATE)]) == 2
+    assert capsys.readouterr().err == (
+        f"grader: {TEMPLATE}: 50,000 requests (the requests of {big}) x 2 seeds x 2 (the sheet and its "
+        "baseline) is 200,000 requests to replay, more than 80,000: give fewer requests or fewer seeds "
+        "(--seeds)\n")
 
 
 def test_run_command_refuses_an_invalid_sheet(tmp_path, capsys):

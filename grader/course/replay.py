@@ -293,6 +293,28 @@ def _paired_seeds(text: str, paired: bool) -> tuple[int, ...]:
     return chosen
 
 
+# A replay keeps every run (the figures, the plot and the first violations read them), about
+# 15 KB a request, and the worker takes 1 to 1.5 ms of a core a request: a sheet of 100,000 requests
+# (the schema's bound then) replayed one seed in 2.5 minutes and 1.5 GB, and the default four
+# seeds and a baseline were eight such runs, silently. The schema bounds one run at 10,000
+# requests; this bounds them all (requests x seeds x sheets): about two minutes, 1.2 GB.
+MAX_REPLAYED_REQUESTS = 80_000
+
+
+def _bounded(bench: "Bench", sides: int, sheet: Mapping, path: Path, workload: str | None) -> None:
+    """InputError, naming where the count comes from, when the replays would be too large."""
+    total = bench.workload.requests * len(bench.seeds) * sides
+    if total <= MAX_REPLAYED_REQUESTS:
+        return
+    own = ((sheet.get("release_criteria") or {}).get("workload") or {}).get("requests")
+    where = (f"the requests of {workload}" if workload else
+             "release_criteria.workload.requests" if own is not None else f"the requests of {bench.source}")
+    sheets = "the sheet and its baseline" if sides == 2 else "the sheet"
+    raise InputError(str(path), f"{bench.workload.requests:,} requests ({where}) x {len(bench.seeds)} "
+                                f"seeds x {sides} ({sheets}) is {total:,} requests to replay, more than "
+                                f"{MAX_REPLAYED_REQUESTS:,}: give fewer requests or fewer seeds (--seeds)")
+
+
 def bench_for(sheet: Mapping, sheet_path: Path, course, workload: str | None = None,
               seeds: str | None = None, paired: bool = False) -> Bench:
     """--workload (a scenario or a workload file), else the sheet's release_criteria.workload,
@@ -346,6 +368,7 @@ def run_sheets(sheet: Mapping, path: Path, course, workload: str | None, seeds: 
     core = core or reference_core()
     decision = None
     bench = bench_for(sheet, path, course, workload, seeds, paired=bool(baseline))
+    _bounded(bench, 2 if baseline else 1, sheet, path, workload)
     mine = replay(bench.model, design("sheet", sheet, bench.worker), bench.workload, bench.seeds, core=core)
     out = {"file": str(path), "workload": bench.source, "figures": figures(mine),
            "core": core.note or "the reference's decisions"}
