@@ -810,6 +810,12 @@ def test_goodput_experiment_plot_shows_the_decision_the_target_and_the_rejected_
     plain = experiments.run("goodput", ["rates=1", "rate_from=3", "seeds=2", "requests=20", "candidates=gain"],
                             COURSE)
     assert "rejected share (%)" not in [p.ylabel for p in plain.plot.panels]
+    # One rate is rate_from's: the settings line still shows rate_to (9), so a note says so.
+    assert {r["rate"] for r in plain.table.rows} == {3.0}
+    assert "rates=1: only rate_from (3/s) is run; rate_to (9) is read only with 2 rates or more" in plain.notes
+    assert not any(n.startswith("rates=1") for n in experiments.run(
+        "goodput", ["rates=1", "rate_from=3", "rate_to=3", "seeds=2", "requests=20", "candidates=gain"],
+        COURSE).notes)
 
 
 def test_goodput_experiment_defaults_show_goodput_inviting_a_rollback():

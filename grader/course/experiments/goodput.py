@@ -171,6 +171,10 @@ def goodput_sweep(s: dict, course, sides: Sides) -> Outcome:
                     f"+-band: {s['noise_k']:g} standard errors over the seeds (of each design's goodput, "
                     "and of the paired differences); mean TPOT: the dashboard's mean time per output "
                     "token in ms, not an SLO")
+    if s["rates"] == 1 and s["rate_to"] != s["rate_from"]:
+        # Accepted, since rate_to has a default, but the settings line shows a range: say so.
+        notes.insert(1, f"rates=1: only rate_from ({s['rate_from']:g}/s) is run; rate_to "
+                        f"({s['rate_to']:g}) is read only with 2 rates or more")
     notes += both.sources
     groups = ([list(labels)] if both.mine else []) + ([[REFERENCE + n for n in labels]] if both.reference else [])
     return Outcome("goodput", "goodput and SLO attainment against the request rate, baseline and candidates",
