@@ -127,7 +127,7 @@ def test_experiment_help_lists_every_experiment_and_setting_with_its_default():
             default = ",".join(map(str, knob.default)) if isinstance(knob.default, tuple) else f"{knob.default:g}" \
                 if isinstance(knob.default, float) else str(knob.default)
             assert f"{knob.name} (default {default}): {' '.join(knob.help.split())}" in flat, knob.name
-    assert "budget (default 0.1): token-gap budget of the chunk rule (s); at least 1e-06" in flat
+    assert "budget (default 0.1): token-gap budget of the chunk rule (s); 1e-06 to 10" in flat
     assert "rules (default budget,per_token_only):" in flat and "one or more of budget, per_token_only" in flat
 
 
