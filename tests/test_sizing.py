@@ -53,3 +53,16 @@ def test_geometry_is_frozen():
                                     max_running=1))
     with pytest.raises(dataclasses.FrozenInstanceError):
         g.pool_pages = 1
+
+
+@pytest.mark.parametrize("pages, refused", [(1, False), (1_048_576, False), (1_048_577, True), (2**40, True)])
+def test_a_pool_of_more_than_a_mebipage_is_too_large_to_simulate(pages, refused):
+    """The worker keeps an entry per page: 2**20 pages (34 times the course's largest pool)
+    is the most it simulates, and the message says what to shrink."""
+    from reference.sizing import pool_too_large
+    said = pool_too_large(Geometry(kv_bytes_per_token=1, page_tokens=1, page_bytes=1, pool_pages=pages))
+    if not refused:
+        assert said is None
+    else:
+        assert said == (f"the pool would hold {pages:,} pages, more than the worker simulates (1,048,576): a "
+                        f"smaller device_bytes, or larger pages (page_tokens, or the model's KV per token)")
