@@ -402,3 +402,10 @@ def test_a_course_that_is_a_file_says_so(capsys, tmp_path):
     code, _, err = grader(capsys, "--course", str(notes), "check", "lesson1")
     assert code == 2 and err == (f"grader: {notes}: not a course folder (is a file): --course names the "
                                  "folder holding rubrics/ and assignments/\n")
+
+
+def test_an_experiments_submission_that_is_a_device_says_so(capsys):
+    code, out, err = grader(capsys, "experiment", "goodput", "--submission", "/dev/zero")
+    assert (code, out) == (2, "")
+    assert err == ("grader: /dev/zero: is not a regular file (a pipe, a device or a socket): not read "
+                   "(--submission: your exercise file of lesson5, a .py or .ipynb)\n")

@@ -12,6 +12,10 @@ import os
 import stat
 from pathlib import Path
 
+# What a path that is there but no file or folder is called (a FIFO would block a read,
+# /dev/zero never ends one).
+NOT_REGULAR = "is not a regular file (a pipe, a device or a socket)"
+
 
 class Unreadable(Exception):
     """Why a file was refused, in words for one line (``str(err)``); ``strerror`` is the
@@ -48,7 +52,7 @@ def read_regular(path: str | Path, limit: int, *, single_name: bool = False,
         if stat.S_ISDIR(info.st_mode):
             raise Unreadable("is a folder, not a file")
         if not stat.S_ISREG(info.st_mode):
-            raise Unreadable("is not a regular file (a pipe, a device or a socket): not read")
+            raise Unreadable(f"{NOT_REGULAR}: not read")
         if single_name and info.st_nlink > 1:
             raise Unreadable(f"is a hard link (the file has {info.st_nlink} names): not read; "
                              f"hand in a copy of the file itself")

@@ -38,7 +38,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from grader.engine.errors import InputError
-from grader.engine.files import Unreadable, read_regular
+from grader.engine.files import NOT_REGULAR, Unreadable, read_regular
 from grader.engine.layout import did_you_mean
 from grader.engine.text import first_few, plural, terminal
 
@@ -807,7 +807,7 @@ def open_gradebook(url: str, *, create: bool = True, read_only: bool = False) ->
         if where.exists() and not where.is_file():
             # SQLite says "unable to open database file" of a folder, and waits forever on a
             # named pipe for a writer that never comes.
-            kind = "a folder" if where.is_dir() else "not a regular file (a pipe, a device or a socket)"
+            kind = "a folder" if where.is_dir() else NOT_REGULAR.removeprefix("is ")
             raise InputError(str(where), f"is {kind}, not a gradebook: give the gradebook's file")
         if not create and not where.exists():
             raise InputError(str(where), "no gradebook here: grade into it first (grader grade ... "

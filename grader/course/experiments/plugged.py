@@ -36,6 +36,7 @@ from grader.course.experiments.common import (CALLS_FAILED, NO_REFERENCE_ROWS, N
 from grader.course.plots import REFERENCE_PREFIX  # noqa: F401
 from grader.engine.cases import digest_of
 from grader.engine.errors import InputError
+from grader.engine.files import NOT_REGULAR
 from grader.engine.oracle import (LESSON_DECISIONS, OracleMissing, has_solution, recorded,
                                   reference_decisions)
 from grader.engine.oracle import reference_core as reference_decisions_core
@@ -86,7 +87,8 @@ def plugged(course, lesson: str, submission: str | None = None) -> Iterator[Plug
                                  f"is about {lesson}")
     path = Path(submission) if submission else course.assignment(lesson) / "exercise.py"
     if not path.is_file():
-        found = "is a folder, not a file" if path.is_dir() else "no such file"
+        found = ("is a folder, not a file" if path.is_dir() else
+                 f"{NOT_REGULAR}: not read" if path.exists() else "no such file")
         raise InputError(str(path), f"{found} (--submission: your exercise file of "
                                     f"{lesson}, a .py or .ipynb)")
     with ExitStack() as stack:
