@@ -446,12 +446,20 @@ def test_the_solutions_and_instructor_tools_are_never_copied_into_a_build(tmp_pa
     for left_out in ("reference/solutions", "grader/instructor", "grader/lessons/oracles"):
         assert not any(d == left_out or d.startswith(left_out + "/") for d in entered), left_out
 
+def _refused(course, out, lesson: str, verify: bool = False):
+    """The release of ``lesson`` from the course at ``course`` into ``out``, refused: what
+    pytest.raises caught."""
+    from grader.engine.layout import Course
+    with pytest.raises(InputError) as refused:
+        build_learner_edition(Course(course), out, lessons=(lesson,), verify=verify)
+    return refused
+
+
 
 def test_an_instructors_output_saved_in_a_lessons_folder_stops_the_release(course, tmp_path):
     """`grader gradescope lesson1 --out assignments/lesson1/autograder.zip` (or an export, a
     gradebook kept there) would ship with the lesson's files: the zip holds the secret and
     the solutions, the others every student's grades. Told by their bytes, not their names."""
-    from grader.engine.layout import Course
     lesson = course / "assignments" / "lesson1"
     import zipfile
     with zipfile.ZipFile(lesson / "autograder.zip", "w") as z:      # what `grader gradescope` writes
@@ -460,8 +468,7 @@ def test_an_instructors_output_saved_in_a_lessons_folder_stops_the_release(cours
     (lesson / "marks.txt").write_bytes('\ufeff"student","lesson1 total"\r\n'.encode())
     (lesson / "old.sqlite").write_bytes(b"SQLite format 3\x00" + bytes(100))
     out = tmp_path / "learner"
-    with pytest.raises(InputError) as refused:
-        build_learner_edition(Course(course), out, lessons=("lesson1",), verify=False)
+    refused = _refused(course, out, "lesson1")
     assert refused.value.where == str(out)
     assert refused.value.message == (
         "the course's folders hold what an instructor's command wrote, which would ship to every "
@@ -483,8 +490,7 @@ def test_an_incident_answer_key_saved_in_the_courses_folders_stops_the_release(c
     key = write_answer(p1, course / "assignments" / "lesson6" / "practice" / "p1" / "answer")
     (key / "diagnosis.yaml").rename(key / "notes.yaml")
     out = tmp_path / "learner"
-    with pytest.raises(InputError) as refused:
-        build_learner_edition(Course(course), out, lessons=("lesson6",), verify=False)
+    refused = _refused(course, out, "lesson6")
     assert refused.value.message == (
         "the course's folders hold what an instructor's command wrote, which would ship to every "
         "learner: assignments/lesson6/practice/p1/answer/design_sheet.yaml: an incident's answer key; "
@@ -507,8 +513,7 @@ def test_a_solution_saved_in_a_lessons_folder_stops_the_release(course, tmp_path
     draft.write_text(text.replace(same, "    total = request.max_new_tokens + request.prompt_tokens\n"
                                         "    return pages_for(total, worker.page_tokens)\n"))
     out = tmp_path / "learner"
-    with pytest.raises(InputError) as refused:
-        build_learner_edition(Course(course), out, lessons=("lesson1",))
+    refused = _refused(course, out, "lesson1", verify=True)
     assert refused.value.message == (
         "the course's assignments/ holds code that earns more than half of a lesson handed in as it "
         "stands: lesson1: assignments/lesson1/drafts/mine.py as it stands earns 10 of 10 (public cases); "
@@ -525,7 +530,6 @@ def test_a_link_leading_out_of_the_courses_folders_stops_the_release(course, tmp
     named other than *.secret (`assignments/lesson1/key -> ../../course.secret`) shipped the
     secret, and one to a folder of the instructor's shipped the folder, to every learner.
     Refused before anything is written, naming each; a link within the folder is copied."""
-    from grader.engine.layout import Course
     secret = tmp_path / "course.secret"
     secret.write_text("s3cret\n")
     private = tmp_path / "private"
@@ -538,8 +542,7 @@ def test_a_link_leading_out_of_the_courses_folders_stops_the_release(course, tmp
     (lesson / "again.yaml").symlink_to("public.yaml")                  # inside: copied as a file
     (lesson / ".hidden").symlink_to(secret)                            # a dot-name is never copied
     out = tmp_path / "learner"
-    with pytest.raises(InputError) as refused:
-        build_learner_edition(Course(course), out, lessons=("lesson1",), verify=False)
+    refused = _refused(course, out, "lesson1")
     assert refused.value.where == str(course)
     assert refused.value.message == (
         "the course's folders hold symbolic links that lead out of them, and the edition would ship "
