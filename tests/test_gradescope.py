@@ -222,12 +222,14 @@ def test_an_instructors_output_in_the_courses_folders_builds_no_zip(course, secr
     (lesson / "marks.txt").write_bytes('\ufeff"student","lesson1 total"\r\n'.encode())
     (lesson / "old.sqlite").write_bytes(b"SQLite format 3\x00" + bytes(100))
     (course / "rubrics" / "grades").symlink_to(lesson / "old.sqlite")   # a link is read as what it names
+    (lesson / "key.yaml").write_text("# The reference diagnosis of incident p1.\ncauses: []\n")
     out = tmp_path / "lesson1-autograder.zip"
     code, printed, err = run_grader("--course", str(course), "gradescope", "lesson1", "--secret-file",
                                     str(secret_file), "--out", str(out))
     assert code == 2 and printed == "", err
     assert err == (f"grader: {course}: the course's folders hold what an instructor's command wrote, "
-                   "which would go into the zip and to Gradescope: assignments/lesson1/marks.txt: CSV "
+                   "which would go into the zip and to Gradescope: assignments/lesson1/key.yaml: an "
+                   "incident's answer key; assignments/lesson1/marks.txt: CSV "
                    "export; assignments/lesson1/old.sqlite: gradebook or other SQLite database; "
                    "rubrics/grades: gradebook or other SQLite database; move them out of the course's "
                    "folders\n"), err

@@ -255,7 +255,7 @@ def write_bundle(incident: Incident, out: Path) -> list[Path]:
 
 
 # How each file of an answer key begins: the release tells one saved in the course's
-# folders by it (grader.instructor.release.instructor_outputs), whatever its name.
+# folders by it (grader.instructor.outputs.course_outputs), whatever its name.
 ANSWER_HEADS = ("# The reference diagnosis of incident ", f"# Release {NEXT}: {RELEASE} with its faults reverted.")
 
 

@@ -15,7 +15,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from grader.engine.errors import InputError
 from grader.engine.files import Unreadable, read_regular
@@ -95,6 +95,26 @@ def instructor_output(path: Path) -> str:
         return AUTOGRADER.name
     return next((k.name for k in (CSV_EXPORT, FEEDBACK_MD, FEEDBACK_HTML, REPORT_PAGE, FIGURE)
                  if is_earlier(path, k)), "")
+
+
+def _answer_head(head: bytes) -> bool:
+    from grader.course.bundle import ANSWER_HEADS        # the lesson 6 machinery, only when asked
+    return head.startswith(tuple(h.encode() for h in ANSWER_HEADS))
+
+
+# What `grader incident --answer` wrote. Not one of instructor_output's kinds: a class folder
+# does not pass an answer key over (a reference answer graded as a submission is a test),
+# but the course's own folders must not hold one (course_outputs).
+ANSWER_KEY = Kind("an incident's answer key", _answer_head)
+
+
+def course_outputs(files: Iterable[tuple[str, Path]]) -> list[str]:
+    """Of the course's own files, (the name to show, the file), those an instructor's command
+    wrote, as "name: kind": instructor_output's kinds and an incident's answer key. Whatever
+    copies the course's folders to learners or to a grading platform refuses them."""
+    return [f"{name}: {kind}" for name, path in files
+            for kind in [instructor_output(path) or (ANSWER_KEY.name if is_earlier(path, ANSWER_KEY) else "")]
+            if kind]
 
 
 def instructor_folder(path: Path) -> bool:

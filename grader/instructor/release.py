@@ -222,25 +222,9 @@ def instructor_outputs(root: Path, folder: str) -> list[str]:
     records). Saved into a lesson's folder (`grader gradescope lesson1 --out
     assignments/lesson1/...`), each would be copied into the learner edition with the
     lesson's files."""
-    from grader.instructor.outputs import instructor_output
-    found = []
-    for path in sorted(p for p in (root / folder).rglob("*") if p.is_file() and not p.is_symlink()):
-        kind = instructor_output(path) or _answer_key(path)
-        if kind:
-            found.append(f"{path.relative_to(root).as_posix()}: {kind}")
-    return found
-
-
-def _answer_key(path: Path) -> str:
-    """What `grader incident --answer` wrote, told by how its files begin (a class folder
-    does not pass one over: a reference answer graded as a submission is a test)."""
-    from grader.course.bundle import ANSWER_HEADS
-    from grader.engine.files import Unreadable, read_regular
-    try:
-        head = read_regular(path, 256)
-    except (OSError, Unreadable):
-        return ""
-    return "an incident's answer key" if head.startswith(tuple(h.encode() for h in ANSWER_HEADS)) else ""
+    from grader.instructor.outputs import course_outputs
+    return course_outputs((p.relative_to(root).as_posix(), p) for p in
+                          sorted(p for p in (root / folder).rglob("*") if p.is_file() and not p.is_symlink()))
 
 
 def links_out(root: Path, folder: str) -> list[str]:

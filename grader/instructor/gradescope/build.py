@@ -28,7 +28,7 @@ from grader import __version__
 from grader.engine.errors import InputError
 from grader.engine.layout import Course
 from grader.engine.secret import load_secret
-from grader.instructor.outputs import AUTOGRADER, cannot_write, instructor_output, refuse_to_replace, write_whole
+from grader.instructor.outputs import AUTOGRADER, cannot_write, course_outputs, refuse_to_replace, write_whole
 
 HERE = Path(__file__).resolve().parent
 PACKAGE_ROOT = HERE.parents[2]           # where grader/ and reference/ are
@@ -105,13 +105,12 @@ def _course_files(course: Course) -> list[tuple[str, Path]]:
 
 def refuse_instructor_outputs(course: Course, files: list[tuple[str, Path]]) -> None:
     """What an instructor's command saved in the course's folders (a gradebook, a CSV export,
-    feedback pages, a class report, an earlier autograder zip), told by its bytes as the
+    feedback pages, a class report, an earlier autograder zip, an answer key), told by its bytes as the
     release tells it: zipped with the lesson's files, every student's grades and hidden-case
     feedback went to Gradescope and into every grading container, and a zip saved in
     assignments/ went into the next one. Refused, naming each, before anything is written."""
-    found = [f"{name.removeprefix('course/')}: {kind}" for name, path in files
-             if name.startswith(("course/assignments/", "course/rubrics/"))
-             for kind in [instructor_output(Path(os.path.realpath(path)))] if kind]
+    found = course_outputs((name.removeprefix("course/"), Path(os.path.realpath(path))) for name, path in files
+                           if name.startswith(("course/assignments/", "course/rubrics/")))
     if found:
         raise InputError(str(course.root), "the course's folders hold what an instructor's "
                          "command wrote, which would go into the zip and to Gradescope: "
