@@ -278,9 +278,14 @@ def _sheet_commands(sub):
     return actions
 
 
-def _error(e: Exception) -> None:
-    """An input error's one line: it may name a learner's file, so it is shown, not obeyed."""
+def _error(e: Exception, as_json: bool = False, **about) -> None:
+    """An input error's one line: it may name a learner's file, so it is shown, not obeyed.
+    With ``--json`` it is also one JSON object on stdout, ``{"error": ..., "exit_code": 2}``
+    and what it is ``about`` (the submission it stopped): a script reading the report gets
+    an object it can parse for every failure, not an empty stream."""
     print(terminal([f"grader: {e}"]), file=sys.stderr)
+    if as_json:
+        print(json.dumps({**about, "error": str(e), "exit_code": 2}, sort_keys=True))
 
 
 def _emit(report, as_json: bool) -> None:
@@ -430,7 +435,7 @@ def _run(args) -> int:
             _emit(grade_path(args.lesson, path, course, mode="check"), args.json)
         return 0
     except INPUT_ERRORS as e:
-        _error(e)
+        _error(e, getattr(args, "json", False))
         return 2
 
 
@@ -490,7 +495,7 @@ def _grade(args, course) -> int:
             except InputError as e:
                 # One unreadable submission must not stop the others; the exit code still
                 # tells a script that one was not graded.
-                _error(e)
+                _error(e, args.json, submission=path)
                 unread += 1
                 continue
             if book is not None:

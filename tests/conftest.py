@@ -149,6 +149,15 @@ def run_grader(*args, cwd=ROOT, timeout=300, full_disk_at=None):
     return p.returncode, p.stdout, p.stderr
 
 
+def json_error(out: str, err: str) -> dict:
+    """What ``--json`` prints on stdout beside an input error's one line on stderr: the same
+    line as one object, ``{"error": ..., "exit_code": 2}``."""
+    assert out.count("\n") == 1, out
+    error = json.loads(out)
+    assert error["error"] == err.removeprefix("grader: ").rstrip("\n") and error["exit_code"] == 2, (out, err)
+    return error
+
+
 def experiment_run(name: str, folder: Path, plot: str):
     """One experiment with its defaults, through the command line, with --json and --plot."""
     png = folder / plot

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import ROOT, run_grader
+from conftest import ROOT, json_error, run_grader
 
 REF = str(ROOT / "reference" / "solutions" / "lesson1.py")
 
@@ -62,6 +62,11 @@ def test_input_errors_exit_2_with_one_line(args, needle):
     code, out, err = run(*args)
     assert code == 2
     assert needle in err and err.count("\n") == 1 and out == ""
+    # With --json the same error is also one object on stdout: a script parsing the
+    # report gets something it can read, not an empty stream.
+    code, out, err_json = run(*args, "--json")
+    assert code == 2 and err_json == err
+    assert set(json_error(out, err)) == {"error", "exit_code"}
 
 
 def test_check_takes_the_submission_as_a_positional_path_too():
@@ -177,9 +182,12 @@ def test_grading_files_with_one_unreadable_grades_the_rest_and_exits_2(tmp_path)
     secret.write_text("class of 2026\n")
     empty = tmp_path / "empty.py"
     empty.write_text("")
-    code, out, err = run("grade", "lesson1", REF, str(empty), "--secret-file", str(secret), "--json")
+    code, out, err = run("grade", "lesson1", str(empty), REF, "--secret-file", str(secret), "--json")
     assert code == 2
-    assert json.loads(out)["score"] == 10
+    # One JSON line a file given, in their order: the one not graded says why.
+    unread, graded = (json.loads(line) for line in out.splitlines())
+    assert unread == {"submission": str(empty), "error": f"{empty}: the submission is empty", "exit_code": 2}
+    assert graded["score"] == 10
     assert err == f"grader: {empty}: the submission is empty\n"
 
 
@@ -277,7 +285,8 @@ def test_two_files_of_one_student_into_a_gradebook_are_refused_before_any_grade(
     book = tmp_path / "gb.db"
     code, out, err = run("grade", "lesson1", first, second, "--secret-file", str(secret),
                          "--gradebook", str(book), "--json")
-    assert code == 2 and out == "" and not book.exists()
+    assert code == 2 and not book.exists()
+    json_error(out, err)
     assert err == (f"grader: {second}: is alice's, as {first} is: the gradebook keeps one result a "
                    "student; grade the one to keep\n")
     code, out, _ = run("grade", "lesson1", first, second, "--secret-file", str(secret), "--json")
@@ -325,7 +334,8 @@ def test_files_graded_into_a_gradebook_on_other_hidden_cases_are_refused(tmp_pat
     bob, book = _alice_graded_then_bob(tmp_path, ours)
     code, out, err = run("grade", "lesson1", str(bob), "--secret-file", str(typo), "--gradebook", str(book),
                          "--json")
-    assert code == 2 and out == ""
+    assert code == 2
+    json_error(out, err)
     assert err.startswith(f"grader: {typo}: draws other hidden cases than 1 lesson1 result in the "
                           f"gradebook sqlite:///{book} (alice) was graded on: ")
     assert err.endswith("(grader gradebook forget STUDENT --lesson lesson1)\n") and err.count("\n") == 1

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, json_error
 from grader import __version__
 from grader.cli import _parse, _parser, main
 from grader.command_line import StoreOnce
@@ -363,7 +363,8 @@ def test_what_a_command_requires_its_usage_shows_as_required(capsys, words, need
 
 def test_the_experiments_name_may_come_after_a_flag(capsys):
     code, out, err = grader(capsys, "experiment", "--json", "nosuch")
-    assert (code, out) == (2, "") and err.startswith("grader: nosuch: no such experiment (known: ")
+    assert code == 2 and err.startswith("grader: nosuch: no such experiment (known: ")
+    json_error(out, err)
     assert refused(capsys, "experiment", "--json").endswith("the following arguments are required: name")
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import ROOT, run_grader
+from conftest import ROOT, json_error, run_grader
 from experiment_helpers import COURSE, assert_saved_png, default_fixtures
 from grader.course import experiments
 from grader.engine.errors import InputError
@@ -225,5 +225,6 @@ def test_minus_zero_is_zero():
 
 def test_a_cost_past_its_bound_is_one_line_not_a_traceback():
     code, out, err = run_cli("prefill-deadline", "--set", "per_token=1e300", "--json")
-    assert code == 2 and out == ""
+    assert code == 2
+    json_error(out, err)
     assert err == "grader: --set per_token=1e300: per_token: must be <= 1, got 1e+300\n"
