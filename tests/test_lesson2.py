@@ -167,6 +167,9 @@ OTHERS = {
     # Never waits: unsafe, and its efficiency is not shown; the pool-sized request it
     # admits can never fit (liveness); its reservations are exact.
     "admits_everything": ({"safety", "efficiency"}, {"liveness"}),
+    # The same a call late: told to wait once, admitted at its next call whatever the capacity.
+    # A wait counted as holding back, so it kept efficiency in full (6 of 10 on the check).
+    "waits_once": ({"safety", "efficiency"}, set()),
     # A large request waits for ever though it fits (the whole-pool probe too), and every
     # request behind it in the queue.
     "starves_large": ({"liveness", "efficiency", "reservations"}, set()),

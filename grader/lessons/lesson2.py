@@ -367,9 +367,12 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
         rows.append((share, case, good, ref.good, out))
     worst, case, good, ref_good, out = min(rows, key=lambda row: (row[0], not row[4].book.never_held_back))
     if out.book.never_held_back:
+        waited = len(out.book.held_short)
+        held = (f"admitted each of the {waited} requests it told to wait there later, with capacity "
+                "still short of its need" if waited else "told none to wait")
         return Measure(0.0, f"on {case.where} your ledger never held a request back: it made "
                             f"{out.book.beyond} admissions with less capacity available than the request "
-                            "needed, and told none to wait: efficiency is not shown by admitting everything",
+                            f"needed, and {held}: efficiency is not shown by admitting everything",
                        tuple(row[1].cite for row in rows if row[0] < 1.0))
     if worst >= 1.0:
         return Measure(1.0, f"on all {len(graded)} workloads where every request fits, as many "
