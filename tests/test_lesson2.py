@@ -168,7 +168,8 @@ OTHERS = {
     # admits can never fit (liveness); its reservations are exact.
     "admits_everything": ({"safety", "efficiency"}, {"liveness"}),
     # The same a call late: told to wait once, admitted at its next call whatever the capacity.
-    # A wait counted as holding back, so it kept efficiency in full (6 of 10 on the check).
+    # Its waits counted as holding back, so it kept efficiency in full (6 of 10, check and
+    # grade); asked a probe again, it answers otherwise (see below).
     "waits_once": ({"safety", "efficiency"}, set()),
     # A large request waits for ever though it fits (the whole-pool probe too), and every
     # request behind it in the queue.
@@ -370,6 +371,19 @@ def test_a_ledger_that_admits_everything_is_not_called_efficient(tmp_path):
     report = grade("lesson2", wrong_file("lesson2", "admits_everything", tmp_path), "check")
     assert scores(report)["efficiency"] == 0 and scores(report)["safety"] == 0
     assert "efficiency is not shown by admitting everything" in feedback(report, "efficiency")
+
+
+def test_a_ledger_that_answers_a_probe_otherwise_when_asked_again_shows_no_efficiency(tmp_path, secret):
+    """admit must be a function of its two arguments. One that said wait once and admitted
+    the request at its next call, whatever the capacity, told requests to wait in every run
+    (so it was not "admitting everything") and kept efficiency in full; the probes, asked a
+    second time in reverse order, show that its answers depend on the calls before them."""
+    path = wrong_file("lesson2", "waits_once", tmp_path)
+    for report in (grade("lesson2", path, "check"), grade_hidden(path, secret)):
+        assert scores(report)["efficiency"] == 0
+        assert re.search(r"admit answered (hidden )?probe \S+.*: wait, and asked again with the same arguments, "
+                         r"admit with \d+ pages: admit must be a function of its two arguments",
+                         feedback(report, "efficiency")), feedback(report, "efficiency")
 
 
 def test_a_decision_the_worker_cannot_use_is_named_on_every_criterion(tmp_path):

@@ -31,15 +31,10 @@ class Book:
     waited: dict = field(default_factory=dict)     # id -> (request, ledger, admission), latest
     overcautious: tuple | None = None   # the first wait or reject whose need was available
     # Where capacity was short (the need over what the ledger showed available): how many
-    # admissions went ahead anyway, and which requests were told to wait (or rejected), and
-    # which admitted all the same. A request held back is one told to wait while short and
-    # never admitted short after: a ledger that says wait once and admits at the next call
-    # whatever the capacity (it keeps a count per request, which admit may not) held no
-    # request back, and a run whose every such wait gave in shows a ledger that admits
-    # everything, whatever it does elsewhere.
+    # admissions went ahead anyway, and how many calls were held back. A run with the first
+    # and none of the second shows a ledger that admits everything, whatever it does elsewhere.
     beyond: int = 0
-    held_short: set = field(default_factory=set)
-    gave_in: set = field(default_factory=set)
+    held_short: int = 0
     # Admissions whose promise is smaller than the new pages the request may allocate: unsafe
     # whatever the outputs did. A bet on short outputs breaks no promise on a run where the
     # outputs stopped early, so the run's violations alone would call it safe.
@@ -48,9 +43,8 @@ class Book:
 
     @property
     def never_held_back(self) -> bool:
-        """Capacity was short, and the ledger admitted all the same: every request it told
-        to wait there, it later admitted while still short."""
-        return self.beyond > 0 and not self.held_short - self.gave_in
+        """Capacity was short, and the ledger admitted all the same every time."""
+        return self.beyond > 0 and not self.held_short
 
 
 @dataclass(frozen=True)
@@ -86,15 +80,12 @@ def _recording(admit, book: Book):
         if adm.decision == "admit":
             book.admitted[request.id] = seen
             book.beyond += short
-            if short:
-                book.gave_in.add(request.id)
             if adm.reserve_pages < promise(request):
                 book.under_promised += 1
                 book.first_under = book.first_under or seen
         else:
             book.waited[request.id] = seen
-            if short:
-                book.held_short.add(request.id)
+            book.held_short += short
             if book.overcautious is None and not short:
                 book.overcautious = seen
         return adm

@@ -249,6 +249,35 @@ def _probe_answers(ctx: CheckContext) -> list[Answer]:
     return ctx.memo[key]
 
 
+def _asked_again(ctx: CheckContext) -> str:
+    """The first probe admit answered otherwise when asked again with the same arguments, in
+    words ("" when every answer was the same). The probes are asked a second time, in reverse
+    order: a ledger that counts the calls per request (wait once, then admit whatever the
+    capacity) answers a probe once as a ledger would, and in a run admits everything a call
+    late. The decision and the promise are compared; the reason is free text."""
+    # Both readings of a probe are kept by its name for the whole grade: a grade measures the
+    # public probes first and every probe next, and the second measure replays the first's
+    # public answers in the order they were asked, which a reading per measure would mix up.
+    readings = ctx.memo.setdefault("probes read twice", {})
+    first = _probe_answers(ctx)
+    todo = [a for a in first if a.case.name not in readings]
+    if todo:
+        again = ask(ctx, "admit", [a.case for a in todo][::-1], lambda c: c.inputs, Admission)[::-1]
+        readings.update((a.case.name, (a, b)) for a, b in zip(todo, again))
+
+    def said(a: Answer) -> str:
+        if a.value is None:
+            return "no decision"
+        adm = a.value
+        return f"admit with {adm.reserve_pages} pages" if adm.decision == "admit" else adm.decision
+    pairs = sorted((readings[a.case.name] for a in first), key=lambda ab: ab[0].case.visibility != "public")
+    for a, b in pairs:                  # a public probe first: the learner can ask it again
+        if said(a) != said(b):
+            return (f"{a.case.label or a.case.name}: {said(a)}, and asked again with the same "
+                    f"arguments, {said(b)}")
+    return ""
+
+
 def _not_implemented(ctx: CheckContext) -> Measure | None:
     """The stub, or an admit with no usable answer on any probe (it raises, hangs or returns
     no Admission): no worker run is worth doing, and a criterion that judged its runs anyway
@@ -347,6 +376,14 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
     stub = _not_implemented(ctx)
     if stub:
         return stub
+    changed = _asked_again(ctx)
+    if changed:
+        # A run shows a ledger only if the ledger is its two arguments' function (README):
+        # one that said wait once and admitted at the next call, whatever the capacity, told
+        # requests to wait in every run and kept efficiency in full beside admitting everything.
+        return Measure(0.0, f"admit answered {changed}: admit must be a function of its two "
+                            "arguments, and a ledger whose decisions depend on the calls before them "
+                            "shows its call history in a run, not its efficiency")
     runs = _runs(ctx)
     from grader.lessons.ledger_runs import good_requests, oracle_run
     # A never-fit workload measures liveness: an impossible request at the head of the
@@ -367,12 +404,9 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
         rows.append((share, case, good, ref.good, out))
     worst, case, good, ref_good, out = min(rows, key=lambda row: (row[0], not row[4].book.never_held_back))
     if out.book.never_held_back:
-        waited = len(out.book.held_short)
-        held = (f"admitted each of the {waited} requests it told to wait there later, with capacity "
-                "still short of its need" if waited else "told none to wait")
         return Measure(0.0, f"on {case.where} your ledger never held a request back: it made "
                             f"{out.book.beyond} admissions with less capacity available than the request "
-                            f"needed, and {held}: efficiency is not shown by admitting everything",
+                            "needed, and told none to wait: efficiency is not shown by admitting everything",
                        tuple(row[1].cite for row in rows if row[0] < 1.0))
     if worst >= 1.0:
         return Measure(1.0, f"on all {len(graded)} workloads where every request fits, as many "
