@@ -378,7 +378,7 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
         return stub
     changed = _asked_again(ctx)
     if changed:
-        # A run shows a ledger only if the ledger is its two arguments' function (README):
+        # A run shows a ledger only if admit is a function of its two arguments (README):
         # one that said wait once and admitted at the next call, whatever the capacity, told
         # requests to wait in every run and kept efficiency in full beside admitting everything.
         return Measure(0.0, f"admit answered {changed}: admit must be a function of its two "
