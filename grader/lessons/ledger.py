@@ -6,6 +6,7 @@ arithmetic (reference.sizing).
 """
 from __future__ import annotations
 
+from grader.engine.text import plural
 from reference.shapes import AdmissionRequest, LedgerView
 from reference.sizing import pages_for
 
@@ -34,16 +35,11 @@ def available(v: LedgerView) -> int:
     return v.unallocated_pages + v.evictable_pages - v.reserved_pages
 
 
-def in_pages(n: int) -> str:
-    """A count of pages in words: a probe's request can be a single page."""
-    return f"{n} page" if n == 1 else f"{n} pages"
-
-
 def request_words(r: AdmissionRequest) -> str:
     hits = (f"{r.prefix_hit_pages} prefix hits, {r.prefix_hit_active} active"
             if r.prefix_hit_pages else "0 prefix hits")
     return (f"prompt {r.prompt_tokens} + max_new {r.max_new_tokens} at {r.page_tokens} "
-            f"tokens/page = {in_pages(footprint(r))}, {hits}")
+            f"tokens/page = {plural(footprint(r), 'page')}, {hits}")
 
 
 def ledger_words(v: LedgerView) -> str:

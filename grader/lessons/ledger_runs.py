@@ -16,8 +16,9 @@ from grader.engine.cases import Case
 from grader.engine.checks import CheckContext
 from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
+from grader.engine.text import plural
 from grader.engine.together import memo_runs
-from grader.lessons.ledger import (available, in_pages, inactive, ledger_words, need, promise,
+from grader.lessons.ledger import (available, inactive, ledger_words, need, promise,
                                    request_words)
 from reference.records import Run, columns, token_times_of, within_request
 from reference.shapes import AdmissionRequest, LedgerView, RequestRecord
@@ -185,7 +186,7 @@ def explain_violation(v, out: LearnerRun) -> str:
                 f"({request_words(r)})")
     if v.kind == "over_commit":
         took = adm.reserve_pages + inactive(r)
-        return (f"admitting {rid} took {in_pages(took)} of capacity ({adm.reserve_pages} reserved + "
+        return (f"admitting {rid} took {plural(took, 'page')} of capacity ({adm.reserve_pages} reserved + "
                 f"{inactive(r)} inactive cached hits reactivated), but the ledger had "
                 f"{ledger_words(ledger)}")
     return f"{v.detail} (its own reservation of {adm.reserve_pages} was right: others over-committed)"

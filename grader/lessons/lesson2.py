@@ -36,9 +36,10 @@ from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, gra
 from grader.engine.layout import read_sections
 from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
-from grader.lessons.ledger import (available, footprint, in_pages, inactive, ledger_words, need, promise,
+from grader.lessons.ledger import (available, footprint, inactive, ledger_words, need, promise,
                                    request_words)
 from grader.engine.secret import derive_seed
+from grader.engine.text import plural
 from reference.shapes import DECISIONS, Admission, AdmissionRequest, LedgerView
 
 LESSON = "lesson2"
@@ -319,7 +320,7 @@ def _unsafe_probe(case: Case, adm: Admission) -> str:
                 f"{promise(r)} ({request_words(r)})")
     took = adm.reserve_pages + inactive(r)
     if took > available(v):
-        return (f"admitted taking {in_pages(took)} of capacity ({adm.reserve_pages} reserved + "
+        return (f"admitted taking {plural(took, 'page')} of capacity ({adm.reserve_pages} reserved + "
                 f"{inactive(r)} inactive hits) with {ledger_words(v)}")
     return ""
 
