@@ -48,16 +48,21 @@ def test_dask_grades_like_the_local_pool(scheduler, tmp_path):
     assert remote == local
 
 
-def test_a_worker_failure_is_that_students_error(scheduler, tmp_path, monkeypatch):
+@pytest.mark.parametrize("client_side,says", [
+    # A worker that builds other cases than the client (another course) refuses to grade;
+    ("cases_digest", "other lesson1 cases than the client"),
+    # so does one that reads another rubric (another copy of the course, or one edited since).
+    ("rubric_digest", "another lesson1 rubric than the client graded with"),
+])
+def test_a_worker_failure_is_that_students_error(scheduler, tmp_path, monkeypatch, client_side, says):
     make_class(tmp_path / "class", "lesson1", 2, seed=1, slow=0)
     with open_gradebook(str(tmp_path / "gb.db")) as book:
-        # A worker that builds other cases than the client (another course) refuses to grade.
         import grader.instructor.batch as batch
-        monkeypatch.setattr(batch, "cases_digest", lambda cases: "not-what-workers-build")
+        monkeypatch.setattr(batch, client_side, lambda *_: "not-what-workers-build")
         s = run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book, scheduler=scheduler,
                       progress=False)
     assert s.graded == 0 and len(s.failed) == 2
-    assert all("other lesson1 cases than the client" in why for _, why in s.failed)
+    assert all(says in why for _, why in s.failed)
 
 
 @pytest.mark.parametrize("address,says", [

@@ -143,7 +143,33 @@ def test_a_worker_with_other_grading_code_grades_nothing():
     from grader.instructor.batch import grade_one
     with pytest.raises(RuntimeError, match=r"this worker's grading code \(0\.1\.0\+[0-9a-f]{12}\) "
                                            r"is not the client's \(0\.1\.0\+client\)"):
-        grade_one(str(ROOT), "lesson1", SECRET, "cases", "0.1.0+client", False, _submission("d1"))
+        grade_one(str(ROOT), "lesson1", SECRET, "cases", "rubric", "0.1.0+client", False,
+                  _submission("d1"))
+
+
+def test_a_rubric_edited_during_the_grade_grades_no_one_by_it(tmp_path, monkeypatch):
+    """A rubric edited while the class is graded (the instructor at it already, or another
+    copy on a Dask worker's machine): the workers read it afresh, and the rest of the class
+    was graded by other points under the same version, the gradebook totalling the two as
+    one rubric. Each worker grades by the client's rubric or not at all."""
+    from grader.instructor import batch
+    version = _bumped_rubric(tmp_path, monkeypatch)          # a rubric of the test's own to edit
+    rubric = tmp_path / "rubrics" / "lesson1.yaml"
+    real = batch.grade_one
+
+    def then_edited(*args):
+        report = real(*args)
+        rubric.write_text(rubric.read_text().replace("points: 2\n", "points: 3\n"))
+        return report
+    monkeypatch.setattr(batch, "grade_one", then_edited)
+    folder = _class(tmp_path / "class")
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        s = run_batch("lesson1", folder, COURSE, SECRET, book, jobs=1, progress=False)
+        graded = [r for r in book.results() if r.status == "graded"]
+    assert s.graded == 1 and [r.max_score for r in graded] == [10.0]
+    assert graded[0].rubric_version == version
+    refused = dict(s.failed)["bob"]
+    assert f"another lesson1 rubric than the client graded with ({rubric}" in refused
 
 
 @pytest.fixture

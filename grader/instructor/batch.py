@@ -219,7 +219,14 @@ _PREPARED: dict[tuple, tuple] = {}
 _PREPARED_LOCK = threading.Lock()      # a Dask worker grades in several threads
 
 
-def _prepared(course_root: str, lesson: str, secret: bytes, expected_cases: str):
+def rubric_digest(course: Course, lesson: str) -> str:
+    """The rubric file's bytes as a digest: what the client graded with, which every worker
+    must grade with too (a check's parameters changed alone show nowhere else)."""
+    return hashlib.sha256(course.rubric_path(lesson).read_bytes()).hexdigest()
+
+
+def _prepared(course_root: str, lesson: str, secret: bytes, expected_cases: str,
+              expected_rubric: str):
     """The rubric and cases of this lesson and secret, built once per worker process."""
     from grader.engine.checks import REGISTRY
     from grader.lessons import lesson_module
@@ -227,10 +234,16 @@ def _prepared(course_root: str, lesson: str, secret: bytes, expected_cases: str)
     from grader.engine.rubric import load_rubric
 
     course = Course(Path(course_root))
-    # The rubric's bytes are in the key: a process that outlives a run (a Dask worker, or
-    # one grading twice) must grade a changed rubric with the new one, not its cached copy.
-    rubric_digest = hashlib.sha256(course.rubric_path(lesson).read_bytes()).hexdigest()
-    key = (course_root, lesson, hashlib.sha256(secret).hexdigest(), expected_cases, rubric_digest)
+    # A rubric edited while the class is graded (or another on a Dask worker's machine) would
+    # grade the rest of the class by other points under the same version, and the gradebook
+    # would total them as one rubric: the worker refuses to grade by any rubric but the client's.
+    digest = rubric_digest(course, lesson)
+    if digest != expected_rubric:
+        raise RuntimeError(f"this worker reads another {lesson} rubric than the client graded with "
+                           f"({course.rubric_path(lesson)}: digest {digest[:12]}, expected "
+                           f"{expected_rubric[:12]}): was it edited during the grade, or is the "
+                           f"course at {course_root} not the same on every worker?")
+    key = (course_root, lesson, hashlib.sha256(secret).hexdigest(), expected_cases, digest)
     with _PREPARED_LOCK:
         if key not in _PREPARED:
             lesson_module(lesson)
@@ -246,7 +259,8 @@ def _prepared(course_root: str, lesson: str, secret: bytes, expected_cases: str)
 
 
 def grade_one(course_root: str, lesson: str, secret: bytes, expected_cases: str,
-              expected_grader: str, unconfined_ok: bool, submission: Submission) -> dict:
+              expected_rubric: str, expected_grader: str, unconfined_ok: bool,
+              submission: Submission) -> dict:
     """Grade one submission (in a worker): its report as a dict."""
     from grader.engine.pipeline import grade_submission
     if grading_version() != expected_grader:
@@ -254,7 +268,8 @@ def grade_one(course_root: str, lesson: str, secret: bytes, expected_cases: str,
         # other rules than the rest, and say nothing.
         raise RuntimeError(f"this worker's grading code ({grading_version()}) is not the "
                            f"client's ({expected_grader}): install the same grader on every worker")
-    course, rubric, cases = _prepared(course_root, lesson, secret, expected_cases)
+    course, rubric, cases = _prepared(course_root, lesson, secret, expected_cases,
+                                      expected_rubric)
     report = grade_submission(lesson, submission, course, mode="grade", secret=secret,
                               rubric=rubric, cases=cases, unconfined_ok=unconfined_ok)
     return report.to_dict()
@@ -560,6 +575,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
         require_confinement()
     lesson_module(lesson)
     rubric = load_rubric(course.rubric_path(lesson), REGISTRY)
+    expected_rubric = rubric_digest(course, lesson)     # the rubric every worker grades with
     refuse_changed_rubric(book, rubric)
     expected_cases = cases_digest([c.summary() for c in build_cases(lesson, course, secret)])
     grader = grading_version()
@@ -589,7 +605,8 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
             entries, Path(folder), lesson, fail,
             to_grade=lambda e, sub: pending(e, sub, done, rubric.version, expected_cases, grader))
         n = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
-        args = (str(course.root), lesson, secret, expected_cases, grader, unconfined_ok)
+        args = (str(course.root), lesson, secret, expected_cases, expected_rubric, grader,
+                unconfined_ok)
         if scheduler:
             outcomes, workers = _dask(todo, client, args), f"Dask at {scheduler}"
         elif n == 1 or len(todo) <= 1:
