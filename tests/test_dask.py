@@ -84,3 +84,28 @@ def test_a_scheduler_not_reached_refuses_the_class_before_anything_is_recorded(t
                       scheduler=address, progress=False)
         assert refused.value.where == address and says in refused.value.message
         assert book.results() == []
+
+
+def test_a_scheduler_lost_mid_class_stops_it_and_keeps_what_was_recorded(tmp_path):
+    """The scheduler gone mid-class cancels every submission not yet back: recorded, each
+    was a 0-point "the grader failed" row and the run ended as if the class were graded.
+    It stops, as at Ctrl-C, keeping what was recorded, and the same command grades the rest."""
+    from distributed import LocalCluster
+    from grader.instructor.batch import ClusterLost
+    make_class(tmp_path / "class", "lesson1", 4, seed=2, slow=0)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      host="127.0.0.1") as cluster, open_gradebook(str(tmp_path / "gb.db")) as book:
+        record = book.record
+
+        def then_the_scheduler_goes(student, report):
+            record(student, report)
+            cluster.close()
+        book.record = then_the_scheduler_goes
+        with pytest.raises(ClusterLost) as stopped:
+            run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book,
+                      scheduler=cluster.scheduler_address, progress=False)
+        assert stopped.value.where == cluster.scheduler_address
+        assert stopped.value.message.startswith("lost the Dask scheduler mid-class (")
+        assert "stopped after 1 of 4 results this run" in stopped.value.message
+        assert stopped.value.message.endswith("the same command grades the rest")
+        assert [r.status for r in book.results()] == ["graded"]        # no error rows

@@ -394,7 +394,12 @@ def _cluster(scheduler: str | None):
         raise InputError(scheduler, f"cannot reach the Dask scheduler ({e})") from None
 
 
-def _dask(jobs: list[Job], client, args: tuple) -> Outcome:
+class ClusterLost(InputError):
+    """The Dask scheduler went away mid-class: no student's doing, so no one's error row."""
+
+
+def _dask(jobs: list[Job], client, args: tuple, scheduler: str) -> Outcome:
+    from concurrent.futures import CancelledError
     from distributed import as_completed as dask_completed
     secret = client.scatter(args[2], broadcast=True)   # sent once, not with every task
     task_args = (args[0], args[1], secret, *args[3:])
@@ -402,9 +407,17 @@ def _dask(jobs: list[Job], client, args: tuple) -> Outcome:
                for job in jobs}
     for future in dask_completed(list(futures)):
         try:
-            yield futures[future], future.result()
+            result = future.result()
+        except CancelledError as e:
+            # The scheduler lost (or the client's connection to it): every submission not yet
+            # back is cancelled. Recorded, each would be a 0 "the grader failed" row and the
+            # run would end as if the class were graded; the class stops, as at Ctrl-C.
+            why = getattr(e, "reason", "") or "cancelled"      # Dask's: scheduler-connection-lost
+            raise ClusterLost(scheduler, f"lost the Dask scheduler mid-class ({why})") from None
         except Exception as e:
             yield futures[future], e
+        else:
+            yield futures[future], result
 
 
 # ---------------------------------------------------------------------------- the batch
@@ -608,7 +621,7 @@ def run_batch(lesson: str, folder: Path, course: Course, secret: bytes, book: Gr
         args = (str(course.root), lesson, secret, expected_cases, expected_rubric, grader,
                 unconfined_ok)
         if scheduler:
-            outcomes, workers = _dask(todo, client, args), f"Dask at {scheduler}"
+            outcomes, workers = _dask(todo, client, args, scheduler), f"Dask at {scheduler}"
         elif n == 1 or len(todo) <= 1:
             outcomes, workers = _inline(todo, lambda s: grade_one(*args, s)), "1 process"
         else:
@@ -675,6 +688,10 @@ def _read_entries(entries: list, folder: Path, lesson: str, fail: _Failures,
     return todo, skipped
 
 
+_FIXES = {GradebookWriteError: "space freed, the lock let go",
+          ClusterLost: "the scheduler running again, with its workers"}
+
+
 def _record_outcomes(outcomes, total: int, book: Gradebook, fail: _Failures, bar, force: bool) -> int:
     """Each grade into the gradebook as it comes (a grader that failed goes to ``fail``); how
     many were recorded as graded. ``force``: the run grades every student again (what its
@@ -689,15 +706,14 @@ def _record_outcomes(outcomes, total: int, book: Gradebook, fail: _Failures, bar
                 book.record(job.student, result)
                 graded += 1
             bar.advance()
-    except GradebookWriteError as e:
-        # A full disk mid-class, or a lock held too long: stop cleanly (the pool's workers
-        # are stopped on the way out); every result already written stays, and a re-run
-        # grades only the rest.
+    except (GradebookWriteError, ClusterLost) as e:
+        # A full disk mid-class, a lock held too long, the cluster gone: stop cleanly (the
+        # pool's workers are stopped on the way out); every result already written stays,
+        # and a re-run grades only the rest.
         bar.finish()
-        raise GradebookWriteError(e.where, f"{e.message}; stopped after {graded} of {total} "
-                                  f"results this run, and every result written is kept: once "
-                                  f"that is fixed (space freed, the lock let go), "
-                                  f"{how_to_go_on(force)}") from None
+        raise type(e)(e.where, f"{e.message}; stopped after {graded} of {total} results this "
+                               f"run, and every result written is kept: once that is fixed "
+                               f"({_FIXES[type(e)]}), {how_to_go_on(force)}") from None
     finally:
         outcomes.close()        # stopped early: the workers stop too, now
         bar.finish()            # an interrupt too: the heartbeat stops before anything is said
