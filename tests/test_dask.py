@@ -86,26 +86,62 @@ def test_a_scheduler_not_reached_refuses_the_class_before_anything_is_recorded(t
         assert book.results() == []
 
 
-def test_a_scheduler_lost_mid_class_stops_it_and_keeps_what_was_recorded(tmp_path):
+@pytest.fixture
+def one_worker():
+    """A cluster of its own, for a test that stops it or changes its worker."""
+    from distributed import LocalCluster
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
+                      host="127.0.0.1") as cluster:
+        yield cluster
+
+
+def test_a_scheduler_lost_mid_class_stops_it_and_keeps_what_was_recorded(tmp_path, one_worker):
     """The scheduler gone mid-class cancels every submission not yet back: recorded, each
     was a 0-point "the grader failed" row and the run ended as if the class were graded.
     It stops, as at Ctrl-C, keeping what was recorded, and the same command grades the rest."""
-    from distributed import LocalCluster
-    from grader.instructor.batch import ClusterLost
+    from grader.instructor.batch import ClusterStopped
     make_class(tmp_path / "class", "lesson1", 4, seed=2, slow=0)
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
-                      host="127.0.0.1") as cluster, open_gradebook(str(tmp_path / "gb.db")) as book:
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
         record = book.record
 
         def then_the_scheduler_goes(student, report):
             record(student, report)
-            cluster.close()
+            one_worker.close()
         book.record = then_the_scheduler_goes
-        with pytest.raises(ClusterLost) as stopped:
+        with pytest.raises(ClusterStopped) as stopped:
             run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book,
-                      scheduler=cluster.scheduler_address, progress=False)
-        assert stopped.value.where == cluster.scheduler_address
+                      scheduler=one_worker.scheduler_address, progress=False)
+        assert stopped.value.where == one_worker.scheduler_address
         assert stopped.value.message.startswith("lost the Dask scheduler mid-class (")
         assert "stopped after 1 of 4 results this run" in stopped.value.message
         assert stopped.value.message.endswith("the same command grades the rest")
         assert [r.status for r in book.results()] == ["graded"]        # no error rows
+
+
+def _without_confinement():
+    """On a worker: every grade refused as where neither bubblewrap nor Landlock can confine
+    a submission (the sandbox's own refusal, raised where grading starts)."""
+    import grader.engine.pipeline as pipeline
+    from grader.engine.sandbox.session import Unconfined
+
+    def refused(*_args, **_kwargs):
+        raise Unconfined("Landlock (this worker's kernel has none)", "process (no bwrap: test)")
+    pipeline.grade_submission = refused
+
+
+def test_a_worker_that_cannot_confine_a_submission_refuses_the_class(tmp_path, one_worker):
+    """Refused as a local grade refuses before it starts: not a class of students recorded as
+    ones the grader failed on, 0 points each, ending with exit 0."""
+    from distributed import Client
+    from grader.instructor.batch import ClusterStopped
+    make_class(tmp_path / "class", "lesson1", 2, seed=3, slow=0)
+    with Client(one_worker.scheduler_address) as client:
+        client.run(_without_confinement)
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        with pytest.raises(ClusterStopped) as refused:
+            run_batch("lesson1", tmp_path / "class", COURSE, SECRET, book,
+                      scheduler=one_worker.scheduler_address, progress=False)
+        assert refused.value.message.startswith("a Dask worker refusing to grade: a submission here "
+                                                "could read the course")
+        assert "(every worker confining a submission)" in refused.value.message
+        assert book.results() == []

@@ -394,13 +394,20 @@ def _cluster(scheduler: str | None):
         raise InputError(scheduler, f"cannot reach the Dask scheduler ({e})") from None
 
 
-class ClusterLost(InputError):
-    """The Dask scheduler went away mid-class: no student's doing, so no one's error row."""
+class ClusterStopped(InputError):
+    """The Dask cluster cannot go on grading the class (the scheduler gone, a worker that
+    cannot confine a submission): no student's doing, so no one's error row. ``fix``: what
+    must be true before the same command grades the rest."""
+
+    def __init__(self, where: str, message: str, fix: str):
+        super().__init__(where, message)
+        self.fix = fix
 
 
 def _dask(jobs: list[Job], client, args: tuple, scheduler: str) -> Outcome:
     from concurrent.futures import CancelledError
     from distributed import as_completed as dask_completed
+    from grader.engine.sandbox.session import Unconfined
     secret = client.scatter(args[2], broadcast=True)   # sent once, not with every task
     task_args = (args[0], args[1], secret, *args[3:])
     futures = {client.submit(grade_one, *task_args, job.submission, pure=False): job
@@ -413,7 +420,14 @@ def _dask(jobs: list[Job], client, args: tuple, scheduler: str) -> Outcome:
             # back is cancelled. Recorded, each would be a 0 "the grader failed" row and the
             # run would end as if the class were graded; the class stops, as at Ctrl-C.
             why = getattr(e, "reason", "") or "cancelled"      # Dask's: scheduler-connection-lost
-            raise ClusterLost(scheduler, f"lost the Dask scheduler mid-class ({why})") from None
+            raise ClusterStopped(scheduler, f"lost the Dask scheduler mid-class ({why})",
+                                 "the scheduler running again, with its workers") from None
+        except Unconfined as e:
+            # A worker that cannot confine a submission refused it: the class is refused, as a
+            # local grade is before it starts, not recorded as students the grader failed on
+            # (every one of them, on a cluster of such workers).
+            raise ClusterStopped(scheduler, f"a Dask worker {getattr(e, 'message', e)}",
+                                 "every worker confining a submission") from None
         except Exception as e:
             yield futures[future], e
         else:
@@ -688,8 +702,10 @@ def _read_entries(entries: list, folder: Path, lesson: str, fail: _Failures,
     return todo, skipped
 
 
-_FIXES = {GradebookWriteError: "space freed, the lock let go",
-          ClusterLost: "the scheduler running again, with its workers"}
+def _stopped(why: str, graded: int, total: int, force: bool, fix: str) -> str:
+    """A class stopped part way, in one line: why, how far it got, and how it goes on."""
+    return (f"{why}; stopped after {graded} of {total} results this run, and every result "
+            f"written is kept: once that is fixed ({fix}), {how_to_go_on(force)}")
 
 
 def _record_outcomes(outcomes, total: int, book: Gradebook, fail: _Failures, bar, force: bool) -> int:
@@ -706,14 +722,16 @@ def _record_outcomes(outcomes, total: int, book: Gradebook, fail: _Failures, bar
                 book.record(job.student, result)
                 graded += 1
             bar.advance()
-    except (GradebookWriteError, ClusterLost) as e:
-        # A full disk mid-class, a lock held too long, the cluster gone: stop cleanly (the
-        # pool's workers are stopped on the way out); every result already written stays,
-        # and a re-run grades only the rest.
+    except GradebookWriteError as e:
+        # A full disk mid-class, or a lock held too long: stop cleanly (the pool's workers
+        # are stopped on the way out); every result already written stays, and a re-run
+        # grades only the rest.
         bar.finish()
-        raise type(e)(e.where, f"{e.message}; stopped after {graded} of {total} results this "
-                               f"run, and every result written is kept: once that is fixed "
-                               f"({_FIXES[type(e)]}), {how_to_go_on(force)}") from None
+        raise GradebookWriteError(e.where, _stopped(e.message, graded, total, force,
+                                                    "space freed, the lock let go")) from None
+    except ClusterStopped as e:
+        bar.finish()
+        raise ClusterStopped(e.where, _stopped(e.message, graded, total, force, e.fix), e.fix) from None
     finally:
         outcomes.close()        # stopped early: the workers stop too, now
         bar.finish()            # an interrupt too: the heartbeat stops before anything is said
