@@ -23,6 +23,12 @@ ALL = "".join(f"def {f}(*a):\n    return 0\n" for f in (
     "kv_bytes_per_token", "pages_for", "pool_pages", "worst_case_pages", "check_contract"))
 TWO = "def pages_for(*a):\n    return 0\ndef pool_pages(*a):\n    return 0\n"
 NONE = "x = 1\n"
+STUB = (ROOT / "assignments" / "lesson1" / "exercise.py").read_text()
+STUB_FORMS = ('def kv_bytes_per_token(m):\n    """Bytes."""\n    raise NotImplementedError\n'
+              "def pages_for(t, p):\n    pass\n"
+              "def pool_pages(m, w):\n    ...\n"
+              "async def worst_case_pages(r, w):\n    raise NotImplementedError('later')\n"
+              'def check_contract(r, m, w):\n    """Only its docstring."""\n')
 
 
 def notebook(code: str) -> str:
@@ -37,6 +43,11 @@ CASES = {
     "the file with most of the functions": ({"a.py": TWO, "b.ipynb": notebook(ALL)}, "b.ipynb"),
     "most of the functions beats the name": ({"exercise.py": TWO, "mine.py": ALL}, "mine.py"),
     "the name breaks a tie": ({"lesson1.PY": ALL, "copy.py": ALL}, "lesson1.PY"),
+    # The untouched stub uploaded beside the learner's own file (their whole folder): its
+    # functions are declared, not written, and the name does not win the learner's work away.
+    "the stub left beside one's own file": ({"exercise.py": STUB, "mine.py": ALL}, "mine.py"),
+    "a stub's body in any of its forms": ({"exercise.py": STUB_FORMS, "mine.py": TWO}, "mine.py"),
+    "the stub beside nothing written": ({"exercise.py": STUB, "notes.py": NONE}, "exercise.py"),
     "the name breaks a tie at none": ({"exercise.py": NONE, "scratch.py": NONE}, "exercise.py"),
     "a tie": ({"a.py": ALL, "b.py": ALL},
               (None, "several submission files (a.py, b.py), and more than one defines the most")),

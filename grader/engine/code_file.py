@@ -5,7 +5,8 @@ the command line and a Gradescope upload, so a file graded in one is graded in t
   Windows machine's ``alice.PY`` is Python, and ``.IPYNB`` a notebook. Anything else is not
   a submission.
 - Among several code files, the one that defines most of the functions the lesson's stub
-  declares is graded; a file named ``exercise.*`` or ``lessonN.*`` wins a tie (a tie at
+  declares is graded (a function still as the stub left it, raising NotImplementedError,
+  is not defined); a file named ``exercise.*`` or ``lessonN.*`` wins a tie (a tie at
   none too: that file is the submission by its name, and its report says what it lacks).
   Otherwise (a tie, or none defining any and none so named) no file is chosen, and the
   learner keeps one. Files are parsed to count, never run.
@@ -54,7 +55,30 @@ def _defined(path: Path) -> set[str]:
         tree = ast.parse(load_submission(path).source)
     except (InputError, SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
-    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return {n.name for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _left_as_stub(n)}
+
+
+def _left_as_stub(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A function whose body is still the stub's (a docstring, then ``raise
+    NotImplementedError`` or a bare ``pass`` / ``...``) is declared, not written: counted as
+    defined, the untouched stub kept beside a learner's own file (an upload of their whole
+    folder) won by its name, and the file that held their work was passed over."""
+    body = function.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]                                  # the docstring
+    if len(body) != 1:
+        return not body
+    [statement] = body
+    if isinstance(statement, ast.Pass):
+        return True
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+        return statement.value.value is Ellipsis
+    if isinstance(statement, ast.Raise) and statement.exc is not None:
+        raised = statement.exc.func if isinstance(statement.exc, ast.Call) else statement.exc
+        return isinstance(raised, ast.Name) and raised.id == "NotImplementedError"
+    return False
 
 
 @dataclass(frozen=True)
