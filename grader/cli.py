@@ -418,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
-    from grader.engine.pipeline import folder_files, grade_path   # after parsing: --help stays instant
+    from grader.engine.pipeline import checked_by_default, grade_path   # after parsing: --help stays instant
     try:
         _one_submission(args)
         course = find_course(args.course)
@@ -430,8 +430,8 @@ def _run(args) -> int:
             return INSTRUCTOR_COMMANDS[args.command](args, course)
         course.require_lesson(args.lesson)
         if args.command == "check":
-            default = "exercise.py" if folder_files(args.lesson) is None else "submission"
-            path = Path(args.submission) if args.submission else course.assignment(args.lesson) / default
+            path = (Path(args.submission) if args.submission
+                    else course.assignment(args.lesson) / checked_by_default(args.lesson))
             _emit(grade_path(args.lesson, path, course, mode="check"), args.json)
         return 0
     except INPUT_ERRORS as e:

@@ -385,6 +385,60 @@ def test_a_repository_upload_is_looked_through_past_its_installed_packages(tmp_p
     assert isinstance(picked, upload.Picked) and picked.shown == "src/hw1.py", picked
 
 
+def _written(*functions: str) -> str:
+    return "".join(f"def {f}(*a):\n    return 0\n" for f in functions)
+
+
+def _edition(upload_folder: Path, files: dict[str, str]) -> None:
+    """A learner edition uploaded whole (a repository of it): rubrics/ beside assignments/,
+    and ``files`` (paths inside it) as the learner and the course left them."""
+    (upload_folder / "rubrics").mkdir(parents=True)
+    (upload_folder / "rubrics" / "lesson1.yaml").write_text("lesson: lesson1\n")
+    for name, text in files.items():
+        (upload_folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (upload_folder / name).write_text(text)
+
+
+@pytest.mark.parametrize("at", ["", "my-course/"])
+def test_an_edition_uploaded_whole_is_graded_on_the_lessons_own_exercise(tmp_path, at):
+    """The course's own code in the edition (grader/, reference/, and their copies under build/
+    that pip leaves) defines some of a lesson's functions by name: a half-written exercise
+    lost to grader/lessons/lesson1.py, graded 0 in its place. Inside a copy of the course only
+    the lesson's own folder is the learner's; beside its folders, what they keep stays theirs."""
+    exercise = STUB.read_text().replace("raise NotImplementedError(\"pages_for", "return 1  # (\"pages_for", 1)
+    _edition(tmp_path / at, {
+        "assignments/lesson1/exercise.py": exercise,
+        "grader/lessons/lesson1.py": _written("pool_pages", "pages_for"),
+        "build/lib/reference/sizing.py": _written("pool_pages", "pages_for", "kv_bytes_per_token"),
+        "assignments/lesson2/exercise.py": _written("pool_pages", "pages_for"),
+    })
+    picked = upload.pick_code(tmp_path, "lesson1", LESSON1_FUNCTIONS)
+    assert isinstance(picked, upload.Picked) and picked.shown == f"{at}assignments/lesson1/exercise.py", picked
+    assert picked.notes == ()              # the course's files are not the learner's to be told of
+    (tmp_path / at / "mine").mkdir()
+    (tmp_path / at / "mine" / "lesson1_v2.py").write_text(_written(*LESSON1_FUNCTIONS))
+    picked = upload.pick_code(tmp_path, "lesson1", LESSON1_FUNCTIONS)
+    assert isinstance(picked, upload.Picked) and picked.shown == f"{at}mine/lesson1_v2.py", picked
+
+
+def test_an_edition_uploaded_whole_is_graded_on_lesson6s_submission_folder(tmp_path):
+    """Lesson 6 read both files by what they hold: the edition's template sheet and its
+    practice incidents' sheets have the sheet's sections too, and one of them was graded as
+    the learner's design_sheet.yaml. Its submission/ folder is what `grader check lesson6` reads."""
+    _edition(tmp_path, {
+        "assignments/design_sheet.yaml": (ROOT / "assignments" / "design_sheet.yaml").read_text(),
+        "assignments/lesson6/practice/p1/sheets/R42.yaml":
+            (ROOT / "assignments" / "lesson6" / "practice" / "p1" / "sheets" / "R42.yaml").read_text(),
+        "assignments/lesson6/submission/diagnosis.yaml": "causes: []\n",
+        "assignments/lesson6/submission/design_sheet.yaml": "release: R43\n",
+    })
+    picked = upload.pick_folder(tmp_path, "lesson6", ("diagnosis.yaml", "design_sheet.yaml"), tmp_path / "into")
+    assert isinstance(picked, upload.Picked), picked
+    assert picked.shown == ("assignments/lesson6/submission/diagnosis.yaml, "
+                            "assignments/lesson6/submission/design_sheet.yaml")
+    assert (tmp_path / "into" / "design_sheet.yaml").read_text() == "release: R43\n"
+
+
 def test_an_environment_made_in_the_folder_of_the_exercise_leaves_the_exercise_listed(tmp_path):
     """`python -m venv .` run in the exercise's own folder puts pyvenv.cfg beside the code:
     the whole folder was passed over as an installed environment, and the student got 'no
@@ -431,7 +485,8 @@ def test_a_huge_lesson6_file_is_copied_no_further_than_it_is_read(tmp_path):
     with open(upload_folder / "diagnosis.yaml", "wb") as f:
         f.truncate(64 * MAX_BYTES)                        # sparse: the upload costs no disk
     (upload_folder / "design_sheet.yaml").write_text("release: R43\n")
-    picked = upload.pick_folder(upload_folder, ("diagnosis.yaml", "design_sheet.yaml"), tmp_path / "into")
+    picked = upload.pick_folder(upload_folder, "lesson6", ("diagnosis.yaml", "design_sheet.yaml"),
+                                tmp_path / "into")
     assert isinstance(picked, upload.Picked)
     assert (tmp_path / "into" / "diagnosis.yaml").stat().st_size == MAX_BYTES + 1
     assert (tmp_path / "into" / "design_sheet.yaml").read_text() == "release: R43\n"

@@ -190,6 +190,12 @@ def grade_submission(lesson: str, submission: Submission, course: Course, *, mod
                   notes=tuple(one_line(n) for n in notes))     # they name the learner's files
 
 
+def checked_by_default(lesson: str) -> str:
+    """What `grader check LESSON` grades with no file named, in the lesson's assignments/
+    folder: its exercise file, or (a folder lesson) the folder of the learner's files."""
+    return "exercise.py" if folder_files(lesson) is None else "submission"
+
+
 def folder_files(lesson: str) -> tuple[str, ...] | None:
     """The files of a lesson whose submission is a folder (``SUBMISSION = "folder"`` in its
     module), or None for a lesson graded on a code file."""

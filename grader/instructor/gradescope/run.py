@@ -143,7 +143,7 @@ def grade(layout: Layout, config: dict, work: Path) -> dict:
             student = ""
         else:
             student = student_of(layout, config.get("student_key", "email"))
-            picked = upload.pick_folder(layout.submission, files, work / "submission")
+            picked = upload.pick_folder(layout.submission, lesson, files, work / "submission")
         if isinstance(picked, upload.Missing):
             raise NotGradable(picked.why)
         try:

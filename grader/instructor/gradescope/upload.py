@@ -3,7 +3,8 @@
 Gradescope puts the upload in /autograder/submission/ as the student made it: one file, a
 few, or (from GitHub) a whole repository. At most MAX_LISTED files are listed, without
 following symbolic links, past hidden folders, caches and installed environments (a virtual
-or conda environment, a site-packages folder), and none is run: a candidate is only read
+or conda environment, a site-packages folder); of a copy of the course uploaded whole, only
+the learner's own files are candidates (learners_own); and none is run: a candidate is only read
 and, for a code lesson, parsed. Every name this module reports is ``as_text``: a byte that is not
 UTF-8 as \\xNN, as a class folder shows it, never a lone surrogate in results.json.
 
@@ -25,6 +26,8 @@ from pathlib import Path
 
 from grader.course.sheet import SECTIONS, read_yaml
 from grader.engine.code_file import choose, code_suffix
+from grader.engine.pipeline import checked_by_default, folder_files
+from grader.instructor.release import BYPRODUCTS, COURSE_DIRS, PACKAGE_DIRS
 from grader.engine.submission import MAX_BYTES
 from grader.engine.text import as_text
 
@@ -101,6 +104,49 @@ def uploaded(folder: Path, links: list[Path] | None = None) -> list[Path]:
     return found
 
 
+def _course_copies(folder: Path, files: list[Path]) -> list[Path]:
+    """The folders of the upload that are a copy of the course (the learner edition, uploaded
+    whole as a repository of it): rubrics/ beside assignments/, as a course is found. The
+    deepest first, so a file is judged by the copy nearest to it."""
+    roots = set()
+    for f in files:
+        for i, part in enumerate(f.parts[:-1]):
+            if part == COURSE_DIRS[0] and (folder / Path(*f.parts[:i]) / COURSE_DIRS[1]).is_dir():
+                roots.add(Path(*f.parts[:i]))
+    return sorted(roots, key=lambda r: len(r.parts), reverse=True)
+
+
+def learners_own(folder: Path, files: list[Path], lesson: str) -> list[Path]:
+    """``files`` less what a copy of the course holds of its own: its code (grader/,
+    reference/: lesson 1's sizes are the worker's too, and a lesson's judges define its
+    functions' names), its rubrics and docs, what installing it left (build/), and of
+    assignments/ every folder but the lesson's (lesson 6: but its submission/ folder, which
+    `grader check lesson6` reads; its practice incidents and the templates hold design
+    sheets too). Uploaded whole, the edition's half-written exercise lost to the course's
+    grader/lessons/lesson1.py, and the template sheet was graded as lesson 6's. What the
+    learner keeps beside the course's folders (a file at its top, a folder of their own)
+    stays theirs."""
+    roots = _course_copies(folder, files)
+    if not roots:
+        return files
+    mine = (COURSE_DIRS[0], lesson)          # a code lesson: its exercise, and any file beside it
+    if folder_files(lesson) is not None:
+        mine += (checked_by_default(lesson),)
+    course_own = {*PACKAGE_DIRS, *COURSE_DIRS[1:], "docs", *BYPRODUCTS}
+
+    def own(f: Path) -> bool:
+        root = next((r for r in roots if f.parts[:len(r.parts)] == r.parts), None)
+        if root is None:
+            return True
+        rel = f.parts[len(root.parts):]
+        if len(rel) == 1:
+            return True
+        if rel[0] == COURSE_DIRS[0]:
+            return rel[:len(mine)] == mine
+        return not (rel[0] in course_own or rel[0].endswith(".egg-info"))
+    return [f for f in files if own(f)]
+
+
 def _listing(files: list[Path], links: Sequence[Path] = ()) -> str:
     linked = (f"; symbolic links are not followed ({', '.join(as_text(str(f)) for f in links[:12])}"
               f"{' ...' if len(links) > 12 else ''}): upload the files themselves" if links else "")
@@ -116,7 +162,7 @@ def pick_code(folder: Path, lesson: str, functions: tuple[str, ...]) -> Picked |
     """The file to grade, by the rule a class folder is read by too (grader.engine.code_file)."""
     links: list[Path] = []
     files = uploaded(folder, links)
-    choice = choose(folder, files, lesson, functions)
+    choice = choose(folder, learners_own(folder, files, lesson), lesson, functions)
     if choice.file is not None:
         return Picked(folder / choice.file, as_text(choice.file.as_posix()),
                       (as_text(choice.note),) if choice.note else ())
@@ -143,9 +189,10 @@ def _copy_head(source: Path, target: Path) -> None:
         g.write(f.read(MAX_BYTES + 1))
 
 
-def pick_folder(folder: Path, names: tuple[str, ...], into: Path) -> Picked | Missing:
+def pick_folder(folder: Path, lesson: str, names: tuple[str, ...], into: Path) -> Picked | Missing:
     """Find each of ``names`` in the upload and copy it to ``into``/<name>."""
-    files = [f for f in uploaded(folder) if f.suffix.lower() in YAML_SUFFIXES]
+    files = [f for f in learners_own(folder, uploaded(folder), lesson)
+             if f.suffix.lower() in YAML_SUFFIXES]
     roles: dict[str, Path] = {}
     for name in names:
         stem = Path(name).stem.lower()
