@@ -138,9 +138,12 @@ def test_an_nbgrader_export_changes_no_grade_nbgrader_gave_itself(url, stored, t
     autograded 3 of 3 became 0, a cell waiting for manual grading was marked done, and the
     time the student handed it in (what nbgrader reckons lateness from) became the grade's."""
     from nbgrader.api import Gradebook as NbGradebook
+    from grader.instructor.exports.nbgrader import _alembic_on_path
     db = tmp_path / "gradebook.db"
     student = "O'Brien, Pat"
-    with NbGradebook(f"sqlite:///{db}") as gb:
+    # The course's own gradebook, made by nbgrader here as the instructor's nbgrader made it:
+    # it versions a new one with `alembic`, found on PATH (a venv not activated: beside python).
+    with _alembic_on_path(), NbGradebook(f"sqlite:///{db}") as gb:
         gb.update_or_create_assignment("lesson1")
         gb.update_or_create_notebook("essay", "lesson1")
         gb.update_or_create_grade_cell("auto-q", "essay", "lesson1", max_score=3, cell_type="code")
