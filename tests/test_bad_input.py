@@ -449,7 +449,15 @@ def test_a_submission_that_is_no_regular_file_or_too_large_is_refused_unread(tmp
     with open(huge, "wb") as f:                    # sparse: 4 GiB on paper, nothing on disk
         f.truncate(4 << 30)
     err = refused(capsys, "check", "lesson1", "--submission", huge)
-    assert f"{huge}: submission is larger than {1 << 20} bytes, the limit" in err
+    assert err == f"grader: {huge}: submission is larger than {1 << 20} bytes, the limit\n"
+    # A notebook is mostly large by its saved outputs (a plot, a printout): the line says so.
+    notebook = tmp_path / "plots.ipynb"
+    with open(notebook, "wb") as f:
+        f.truncate((1 << 20) + 1)
+    err = refused(capsys, "check", "lesson1", "--submission", notebook)
+    assert err == (f"grader: {notebook}: submission is larger than {1 << 20} bytes, the limit; a "
+                   "notebook's saved outputs count: clear them (Jupyter: Edit > Clear Outputs of All "
+                   "Cells), save, and hand it in again\n")
 
 
 def test_a_workload_or_course_file_that_is_a_pipe_is_refused_unread(tmp_path, capsys):

@@ -137,7 +137,10 @@ def load_submission(path: Path, folder: tuple[str, ...] | None = None, student: 
         raise InputError(where, f"cannot read the submission: {e.strerror}" if e.strerror
                          else str(e)) from None
     if len(raw) > MAX_BYTES:
-        raise InputError(where, f"submission is larger than {MAX_BYTES} bytes, the limit")
+        # A notebook's saved outputs (a plot, a long printout) count: the fix is to clear them.
+        outputs = ("; a notebook's saved outputs count: clear them (Jupyter: Edit > Clear Outputs "
+                   "of All Cells), save, and hand it in again") if code_suffix(path) == ".ipynb" else ""
+        raise InputError(where, f"submission is larger than {MAX_BYTES} bytes, the limit{outputs}")
     if b"\x00" in raw:
         raise InputError(where, "is a binary file, not Python source or a notebook")
     try:
