@@ -235,3 +235,32 @@ def test_the_learners_page_feedback_example_is_what_the_check_prints(tmp_path, m
             assert any(p.startswith(line) for p in printed), (line, printed)
         else:
             assert line in printed, (line, printed)
+
+
+def criteria_an_edition_may_leave_unchecked(root: Path = ROOT) -> set[str]:
+    """The rubric criteria whose check can answer `not_checked_here` (read from the source:
+    a function registered with @check("ID") that calls it)."""
+    import ast
+    import yaml
+    checks = set()
+    for module in (root / "grader" / "lessons").glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and any(
+                    isinstance(n, ast.Call) and getattr(n.func, "id", "") == "not_checked_here"
+                    for n in ast.walk(node)):
+                checks |= {d.args[0].value for d in node.decorator_list
+                           if isinstance(d, ast.Call) and getattr(d.func, "id", "") == "check"}
+    return {c["id"] for rubric in (root / "rubrics").glob("lesson*.yaml")
+            for c in yaml.safe_load(rubric.read_text(encoding="utf-8"))["criteria"] if c["check"] in checks}
+
+
+@pytest.mark.parametrize("page, says", [("learners.md", "`n/a` is a criterion this copy"),
+                                        ("learner-edition.md", "`n/a`, *not")])
+def test_the_pages_name_every_criterion_the_learner_edition_may_not_check(page, says):
+    """Both pages said lesson 6's fix-replayed was the one criterion an edition reports n/a;
+    rollback-rule is one too (a release rule the edition holds no replay for)."""
+    paragraph = next(p for p in re.split(r"\n(?=- )|\n\n", (ROOT / "docs" / page).read_text(encoding="utf-8"))
+                     if says in p)
+    unchecked = criteria_an_edition_may_leave_unchecked()
+    assert {"fix-replayed", "rollback-rule"} <= unchecked
+    assert [c for c in sorted(unchecked) if f"`{c}`" not in paragraph] == []
