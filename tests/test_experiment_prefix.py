@@ -1,5 +1,7 @@
 """The prefix ownership experiment: each ownership mistake shows in its own column."""
 
+import re
+
 import pytest
 
 from conftest import ROOT, run_grader
@@ -169,3 +171,27 @@ def test_input_errors_exit_2_with_one_line(args, needle):
 
 def test_registered():
     assert "prefix-ownership" in experiments.names()
+
+
+def test_the_pages_say_how_the_experiments_workload_differs_from_the_public_scenario():
+    """The lesson's README called the experiment's workload (300 requests, 20% repeating)
+    the lesson's public workload, which has 200 requests and no repeats."""
+    public = load_scenario(COURSE.root.joinpath("assignments", *prefix_ownership.SCENARIO), COURSE).workload.requests
+    knobs = {k.name: k.default for k in prefix_ownership.KNOBS}
+    said = f"{knobs['requests']} requests instead of its {public}"
+    assert public != knobs["requests"]
+    for page in ("assignments/lesson4/README.md", "docs/experiments.md"):
+        text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
+        assert said in text and f"{knobs['repeat']}% of prompts repeating their first block" in text, page
+
+
+def test_the_experiments_page_quotes_the_probe_as_measured(default_outcome):
+    """docs/experiments.md quotes the probe's TTFTs as lesson 4's README does; nothing held
+    it to the experiment's output."""
+    outcome, _ = default_outcome
+    gap = {r["variant"]: r for r in outcome.table.rows}["key without scope"]["probe_gap_ms"]
+    readme = " ".join((ROOT / "assignments" / "lesson4" / "README.md").read_text().split())
+    page = " ".join((ROOT / "docs" / "experiments.md").read_text().split())
+    hit, miss = re.search(r"answers in ([\d.]+) ms: a [\d.]+ ms gap", readme).group(1), \
+        re.search(r"both take ([\d.]+) ms to a first token", readme).group(1)
+    assert f"answers in {hit} ms instead of {miss} ms: a {gap:.2f} ms gap" in page
