@@ -264,3 +264,40 @@ def test_the_pages_name_every_criterion_the_learner_edition_may_not_check(page, 
     unchecked = criteria_an_edition_may_leave_unchecked()
     assert {"fix-replayed", "rollback-rule"} <= unchecked
     assert [c for c in sorted(unchecked) if f"`{c}`" not in paragraph] == []
+
+
+def test_the_learner_editions_figures_of_what_the_baselines_and_a_copy_earn_hold():
+    """docs/learner-edition.md quotes what the baselines (and lesson 1 copied from the worker)
+    earn on the hidden grade; it said about 1.9 of lesson 1 and 3.8 to 4.2 of lesson 3 after
+    both lessons weighed more limits as clauses and the baselines earned 1.4 and 2.6. Fixed
+    secrets, so the test is the same every run; each figure rounded must lie in its range."""
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    from grader.engine.layout import find_course
+    from grader.instructor.equivalence import _grade
+    from reference import baselines
+    text = " ".join((ROOT / "docs" / "learner-edition.md").read_text(encoding="utf-8").split())
+    figures = re.search(r"baselines earn ([\d.]+) to ([\d.]+) of 10 points of lesson 1 \(the contract\), "
+                        r"([\d.]+) of 10 of lesson 2 \(safety alone\), ([\d.]+) to ([\d.]+) of 12 of lesson 3 "
+                        r"and ([\d.]+) of 24 of lesson 4", text)
+    copied = re.search(r"earned \*\*([\d.]+) to ([\d.]+) of 10\*\* on the hidden grade", text)
+    assert figures and copied, "the page no longer quotes the figures this test reads"
+    l1_low, l1_high, l2, l3_low, l3_high, l4 = map(float, figures.groups())
+    # The worker's size arithmetic, written out (loaded by path: each lesson has a from_readme).
+    spec = spec_from_file_location("_lesson1_sizes", ROOT / "tests" / "submissions" / "lesson1" / "from_readme.py")
+    sizes = module_from_spec(spec)
+    spec.loader.exec_module(sizes)
+    copy = {n: getattr(sizes, n) for n in ("kv_bytes_per_token", "pages_for", "pool_pages", "worst_case_pages")}
+    copy["check_contract"] = baselines.baseline_contract
+    course = find_course(str(ROOT))
+    for secret in (b"docs-1", b"docs-2", b"docs-3"):
+        earned = {
+            "lesson1": _grade("lesson1", {"check_contract": baselines.baseline_contract}, course, secret)[0],
+            "lesson2": _grade("lesson2", {"admit": baselines.baseline_admit}, course, secret)[0],
+            "lesson3": _grade("lesson3", {"choose_chunk": baselines.baseline_chunk}, course, secret)[0],
+            "lesson4": _grade("lesson4", {"on_event": baselines.baseline_on_event}, course, secret)[0],
+            "copied": _grade("lesson1", copy, course, secret)[0]}
+        assert l1_low <= round(earned["lesson1"], 1) <= l1_high, (secret, earned)
+        assert round(earned["lesson2"], 1) == l2 and round(earned["lesson4"], 1) == l4, (secret, earned)
+        assert l3_low <= round(earned["lesson3"], 1) <= l3_high, (secret, earned)
+        assert float(copied[1]) <= round(earned["copied"], 1) <= float(copied[2]), (secret, earned)
