@@ -352,7 +352,21 @@ def _parse(parser: Parser, argv) -> argparse.Namespace:
     if extra or values:
         parser.error("unrecognized arguments: " + " ".join(extra + values)
                      + _where_it_goes(command, words, extra))
+    _no_option_taken_for_a_file(command, words, args)
     return args
+
+
+def _no_option_taken_for_a_file(command: Parser, words: list[str], args) -> None:
+    """`grader check lesson1 -- --json`: the one word after `--` is the submission, and the
+    check said only "--json: no such submission file". An option of the command taken so,
+    with no file of that name, is said to have come after `--`."""
+    if "--" not in words:
+        return
+    files = [getattr(args, "submission_path", None), *(getattr(args, "paths", None) or ())]
+    for file in files:
+        if (isinstance(file, str) and file.split("=", 1)[0] in command._option_string_actions
+                and not os.path.lexists(file)):
+            command.error(f"{file}: {AFTER_DOUBLE_DASH}")
 
 
 def _one_course(parser: Parser, args) -> None:

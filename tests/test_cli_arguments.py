@@ -317,6 +317,16 @@ def test_an_option_after_a_double_dash_is_a_value_and_said_to_be(capsys):
         "value: give options before --)")
 
 
+@pytest.mark.parametrize("argv", [("check", "lesson1", "--", "--json"),
+                                  ("experiment", "goodput", "--", "--json"),
+                                  ("grade", "lesson1", "--secret-file", "s", "--", "a.py", "--json")])
+def test_an_option_taken_for_the_file_after_a_double_dash_is_said_to_be(capsys, argv):
+    """docs/learners.md: the error says so when an option after `--` was taken for a value;
+    `grader check lesson1 -- --json` said only "--json: no such submission file"."""
+    assert refused(capsys, *argv).endswith(
+        "--json: came after --, which makes every word after it a value: give options before --")
+
+
 def test_a_required_option_typed_after_a_double_dash_is_said_to_be_a_value(capsys):
     """`grader grade lesson1 -- -a.py --secret-file s` was told that -a.py, the one word it
     had put after `--` on purpose, "was read as an option"."""
