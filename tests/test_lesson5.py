@@ -829,6 +829,10 @@ def test_goodput_experiment_defaults_show_goodput_inviting_a_rollback():
                       and r["diff"] - r["diff_band"] > 0 and r["decision"] == "rollback")
     assert {(8.0, "class"), (8.0, "rejections"), (9.0, "class"), (9.0, "rejections")} <= set(tempting)
     assert rows[8.0, "gain"]["decision"] == rows[9.0, "gain"]["decision"] == "ship"
+    # The page quotes the rejections candidate's turned-away share at those rates.
+    page = " ".join((ROOT / "docs" / "experiments.md").read_text(encoding="utf-8").split())
+    shares = {f"{100 * rows[rate, 'rejections']['rejected']:.1f}%" for rate in (8.0, 9.0)}
+    assert len(shares) == 1 and f"{shares.pop()} of requests are turned away" in page
 
 
 def test_goodput_experiment_with_one_seed_knows_no_band():
