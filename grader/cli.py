@@ -358,15 +358,16 @@ def _parse(parser: Parser, argv) -> argparse.Namespace:
 
 def _no_option_taken_for_a_file(command: Parser, words: list[str], args) -> None:
     """`grader check lesson1 -- --json`: the one word after `--` is the submission, and the
-    check said only "--json: no such submission file". An option of the command taken so,
-    with no file of that name, is said to have come after `--`."""
+    check said only "--json: no such submission file" (`grader check -- --json`: "no such
+    lesson"). An option of the command taken for a lesson, an experiment or a file (with no
+    file of that name) is said to have come after `--`."""
     if "--" not in words:
         return
+    names = [getattr(args, dest, None) for dest in ("lesson", "name")]
     files = [getattr(args, "submission_path", None), *(getattr(args, "paths", None) or ())]
-    for file in files:
-        if (isinstance(file, str) and file.split("=", 1)[0] in command._option_string_actions
-                and not os.path.lexists(file)):
-            command.error(f"{file}: {AFTER_DOUBLE_DASH}")
+    for word in names + [f for f in files if isinstance(f, str) and not os.path.lexists(f)]:
+        if isinstance(word, str) and word.split("=", 1)[0] in command._option_string_actions:
+            command.error(f"{word}: {AFTER_DOUBLE_DASH}")
 
 
 def _one_course(parser: Parser, args) -> None:

@@ -317,8 +317,8 @@ def test_an_option_after_a_double_dash_is_a_value_and_said_to_be(capsys):
         "value: give options before --)")
 
 
-@pytest.mark.parametrize("argv", [("check", "lesson1", "--", "--json"),
-                                  ("experiment", "goodput", "--", "--json"),
+@pytest.mark.parametrize("argv", [("check", "lesson1", "--", "--json"), ("check", "--", "--json"),
+                                  ("experiment", "goodput", "--", "--json"), ("experiment", "--", "--json"),
                                   ("grade", "lesson1", "--secret-file", "s", "--", "a.py", "--json")])
 def test_an_option_taken_for_the_file_after_a_double_dash_is_said_to_be(capsys, argv):
     """docs/learners.md: the error says so when an option after `--` was taken for a value;
