@@ -270,8 +270,8 @@ def _sheet_commands(sub):
     r.add_argument("--baseline", metavar="SHEET", help="also replay this sheet on the same seeds and "
                    "decide the release with lesson 5's rule (the baseline's release_criteria.rule)")
     r.add_argument("--own", action="store_true",
-                   help="distort your own functions (assignments/lessonN/exercise.py) instead of the "
-                        "reference's; the learner edition always does")
+                   help="run the sheet's knobs on your own functions (assignments/lessonN/exercise.py) "
+                        "instead of the reference's; the learner edition always does")
     r.add_argument("--json", action="store_true", help="print the figures as JSON")
     r.add_argument("--plot", metavar="FILE.png", help="also draw the figures (against the baseline) "
                    "into a PNG file")
