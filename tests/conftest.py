@@ -158,6 +158,14 @@ def json_error(out: str, err: str) -> dict:
     return error
 
 
+def nothing_but_the_error(out: str, err: str, args) -> None:
+    """A refused command prints nothing on stdout, or with ``--json`` the error's object."""
+    if "--json" in args:
+        json_error(out, err)
+    else:
+        assert out == "", (out, err)
+
+
 def experiment_run(name: str, folder: Path, plot: str):
     """One experiment with its defaults, through the command line, with --json and --plot."""
     png = folder / plot

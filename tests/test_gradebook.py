@@ -6,6 +6,7 @@ import multiprocessing
 import pytest
 import sqlalchemy as sa
 
+from conftest import nothing_but_the_error
 from grader.engine.errors import InputError
 from grader.instructor.gradebook import (LessonInfo, cases_digest, criteria, lessons, open_gradebook,
                                          results, scores)
@@ -252,7 +253,8 @@ def test_a_stored_report_of_the_wrong_shape_is_one_line_naming_the_student_and_f
     out = ["--out", str(tmp_path / "out")] if command[0] == "feedback" else []
     code = main([*command, "--gradebook", str(db), *out])
     printed, err = capsys.readouterr()
-    assert code == 2 and printed == "", err
+    assert code == 2, err
+    nothing_but_the_error(printed, err, command)
     assert err == (f"grader: gradebook result of 'alice' for lesson1: its stored report's {field} is not "
                    "what a report holds (damaged?); grade it again: grader grade lesson1 ... --force\n")
 
@@ -286,7 +288,8 @@ def test_a_value_typed_by_hand_into_the_gradebook_is_one_line_naming_the_student
     out = ["--out", str(tmp_path / "out")] if command[0] == "feedback" else []
     code = main([*command, "--gradebook", str(db), *out])
     printed, err = capsys.readouterr()
-    assert code == 2 and printed == "", err
+    assert code == 2, err
+    nothing_but_the_error(printed, err, command)
     assert err == (f"grader: gradebook result of 'alice' for lesson1: {said} (edited by hand?): mend it, "
                    f"or grade it again: grader grade lesson1 ... --force\n"), err
 
@@ -310,7 +313,8 @@ def test_a_lesson_typed_by_hand_into_the_gradebook_is_one_line_naming_it_and_the
             conn.execute(table.update().where(*where).values({column: sa.literal_column(f"'{typed}'")}))
     code = main([*command, "--gradebook", str(db)])
     printed, err = capsys.readouterr()
-    assert code == 2 and printed == "", err
+    assert code == 2, err
+    nothing_but_the_error(printed, err, command)
     assert err == f"grader: {said} (edited by hand?): mend it\n", err
 
 
@@ -334,7 +338,8 @@ def test_a_result_whose_lesson_was_removed_by_hand_is_one_line_naming_it(tmp_pat
     out = ["--out", str(tmp_path / "out")] if command[0] == "feedback" else []
     code = main([*command, "--gradebook", str(db), *out])
     printed, err = capsys.readouterr()
-    assert code == 2 and printed == "", err
+    assert code == 2, err
+    nothing_but_the_error(printed, err, command)
     assert err == ("grader: gradebook result of 'alice' for lesson2: its lesson is not among the "
                    "gradebook's lessons (lesson1; edited by hand?): grade it again: grader grade lesson2 "
                    "... --force\n"), err
