@@ -366,7 +366,7 @@ def _no_option_taken_for_a_file(command: Parser, words: list[str], args) -> None
     names = [getattr(args, dest, None) for dest in ("lesson", "name")]
     files = [getattr(args, "submission_path", None), *(getattr(args, "paths", None) or ())]
     for word in names + [f for f in files if isinstance(f, str) and not os.path.lexists(f)]:
-        if isinstance(word, str) and word.split("=", 1)[0] in command._option_string_actions:
+        if isinstance(word, str) and command.knows(word):
             command.error(f"{word}: {AFTER_DOUBLE_DASH}")
 
 

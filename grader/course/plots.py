@@ -147,8 +147,10 @@ def plot_path(path: str | Path, inputs: Mapping[str, str | Path | None] | None =
                                     "written over what it points to; name a file of its own")
     if not path.parent.is_dir():
         raise InputError(str(path), f"no such folder: {path.parent}")
-    read = next((what for what, i in (inputs or {}).items()
-                 if i is not None and Path(i).exists() and os.path.samefile(path, i)), None) if path.exists() else None
+    read = None
+    if path.exists():
+        read = next((what for what, i in (inputs or {}).items()
+                     if i is not None and Path(i).exists() and os.path.samefile(path, i)), None)
     if read is not None:
         raise InputError(str(path), f"is {read} this command reads: name another file for the plot")
     if path.is_dir() or (path.exists() and not os.access(path, os.W_OK)) \

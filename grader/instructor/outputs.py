@@ -80,21 +80,22 @@ def is_earlier(path: Path, kind: Kind) -> bool:
         return False
 
 
-def instructor_output(path: Path) -> str:
+def instructor_output(path: Path, also: tuple[Kind, ...] = ()) -> str:
     """What an instructor's command wrote ``path`` as, told by its bytes whatever its name
     (an autograder zip, a gradebook or any SQLite database, a CSV export, a feedback page, a
-    class report's page), or "" for anything else (and for what cannot be read)."""
+    class report's page; and the kinds ``also`` names), or "" for anything else (and for what
+    cannot be read). The file's head is read once for every kind told by its head."""
     from grader.instructor.gradebook import SQLITE_MAGIC
     try:
-        head = read_regular(path, len(SQLITE_MAGIC))
+        head = read_regular(path, HEAD)
     except (OSError, Unreadable):
         return ""
     if head.startswith(SQLITE_MAGIC):
         return "gradebook or other SQLite database"
     if head.startswith(b"PK") and is_earlier(path, AUTOGRADER):
         return AUTOGRADER.name
-    return next((k.name for k in (CSV_EXPORT, FEEDBACK_MD, FEEDBACK_HTML, REPORT_PAGE, FIGURE)
-                 if is_earlier(path, k)), "")
+    return next((k.name for k in (CSV_EXPORT, FEEDBACK_MD, FEEDBACK_HTML, REPORT_PAGE, FIGURE, *also)
+                 if k.looks_ours(head)), "")
 
 
 def _answer_head(head: bytes) -> bool:
@@ -113,8 +114,7 @@ def course_outputs(files: Iterable[tuple[str, Path]]) -> list[str]:
     wrote, as "name: kind": instructor_output's kinds and an incident's answer key. Whatever
     copies the course's folders to learners or to a grading platform refuses them."""
     return [f"{name}: {kind}" for name, path in files
-            for kind in [instructor_output(path) or (ANSWER_KEY.name if is_earlier(path, ANSWER_KEY) else "")]
-            if kind]
+            for kind in [instructor_output(path, also=(ANSWER_KEY,))] if kind]
 
 
 def instructor_folder(path: Path) -> bool:

@@ -270,7 +270,7 @@ def _asked_again(ctx: CheckContext) -> str:
         if a.value is None:
             return "no decision"
         adm = a.value
-        return f"admit with {adm.reserve_pages} pages" if adm.decision == "admit" else adm.decision
+        return f"admit with {plural(adm.reserve_pages, 'page')}" if adm.decision == "admit" else adm.decision
     pairs = sorted((readings[a.case.name] for a in first), key=lambda ab: ab[0].case.visibility != "public")
     for a, b in pairs:                  # a public probe first: the learner can ask it again
         if said(a) != said(b):

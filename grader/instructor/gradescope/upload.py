@@ -27,9 +27,9 @@ from pathlib import Path
 from grader.course.sheet import SECTIONS, read_yaml
 from grader.engine.code_file import choose, code_suffix
 from grader.engine.pipeline import checked_by_default, folder_files
-from grader.instructor.release import BYPRODUCTS, COURSE_DIRS, PACKAGE_DIRS
 from grader.engine.submission import MAX_BYTES
 from grader.engine.text import as_text
+from grader.instructor.release import BYPRODUCTS, COURSE_DIRS, PACKAGE_DIRS
 
 YAML_SUFFIXES = (".yaml", ".yml")
 SKIPPED_FOLDERS = {"__pycache__", ".ipynb_checkpoints", "node_modules", "site-packages", "dist-packages"}
