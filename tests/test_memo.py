@@ -175,9 +175,12 @@ def test_the_folder_is_the_setting_else_the_users_cache(tmp_path, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    for off in ("off", "OFF", "Off"):
+    for off in ("off", "OFF", "Off", "0", "false", "No"):
         monkeypatch.setenv("GRADER_CACHE", off)
         assert memo.cache_folder() is None
+    for on in ("on", "ON", "1", "True", "yes"):             # a switch, not a folder named "on"
+        monkeypatch.setenv("GRADER_CACHE", on)
+        assert memo.cache_folder() == tmp_path / "xdg" / "serving-grader", on
     monkeypatch.setenv("GRADER_CACHE", "zz-cache")          # any other word is a folder's name
     assert memo.cache_folder() == memo.Path("zz-cache")
     monkeypatch.setenv("GRADER_CACHE", "")

@@ -10,7 +10,8 @@ Nothing stale can be read: every key holds the digest of the code that computes 
 (every file of grader/ and reference/, and the Python and NumPy versions), and callers key
 by what determines the value (a case's digest, the course's public files). The folder is
 ``$GRADER_CACHE``, else ``$XDG_CACHE_HOME/serving-grader`` (``~/.cache/serving-grader``);
-``GRADER_CACHE=off`` keeps values in memory only. Hidden cases are never written there.
+``GRADER_CACHE=off`` (or 0, false, no) keeps values in memory only, and ``on`` (1, true,
+yes) is the default folder. Hidden cases are never written there.
 A file that cannot be read back (torn, corrupt, from another version) is computed again.
 Learner code never runs in this process, so nothing a submission does reaches the folder.
 
@@ -39,11 +40,17 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 _memory: dict[tuple[str, str], object] = {}
 
 
+# GRADER_CACHE spelled as a switch is read as one: "on" was a folder named "on" in whatever
+# directory the check ran from (a cache committed with a checkout once), and "0" one named "0".
+SWITCHED_OFF = {"off", "0", "false", "no"}
+SWITCHED_ON = {"on", "1", "true", "yes"}
+
+
 def cache_folder() -> Path | None:
     setting = os.environ.get("GRADER_CACHE", "")
-    if setting.lower() == "off":
+    if setting.lower() in SWITCHED_OFF:
         return None
-    if setting:
+    if setting and setting.lower() not in SWITCHED_ON:
         return Path(setting)
     try:
         base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
