@@ -118,10 +118,11 @@ def test_manifest_every_lesson_and_what_ships(release):
     assert (out / "grader" / "expectations" / "cases-lesson5.json").is_file()
     assert data["experiments"] == ["goodput", "prefill-deadline", "prefix-ownership"]
     # What ships, imports: no module of the release needs something left out.
+    read = {}
     for path in (out / "grader").rglob("*.py"):
         rel = path.relative_to(out).with_suffix("")
         parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-        assert missing_imports(out, ".".join(parts), anywhere=False) == [], rel
+        assert missing_imports(out, ".".join(parts), anywhere=False, read=read) == [], rel
 
 
 def test_the_learners_pages_ship_and_what_they_name_is_there(release):
