@@ -6,6 +6,7 @@ Exit codes: 0 when grading ran (whatever the score), 2 for a usage or input erro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -18,7 +19,7 @@ from grader.engine.layout import find_course
 from grader.engine.edition import learner_edition
 from grader.engine.errors import InputError
 from grader.engine.report import render
-from grader.engine.sandbox.session import UNCONFINED_FLAG
+from grader.engine.sandbox.session import UNCONFINED_FLAG, spare
 from grader.engine.secret import SecretError, load_secret
 from grader.engine.text import first_few, plural, terminal
 from reference.specs import SpecError
@@ -433,6 +434,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args) -> int:
+    # A check's sandbox child starts first: its start goes by beside the imports, the
+    # course and the lesson's cases that the grade reads before its first call.
+    with spare() if args.command == "check" else contextlib.nullcontext():
+        return _command(args)
+
+
+def _command(args) -> int:
     from grader.engine.pipeline import checked_by_default, grade_path   # after parsing: --help stays instant
     try:
         _one_submission(args)

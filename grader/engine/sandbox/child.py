@@ -1,7 +1,8 @@
 """The child process that runs a learner's submission. Standard library only.
 
 Started by grader.engine.sandbox.session as ``python -P -s -S child.py READ_FD WRITE_FD``
-(under bwrap and setpriv when grader.engine.sandbox.isolation can): no site-packages, no
+(from this file's bytecode when it is current: session.child_program; under bwrap and
+setpriv when grader.engine.sandbox.isolation can): no site-packages, no
 environment but PATH, LANG and a fixed PYTHONHASHSEED, no script directory on sys.path, so
 nothing of the grader is importable. Everything it learns arrives on READ_FD; everything
 it says leaves on WRITE_FD. A frame is a 4-byte big-endian length and that many bytes of

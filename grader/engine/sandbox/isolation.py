@@ -45,7 +45,7 @@ from grader.engine.errors import InputError
 MODES = ("auto", "bwrap", "process")
 MODE_VARIABLE = "GRADER_SANDBOX"          # auto (default) | bwrap (required) | process
 NOBODY = 65534
-CHILD_INSIDE = "/sandbox/child.py"
+CHILD_INSIDE = "/sandbox/child.py"       # or child.pyc: the child run from its bytecode
 TMP_INSIDE = "/tmp"
 LIBRARY_DIRS = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib", "/usr/lib64", "/usr/lib32",
                 "/usr/libx32")
@@ -92,6 +92,22 @@ def plan(mode: str | None, python: str, child: Path, tmp_bytes: int) -> Plan:
     return _plain(python, child, problem)
 
 
+def unprobed_plan(mode: str | None, python: str, child: Path, tmp_bytes: int) -> Plan | None:
+    """The plan ``plan`` gives when bwrap's probe finds nothing wrong, read without making
+    the probe (a start of bwrap and the interpreter): what a child started before the
+    probe's answer would run under. None where ``plan`` would raise."""
+    try:
+        mode = requested_mode(mode)
+    except InputError:
+        return None
+    if mode == "process":
+        return _plain(python, child, f"{MODE_VARIABLE}=process")
+    problem = _unwrappable()
+    if problem is None:
+        return _wrapped(python, str(child), tmp_bytes)
+    return None if mode == "bwrap" else _plain(python, child, problem)
+
+
 def _plain(python: str, child: Path, why: str) -> Plan:
     return Plan((), python, str(child), None, f"process (no bwrap: {why})")
 
@@ -101,7 +117,13 @@ def _wrapped(python: str, child: str, tmp_bytes: int) -> Plan:
               f"interpreter and its libraries only, tmpfs /tmp {tmp_bytes >> 20} MiB, "
               f"die-with-parent, setpriv)")
     return Plan(bwrap_command(python, child, tmp_bytes), os.path.realpath(python),
-                CHILD_INSIDE, TMP_INSIDE, layers)
+                child_inside(child), TMP_INSIDE, layers)
+
+
+def child_inside(child: str) -> str:
+    """Where the child's program is inside bwrap: the interpreter reads a name ending in
+    .pyc as bytecode."""
+    return CHILD_INSIDE + "c" if child.endswith(".pyc") else CHILD_INSIDE
 
 
 # ----------------------------------------------------------------------------- detection
@@ -110,13 +132,9 @@ def _wrapped(python: str, child: str, tmp_bytes: int) -> Plan:
 def bwrap_problem(python: str, child: str) -> str | None:
     """None when bwrap can start this interpreter as nobody here; else why not. Probed once
     per process with a real start, so a container without mount rights falls back."""
-    if not sys.platform.startswith("linux"):
-        return "not Linux"
-    if os.geteuid() != 0:
-        return "not root (bwrap without a user namespace needs root)"
-    for tool in ("bwrap", "setpriv"):
-        if shutil.which(tool) is None:
-            return f"{tool} not installed"
+    problem = _unwrappable()
+    if problem is not None:
+        return problem
     argv = bwrap_command(python, child, 1 << 20)
     try:
         probe = subprocess.run([*argv, os.path.realpath(python), "-I", "-S", "-c",
@@ -128,6 +146,18 @@ def bwrap_problem(python: str, child: str) -> str | None:
     if probe.returncode != 0:
         said = probe.stderr.decode("utf-8", "replace").strip().splitlines()
         return f"bwrap failed ({said[-1][:120] if said else 'exit %d' % probe.returncode})"
+    return None
+
+
+def _unwrappable() -> str | None:
+    """Why bwrap cannot be used here, as far as is known without starting it."""
+    if not sys.platform.startswith("linux"):
+        return "not Linux"
+    if os.geteuid() != 0:
+        return "not root (bwrap without a user namespace needs root)"
+    for tool in ("bwrap", "setpriv"):
+        if shutil.which(tool) is None:
+            return f"{tool} not installed"
     return None
 
 
@@ -155,7 +185,7 @@ def bwrap_command(python: str, child: str, tmp_bytes: int) -> tuple[str, ...]:
             # Real root builds the mounts; the command keeps only what setpriv needs.
             "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
             "--cap-add", "CAP_SETPCAP"]
-    for d in _ancestors([*binds, CHILD_INSIDE, *(dest for _, dest in symlinks)]):
+    for d in _ancestors([*binds, child_inside(child), *(dest for _, dest in symlinks)]):
         argv += ["--perms", "0755", "--dir", d]
     for target, dest in symlinks:
         argv += ["--symlink", target, dest]
@@ -163,7 +193,7 @@ def bwrap_command(python: str, child: str, tmp_bytes: int) -> tuple[str, ...]:
         argv += ["--ro-bind", path, path]
     for path in masks:          # other packages (maybe the grader itself) stay invisible
         argv += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
-    argv += ["--ro-bind", child, CHILD_INSIDE, "--dev", "/dev",
+    argv += ["--ro-bind", child, child_inside(child), "--dev", "/dev",
              "--perms", "1777", "--size", str(int(tmp_bytes)), "--tmpfs", TMP_INSIDE,
              "--chdir", TMP_INSIDE, "--",
              setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",

@@ -35,8 +35,11 @@ is pinned to its call; everything before it is kept.
 """
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import math
 import os
+import py_compile
 import select
 import shutil
 import signal
@@ -84,6 +87,44 @@ CHILD_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}   # nothing of the grad
 FIRST_HASH_SEED = 1
 # -I without its -E: the environment is CHILD_ENV alone, and PYTHONHASHSEED must be read.
 CHILD_FLAGS = ("-P", "-s", "-S")
+
+
+def child_program(source: Path) -> Path:
+    """What the interpreter runs as the child: child.py's bytecode from its __pycache__ when
+    that is current (an install compiles it; else it is written there as Python writes a
+    module's), so that no child compiles 1,100 lines at its start (some 11 ms of every
+    start, in every check and twice in every grade); child.py itself where no current
+    bytecode can be had. The bytecode is trusted as Python trusts it for every module of the
+    grader: it lies beside its source and matches the source's time and size (or hash)."""
+    try:
+        cached = Path(importlib.util.cache_from_source(str(source)))
+    except NotImplementedError:         # an interpreter that keeps no bytecode cache
+        return source
+    if not _current(cached, source) and not sys.dont_write_bytecode:
+        try:
+            py_compile.compile(str(source), cfile=str(cached), doraise=True,
+                               invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+        except (OSError, py_compile.PyCompileError):
+            return source
+    return cached if _current(cached, source) else source
+
+
+def _current(cached: Path, source: Path) -> bool:
+    """Whether ``cached`` is bytecode of this interpreter for ``source`` as it is now (the
+    checks the import system makes of a timestamp- or hash-based pyc)."""
+    try:
+        with open(cached, "rb") as f:
+            head = f.read(16)
+        stat = source.stat()
+        flags = int.from_bytes(head[4:8], "little")
+        if head[:4] != importlib.util.MAGIC_NUMBER or flags not in (0, 1, 3):
+            return False
+        if flags:
+            return head[8:16] == importlib.util.source_hash(source.read_bytes())
+    except OSError:
+        return False
+    return (int.from_bytes(head[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(head[12:16], "little") == stat.st_size & 0xFFFFFFFF)
 
 
 def child_env(start: int) -> dict[str, str]:
@@ -325,6 +366,32 @@ def _clean_stdout(text):
     return printable(text[:STDOUT_SEND], keep="\n\t")
 
 
+def _start_child(plan, start: int) -> _Child:
+    """A child of ``plan``, a Sandbox's ``start``-th (0 for its first), told nothing yet."""
+    # Under bwrap the working directory is the sandbox's own tmpfs; otherwise a fresh
+    # private host directory, removed with the child.
+    host_dir = None if plan.workdir else tempfile.mkdtemp(prefix="grader-sandbox-")
+    req_r, req_w = os.pipe()
+    resp_r, resp_w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            [*plan.wrapper, plan.python, *CHILD_FLAGS, plan.child_path, str(req_r), str(resp_w)],
+            env=child_env(start), cwd=host_dir or "/", stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, pass_fds=(req_r, resp_w))
+    except BaseException:
+        for fd in (req_r, req_w, resp_r, resp_w):
+            os.close(fd)
+        if host_dir is not None:
+            _remove_tree(host_dir)
+        raise
+    os.close(req_r)
+    os.close(resp_w)
+    os.set_blocking(req_w, False)
+    os.set_blocking(resp_r, False)
+    return _Child(proc, req_w, resp_r, host_dir, plan.wrapped)
+
+
 class Sandbox:
     """A submission loaded in an isolated child process. Not thread-safe: one user at a time.
 
@@ -363,7 +430,8 @@ class Sandbox:
                         "tmp": 0,
                         "nofile": 64, "stdout_keep": 4096, "stdout_send": STDOUT_SEND,
                         "max_frame": MAX_FRAME}
-        self._plan = containment.plan(isolation, PYTHON, CHILD, d.tmp_bytes)
+        _probed()                           # a spare's probe of bubblewrap has answered
+        self._plan = containment.plan(isolation, PYTHON, child_program(CHILD), d.tmp_bytes)
         if not self._plan.wrapped:          # bwrap's own /tmp is the tmpfs already
             self._limits["tmp"] = int(d.tmp_bytes)
         self._require = bool(require_confinement)
@@ -509,35 +577,16 @@ class Sandbox:
         return self._charged(self._spawn)
 
     def _spawn(self):
-        """Start a child and send it the submission; None (the load is pending)."""
+        """Start a child (or take the spare one: spare()) and send it the submission; None
+        (the load is pending)."""
         plan = self._plan
-        # Under bwrap the working directory is the sandbox's own tmpfs; otherwise a fresh
-        # private host directory, removed with the child.
-        host_dir = None if plan.workdir else tempfile.mkdtemp(prefix="grader-sandbox-")
-        req_r, req_w = os.pipe()
-        resp_r, resp_w = os.pipe()
-        try:
-            proc = subprocess.Popen(
-                [*plan.wrapper, plan.python, *CHILD_FLAGS, plan.child_path, str(req_r), str(resp_w)],
-                env=child_env(self._starts), cwd=host_dir or "/", stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True, pass_fds=(req_r, resp_w))
-        except BaseException:
-            for fd in (req_r, req_w, resp_r, resp_w):
-                os.close(fd)
-            if host_dir is not None:
-                _remove_tree(host_dir)
-            raise
+        child = _take_spare(plan) if self._starts == 0 else None
+        self._child = self._holder[0] = child or _start_child(plan, self._starts)
         self._starts += 1
-        os.close(req_r)
-        os.close(resp_w)
-        os.set_blocking(req_w, False)
-        os.set_blocking(resp_r, False)
-        self._child = self._holder[0] = _Child(proc, req_w, resp_r, host_dir, plan.wrapped)
         self._loading = time.monotonic()
         try:
             self._child.send({"shapes_source": SHAPES_SOURCE, "submission": self._source,
-                              "filename": self._filename, "workdir": plan.workdir or host_dir,
+                              "filename": self._filename, "workdir": plan.workdir or self._child.workdir,
                               "limits": self._limits, "cells": self._cells,
                               # Which start this is: a restarted child's clocks read later
                               # and its process ids otherwise (child.py: another_process).
@@ -711,3 +760,60 @@ def _kill_held(holder, pins):
     if holder[0] is not None:
         holder[0].kill()
     _unpin(pins)
+
+
+# ---- a spare child ---------------------------------------------------------------------------
+# Started before the grader knows what it will run, taken by the first Sandbox of its plan.
+_spares: list = []          # [(Plan, _Child)] not taken yet: at most one
+_probes: list = []          # the threads probing bubblewrap meanwhile
+
+
+@contextlib.contextmanager
+def spare(isolation: str | None = None):
+    """Within the block, the first Sandbox of the plan this child is started under takes it
+    instead of starting its own. ``grader check`` opens the block before it imports the
+    lesson and reads its cases, so that a child's start (bubblewrap, the interpreter, the
+    child's imports: some 100 ms) and the probe of bubblewrap (grader.engine.sandbox.isolation)
+    go by beside that work instead of after it. Until a Sandbox takes the child it is told
+    nothing, not even the submission: it is the child that Sandbox would have started, started
+    earlier, and one of any other plan than the probe's answer is never taken. One not taken
+    is killed when the block ends."""
+    if _spares:                     # a block within a block: the outer one's child serves
+        yield
+        return
+    program = child_program(CHILD)
+    plan = containment.unprobed_plan(isolation, PYTHON, program, DEFAULT_LIMITS.tmp_bytes)
+    if plan is not None and plan.wrapped:
+        probe = threading.Thread(target=containment.bwrap_problem, args=(PYTHON, str(program)), daemon=True)
+        probe.start()
+        _probes.append(probe)
+    try:
+        if plan is not None:
+            try:
+                _spares.append((plan, _start_child(plan, 0)))
+            except OSError:
+                pass            # no spare: the Sandbox starts its own, and says what stops it
+        yield
+    finally:
+        _probed()
+        while _spares:
+            _spares.pop()[1].kill()
+
+
+def _take_spare(plan):
+    """The spare child when it was started under ``plan``, else None (and it stays)."""
+    try:
+        if _spares[0][0] == plan:
+            return _spares.pop()[1]
+    except IndexError:          # none, or another thread's Sandbox took it meanwhile
+        pass
+    return None
+
+
+def _probed() -> None:
+    while True:
+        try:
+            probe = _probes.pop()
+        except IndexError:
+            return
+        probe.join()

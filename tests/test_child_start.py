@@ -1,0 +1,220 @@
+"""How a sandbox child starts: from child.py's bytecode when it is current, and, within
+session.spare(), ahead of the Sandbox that takes it (grader check starts one before it
+imports the lesson and reads its cases)."""
+import json
+import os
+import py_compile
+import shutil
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import ROOT
+from grader.engine.sandbox import Sandbox, isolation, session
+
+SUBMISSION = textwrap.dedent('''
+    import os
+    def double(n):
+        return 2 * n
+    def seed():
+        return os.environ.get("PYTHONHASHSEED")
+''')
+
+
+def _dead(child) -> bool:
+    """The child's process has ended (given a moment to be reaped)."""
+    for _ in range(100):
+        if child.proc is None or child.proc.poll() is not None:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# ---- child.py's bytecode ----------------------------------------------------------------------
+def _copy_of_child(tmp_path):
+    source = tmp_path / "child.py"
+    shutil.copy(session.CHILD, source)
+    return source, tmp_path / "__pycache__" / f"child.{sys.implementation.cache_tag}.pyc"
+
+
+def test_the_child_runs_from_bytecode_written_beside_its_source(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    source, cached = _copy_of_child(tmp_path)
+    assert session.child_program(source) == cached and cached.is_file()
+    monkeypatch.setattr(session, "CHILD", source)
+    for mode in ("process", "auto"):
+        with Sandbox(SUBMISSION, "exercise.py", isolation=mode) as box:
+            assert box.call("double", 21).value == 42
+            assert box._plan.child_path.endswith(".pyc"), box._plan
+            if box._plan.wrapped:                # bwrap binds the bytecode under a .pyc name
+                wrapper = box._plan.wrapper
+                assert box._plan.child_path == "/sandbox/child.pyc"
+                assert wrapper[wrapper.index(str(cached)) + 1] == "/sandbox/child.pyc"
+
+
+def test_stale_or_foreign_bytecode_is_never_run(tmp_path, monkeypatch):
+    source, cached = _copy_of_child(tmp_path)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert session.child_program(source) == cached
+    # The source changed after it was compiled (another size): compiled again, not run stale.
+    source.write_text(source.read_text() + "\n# edited\n")
+    os.utime(source, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert not session._current(cached, source)
+    assert session.child_program(source) == cached and session._current(cached, source)
+    # Where bytecode may not be written, stale bytecode is passed over for the source.
+    source.write_text(source.read_text() + "\n# again\n")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert session.child_program(source) == source
+    # Another interpreter's magic number, or a header that is no pyc's, is not current.
+    py_compile.compile(str(source), cfile=str(cached), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    assert session.child_program(source) == cached
+    data = bytearray(cached.read_bytes())
+    data[0] ^= 0xFF
+    cached.write_bytes(bytes(data))
+    assert session.child_program(source) == source
+    cached.write_bytes(b"\0" * 8)
+    assert session.child_program(source) == source
+    # A hash-based pyc is current while the source's hash is what it holds, whatever the times.
+    py_compile.compile(str(source), cfile=str(cached), doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    os.utime(source, ns=(time.time_ns(), time.time_ns() + 5 * 10**9))
+    assert session.child_program(source) == cached
+    source.write_text(source.read_text() + "\n# and again\n")
+    assert session.child_program(source) == source
+
+
+def test_no_bytecode_to_be_had_runs_the_source(tmp_path, monkeypatch):
+    source, cached = _copy_of_child(tmp_path)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert session.child_program(source) == source and not cached.exists()
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    cached.parent.mkdir()
+    cached.parent.chmod(0o500)                   # a read-only install
+    try:
+        if os.access(cached.parent, os.W_OK):    # root writes anyway: a file in the way instead
+            cached.parent.chmod(0o700)
+            shutil.rmtree(cached.parent)
+            cached.parent.write_text("not a folder")
+        assert session.child_program(source) == source
+    finally:
+        if cached.parent.is_dir():
+            cached.parent.chmod(0o700)
+    monkeypatch.setattr(session, "CHILD", source)
+    with Sandbox(SUBMISSION, "exercise.py", isolation="process") as box:
+        assert box._plan.child_path == str(source) and box.call("double", 2).value == 4
+
+
+# ---- the spare child ----------------------------------------------------------------------------
+def _spare_child():
+    assert len(session._spares) == 1, session._spares
+    return session._spares[0][1]
+
+
+def test_the_first_sandbox_of_its_plan_takes_the_spare_child():
+    with session.spare():
+        spare = _spare_child()
+        with Sandbox(SUBMISSION, "exercise.py") as box:
+            assert box.call("double", 4).value == 8
+            assert box._child is spare and session._spares == []
+            assert box.call("seed").value == str(session.FIRST_HASH_SEED)   # a first start's
+            # Its plan is the one the probe answered: the report's isolation is a fresh child's.
+            with Sandbox(SUBMISSION, "exercise.py") as fresh:
+                assert fresh._child is not spare and fresh.isolation == box.isolation
+        assert _dead(spare)
+    assert session._spares == [] and session._probes == []
+
+
+def test_a_spare_child_no_sandbox_takes_is_killed_when_the_block_ends():
+    with session.spare():
+        spare = _spare_child()
+        workdir = spare.workdir
+    assert _dead(spare) and session._spares == []
+    assert workdir is None or not os.path.exists(workdir)
+    with session.spare(isolation="process"):              # a host folder, removed with it
+        spare = _spare_child()
+        workdir = spare.workdir
+        assert workdir is not None and os.path.isdir(workdir)
+    assert _dead(spare) and not os.path.exists(workdir)
+
+
+def test_a_sandbox_of_another_plan_or_a_later_start_never_takes_it():
+    wrapped = isolation.bwrap_problem(session.PYTHON, str(session.child_program(session.CHILD))) is None
+    other = "process" if wrapped else "auto"
+    with session.spare(isolation=None if wrapped else "process"):
+        spare = _spare_child()
+        with Sandbox(SUBMISSION, "exercise.py", isolation=other) as box:
+            assert box._child is not spare and box.call("double", 1).value == 2
+        assert _spare_child() is spare
+    assert _dead(spare)
+    # A restart is a later start, with its own hash seed: the spare was started as a first.
+    with Sandbox(SUBMISSION, "exercise.py") as box:
+        assert box.call("seed").value == str(session.FIRST_HASH_SEED)
+        with session.spare():
+            spare = _spare_child()
+            box.restart()
+            assert box.call("seed").value == str(session.FIRST_HASH_SEED + 1)
+            assert box._child is not spare and _spare_child() is spare
+        assert _dead(spare)
+
+
+def test_a_block_within_a_block_starts_no_second_child():
+    with session.spare():
+        spare = _spare_child()
+        with session.spare():
+            assert _spare_child() is spare
+        assert _spare_child() is spare           # the inner block leaves the outer one's child
+    assert _dead(spare)
+
+
+def test_grader_check_takes_its_spare_and_leaves_none(monkeypatch, capsys):
+    from grader.cli import main
+    taken, seen = [], []
+    take = session._take_spare
+
+    def spy(plan):
+        seen.append(_spare_child())
+        child = take(plan)
+        taken.append(child)
+        return child
+    monkeypatch.setattr(session, "_take_spare", spy)
+    ref = ROOT / "reference" / "solutions" / "lesson1.py"
+    assert main(["check", "lesson1", "--submission", str(ref), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["score"] == report["max_score"]
+    assert taken == seen and len(taken) == 1 and _dead(taken[0])
+    assert session._spares == []
+    # Lesson 6 is a folder of data: no sandbox takes the spare, and it is gone all the same.
+    assert main(["check", "lesson6", "--submission", str(ROOT / "reference" / "solutions" / "lesson6"),
+                 "--json"]) == 0
+    capsys.readouterr()
+    assert len(taken) == 1 and session._spares == []
+
+
+@pytest.mark.parametrize("mode", ["chroot"])
+def test_an_unknown_mode_starts_no_spare_and_the_check_says_why(monkeypatch, capsys, mode):
+    from grader.cli import main
+    monkeypatch.setenv("GRADER_SANDBOX", mode)
+    started = []
+    monkeypatch.setattr(session, "_start_child", lambda *a: started.append(a))
+    assert main(["check", "lesson1", "--submission", str(ROOT / "reference" / "solutions" / "lesson1.py")]) == 2
+    assert "GRADER_SANDBOX: unknown sandbox mode 'chroot'" in capsys.readouterr().err
+    assert started == []
+
+
+def test_a_spare_that_cannot_start_leaves_the_sandbox_to_start_its_own(monkeypatch):
+    real, starts = session._start_child, []
+
+    def out_of_descriptors_once(plan, start):
+        starts.append(start)
+        if len(starts) == 1:
+            raise OSError(24, "Too many open files")
+        return real(plan, start)
+    monkeypatch.setattr(session, "_start_child", out_of_descriptors_once)
+    with session.spare():
+        assert session._spares == []
+        with Sandbox(SUBMISSION, "exercise.py") as box:
+            assert box.call("double", 3).value == 6
+    assert starts == [0, 0]
