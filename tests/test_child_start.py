@@ -36,7 +36,7 @@ def _dead(child) -> bool:
 def _copy_of_child(tmp_path):
     source = tmp_path / "child.py"
     shutil.copy(session.CHILD, source)
-    return source, tmp_path / "__pycache__" / f"child.{sys.implementation.cache_tag}.pyc"
+    return source, tmp_path / "__pycache__" / f"child.sandbox.{sys.implementation.cache_tag}.pyc"
 
 
 def test_the_child_runs_from_bytecode_written_beside_its_source(tmp_path, monkeypatch):
@@ -77,13 +77,40 @@ def test_stale_or_foreign_bytecode_is_never_run(tmp_path, monkeypatch):
     assert session.child_program(source) == source
     cached.write_bytes(b"\0" * 8)
     assert session.child_program(source) == source
-    # A hash-based pyc is current while the source's hash is what it holds, whatever the times.
+    # Only bytecode checked by time and size, as the sandbox writes it: a hash-based file
+    # is passed over, and so is the module's own bytecode (an install's, naming its folder).
     py_compile.compile(str(source), cfile=str(cached), doraise=True,
                        invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
-    os.utime(source, ns=(time.time_ns(), time.time_ns() + 5 * 10**9))
-    assert session.child_program(source) == cached
-    source.write_text(source.read_text() + "\n# and again\n")
     assert session.child_program(source) == source
+    cached.unlink()
+    py_compile.compile(str(source), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    assert session.child_program(source) == source and not cached.exists()
+
+
+FRAMES = textwrap.dedent('''
+    import sys
+    def callers():
+        names, frame = [], sys._getframe(1)
+        while frame is not None:
+            names.append(frame.f_code.co_filename)
+            frame = frame.f_back
+        return names
+''')
+
+
+def test_the_childs_own_frames_name_no_folder_of_the_host(tmp_path, monkeypatch):
+    """A submission can walk its caller's frames: the child's bytecode names its code where
+    bubblewrap binds it, not where the grader is installed (an install's compiled child.py
+    would name site-packages)."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    source, cached = _copy_of_child(tmp_path)
+    monkeypatch.setattr(session, "CHILD", source)
+    for mode in ("process", "auto"):
+        with Sandbox(FRAMES, "exercise.py", isolation=mode) as box:
+            assert box._plan.child_path.endswith(".pyc")
+            names = box.call("callers").value
+            assert set(names) == {"/sandbox/child.py"}, names
+            assert not any(str(tmp_path) in n for n in names)
 
 
 def test_no_bytecode_to_be_had_runs_the_source(tmp_path, monkeypatch):

@@ -90,40 +90,42 @@ CHILD_FLAGS = ("-P", "-s", "-S")
 
 
 def child_program(source: Path) -> Path:
-    """What the interpreter runs as the child: child.py's bytecode from its __pycache__ when
-    that is current (an install compiles it; else it is written there as Python writes a
-    module's), so that no child compiles 1,100 lines at its start (some 11 ms of every
-    start, in every check and twice in every grade); child.py itself where no current
-    bytecode can be had. The bytecode is trusted as Python trusts it for every module of the
-    grader: it lies beside its source and matches the source's time and size (or hash)."""
+    """What the interpreter runs as the child: child.py's bytecode when it is current, so
+    that no child compiles 1,100 lines at its start (some 11 ms of every start, in every
+    check and twice in every grade); child.py itself where no current bytecode can be had.
+
+    The bytecode is the sandbox's own file beside the module's in __pycache__
+    (child.sandbox.<tag>.pyc, a name no import reads), written as Python writes a module's
+    (never under PYTHONDONTWRITEBYTECODE) and run only while it matches the source's time and
+    size, as the import system checks a module's: trusted as Python trusts the grader's own.
+    It names its code /sandbox/child.py, where bubblewrap binds the child, so a submission
+    reading the child's frames learns no folder of the host's (an install's compiled
+    child.py would name the install's)."""
     try:
-        cached = Path(importlib.util.cache_from_source(str(source)))
+        module_pyc = Path(importlib.util.cache_from_source(str(source)))
     except NotImplementedError:         # an interpreter that keeps no bytecode cache
         return source
+    cached = module_pyc.with_name(module_pyc.name.replace(".", ".sandbox.", 1))
     if not _current(cached, source) and not sys.dont_write_bytecode:
         try:
-            py_compile.compile(str(source), cfile=str(cached), doraise=True,
-                               invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+            py_compile.compile(str(source), cfile=str(cached), dfile=containment.CHILD_INSIDE,
+                               doraise=True, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
         except (OSError, py_compile.PyCompileError):
             return source
     return cached if _current(cached, source) else source
 
 
 def _current(cached: Path, source: Path) -> bool:
-    """Whether ``cached`` is bytecode of this interpreter for ``source`` as it is now (the
-    checks the import system makes of a timestamp- or hash-based pyc)."""
+    """Whether ``cached`` is this interpreter's timestamp-checked bytecode of ``source`` as
+    it is now (the checks the import system makes of a module's)."""
     try:
         with open(cached, "rb") as f:
             head = f.read(16)
         stat = source.stat()
-        flags = int.from_bytes(head[4:8], "little")
-        if head[:4] != importlib.util.MAGIC_NUMBER or flags not in (0, 1, 3):
-            return False
-        if flags:
-            return head[8:16] == importlib.util.source_hash(source.read_bytes())
     except OSError:
         return False
-    return (int.from_bytes(head[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+    return (head[:4] == importlib.util.MAGIC_NUMBER and head[4:8] == bytes(4)
+            and int.from_bytes(head[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
             and int.from_bytes(head[12:16], "little") == stat.st_size & 0xFFFFFFFF)
 
 
