@@ -63,6 +63,17 @@ def test_stale_or_foreign_bytecode_is_never_run(tmp_path, monkeypatch):
     os.utime(source, ns=(time.time_ns(), time.time_ns() + 10**9))
     assert not session._current(cached, source)
     assert session.child_program(source) == cached and session._current(cached, source)
+    # Either of the two the import system checks tells: the time alone (the same bytes
+    # touched), the size alone (an edit within the same second of the clock).
+    stat = source.stat()
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2 * 10**9))
+    assert not session._current(cached, source)
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert session._current(cached, source)
+    source.write_text(source.read_text() + "#")
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert not session._current(cached, source)
+    assert session.child_program(source) == cached and session._current(cached, source)
     # Where bytecode may not be written, stale bytecode is passed over for the source.
     source.write_text(source.read_text() + "\n# again\n")
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
