@@ -48,9 +48,10 @@ SWITCHED_ON = {"on", "1", "true", "yes"}
 
 def cache_folder() -> Path | None:
     setting = os.environ.get("GRADER_CACHE", "")
-    if setting.lower() in SWITCHED_OFF:
+    switch = setting.lower()
+    if switch in SWITCHED_OFF:
         return None
-    if setting and setting.lower() not in SWITCHED_ON:
+    if setting and switch not in SWITCHED_ON:
         return Path(setting)
     try:
         base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

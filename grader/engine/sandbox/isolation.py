@@ -81,15 +81,11 @@ def plan(mode: str | None, python: str, child: Path, tmp_bytes: int) -> Plan:
     bwrap is an error; 'auto' falls back to a plain process and says why."""
     from grader.engine.sandbox.session import SandboxError
     mode = requested_mode(mode)
-    if mode == "process":
-        return _plain(python, child, f"{MODE_VARIABLE}=process")
-    problem = bwrap_problem(python, str(child))
-    if problem is None:
-        return _wrapped(python, str(child), tmp_bytes)
-    if mode == "bwrap":
+    problem = None if mode == "process" else bwrap_problem(python, str(child))
+    if mode == "bwrap" and problem is not None:
         raise SandboxError(f"bubblewrap was required ({MODE_VARIABLE}=bwrap) but cannot be "
                            f"used: {problem}")
-    return _plain(python, child, problem)
+    return _chosen(mode, python, child, tmp_bytes, problem)
 
 
 def unprobed_plan(mode: str | None, python: str, child: Path, tmp_bytes: int) -> Plan | None:
@@ -100,12 +96,17 @@ def unprobed_plan(mode: str | None, python: str, child: Path, tmp_bytes: int) ->
         mode = requested_mode(mode)
     except InputError:
         return None
+    problem = None if mode == "process" else _unwrappable()
+    if mode == "bwrap" and problem is not None:
+        return None
+    return _chosen(mode, python, child, tmp_bytes, problem)
+
+
+def _chosen(mode: str, python: str, child: Path, tmp_bytes: int, problem: str | None) -> Plan:
+    """A plain process for mode process or where bwrap has a problem, else bwrap."""
     if mode == "process":
         return _plain(python, child, f"{MODE_VARIABLE}=process")
-    problem = _unwrappable()
-    if problem is None:
-        return _wrapped(python, str(child), tmp_bytes)
-    return None if mode == "bwrap" else _plain(python, child, problem)
+    return _wrapped(python, str(child), tmp_bytes) if problem is None else _plain(python, child, problem)
 
 
 def _plain(python: str, child: Path, why: str) -> Plan:
