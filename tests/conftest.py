@@ -133,6 +133,18 @@ def answer_to(frame: bytes):
     return Sandbox._result(SimpleNamespace(_filename="exercise.py"), "f", frame)
 
 
+def refused(capsys, *args, never=()) -> str:
+    """Run the CLI in this process; it must exit 2 with exactly one line on stderr (no
+    traceback, none of the texts ``never``) and nothing on stdout. That line."""
+    from grader.cli import main
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", (code, out, err)
+    assert err.startswith("grader: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and not any(text in err for text in never), err
+    return err
+
+
 def run_grader(*args, cwd=ROOT, timeout=300, full_disk_at=None):
     """The command line as a person runs it: (exit code, stdout, stderr). ``full_disk_at``:
     as if the disk filled up once it had written that many bytes into any one file (a write

@@ -8,8 +8,7 @@ import os
 
 import pytest
 
-from conftest import ROOT
-from grader.cli import main
+from conftest import ROOT, refused
 from grader.engine.errors import InputError
 
 REF = ROOT / "reference" / "solutions" / "lesson1.py"
@@ -20,15 +19,6 @@ def secret(tmp_path):
     path = tmp_path / "course.secret"
     path.write_text("class of 2026\n")
     return path
-
-
-def refused(capsys, *args) -> str:
-    """Run the CLI; it must exit 2 with exactly one line on stderr and nothing on stdout."""
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    assert code == 2 and out == "", (code, out, err)
-    assert err.startswith("grader: ") and err.count("\n") == 1, err
-    return err
 
 
 def edit(path, old, new):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from conftest import ROOT, SECRET
+from conftest import ROOT, SECRET, refused
 from grader.cli import main
 from grader.engine.layout import find_course
 from grader.instructor import gradebook as gradebook_module
@@ -26,14 +26,6 @@ def secret(tmp_path):
     path = tmp_path / "course.secret"
     path.write_bytes(SECRET)
     return path
-
-
-def refused(capsys, *args) -> str:
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    assert code == 2 and out == "", (code, out, err)
-    assert err.startswith("grader: ") and err.count("\n") == 1, err
-    return err
 
 
 def lesson6_folder(where: Path) -> Path:
