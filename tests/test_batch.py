@@ -320,13 +320,12 @@ def test_a_folder_with_no_submission_at_all_is_refused_and_records_nothing(tmp_p
     assert p.stderr == (f"grader: {folder}: no submission for lesson1 here ({seen}): a class folder "
                         "holds <student>.py or <student>.ipynb files, or nbgrader's "
                         "submitted/<student>/lesson1/ folders\n")
-    with open_gradebook(str(db)) as book:
-        assert book.students() == [] and book.results() == []
-    # Nor is what the refused grade left an empty class to export, report or write feedback for.
+    # The gradebook it would have made is not left behind, empty, to be taken for a class.
+    assert sorted(tmp_path.iterdir()) == [folder]
     p = run_cli("export", "--format", "csv", "--gradebook", str(db))
     assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
-    assert p.stderr == (f"grader: sqlite:///{db}: no results in this gradebook yet: grade into it first "
-                        "(grader grade ... --gradebook), or give the gradebook your grades went to\n")
+    assert p.stderr == (f"grader: {db}: no gradebook here: grade into it first (grader grade ... "
+                        "--gradebook), or give the gradebook your grades went to\n")
 
 
 @pytest.mark.parametrize("names, seen", [

@@ -179,6 +179,42 @@ def test_a_new_sqlite_gradebook_is_private_to_its_owner(tmp_path):
         assert [r.student for r in b.results()] == ["alice"]
 
 
+def test_a_grade_refused_before_its_first_result_leaves_no_gradebook_it_made(tmp_path):
+    path = tmp_path / "class.db"
+    with pytest.raises(InputError, match="refused"):
+        with open_gradebook(str(path)):
+            raise InputError("class", "refused")
+    assert sorted(tmp_path.iterdir()) == []
+    with open_gradebook(str(path)):       # opened and closed without a fault: it stays
+        pass
+    assert path.is_file()
+    path.unlink()
+    # Once a result is in it, the file stays whatever ends the run.
+    with pytest.raises(KeyboardInterrupt):
+        with open_gradebook(str(path)) as b:
+            b.record("alice", fake_report())
+            raise KeyboardInterrupt
+    with open_gradebook(str(path), create=False) as b:
+        assert [r.student for r in b.results()] == ["alice"]
+    # And a gradebook that was there before the open stays, results and all.
+    before = path.read_bytes()
+    with pytest.raises(InputError):
+        with open_gradebook(str(path)):
+            raise InputError("class", "refused")
+    assert path.read_bytes() == before
+
+
+def test_a_gradebook_that_cannot_be_set_up_leaves_no_file_it_made(tmp_path, monkeypatch):
+    from grader.instructor.gradebook import Gradebook
+
+    def fails(self, create):
+        raise InputError(self.shown_url, "cannot make the tables")
+    monkeypatch.setattr(Gradebook, "_create_schema", fails)
+    with pytest.raises(InputError, match="cannot make the tables"):
+        open_gradebook(str(tmp_path / "class.db"))
+    assert sorted(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("create", [True, False], ids=["grade", "export"])
 def test_another_applications_database_is_refused_and_left_as_it_was(tmp_path, create):
     """nbgrader's own gradebook.db given as --gradebook by mistake: neither grade nor a

@@ -381,6 +381,8 @@ class Gradebook:
         self.shown_url = shown_url(url)
         self.read_only = read_only
         self.sqlite_file = ""
+        self.made_here: Path | None = None    # the SQLite file this open made (open_gradebook)
+        self._written = False
         try:
             parsed = location if location is not None else sa.make_url(url)
             connect_args = {}
@@ -491,8 +493,20 @@ class Gradebook:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind, *exc):
         self.close()
+        if kind is not None and not self._written:
+            self.unmake()
+
+    def unmake(self) -> None:
+        """Remove the SQLite file this open made, while no result is in it: a grade refused
+        before its first result (an empty class, an unreachable scheduler) leaves no empty
+        gradebook behind to be mistaken for one, nor one that an earlier open made."""
+        if self.made_here is None or self._written:
+            return
+        for sidecar in ("", "-journal", "-wal", "-shm"):
+            Path(f"{self.made_here}{sidecar}").unlink(missing_ok=True)
+        self.made_here = None
 
     # ------------------------------------------------------------------ writing
 
@@ -542,6 +556,7 @@ class Gradebook:
                     rid = conn.execute(results.insert().values(**row)).inserted_primary_key[0]
                     if criteria_rows:
                         conn.execute(scores.insert(), [dict(r, result_id=rid) for r in criteria_rows])
+                self._written = True
                 return
             except IntegrityError:
                 # Another process wrote the same student or lesson in between (not possible
@@ -782,7 +797,7 @@ def open_gradebook(url: str, *, create: bool = True, read_only: bool = False) ->
     SQLite file that does not exist, and a gradebook that holds no result yet: a mistyped
     path would otherwise be an empty gradebook, and an export of no one. ``read_only`` (those
     three) opens it so that nothing is written, and a file one may only read is read."""
-    given = url
+    given, made = url, None
     if "://" not in url:
         path = Path(url)
         if path.suffix.lower() not in SQLITE_SUFFIXES and not _is_sqlite(path):
@@ -820,12 +835,20 @@ def open_gradebook(url: str, *, create: bool = True, read_only: bool = False) ->
             # (An empty file is an empty SQLite database; SQLite gives its journal the same mode.)
             try:
                 os.close(os.open(where, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                made = where
             except FileExistsError:
                 pass
             except OSError as e:
                 raise InputError(str(where), f"cannot make the gradebook: {e.strerror or e}") from None
-    return Gradebook(url, create=create, read_only=read_only,
-                     location=parsed if "://" not in given else None)
+    try:
+        book = Gradebook(url, create=create, read_only=read_only,
+                         location=parsed if "://" not in given else None)
+    except BaseException:
+        if made is not None:
+            made.unlink(missing_ok=True)
+        raise
+    book.made_here = made
+    return book
 
 
 def _is_sqlite(path: Path) -> bool:
