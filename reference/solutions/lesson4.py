@@ -3,8 +3,8 @@
 The design sheet's faulty variants (release at the cancel, keys without the scope, ...)
 are distortions around these functions (reference/knobs.py), not variants of them.
 """
-import hashlib
-from array import array
+import struct
+from hashlib import blake2b
 
 from reference.shapes import PageInfo, Transition
 
@@ -40,12 +40,29 @@ def on_event(state: str, event: str, step_in_flight: bool) -> Transition:
 def prefix_key(scope: str, parent_key: str, block_tokens: tuple) -> str:
     # Every field is length-prefixed, so no scope text can imitate a boundary; the tokens
     # are fixed-width, so no separator can be forged. One hash call: the worker asks once
-    # per prompt page.
+    # per prompt page, so the fields are kept short enough (4-byte lengths, 4-byte tokens
+    # while every id fits) that a scope and a 16-token block hash as one 128-byte block.
     s = scope.encode("utf-8", "surrogatepass")
     p = parent_key.encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(b"".join((len(s).to_bytes(8, "little"), s, len(p).to_bytes(8, "little"),
-                                     p, array("q", block_tokens).tobytes())),
-                           digest_size=16).hexdigest()
+    return blake2b(b"".join((len(s).to_bytes(4, "little"), s, len(p).to_bytes(4, "little"), p,
+                             _token_bytes(block_tokens))), digest_size=16).digest().hex()
+
+
+_PACK: dict = {}     # (width, block length) -> its struct packer
+
+
+def _token_bytes(block_tokens: tuple) -> bytes:
+    # A width byte first: a block of 4-byte ids never reads as one of 8-byte ids.
+    n = len(block_tokens)
+    try:
+        return b"\x04" + (_PACK.get((4, n)) or _packer(4, n))(*block_tokens)
+    except struct.error:      # an id past 2**32 - 1 (or below 0)
+        return b"\x08" + (_PACK.get((8, n)) or _packer(8, n))(*block_tokens)
+
+
+def _packer(width: int, n: int):
+    _PACK[width, n] = struct.Struct(f"<{n}{'I' if width == 4 else 'q'}").pack
+    return _PACK[width, n]
 
 
 def publishable(pages: tuple[PageInfo, ...]) -> tuple:
