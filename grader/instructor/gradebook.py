@@ -496,16 +496,16 @@ class Gradebook:
     def __exit__(self, kind, *exc):
         self.close()
         if kind is not None and not self._written:
-            self.unmake()
+            self._unmake()
 
-    def unmake(self) -> None:
-        """Remove the SQLite file this open made, while no result is in it: a grade refused
-        before its first result (an empty class, an unreachable scheduler) leaves no empty
-        gradebook behind to be mistaken for one, nor one that an earlier open made."""
-        if self.made_here is None or self._written:
+    def _unmake(self) -> None:
+        """Remove the SQLite file this open made (called while no result is in it): a grade
+        refused before its first result (an empty class, an unreachable scheduler) leaves no
+        empty gradebook behind to be mistaken for one. Closed first, SQLite has removed its
+        journal files."""
+        if self.made_here is None:      # it was there before this open: never removed
             return
-        for sidecar in ("", "-journal", "-wal", "-shm"):
-            Path(f"{self.made_here}{sidecar}").unlink(missing_ok=True)
+        self.made_here.unlink(missing_ok=True)
         self.made_here = None
 
     # ------------------------------------------------------------------ writing
