@@ -204,6 +204,17 @@ def test_a_grade_refused_before_its_first_result_leaves_no_gradebook_it_made(tmp
     assert path.read_bytes() == before
 
 
+def test_a_refusal_after_someone_removed_the_new_gradebook_is_still_that_refusal(tmp_path):
+    """The file the open made was deleted meanwhile (by hand, by a cleaning script): the
+    clean-up finds nothing to remove, and the run still ends with its own error."""
+    path = tmp_path / "class.db"
+    with pytest.raises(InputError, match="refused"):
+        with open_gradebook(str(path)):
+            path.unlink()
+            raise InputError("class", "refused")
+    assert sorted(tmp_path.iterdir()) == []
+
+
 def test_a_gradebook_that_cannot_be_set_up_leaves_no_file_it_made(tmp_path, monkeypatch):
     from grader.instructor.gradebook import Gradebook
 

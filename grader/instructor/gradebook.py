@@ -502,10 +502,12 @@ class Gradebook:
         """Remove the SQLite file this open made (called while no result is in it): a grade
         refused before its first result (an empty class, an unreachable scheduler) leaves no
         empty gradebook behind to be mistaken for one. Closed first, SQLite has removed its
-        journal files."""
+        write-ahead log and its index, unless the file went meanwhile (deleted by hand): then
+        they stay."""
         if self.made_here is None:      # it was there before this open: never removed
             return
-        self.made_here.unlink(missing_ok=True)
+        for path in (self.made_here, Path(f"{self.made_here}-wal"), Path(f"{self.made_here}-shm")):
+            path.unlink(missing_ok=True)
         self.made_here = None
 
     # ------------------------------------------------------------------ writing
