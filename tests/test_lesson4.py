@@ -679,6 +679,20 @@ def test_readings_that_differ_only_in_the_order_of_the_actions_lose_nothing(tmp_
 
 
 # ---- probes, in process --------------------------------------------------------------------
+def test_the_reference_key_tells_apart_blocks_whose_ids_pack_alike_at_two_widths():
+    """Its ids are 4 bytes each while they fit, 8 past 2**32 - 1: (0, 1) and (2**32,) are the
+    same 8 bytes packed so, and the width byte before them keeps their keys apart (and apart
+    from a scope or parent that would end where the block begins)."""
+    wide, narrow = (1 << 32,), (0, 1)
+    assert ref.prefix_key("s", "", wide) != ref.prefix_key("s", "", narrow)
+    assert ref.prefix_key("s", "", (-1,)) != ref.prefix_key("s", "", ((1 << 32) - 1,))
+    assert ref.prefix_key("s", "", (1 << 40, 5)) == ref.prefix_key("s", "", (1 << 40, 5))
+    keys = {ref.prefix_key(scope, parent, block) for scope, parent, block in
+            [("ab", "", (1,)), ("a", "b", (1,)), ("a", "", (1,)), ("", "a", (1,)), ("", "", (1,)),
+             ("", "", ()), ("", "", (0,)), ("", "", (0, 0))]}
+    assert len(keys) == 8 and all(len(k) == 32 for k in keys)
+
+
 def test_hidden_probes_catch_joined_keys_and_spare_the_reference(secret, tmp_path):
     pairs = [c.inputs for c in lesson4.hidden_probes(secret) if c.family == "key"]
     assert {p.kind for p in pairs} == {"scope", "parent", "block"}

@@ -40,8 +40,8 @@ def on_event(state: str, event: str, step_in_flight: bool) -> Transition:
 def prefix_key(scope: str, parent_key: str, block_tokens: tuple) -> str:
     # Every field is length-prefixed, so no scope text can imitate a boundary; the tokens
     # are fixed-width, so no separator can be forged. One hash call: the worker asks once
-    # per prompt page, so the fields are kept short enough (4-byte lengths, 4-byte tokens
-    # while every id fits) that a scope and a 16-token block hash as one 128-byte block.
+    # per prompt page, so the fields are kept short (4-byte lengths, 4-byte ids while they
+    # fit): a scope of up to 23 bytes, a parent key of 32 and 16 ids make one 128-byte block.
     s = scope.encode("utf-8", "surrogatepass")
     p = parent_key.encode("utf-8", "surrogatepass")
     return blake2b(b"".join((len(s).to_bytes(4, "little"), s, len(p).to_bytes(4, "little"), p,
