@@ -98,6 +98,45 @@ def test_stale_or_foreign_bytecode_is_never_run(tmp_path, monkeypatch):
     assert session.child_program(source) == source and not cached.exists()
 
 
+def test_bytecode_that_claims_more_than_its_source_is_not_current(tmp_path, monkeypatch):
+    """Each header field must equal the source's, not merely reach it: a newer magic number
+    (a later interpreter's), flags other than a timestamp file's, a recorded time later than
+    the source's, a recorded size larger than the source's."""
+    source, cached = _copy_of_child(tmp_path)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert session.child_program(source) == cached
+    good = cached.read_bytes()
+    for at, value in ((0, good[0] + 1), (4, 1)):       # the magic's first byte, the flags
+        data = bytearray(good)
+        data[at] = value
+        cached.write_bytes(bytes(data))
+        assert not session._current(cached, source), at
+    cached.write_bytes(good)
+    stat = source.stat()
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns - 2 * 10**9))    # recorded time later
+    assert not session._current(cached, source)
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert session._current(cached, source)
+    source.write_text(source.read_text()[:-1])          # recorded size larger, the same time
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert not session._current(cached, source)
+
+
+def test_an_interpreter_without_a_bytecode_cache_runs_the_source(tmp_path, monkeypatch):
+    source, cached = _copy_of_child(tmp_path)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(sys.implementation, "cache_tag", None)
+    assert session.child_program(source) == source and not cached.exists()
+
+
+def test_a_source_that_does_not_compile_runs_as_the_source_and_says_nothing(tmp_path, monkeypatch, capfd):
+    source, cached = _copy_of_child(tmp_path)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    source.write_text("def broken(:\n")
+    assert session.child_program(source) == source and not cached.exists()
+    assert capfd.readouterr() == ("", "")
+
+
 FRAMES = textwrap.dedent('''
     import sys
     def callers():
@@ -149,6 +188,18 @@ def test_no_bytecode_to_be_had_runs_the_source(tmp_path, monkeypatch):
 def _spare_child():
     assert len(session._spares) == 1, session._spares
     return session._spares[0][1]
+
+
+def test_a_sandbox_dropped_without_closing_ends_its_child():
+    """Its finalizer kills what it holds: a grade that loses a Sandbox to an exception before
+    it is closed leaves no process behind."""
+    import gc
+    box = Sandbox(SUBMISSION, "exercise.py", isolation="process")
+    assert box.call("double", 2).value == 4
+    child = box._child
+    del box
+    gc.collect()
+    assert _dead(child)
 
 
 def test_the_first_sandbox_of_its_plan_takes_the_spare_child():
