@@ -206,13 +206,36 @@ def test_a_grade_refused_before_its_first_result_leaves_no_gradebook_it_made(tmp
 
 def test_a_refusal_after_someone_removed_the_new_gradebook_is_still_that_refusal(tmp_path):
     """The file the open made was deleted meanwhile (by hand, by a cleaning script): the
-    clean-up finds nothing to remove, and the run still ends with its own error."""
+    clean-up makes no new one by looking into it, and the run ends with its own error."""
     path = tmp_path / "class.db"
-    with pytest.raises(InputError, match="refused"):
+    for idle in (False, True):          # a connection still open to the deleted file, or none
+        with pytest.raises(InputError, match="refused"):
+            with open_gradebook(str(path)) as b:
+                path.unlink()
+                if idle:
+                    b.engine.dispose()
+                raise InputError("class", "refused")
+        assert not path.exists()
+
+
+def test_a_refusal_never_removes_a_new_gradebook_another_grade_is_using(tmp_path):
+    """Several grades may write into one gradebook: one refused at its start leaves the file
+    it made to the other, whether that one has a result in it yet or not."""
+    path = tmp_path / "class.db"
+    with pytest.raises(InputError):
         with open_gradebook(str(path)):
-            path.unlink()
+            other = open_gradebook(str(path))       # the second grade, still grading
             raise InputError("class", "refused")
-    assert sorted(tmp_path.iterdir()) == []
+    with other:
+        other.record("alice", fake_report())
+    with pytest.raises(InputError):
+        with open_gradebook(str(tmp_path / "again.db")):
+            with open_gradebook(str(tmp_path / "again.db")) as done:   # finished already
+                done.record("bob", fake_report())
+            raise InputError("class", "refused")
+    for where, student in ((path, "alice"), (tmp_path / "again.db", "bob")):
+        with open_gradebook(str(where), create=False) as b:
+            assert [r.student for r in b.results()] == [student]
 
 
 def test_a_gradebook_that_cannot_be_set_up_leaves_no_file_it_made(tmp_path, monkeypatch):

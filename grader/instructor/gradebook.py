@@ -382,7 +382,6 @@ class Gradebook:
         self.read_only = read_only
         self.sqlite_file = ""
         self.made_here: Path | None = None    # the SQLite file this open made (open_gradebook)
-        self._written = False
         try:
             parsed = location if location is not None else sa.make_url(url)
             connect_args = {}
@@ -494,20 +493,32 @@ class Gradebook:
         return self
 
     def __exit__(self, kind, *exc):
+        # Asked before the close: whether anyone's result (another grading process's too:
+        # several may grade into one gradebook) is in the file this open made.
+        # A file deleted by hand meanwhile is not looked for: a connection would make it anew.
+        unmake = kind is not None and self.made_here is not None and self.made_here.exists() \
+            and not self._holds_a_result()
         self.close()
-        if kind is not None and not self._written:
+        if unmake:
             self._unmake()
 
+    def _holds_a_result(self) -> bool:
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(sa.select(results.c.id).limit(1)).first() is not None
+        except sa.exc.SQLAlchemyError:
+            return True         # unreadable now: kept, as anything not known to be empty
+
     def _unmake(self) -> None:
-        """Remove the SQLite file this open made (called while no result is in it): a grade
-        refused before its first result (an empty class, an unreachable scheduler) leaves no
-        empty gradebook behind to be mistaken for one. Closed first, SQLite has removed its
-        write-ahead log and its index, unless the file went meanwhile (deleted by hand): then
-        they stay."""
-        if self.made_here is None:      # it was there before this open: never removed
+        """Remove the SQLite file this open made, no result in it: a grade refused before its
+        first result (an empty class, an unreachable scheduler) leaves no empty gradebook
+        behind to be mistaken for one. Closed, SQLite has removed its write-ahead log and
+        index, unless another process still has the gradebook open (a second grade into the
+        same new file): then the file is that process's too, and stays."""
+        made = self.made_here
+        if any(Path(f"{made}{side}").exists() for side in ("-wal", "-shm")):
             return
-        for path in (self.made_here, Path(f"{self.made_here}-wal"), Path(f"{self.made_here}-shm")):
-            path.unlink(missing_ok=True)
+        made.unlink(missing_ok=True)        # deleted in between: the refusal stands
         self.made_here = None
 
     # ------------------------------------------------------------------ writing
@@ -558,7 +569,6 @@ class Gradebook:
                     rid = conn.execute(results.insert().values(**row)).inserted_primary_key[0]
                     if criteria_rows:
                         conn.execute(scores.insert(), [dict(r, result_id=rid) for r in criteria_rows])
-                self._written = True
                 return
             except IntegrityError:
                 # Another process wrote the same student or lesson in between (not possible
