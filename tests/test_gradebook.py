@@ -218,6 +218,18 @@ def test_a_refusal_after_someone_removed_the_new_gradebook_is_still_that_refusal
         assert not path.exists()
 
 
+def test_a_new_gradebook_that_cannot_be_read_at_the_refusal_is_kept(tmp_path):
+    """Not known to be empty is kept: the file became something else meanwhile (here,
+    bytes that are no database), and the run still ends with its own error."""
+    path = tmp_path / "class.db"
+    with pytest.raises(InputError, match="refused"):
+        with open_gradebook(str(path)) as b:
+            b.engine.dispose()
+            path.write_bytes(b"not a database, " * 64)
+            raise InputError("class", "refused")
+    assert path.read_bytes() == b"not a database, " * 64
+
+
 def test_a_refusal_never_removes_a_new_gradebook_another_grade_is_using(tmp_path):
     """Several grades may write into one gradebook: one refused at its start leaves the file
     it made to the other, whether that one has a result in it yet or not."""
