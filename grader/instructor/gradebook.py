@@ -445,7 +445,7 @@ class Gradebook:
                         # written (another's file, a read-only share) is refused here, before
                         # any grade, not at the first result after minutes of grading.
                         conn.execute(schema_info.update().values(version=schema_info.c.version))
-                    if not create and conn.execute(sa.select(results.c.id).limit(1)).first() is None:
+                    if not create and not _any_result(conn):
                         # Made by a grade that was refused (an empty or mistyped class folder,
                         # no readable file): a reader would export, report and write feedback
                         # for no one, and call it the class.
@@ -505,7 +505,7 @@ class Gradebook:
     def _holds_a_result(self) -> bool:
         try:
             with self.engine.connect() as conn:
-                return conn.execute(sa.select(results.c.id).limit(1)).first() is not None
+                return _any_result(conn)
         except sa.exc.SQLAlchemyError:
             return True         # unreadable now: kept, as anything not known to be empty
 
@@ -861,6 +861,10 @@ def open_gradebook(url: str, *, create: bool = True, read_only: bool = False) ->
         raise
     book.made_here = made
     return book
+
+
+def _any_result(conn) -> bool:
+    return conn.execute(sa.select(results.c.id).limit(1)).first() is not None
 
 
 def _is_sqlite(path: Path) -> bool:

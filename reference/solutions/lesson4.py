@@ -4,6 +4,7 @@ The design sheet's faulty variants (release at the cancel, keys without the scop
 are distortions around these functions (reference/knobs.py), not variants of them.
 """
 import struct
+from functools import lru_cache
 from hashlib import blake2b
 
 from reference.shapes import PageInfo, Transition
@@ -48,21 +49,17 @@ def prefix_key(scope: str, parent_key: str, block_tokens: tuple) -> str:
                              _token_bytes(block_tokens))), digest_size=16).digest().hex()
 
 
-_PACK: dict = {}     # (width, block length) -> its struct packer
-
-
 def _token_bytes(block_tokens: tuple) -> bytes:
     # A width byte first: a block of 4-byte ids never reads as one of 8-byte ids.
-    n = len(block_tokens)
     try:
-        return b"\x04" + (_PACK.get((4, n)) or _packer(4, n))(*block_tokens)
+        return b"\x04" + _packer(4, len(block_tokens))(*block_tokens)
     except struct.error:      # an id past 2**32 - 1 (or below 0)
-        return b"\x08" + (_PACK.get((8, n)) or _packer(8, n))(*block_tokens)
+        return b"\x08" + _packer(8, len(block_tokens))(*block_tokens)
 
 
+@lru_cache(maxsize=None)
 def _packer(width: int, n: int):
-    _PACK[width, n] = struct.Struct(f"<{n}{'I' if width == 4 else 'q'}").pack
-    return _PACK[width, n]
+    return struct.Struct(f"<{n}{'I' if width == 4 else 'q'}").pack
 
 
 def publishable(pages: tuple[PageInfo, ...]) -> tuple:
