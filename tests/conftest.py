@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import json
 import os
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import Phase, settings
 
 from grader.engine.layout import find_course
-from grader.engine.pipeline import grade_path
+from grader.engine.pipeline import build_cases, grade_path
 from mutants import write_mutant  # noqa: F401  (the tests' name for it: tests/mutants.py)
 
 # The memo of public cases and oracle runs (grader.engine.memo) starts empty for every session and
@@ -109,8 +110,19 @@ def pytest_report_header(config):
 
 
 def grade(lesson: str, path, mode: str = "check", secret: bytes | None = None):
-    return grade_path(lesson, Path(path), find_course(str(ROOT)), mode=mode,
-                      secret=secret if mode == "grade" else None)
+    if mode != "grade":
+        return grade_path(lesson, Path(path), find_course(str(ROOT)), mode=mode)
+    return grade_path(lesson, Path(path), find_course(str(ROOT)), mode=mode, secret=secret,
+                      cases=list(_graded_cases(lesson, secret)))
+
+
+@functools.lru_cache(maxsize=None)
+def _graded_cases(lesson: str, secret: bytes) -> tuple:
+    """A grade's cases, built once per lesson and secret in a test process, as a class's
+    grade builds them once per worker process (grader.instructor.batch): each of lesson 5's
+    hundreds of graded submissions drew its hidden runs again, about a second a grade. What
+    builds them is tested where it is the point (build_cases, hidden_cases)."""
+    return tuple(build_cases(lesson, find_course(str(ROOT)), secret))
 
 
 def scores(report) -> dict[str, float]:

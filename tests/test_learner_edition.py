@@ -28,9 +28,37 @@ LESSONS = ("lesson1", "lesson2", "lesson3", "lesson4", "lesson5", "lesson6")
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
     out = tmp_path_factory.mktemp("edition") / "learner"
-    # The build verifies `grader check` inside and runs the self-proof; both raise if they fail.
-    manifest = build_learner_edition(find_course(str(ROOT)), out)
+    # The build verifies `grader check` inside and runs the self-proof; both raise if they
+    # fail. Its recording grades every known submission in the course: those reports are kept.
+    from grader.engine import pipeline
+    from grader.instructor import release as building
+    grade, record = pipeline.grade_path, building.record_expectations
+    recording = []
+
+    def kept(lesson, path, course, **kw):
+        report = grade(lesson, path, course, **kw)
+        if recording:
+            RECORDED[(lesson, Path(path).name, report.submission_digest)] = report.to_dict()
+        return report
+
+    def recorded(*args):
+        recording.append(True)
+        try:
+            return record(*args)
+        finally:
+            recording.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "grade_path", kept)
+        patch.setattr(building, "record_expectations", recorded)
+        manifest = build_learner_edition(find_course(str(ROOT)), out)
     return out, manifest
+
+
+# The course's check reports of every known submission as the build's recording made them
+# (release.record_expectations grades each in the course), by lesson, file name and the
+# digest of its bytes: graded again for the comparison with the edition, they took a third
+# of this module's time. That the recording grades as the course does is tested below.
+RECORDED: dict = {}
 
 
 def in_release(out, *args, cwd=None):
@@ -190,39 +218,57 @@ from grader.engine.layout import find_course
 from grader.engine.oracle import has_solution
 from grader.engine.pipeline import grade_path
 course, lesson = find_course(sys.argv[1]), sys.argv[2]
-reports = {Path(p).name: grade_path(lesson, Path(p), course, mode="check").to_dict() for p in sys.argv[3:]}
+reports = {p: grade_path(lesson, Path(p), course, mode="check").to_dict() for p in sys.argv[3:]}
 assert not any(has_solution(f"lesson{n}") for n in range(1, 7)), "a solution was importable"
 assert not any(m.startswith("reference.solutions") for m in sys.modules), "a solution was imported"
 print(json.dumps(reports))
 """
 
 
+def _known_copies(lesson: str, tmp_path: Path) -> list[Path]:
+    """Every known submission of the lesson, copied outside the release under the name it
+    has in the course (a report's feedback may name the file)."""
+    copies = []
+    for name, path in templates(ROOT, lesson, tmp_path).items():
+        copy = tmp_path / "subs" / name / path.name
+        copy.parent.mkdir(parents=True)
+        (shutil.copytree if path.is_dir() else shutil.copy)(path, copy)
+        copies.append(copy)
+    return copies
+
+
+def _comparable(report: dict) -> dict:
+    return {k: v for k, v in report.items() if k not in ("duration_s", "submission")}
+
+
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_check_in_the_release_matches_the_course(release, tmp_path, lesson):
     """For every known submission (the reference, the stub, each wrong one and each mutant):
-    the same report in the edition as in the course, but its duration."""
+    the same report in the edition as in the course, but its duration and path."""
     out, _ = release
-    copies = []
-    for name, path in templates(ROOT, lesson, tmp_path).items():
-        copy = tmp_path / "subs" / f"{name}{path.suffix}"       # outside the release
-        copy.parent.mkdir(exist_ok=True)
-        (shutil.copytree if path.is_dir() else shutil.copy)(path, copy)
-        copies.append(copy)
+    copies = _known_copies(lesson, tmp_path)
     (tmp_path / "grade_all.py").write_text(GRADE_ALL)
     p = run_in_release(out, "grade_all", str(out), lesson, *map(str, copies), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout)
-    course = find_course(str(ROOT))
     for copy in copies:
-        want = json.loads(json.dumps(grade_path(lesson, copy, course, mode="check").to_dict()))
-        mine = got[copy.name]
-        for report in (mine, want):
-            report.pop("duration_s")
-        assert mine == want, copy.name
-        assert all(c["checked"] for c in mine["criteria"]), copy.name     # no n/a anywhere
+        mine = got[str(copy)]
+        want = RECORDED[(lesson, copy.name, mine["submission_digest"])]
+        assert _comparable(mine) == json.loads(json.dumps(_comparable(want))), copy.parent.name
+        assert all(c["checked"] for c in mine["criteria"]), copy.parent.name     # no n/a anywhere
     assert any(r["score"] == r["max_score"] for r in got.values())            # the reference
-    stub = got["stub.py"] if "stub.py" in got else got["stub"]
-    assert stub["score"] == 0
+    assert got[str(next(c for c in copies if c.parent.name == "stub"))]["score"] == 0
+
+
+@pytest.mark.parametrize("lesson", ["lesson1", "lesson3"])
+def test_the_recording_grades_as_the_course_does(release, tmp_path, lesson):
+    """The comparison above takes the course's side from the build's recording: graded
+    outside it, the course gives the same reports (lesson 1's answers are the oracle's,
+    lesson 3's the worker's runs of the learner's rule)."""
+    for copy in _known_copies(lesson, tmp_path):
+        report = grade_path(lesson, copy, find_course(str(ROOT)), mode="check").to_dict()
+        want = RECORDED[(lesson, copy.name, report["submission_digest"])]
+        assert _comparable(report) == _comparable(want), copy.parent.name
 
 
 def _checked_with_sheet_line(release, tmp_path, line: str, instead: str) -> dict:
