@@ -40,12 +40,13 @@ class Student:
     path: Path
 
 
-def templates(lesson: str) -> dict[str, Path]:
-    """The reference first, then the lesson's test submissions by name: real files, and the
-    mutants (written once per process, in a temporary folder)."""
+def templates(lesson: str, mutants: bool = True) -> dict[str, Path]:
+    """The reference first, then the lesson's test submissions by name: real files, and
+    (``mutants``) the mutants (written once per process, in a temporary folder)."""
     found = {"reference": ROOT / "reference" / "solutions" / f"{lesson}.py"}
     found.update({p.stem: p for p in sorted((SUBMISSIONS / lesson).glob("*.py"))})
-    found.update(written(lesson))
+    if mutants:
+        found.update(written(lesson))
     return found
 
 
@@ -60,20 +61,21 @@ def notebook(source: str) -> str:
     return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
 
 
-def covering_size(lesson: str, slow: int = 2) -> int:
+def covering_size(lesson: str, slow: int = 2, mutants: bool = True) -> int:
     """The smallest class in which make_class(..., cover=True) holds every template (and
     every odd name)."""
-    quick = [t for t in templates(lesson) if not is_slow(t)]
+    quick = [t for t in templates(lesson, mutants) if not is_slow(t)]
     return max(len(quick) + slow, len(ODD_NAMES))
 
 
 def make_class(folder: Path, lesson: str, n: int, *, seed: int = 0, slow: int = 2,
                layout: str = "nbgrader", notebooks: float = 0.1, odd_names: bool = True,
-               cover: bool = False) -> list[Student]:
+               cover: bool = False, mutants: bool = True) -> list[Student]:
     """Write ``n`` students' submissions under ``folder``; ``slow`` of them loop. With
-    ``cover``, every quick template is some student's (n >= covering_size)."""
+    ``cover``, every quick template is some student's (n >= covering_size). Without
+    ``mutants``, the students' files are the reference and the real test files alone."""
     rng = random.Random(seed)
-    pool = templates(lesson)
+    pool = templates(lesson, mutants)
     quick = [t for t in pool if not is_slow(t)]
     loops = [t for t in pool if is_slow(t)]
     names = [f"student{i:03d}" for i in range(n)]
@@ -166,7 +168,7 @@ def assert_whole(url, n_criteria):
 
 
 def check_class(lesson: str, n: int, tmp: Path, secret_file: Path, expected: dict, *,
-                seed: int = 2026, cover: bool = False) -> dict:
+                seed: int = 2026, cover: bool = False, mutants: bool = True) -> dict:
     """A class of ``n`` grades through kill -9 and a resume, every student exactly once with
     their template's scores (``expected``), and exports to csv and nbgrader with the same
     totals. Returns timings (s) of each step."""
@@ -174,7 +176,7 @@ def check_class(lesson: str, n: int, tmp: Path, secret_file: Path, expected: dic
 
     timings = {}
     n_criteria = len(next(iter(expected.values())))
-    students = make_class(tmp / "class", lesson, n, seed=seed, slow=2, cover=cover)
+    students = make_class(tmp / "class", lesson, n, seed=seed, slow=2, cover=cover, mutants=mutants)
     url = f"sqlite:///{tmp / 'gb.db'}"
     t0 = time.monotonic()
     summary = kill_and_resume(tmp / "class", url, secret_file, kills=1, seed=7, lesson=lesson)

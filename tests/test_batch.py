@@ -33,10 +33,10 @@ def secret_file(tmp_path_factory):
     return path
 
 
-def standalone_scores(lesson: str) -> dict[str, dict[str, float]]:
+def standalone_scores(lesson: str, mutants: bool = True) -> dict[str, dict[str, float]]:
     """Each template's criterion scores, graded once on its own (not in a batch)."""
     out = {}
-    for name, path in templates(lesson).items():
+    for name, path in templates(lesson, mutants).items():
         report = grade_path(lesson, path, COURSE, mode="grade", secret=SECRET)
         out[name] = {c.id: c.score for c in report.criteria}
     return out
@@ -642,10 +642,13 @@ def test_a_class_holds_every_odd_name_whatever_its_size(n, tmp_path):
 def test_a_class_of_every_kind_grades_resumes_exports_and_nbgrader_agrees(lesson, tmp_path, secret_file):
     """Lesson 1 grades in a fraction of a second per student; lesson 2 runs the worker with
     the learner's ledger in the sandbox (about 2.5 s of CPU per student): both kinds of
-    class. The class holds every kind of submission (each template once, two loopers, the
-    odd names) and is killed once mid-run; the class of 200 is bench/class_of_200.py."""
-    check_class(lesson, covering_size(lesson), tmp_path, secret_file, standalone_scores(lesson),
-                cover=True)
+    class. The class holds every kind of submission (the reference, each real test file
+    once: correct, wrong, raising, unloadable; two loopers where the lesson has them; the
+    odd names) and is killed once mid-run; the class of 200 is bench/class_of_200.py.
+    Lesson 2's 24 mutants are wrong ledgers as its real wrong file is, to a class: each is
+    graded in test_lesson2, and a class of them all took two minutes here."""
+    check_class(lesson, covering_size(lesson, mutants=False), tmp_path, secret_file,
+                standalone_scores(lesson, mutants=False), cover=True, mutants=False)
 
 
 def test_a_rubric_edited_without_a_new_version_is_refused_before_any_grade(tmp_path, course):
