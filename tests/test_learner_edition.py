@@ -2,6 +2,7 @@
 no reference solution and nothing that behaves like one, and `grader check` inside it gives
 the course's report on the public cases for every known submission."""
 import ast
+import copy
 import json
 import os
 import re
@@ -41,12 +42,14 @@ def release(tmp_path_factory):
             RECORDED[(lesson, Path(path).name, report.submission_digest)] = report.to_dict()
         return report
 
-    def recorded(*args):
+    def recorded(course, lesson):
         recording.append(True)
         try:
-            return record(*args)
+            answers = record(course, lesson)
         finally:
             recording.clear()
+        RECORDINGS[_recording_key(course, lesson)] = copy.deepcopy(answers)
+        return answers
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pipeline, "grade_path", kept)
         patch.setattr(building, "record_expectations", recorded)
@@ -59,6 +62,31 @@ def release(tmp_path_factory):
 # digest of its bytes: graded again for the comparison with the edition, they took a third
 # of this module's time. That the recording grades as the course does is tested below.
 RECORDED: dict = {}
+
+# What a lesson's recording answered, by the course's files and the lesson.
+RECORDINGS: dict = {}
+
+
+def _recording_key(course, lesson: str) -> tuple[str, str]:
+    from grader.engine.memo import files_digest
+    return files_digest(course.root / "assignments", course.root / "rubrics"), lesson
+
+
+@pytest.fixture
+def recorded_once(monkeypatch):
+    """For the tests of what a build writes, refuses or leaves behind, which build lesson 1
+    again and again: its recording is made once in this module (by the edition's build, or
+    the first such test) and handed out after, as the same course files make the same
+    answers. Recording lesson 1 waits out its looping submission's call limits each time."""
+    import grader.instructor.release as building
+    record = building.record_expectations
+
+    def once(course, lesson):
+        key = _recording_key(course, lesson)
+        if key not in RECORDINGS:
+            RECORDINGS[key] = record(course, lesson)
+        return copy.deepcopy(RECORDINGS[key])
+    monkeypatch.setattr(building, "record_expectations", once)
 
 
 def in_release(out, *args, cwd=None):
@@ -344,7 +372,7 @@ def test_a_fresh_install_with_the_readme_commands(release, tmp_path):
     assert any(c["family"] == "scenario" for c in report["cases"])           # the public runs
 
 
-def test_the_free_edition_and_published_solutions(tmp_path):
+def test_the_free_edition_and_published_solutions(tmp_path, recorded_once):
     course = find_course(str(ROOT))
     heard = []
     free = build_learner_edition(course, tmp_path / "free", lessons=("lesson1", "lesson2"), verify=False,
@@ -416,7 +444,7 @@ def test_release_refuses_a_folder_that_is_not_a_release(tmp_path):
         build_learner_edition(find_course(str(ROOT)), ROOT / "grader" / "edition-out", verify=False)
 
 
-def test_release_replaces_an_earlier_release(tmp_path):
+def test_release_replaces_an_earlier_release(tmp_path, recorded_once):
     from grader.instructor.release import EDITION_TOP
     out = tmp_path / "learner"
     build_learner_edition(find_course(str(ROOT)), out, lessons=("lesson1",), verify=False)
@@ -428,7 +456,7 @@ def test_release_replaces_an_earlier_release(tmp_path):
     assert not (out / "serving_grader.egg-info").exists()
 
 
-def test_release_refuses_an_earlier_edition_holding_what_no_edition_writes(tmp_path):
+def test_release_refuses_an_earlier_edition_holding_what_no_edition_writes(tmp_path, recorded_once):
     """An edition kept as a git repository to hand out (or beside the instructor's notes)
     was replaced whole: its .git/ and the notes were deleted without a word."""
     out = tmp_path / "learner"
@@ -447,7 +475,7 @@ def test_release_refuses_an_earlier_edition_holding_what_no_edition_writes(tmp_p
 
 @pytest.mark.parametrize("failure", ["a leak", "interrupted"])
 def test_a_release_that_fails_leaves_the_earlier_one_as_it_was_and_nothing_half_made(tmp_path, monkeypatch,
-                                                                                   failure):
+                                                                                   failure, recorded_once):
     """Built beside --out and put in place once proven: a build that finds a leak, or is
     stopped with Ctrl-C, neither removes the earlier edition nor leaves a half-made one
     (which would look finished, its marker written before the proof)."""
