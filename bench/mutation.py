@@ -82,8 +82,10 @@ NOT_MADE = "cosmic-ray could not make this mutant"
 # none and puts it in the tests' ids (test_x[random-...]), so each forked child drew its own,
 # the ids the unmutated run recorded were not found in a mutant's run, and pytest's "not
 # found" error counted as a kill (643 of key_search.py's 703 kills on 2026-12-05).
+# The second fixed secret too (tests/conftest.py), as every run held it when the committed
+# results were measured: a run is deeper than CI's.
 TEST_ENV = {"HYPOTHESIS_PROFILE": "mutation", "PYTHONDONTWRITEBYTECODE": "1",
-            "GRADER_TEST_SECRET": "6d75746174696f6e"}
+            "GRADER_TEST_SECRET": "6d75746174696f6e", "GRADER_TEST_EVERY_SECRET": "1"}
 # pytest's words for a test named on its command line that it did not collect: the tool's
 # own failure, never a mutant's kill.
 NOT_FOUND = "ERROR: not found: "
