@@ -114,10 +114,10 @@ def pytest_report_header(config):
 
 
 def grade(lesson: str, path, mode: str = "check", secret: bytes | None = None):
-    if mode != "grade":
-        return grade_path(lesson, Path(path), find_course(str(ROOT)), mode=mode)
-    return grade_path(lesson, Path(path), find_course(str(ROOT)), mode=mode, secret=secret,
-                      cases=list(_graded_cases(lesson, secret)))
+    graded = mode == "grade"
+    return grade_path(lesson, Path(path), find_course(str(ROOT)), mode=mode,
+                      secret=secret if graded else None,
+                      cases=list(_graded_cases(lesson, secret)) if graded else None)
 
 
 @functools.lru_cache(maxsize=None)

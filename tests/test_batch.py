@@ -8,13 +8,12 @@ import pytest
 
 from classroom import (assert_whole, by_student, check_class, covering_size, kill_and_resume,
                        make_class, run_cli, templates)
-from conftest import ROOT, SECRET, SUBMISSIONS
+from conftest import ROOT, SECRET, SUBMISSIONS, grade
 from grader.engine.errors import InputError
 from grader.instructor.batch import (BatchSummary, Entry, discover, refuse_a_folder_of_no_submissions,
                                      run_batch)
 from grader.engine.layout import find_course
 from grader.instructor.gradebook import open_gradebook
-from grader.engine.pipeline import grade_path
 from mutants import mutations
 
 COURSE = find_course(str(ROOT))
@@ -37,7 +36,7 @@ def standalone_scores(lesson: str, mutants: bool = True) -> dict[str, dict[str, 
     """Each template's criterion scores, graded once on its own (not in a batch)."""
     out = {}
     for name, path in templates(lesson, mutants).items():
-        report = grade_path(lesson, path, COURSE, mode="grade", secret=SECRET)
+        report = grade(lesson, path, "grade", SECRET)
         out[name] = {c.id: c.score for c in report.criteria}
     return out
 
