@@ -145,6 +145,23 @@ def test_wrong_ledger_loses_where_it_is_wrong_on_hidden_cases(name, tmp_path, se
                              "hidden")
 
 
+# Under this secret inactive_free, which counts inactive hits as free capacity, admits beyond
+# capacity on prefix-multiscope and tells no request to wait that fit there; its
+# over-admissions cost it requests within their SLO (188 against the oracle ledger's 195
+# when found). That loss is safety's: efficiency is the admitting of what fits.
+OVER_ADMITS_WITH_A_SHORTFALL = bytes.fromhex("7cac6fb27a8c4010")
+
+
+def test_a_shortfall_of_over_admission_is_charged_to_safety_not_efficiency(tmp_path):
+    report = grade_hidden(wrong_file("lesson2", "inactive_free", tmp_path), OVER_ADMITS_WITH_A_SHORTFALL)
+    assert "safety" in lost(report) and "efficiency" not in lost(report), scores(report)
+    # The shortfall is there (else this secret no longer shows the case: draw another), and
+    # the feedback says whose it is.
+    assert re.search(r"but for 1 where your ledger told no request to wait that fit and admitted "
+                     r"some beyond capacity: what those admissions cost is safety's to show",
+                     feedback(report, "efficiency")), feedback(report, "efficiency")
+
+
 def test_readme_feedback_example_is_what_the_grader_says(tmp_path):
     report = grade("lesson2", wrong_file("lesson2", "prompt_only", tmp_path), "check")
     # The README quotes the prompt-only ledger's safety feedback, in italics.

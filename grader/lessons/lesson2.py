@@ -18,7 +18,9 @@ Every criterion grades a property of the promise, from both kinds of evidence:
 - safety: no broken promise, no over-commit in any run, and no admission (in a run or on
   a probe) with a promise short of its new pages; no probe admitted beyond capacity;
 - efficiency: requests that met their SLO, as a share of the oracle ledger's, on the runs
-  where every request can fit (the never-fit runs are liveness evidence);
+  where every request can fit (the never-fit runs are liveness evidence); a run where the
+  ledger told no request to wait that fit, and admitted some beyond capacity, is full here
+  (its shortfall is safety's);
 - liveness: what can never fit is rejected, what fits the pool is never rejected;
 - reservations: where capacity covers the need, the probe is admitted with exactly
   pages_for(prompt + max_new) - prefix_hit_pages (the promise's definition, so any
@@ -401,7 +403,8 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
         # it only where the ledger held something back when capacity was short. Judged on
         # each run it is measured on: a wait on a probe says nothing of a run (a ledger can
         # tell a probe from a workload's request, and hold back on the probes alone).
-        share = 0.0 if out.book.never_held_back else 1.0 if ref.good == 0 else min(1.0, good / ref.good)
+        share = (0.0 if out.book.never_held_back else 1.0 if ref.good == 0 or _only_over_admitted(out)
+                 else min(1.0, good / ref.good))
         rows.append((share, case, good, ref.good, out))
     worst, case, good, ref_good, out = min(rows, key=lambda row: (row[0], not row[4].book.never_held_back))
     if out.book.never_held_back:
@@ -410,8 +413,12 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
                             "needed, and told none to wait: efficiency is not shown by admitting everything",
                        tuple(row[1].cite for row in rows if row[0] < 1.0))
     if worst >= 1.0:
+        excused = sum(1 for _, _, good, ref_good, out in rows if good < ref_good)
         return Measure(1.0, f"on all {len(graded)} workloads where every request fits, as many "
-                            f"requests met their SLO as under the oracle ledger, or more")
+                            f"requests met their SLO as under the oracle ledger, or more"
+                       + (f", but for {excused} where your ledger told no request to wait that fit "
+                          "and admitted some beyond capacity: what those admissions cost is "
+                          "safety's to show" if excused else ""))
     line = (f"lowest on {case.where}: {good} requests met their SLO under your ledger, "
             f"{ref_good} under the oracle ledger ({100 * worst:.1f}%)")
     if out.book.overcautious is not None:
@@ -420,6 +427,15 @@ def efficiency(ctx: CheckContext, params: dict) -> Measure:
                  f"{need(r)} ({request_words(r)})")
     evidence = tuple(row[1].cite for row in rows if row[0] < 1.0)
     return Measure(worst, line + _calls_note([out]), evidence)
+
+
+def _only_over_admitted(out) -> bool:
+    """The run's ledger held back no request that fit, and admitted some beyond capacity.
+    Any shortfall in its SLO count is then the over-admissions' doing (preempted or stalled
+    requests), which safety charges; efficiency is the admitting of what fits, and it
+    admitted all of that. (A safe ledger that holds back too much, by over-reserving for one,
+    is still measured by its count.)"""
+    return out.book.overcautious is None and out.book.beyond > 0
 
 
 # ---- liveness -----------------------------------------------------------------------------
