@@ -17,7 +17,7 @@ REF = ROOT / "reference" / "solutions" / "lesson1.py"
 @pytest.fixture
 def secret(tmp_path):
     path = tmp_path / "course.secret"
-    path.write_text("class of 2026\n")
+    path.write_text("class of 2026, 4c1f9e27\n")
     return path
 
 
@@ -483,6 +483,20 @@ def test_secret_file_that_is_empty_or_unreadable(tmp_path, capsys):
         capsys, "grade", "lesson1", REF, "--secret-file", unreadable)
     assert f"{tmp_path}: is a directory, not a secret file" in refused(
         capsys, "grade", "lesson1", REF, "--secret-file", tmp_path)
+
+
+@pytest.mark.parametrize("command", [("grade", "lesson1", REF), ("incident", "--student", "alice"),
+                                     ("gradescope", "lesson1")])
+def test_a_secret_short_enough_to_guess_is_refused(command, tmp_path, capsys):
+    # A learner knows their incident's id and holds the code that draws it from the secret.
+    short = tmp_path / "course.secret"
+    short.write_text("cs101 spring\n")
+    out = tmp_path / "out"
+    err = refused(capsys, *command, "--secret-file", short, "--out", out) if command[0] != "grade" \
+        else refused(capsys, *command, "--secret-file", short)
+    assert f"{short}: the secret is 12 bytes, short enough to be guessed (at least 16); " \
+           "make a random one: head -c 32 /dev/urandom | base64 > course.secret" in err
+    assert not out.exists() and short.read_text() == "cs101 spring\n"
 
 
 @pytest.mark.parametrize("url,message", [

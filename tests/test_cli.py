@@ -45,7 +45,7 @@ def test_check_default_submission_is_the_stub_and_exits_zero():
 
 def test_grade_with_secret(tmp_path):
     secret = tmp_path / "s"
-    secret.write_text("class of 2026\n")
+    secret.write_text("class of 2026, 4c1f9e27\n")
     code, out, _ = run("grade", "lesson1", REF, "--secret-file", str(secret), "--json")
     assert code == 0
     report = json.loads(out)
@@ -179,7 +179,7 @@ def test_grading_files_with_one_unreadable_grades_the_rest_and_exits_2(tmp_path)
     """The bad file is named on stderr and the others are graded, but a script must be able
     to tell that one was not: the exit code is an input error's."""
     secret = tmp_path / "s"
-    secret.write_text("class of 2026\n")
+    secret.write_text("class of 2026, 4c1f9e27\n")
     empty = tmp_path / "empty.py"
     empty.write_text("")
     code, out, err = run("grade", "lesson1", str(empty), REF, "--secret-file", str(secret), "--json")
@@ -204,7 +204,7 @@ def test_a_command_that_reads_the_gradebook_refuses_one_that_is_not_there(tmp_pa
 
 def test_grading_into_a_gradebook_whose_folder_is_missing_says_so(tmp_path):
     secret = tmp_path / "s"
-    secret.write_text("class of 2026\n")
+    secret.write_text("class of 2026, 4c1f9e27\n")
     where = tmp_path / "nope" / "gb.db"
     code, _, err = run("grade", "lesson1", REF, "--secret-file", str(secret), "--gradebook", str(where))
     assert code == 2
@@ -219,7 +219,7 @@ def test_grading_into_a_gradebook_whose_folder_is_missing_says_so(tmp_path):
 ])
 def test_a_class_flag_with_files_named_one_by_one_is_refused_not_ignored(tmp_path, flag, instead):
     secret = tmp_path / "s"
-    secret.write_text("class of 2026\n")
+    secret.write_text("class of 2026, 4c1f9e27\n")
     db = tmp_path / "gb.db"
     code, out, err = run("grade", "lesson1", REF, "--secret-file", str(secret), "--gradebook", str(db), *flag)
     assert code == 2 and out == ""
@@ -277,7 +277,7 @@ def test_two_files_of_one_student_into_a_gradebook_are_refused_before_any_grade(
     """Each would be recorded as the student's result, the later over the earlier, in
     silence; without a gradebook, or the same file twice, nothing is lost and both grade."""
     secret = tmp_path / "s"
-    secret.write_text("class of 2026\n")
+    secret.write_text("class of 2026, 4c1f9e27\n")
     for folder in ("v1", "late"):
         (tmp_path / folder / "alice" / "lesson1").mkdir(parents=True)
         (tmp_path / folder / "alice" / "lesson1" / "exercise.py").write_text(open(REF).read())
@@ -312,7 +312,7 @@ def test_files_graded_into_a_gradebook_by_other_grading_code_are_refused(tmp_pat
     import sqlite3
     from grader.engine.fingerprint import grading_version
     secret = tmp_path / "course.secret"
-    secret.write_text("class of 2026\n")
+    secret.write_text("class of 2026, 4c1f9e27\n")
     bob, book = _alice_graded_then_bob(tmp_path, secret)
     with sqlite3.connect(book) as db:
         assert db.execute("UPDATE results SET grader_version = '0.1.0+older'").rowcount == 1
@@ -329,8 +329,8 @@ def test_files_graded_into_a_gradebook_on_other_hidden_cases_are_refused(tmp_pat
     lesson graded on two sets of hidden cases, in silence. Refused before bob is graded,
     naming the secret file and whose results differ; with alice's secret, bob grades."""
     ours, typo = tmp_path / "course.secret", tmp_path / "old.secret"
-    ours.write_text("class of 2026\n")
-    typo.write_text("class of 2025\n")
+    ours.write_text("class of 2026, 4c1f9e27\n")
+    typo.write_text("class of 2025, 4c1f9e27\n")
     bob, book = _alice_graded_then_bob(tmp_path, ours)
     code, out, err = run("grade", "lesson1", str(bob), "--secret-file", str(typo), "--gradebook", str(book),
                          "--json")
@@ -351,7 +351,7 @@ def test_a_file_whose_name_is_not_utf8_is_refused_before_grading_into_a_gradeboo
     gradebook it is graded as it is."""
     import os
     secret = tmp_path / "s"
-    secret.write_text("class of 2026\n")
+    secret.write_text("class of 2026, 4c1f9e27\n")
     name = os.fsencode(tmp_path) + b"/caf\xe9.py"
     with open(name, "wb") as f:
         f.write(open(REF, "rb").read())

@@ -133,7 +133,7 @@ def test_an_empty_class_path_grades_nothing(capsys, tmp_path, monkeypatch):
     class into the gradebook (here one in the working directory: a failure leaves nothing in
     the course)."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "s").write_text("class of 2026\n")
+    (tmp_path / "s").write_text("class of 2026, 4c1f9e27\n")
     code, out, err = grader(capsys, "--course", str(ROOT), "grade", "lesson1", "", "--secret-file", "s",
                             "--gradebook", "gb.db")
     assert code == 2 and out == "" and "argument paths: is empty" in err

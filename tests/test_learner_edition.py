@@ -601,7 +601,7 @@ def test_a_link_leading_out_of_the_courses_folders_stops_the_release(course, tmp
     secret, and one to a folder of the instructor's shipped the folder, to every learner.
     Refused before anything is written, naming each; a link within the folder is copied."""
     secret = tmp_path / "course.secret"
-    secret.write_text("s3cret\n")
+    secret.write_text("s3cret, 7d02b1c9e4\n")
     private = tmp_path / "private"
     private.mkdir()
     (private / "answers.txt").write_text("the answers\n")

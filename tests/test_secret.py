@@ -82,10 +82,23 @@ def test_instance_digest_is_the_first_16_hex_digits_of_sha256():
 
 def test_load_secret_strips_surrounding_whitespace_only(tmp_path):
     path = tmp_path / "course.secret"
-    path.write_bytes(b"  top secret\n\n")
-    assert load_secret(path) == b"top secret"
-    path.write_bytes(b"\x00\xffkey bytes\t")
-    assert load_secret(str(path)) == b"\x00\xffkey bytes"
+    path.write_bytes(b"  top secret of the course\n\n")
+    assert load_secret(path) == b"top secret of the course"
+    path.write_bytes(b"\x00\xffkey bytes, not text\t")
+    assert load_secret(str(path)) == b"\x00\xffkey bytes, not text"
+
+
+def test_load_secret_refuses_one_short_enough_to_guess(tmp_path):
+    # 16 bytes once its whitespace is dropped is the least taken; 15 is refused, naming the
+    # file, its length and how to make a random one.
+    path = tmp_path / "course.secret"
+    path.write_bytes(b"\n0123456789abcdef  ")
+    assert load_secret(path) == b"0123456789abcdef"
+    path.write_bytes(b"  0123456789abcde\n")
+    with pytest.raises(SecretError) as info:
+        load_secret(path)
+    assert str(info.value) == (f"{path}: the secret is 15 bytes, short enough to be guessed (at least "
+                               "16); make a random one: head -c 32 /dev/urandom | base64 > course.secret")
 
 
 def test_load_secret_refusals_name_the_file(tmp_path):

@@ -427,8 +427,8 @@ def test_derive_seed_is_stable_and_label_sensitive():
 
 def test_load_secret_errors_name_the_file(tmp_path):
     good = tmp_path / "secret"
-    good.write_bytes(b"s3cret\n")
-    assert load_secret(good) == b"s3cret"
+    good.write_bytes(b"s3cret of the course\n")
+    assert load_secret(good) == b"s3cret of the course"
     empty = tmp_path / "empty"
     empty.write_bytes(b"  \n")
     for path, fragment in [(empty, "empty"), (tmp_path / "missing", "not found"),

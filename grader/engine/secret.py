@@ -19,6 +19,11 @@ _SEED_MASK = (1 << 63) - 1  # fits a signed 64-bit integer (numpy, SQLite, JSON 
 
 
 MAX_SECRET = 1 << 20   # a secret is a few dozen bytes; a megabyte is already a mistake
+# The learner edition draws a student's incident from the secret, and a learner knows their
+# incident's id, so a secret can be guessed offline, guess after guess. A length floor does
+# not make a secret random; it refuses the ones a first guess would find ("cs101", "s3cret").
+MIN_SECRET = 16
+MAKE_ONE = "head -c 32 /dev/urandom | base64 > course.secret"
 
 
 class SecretError(Exception):
@@ -42,6 +47,9 @@ def load_secret(path: str | Path) -> bytes:
     secret = data.strip()
     if not secret:
         raise SecretError(f"{path}: the secret file is empty")
+    if len(secret) < MIN_SECRET:
+        raise SecretError(f"{path}: the secret is {len(secret)} bytes, short enough to be guessed "
+                          f"(at least {MIN_SECRET}); make a random one: {MAKE_ONE}")
     return secret
 
 
