@@ -216,7 +216,25 @@ OTHERS = {
     # (reservations), and its margins hold later requests back though it admitted nothing
     # beyond capacity: a shortfall safety's excuse for over-admission does not cover.
     "margin_unchecked": ({"safety", "reservations", "efficiency"}, set()),
+    # Exact on the probes alone, told from a run's requests by their scope (public, hidden):
+    # the runs' own admissions show it.
+    "exact_on_probes_only": ({"reservations"}, {"efficiency"}),
+    "overpromises_in_runs": ({"reservations"}, {"efficiency"}),
 }
+
+
+@pytest.mark.parametrize("name,side", [("exact_on_probes_only", r"\d+ of \d+ on an exact fit"),
+                                       ("overpromises_in_runs", r"[1-9]\d* of \d+ with room to spare")])
+def test_a_ledger_exact_on_the_probes_alone_loses_reservations_in_the_runs(name, side, tmp_path, secret):
+    """A probe's scope says public or hidden, a run's request names a tenant: a ledger exact on
+    the probes alone kept reservations in full (10 of 10, check and grade), its runs' inexact
+    admissions unseen. Every admission a run asks about a request that fits is judged too."""
+    path = wrong_file("lesson2", name, tmp_path)
+    for report in (grade("lesson2", path, "check"), grade_hidden(path, secret)):
+        assert scores(report)["reservations"] == 0, feedback(report, "reservations")
+        words = feedback(report, "reservations")
+        assert re.search(r"^in the runs, [1-9]\d* of \d+ admissions asked where the request fit were not "
+                         r"admitted with exactly its promise \(.*" + side + r".*\); first, on .*: r\d+ ", words), words
 
 
 def test_a_footprint_of_exactly_the_pool_is_never_rejected(tmp_path, secret):

@@ -18,7 +18,7 @@ from grader.engine.learner_policy import CallLog, learner_decisions
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from grader.engine.text import plural
 from grader.engine.together import memo_runs
-from grader.lessons.ledger import (available, inactive, ledger_words, need, promise,
+from grader.lessons.ledger import (available, footprint, inactive, ledger_words, need, promise,
                                    request_words)
 from reference.records import Run, columns, token_times_of, within_request
 from reference.shapes import AdmissionRequest, LedgerView, RequestRecord
@@ -41,6 +41,13 @@ class Book:
     # outputs stopped early, so the run's violations alone would call it safe.
     under_promised: int = 0
     first_under: tuple | None = None    # (request, ledger, admission) of the first of them
+    # Calls where the request fit the pool and the capacity covered its need: the right answer
+    # is to admit it with exactly its promise, in a run as on a probe (a ledger can tell a
+    # probe from a run's request, and answer the probes alone exactly). Counted by side,
+    # an exact fit (need == available) or room to spare, with the first wrong answer of each.
+    fits: dict = field(default_factory=lambda: {"exact fit": 0, "room to spare": 0})
+    fits_wrong: dict = field(default_factory=lambda: {"exact fit": 0, "room to spare": 0})
+    first_fit_wrong: dict = field(default_factory=dict)    # side -> (request, ledger, admission)
 
     @property
     def never_held_back(self) -> bool:
@@ -78,6 +85,12 @@ def _recording(admit, book: Book):
         last[0], last[1] = (request, ledger), adm
         seen = (request, ledger, adm)
         short = need(request) > available(ledger)
+        if not short and footprint(request) <= ledger.total_pages:
+            side = "exact fit" if need(request) == available(ledger) else "room to spare"
+            book.fits[side] += 1
+            if adm.decision != "admit" or adm.reserve_pages != promise(request):
+                book.fits_wrong[side] += 1
+                book.first_fit_wrong.setdefault(side, seen)
         if adm.decision == "admit":
             book.admitted[request.id] = seen
             book.beyond += short

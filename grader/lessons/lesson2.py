@@ -22,9 +22,9 @@ Every criterion grades a property of the promise, from both kinds of evidence:
   ledger told no request to wait that fit, and admitted some beyond capacity, is full here
   (its shortfall is safety's);
 - liveness: what can never fit is rejected, what fits the pool is never rejected;
-- reservations: where capacity covers the need, the probe is admitted with exactly
-  pages_for(prompt + max_new) - prefix_hit_pages (the promise's definition, so any
-  correct ledger gives the same number).
+- reservations: where capacity covers the need, the probe, and every request the runs
+  asked about, is admitted with exactly pages_for(prompt + max_new) - prefix_hit_pages
+  (the promise's definition, so any correct ledger gives the same number).
 """
 from __future__ import annotations
 
@@ -528,8 +528,8 @@ def liveness(ctx: CheckContext, params: dict) -> Measure:
 
 
 # ---- reservations -------------------------------------------------------------------------
-def _reservation_probe(case: Case, adm: Admission) -> str:
-    r, v = case.inputs
+def _inexact(r: AdmissionRequest, v: LedgerView, adm: Admission) -> str:
+    """Why an answer to a request that fits now is not the exact admission ("" when it is)."""
     if adm.decision != "admit":
         exact = ", exactly enough" if need(r) == available(v) else ""
         return (f"returned {adm.decision!r} with {ledger_words(v)}, and it needs {need(r)}"
@@ -540,7 +540,49 @@ def _reservation_probe(case: Case, adm: Admission) -> str:
     return ""
 
 
+def _reservation_probe(case: Case, adm: Admission) -> str:
+    return _inexact(*case.inputs, adm)
+
+
 @check("lesson2.reservations")
 def reservations(ctx: CheckContext, params: dict) -> Measure:
     fits = [a for a in _probe_answers(ctx) if need(a.case.inputs[0]) <= available(a.case.inputs[1])]
-    return grade_answers(fits, _reservation_probe, "probes whose need fits")
+    probes = grade_answers(fits, _reservation_probe, "probes whose need fits")
+    runs = _in_runs(_runs(ctx))
+    if runs is None or runs.value >= 1.0:
+        return probes
+    if probes.value >= 1.0:
+        return runs
+    return Measure(min(probes.value, runs.value), f"{probes.feedback}; {runs.feedback}",
+                   probes.evidence + runs.evidence)
+
+
+def _in_runs(runs: list) -> Measure | None:
+    """The runs' admissions of requests that fit now, judged as the probes are: a ledger can
+    tell a probe from a run's request (a probe's scope says public or hidden) and answer the
+    probes alone exactly. The two sides of the fit, exact and with room to spare, weigh the
+    same whatever their counts: a ledger that makes exact fits wait is wrong on a few calls
+    of thousands. None when no run asked about a request that fit."""
+    asked, wrong, first, cites = {}, {}, {}, []
+    for case, out in runs:
+        book = out.book
+        for side, n in book.fits.items():
+            asked[side] = asked.get(side, 0) + n
+            wrong[side] = wrong.get(side, 0) + book.fits_wrong[side]
+            if side in book.first_fit_wrong and side not in first:
+                first[side] = (case, book.first_fit_wrong[side])
+        if any(book.fits_wrong.values()):
+            cites.append(case.cite)
+    sides = [side for side in asked if asked[side]]
+    if not sides:
+        return None
+    n, bad = sum(asked.values()), sum(wrong.values())
+    if not bad:
+        return Measure(1.0, f"all {n} admissions asked in the runs where the request fit were exact")
+    value = sum(1 - wrong[side] / asked[side] for side in sides) / len(sides)
+    side = next(side for side in sides if side in first)
+    case, (r, v, adm) = first[side]
+    by_side = ", ".join(f"{wrong[s]} of {asked[s]} {'on an' if s == 'exact fit' else 'with'} {s}" for s in sides)
+    return Measure(value, f"in the runs, {bad} of {n} admissions asked where the request fit were "
+                          f"not admitted with exactly its promise ({by_side}); first, on {case.where}: "
+                          f"{r.id} {_inexact(r, v, adm)}", tuple(cites))
