@@ -115,7 +115,23 @@ PLACED = {"one past the window": (1, 1), "exactly the window": (1, 0),
           "a TTFT the prefill just keeps": (3, 0.5),
           "a gap only the slowest step keeps": (4, 1), "a gap only the slowest step misses": (4, 0),
           "a gap short by its output's context": (4, 0.75),
-          "one token, no gap": (6, 1), "two tokens, no gap": (6, 2)}
+          "one token, no gap": (6, 1), "two tokens, no gap": (6, 2),
+          "one token, a TTFT a pair a token short": (3, 0.3), "one token, a TTFT the prefill just keeps": (3, 0.5),
+          "a short output, a TTFT a pair a token short": (3, 0.3),
+          "a short output, a TTFT the prefill just keeps": (3, 0.5),
+          "a short output, a gap only the slowest step misses": (4, 0),
+          "a short output, a gap only the slowest step keeps": (4, 1)}
+# The limits above that a short output sits on: its max_new is drawn from this range (both
+# ends in), not from 1..2047, where one of a few thousand draws is that short. A request
+# that may emit one token has no gap, but its prefill must still meet its TTFT deadline;
+# a rule skipped for short outputs is wrong only on these requests.
+SHORT_MAX_NEW = 32
+SHORT_OUTPUT = {"one token, a TTFT a pair a token short": (1, 1),
+                "one token, a TTFT the prefill just keeps": (1, 1),
+                "a short output, a TTFT a pair a token short": (2, SHORT_MAX_NEW),
+                "a short output, a TTFT the prefill just keeps": (2, SHORT_MAX_NEW),
+                "a short output, a gap only the slowest step misses": (3, SHORT_MAX_NEW),
+                "a short output, a gap only the slowest step keeps": (3, SHORT_MAX_NEW)}
 
 
 def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpec,
@@ -133,6 +149,9 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
     if placed == "a gap short by its output's context":     # an output long enough to read
         p = min(p, model.max_context - 64)
         m = max(64, min(m, model.max_context - p))
+    if placed in SHORT_OUTPUT:     # a short output, the window's limit well clear of it
+        m = int(g.integers(SHORT_OUTPUT[placed][0], SHORT_OUTPUT[placed][1] + 1))
+        p = max(1, min(p, model.max_context - m - 1))
     if kind == 0:
         p, m = (0, m) if g.random() < 0.6 else (p, 0)
     elif kind == 1:      # around max_context
@@ -160,7 +179,7 @@ def _request(g: np.random.Generator, i: int, model: ModelSpec, worker: WorkerSpe
         # A quarter of the p pairs of each token with itself under the prefill: one pair a
         # token fewer (p(p-1)/2), or p*p/2, meets it; far from a float rounding either way.
         ttft -= cost.per_attention_pair * p / 4
-    elif placed == "a TTFT the prefill just keeps":
+    elif kind == 3 and at == 0.5:      # "a TTFT the prefill just keeps", with any output
         # As far over the prefill: a prefill timed slow (its prompt read as decode context,
         # a decode step after it, a chunk more) misses it. The met side's TTFT limit: drawn
         # deadlines are 3% over the prefill at the closest, which such a rule mostly keeps.
@@ -194,12 +213,17 @@ def _without_pairs(cost: CostModel) -> CostModel:
 
 # Which requests sit on each limit of PLACED, by (model number % 4, worker): the first of
 # their worker's four requests. Worker 0 is roomy, worker 1 of the second model in four tight.
+# The short outputs' limits (SHORT_OUTPUT) fill the roomy workers of the third and fourth.
 _PLACES = {(0, 0): ("one past the window", "a TTFT a pair a token short", "a TTFT short by its pairs",
                     "a gap only the slowest step misses"),
            (1, 0): ("exactly the window", "one token, no gap", "two tokens, no gap",
                     "a gap only the slowest step keeps"),
            (1, 1): ("exactly the pool", "one page past the pool"),
-           (2, 0): ("a TTFT the prefill just keeps", "a gap short by its output's context")}
+           (2, 0): ("a TTFT the prefill just keeps", "a gap short by its output's context",
+                    "one token, a TTFT a pair a token short", "one token, a TTFT the prefill just keeps"),
+           (3, 0): ("a short output, a TTFT a pair a token short", "a short output, a TTFT the prefill just keeps",
+                    "a short output, a gap only the slowest step misses",
+                    "a short output, a gap only the slowest step keeps")}
 
 
 def hidden_cases(secret: bytes, course=None) -> list[Case]:
@@ -303,7 +327,10 @@ def _clause(case: Case) -> str:
     limit (one past max_context or the pool; a deadline the prefill misses by less than a
     pair a token; two tokens, or a gap only the slowest decode step misses), by the TTFT
     rule's attention pairs alone (a deadline the prefill misses only by them), by the gap
-    rule's output alone (a gap a decode step at the prompt's context keeps), or beyond it.
+    rule's output alone (a gap a decode step at the prompt's context keeps), or beyond it;
+    one of a single output token that breaks the TTFT rule alone is a clause of its own
+    (however far its prefill misses): its only token is the prefill's, it has no gap, and a
+    rule that skips the timing rules for short outputs is wrong on it alone.
     One that breaks several rules is decided by none of them (ok is right however wrong one
     rule is), and is a clause of its own. One that meets it may sit on a limit too (exactly
     max_context or the pool; a deadline equal to its step time; a TTFT deadline the prefill
@@ -320,6 +347,8 @@ def _clause(case: Case) -> str:
         return "several rules"
     if reasons:
         (rule,) = reasons
+        if rule == "ttft_unreachable" and m == 1:
+            return "ttft_unreachable with one output token"
         if rule == "ttft_unreachable":
             # On its limit, a prefill without each token's pair with itself would keep it.
             prefill = step((), p, 0)
@@ -346,6 +375,22 @@ def _clause(case: Case) -> str:
     return "the slowest decode step" if m >= 2 and gap < step((p + m,)) else ""
 
 
+def _short_output(case: Case, reasons: tuple[str, ...]) -> str:
+    """What a request with a short output still owes its deadlines, said where a verdict of
+    ok missed a timing rule on one (a rule skipped for short outputs misses it there alone)."""
+    m = case.inputs[0].max_new_tokens
+    if not 1 <= m <= SHORT_MAX_NEW:
+        return ""
+    if "ttft_unreachable" in reasons:
+        return (f" (max_new {m}: however few tokens a request may emit, its first comes after the "
+                "prefill of its whole prompt, and the TTFT rule holds for it"
+                + (", though with one token the gap rule does not)" if m == 1 else ")"))
+    if "gap_unreachable" in reasons:
+        return (f" (max_new {m}: a request that may emit two tokens or more has a gap between "
+                "tokens, however short its output, and the gap rule holds for it)")
+    return ""
+
+
 @check("lesson1.contract_ok")
 def contract_ok(ctx: CheckContext, params: dict) -> Measure:
     def judge(case: Case, got: Verdict) -> str:
@@ -353,7 +398,7 @@ def contract_ok(ctx: CheckContext, params: dict) -> Measure:
         if got.ok == (not reasons):
             return ""
         if got.ok:
-            return f"said ok, but it breaks the contract: {', '.join(reasons)}"
+            return f"said ok, but it breaks the contract: {', '.join(reasons)}{_short_output(case, reasons)}"
         return f"said not ok ({got.reason or 'no reason'}), but the request meets the contract"
     # Requests that meet the contract and requests that break it weigh the same: a verdict
     # that is always the same is right on one side only. Within a side, so do its clauses.
