@@ -90,8 +90,10 @@ def check_contract(request: RequestView, model: ModelSpec, worker: WorkerSpec) -
       "Misses" means strictly longer.
     - Step times come from the worker's own cost model, ``worker.cost`` (its
       ``step_time``), never from the CostModel defaults.
-    - An empty prompt has nothing to prefill, and a request that may emit a single token
-      has no gap between tokens: the timing rules cannot apply to them.
+    - An empty prompt has nothing to prefill: the TTFT rule cannot apply to it. A request
+      that may emit a single token has no gap between tokens: the gap rule cannot apply to
+      it, but the TTFT rule does (its one token still waits for the prefill). No other
+      request is exempt from a timing rule, however short its output.
     - When several rules are broken, any of them is accepted as ``reason``; the first,
       in order, is the contract.
     """
