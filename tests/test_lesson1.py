@@ -112,7 +112,24 @@ MUTANTS = {
     "window_in_pages": ("if p + m > model.max_context",
                         "if pages_for(p + m, worker.page_tokens) * worker.page_tokens > model.max_context",
                         {"contract-ok"}),
+    # A timing rule skipped for short outputs, as the red team's submissions did ("a request
+    # that may emit a single token has no gap: the timing rules cannot apply"): the TTFT rule
+    # left out for one token, for two, or for every max_new up to 32, and the gap rule for
+    # every max_new up to 32. Each kept 10 of 10 on the check and under every secret but the
+    # last: no public request, and almost no hidden one, paired a short output with a TTFT
+    # deadline out of reach (the hidden kinds that drew TTFT deadlines near the prefill drew
+    # max_new from 1..2047). c28 (README calculation 3 with one output token), c30, c31 and
+    # c33 show them now, and so do the hidden short outputs lesson1.SHORT_OUTPUT places.
+    "ttft_skipped_for_one_token": ("cost.step_time((), p, 0) > request.slo.ttft_s",
+                                   "m >= 2 and cost.step_time((), p, 0) > request.slo.ttft_s", {"contract-ok"}),
+    "ttft_skipped_for_two_tokens": ("cost.step_time((), p, 0) > request.slo.ttft_s",
+                                    "m > 2 and cost.step_time((), p, 0) > request.slo.ttft_s", {"contract-ok"}),
+    "ttft_skipped_for_short_outputs": ("cost.step_time((), p, 0) > request.slo.ttft_s",
+                                       "m > 32 and cost.step_time((), p, 0) > request.slo.ttft_s", {"contract-ok"}),
+    "gap_skipped_for_short_outputs": ("if m >= 2 and cost", "if m > 32 and cost", {"contract-ok"}),
 }
+SHORT_OUTPUTS = ("ttft_skipped_for_one_token", "ttft_skipped_for_two_tokens", "ttft_skipped_for_short_outputs",
+                 "gap_skipped_for_short_outputs")
 BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late", "gap_step_one_early",
               "pairs_without_self", "pairs_half_square")
 # Off by one on a limit a request that meets the contract may sit on: wrong on a whole clause
@@ -127,12 +144,14 @@ BOUNDARIES = ("ttft_at_limit_missed", "gap_at_limit_missed", "gap_step_one_late"
 MEETS_ON_A_LIMIT = ("max_context_exclusive", "pool_exclusive", "gap_for_one_token", "gap_step_one_late",
                     "ttft_with_decode_context", "ttft_after_a_decode_step")
 # A rule wrong on every request that one clause of the failing side holds, and that breaks
-# no other rule: a whole clause of at most thirteen (each of the six rules, four of them on
-# their limit too, the TTFT rule by its attention pairs, the gap rule by its output's context,
-# and several rules at once), so contract-ok loses at least (1/26) / 0.4 of its 3 points.
-# Each clause is in the public probes (c13, c6, c23, c14), so every secret holds them.
+# no other rule: a whole clause of at most fourteen (each of the six rules, four of them on
+# their limit too, the TTFT rule by its attention pairs and with one output token, the gap
+# rule by its output's context, and several rules at once), so contract-ok loses at least
+# (1/28) / 0.4 of its 3 points. Each clause is in the public probes (c13, c6, c23, c14, c28),
+# so every secret holds them.
 LEAVES_OUT_A_CLAUSE = ("ttft_without_pairs", "window_without_output", "pairs_without_self", "pairs_half_square",
-                       "gap_at_prompt", "gap_at_mean_output")
+                       "gap_at_prompt", "gap_at_mean_output", "ttft_skipped_for_one_token",
+                       "ttft_skipped_for_two_tokens", "ttft_skipped_for_short_outputs")
 WRONG = {name: lost for name, (_, _, lost) in MUTANTS.items()}
 WRONG["always_ok"] = {"contract-ok", "contract-reason"}
 
@@ -238,7 +257,29 @@ def test_a_rule_that_leaves_out_a_clause_loses_that_clause_of_contract_ok(name, 
     such a step happened to keep, and the gap rule's limit: 0.13 to 0.32 of contract-ok."""
     report = grade("lesson1", _wrong_file(name, tmp_path), "grade", secret)
     lost = full(report)["contract-ok"] - scores(report)["contract-ok"]
-    assert lost >= 3 * (1 / 26) / 0.4 - 1e-4, (name, lost)      # scores are kept to 4 places
+    assert lost >= 3 * (1 / 28) / 0.4 - 1e-4, (name, lost)      # scores are kept to 4 places
+
+
+@pytest.mark.parametrize("name", SHORT_OUTPUTS)
+@pytest.mark.parametrize("mode", ["check", "grade"])
+def test_a_timing_rule_skipped_for_short_outputs_loses_contract_ok(name, mode, tmp_path, secret):
+    """A timing rule skipped where max_new is small kept 10 of 10 on the check and on the
+    hidden grade: no request, public or hidden, paired a short output with a deadline its
+    rule alone puts out of reach. The feedback says what a short output still owes."""
+    report = grade("lesson1", _wrong_file(name, tmp_path), mode, secret if mode == "grade" else None)
+    lost = {k for k, v in scores(report).items() if v < full(report)[k]}
+    assert "contract-ok" in lost and lost <= {"contract-ok", "contract-reason"}, (name, mode, lost)
+    feedback = next(c.feedback for c in report.criteria if c.id == "contract-ok")
+    rule = "gap rule" if name.startswith("gap") else "TTFT rule"
+    assert "said ok, but it breaks the contract" in feedback and f"the {rule} holds for it" in feedback, feedback
+
+
+def test_a_single_token_still_has_its_ttft_rule(tmp_path):
+    """README calculation 3 with one output token: the prefill is the same, so is the verdict
+    (the red team's l1_one_token_no_ttft.py said ok). The check names the public request."""
+    report = grade("lesson1", _wrong_file("ttft_skipped_for_one_token", tmp_path), "check")
+    feedback = next(c.feedback for c in report.criteria if c.id == "contract-ok")
+    assert "request c28" in feedback and "max_new 1" in feedback, feedback
 
 
 def test_a_pool_that_goes_negative_loses_pool_pages(tmp_path, secret):
@@ -293,12 +334,15 @@ def test_each_request_on_a_limit_is_a_clause_of_its_own():
     paired = WorkerSpec(device_bytes=410, reserved_bytes=0, page_tokens=1, max_running=8,
                         cost=CostModel(step_fixed=1.0, per_token=0.5, per_context_token=0.0,
                                        per_attention_pair=0.25))
-    assert clause(10, 1, paired, ttft=19.5) == "ttft_unreachable, on its limit"    # 10 pairs fewer: 17.25 s
-    assert clause(10, 1, paired, ttft=17.25) == "ttft_unreachable, on its limit"
-    assert clause(10, 1, paired, ttft=17.0) == "ttft_unreachable by its attention pairs"
-    assert clause(10, 1, paired, ttft=10.0) == "ttft_unreachable by its attention pairs"
-    assert clause(10, 1, paired, ttft=6.0) == "ttft_unreachable by its attention pairs"
-    assert clause(10, 1, paired, ttft=5.0) == "ttft_unreachable"
+    assert clause(10, 2, paired, ttft=19.5) == "ttft_unreachable, on its limit"    # 10 pairs fewer: 17.25 s
+    assert clause(10, 2, paired, ttft=17.25) == "ttft_unreachable, on its limit"
+    assert clause(10, 2, paired, ttft=17.0) == "ttft_unreachable by its attention pairs"
+    assert clause(10, 2, paired, ttft=10.0) == "ttft_unreachable by its attention pairs"
+    assert clause(10, 2, paired, ttft=6.0) == "ttft_unreachable by its attention pairs"
+    assert clause(10, 2, paired, ttft=5.0) == "ttft_unreachable"
+    # One output token: no gap, and its TTFT rule alone decides it, however far it misses.
+    for ttft in (19.5, 17.0, 5.0):
+        assert clause(10, 1, paired, ttft=ttft) == "ttft_unreachable with one output token"
     assert clause(10, 1, paired, ttft=19.75) == "a deadline met exactly"
     # Kept by less than the 10 pairs of a token with itself (2.5 s), or by more.
     assert clause(10, 1, paired, ttft=21.0) == "a TTFT kept by less than a pair a token"
@@ -363,6 +407,20 @@ def _limits_alone(r, model, worker) -> set[str]:
         "missed by the output's context alone":
             alone == "gap" and step((p + m // 2,)) <= gap < step((p + m - 2,)),
         "the slowest step just keeps it": alone == "meets" and m >= 2 and gap < step((p + m,)),
+        # Short outputs on each timing rule's limit, either side: a rule skipped for them.
+        "1 token, ttft missed by less than half a pair a token":
+            alone == "ttft" and m == 1 and step((), p, 0) - cost.per_attention_pair * p / 2 < r.slo.ttft_s,
+        "1 token, ttft kept by less than half a pair a token":
+            alone == "meets" and m == 1
+            and step((), p, 0) < r.slo.ttft_s < step((), p, 0) + cost.per_attention_pair * p / 2,
+        "2 to 32 tokens, ttft missed by less than half a pair a token":
+            alone == "ttft" and 2 <= m <= 32 and step((), p, 0) - cost.per_attention_pair * p / 2 < r.slo.ttft_s,
+        "2 to 32 tokens, ttft kept by less than half a pair a token":
+            alone == "meets" and 2 <= m <= 32
+            and step((), p, 0) < r.slo.ttft_s < step((), p, 0) + cost.per_attention_pair * p / 2,
+        "3 to 32 tokens, only the slowest step misses":
+            alone == "gap" and 3 <= m <= 32 and step((p + m - 2,)) <= gap,
+        "3 to 32 tokens, the slowest step just keeps it": alone == "meets" and 3 <= m <= 32 and gap < step((p + m,)),
     }
     assert set(seen) == set(LIMITS)
     return {name for name, on in seen.items() if on}
@@ -373,7 +431,11 @@ LIMITS = ("exactly the window", "one past the window", "exactly the pool", "one 
           "ttft kept by less than half a pair a token",
           "1 token, a gap below every step", "2 tokens, a gap below every step",
           "missed by the output's context alone",
-          "only the slowest step misses", "the slowest step just keeps it")
+          "only the slowest step misses", "the slowest step just keeps it",
+          "1 token, ttft missed by less than half a pair a token", "1 token, ttft kept by less than half a pair a token",
+          "2 to 32 tokens, ttft missed by less than half a pair a token",
+          "2 to 32 tokens, ttft kept by less than half a pair a token",
+          "3 to 32 tokens, only the slowest step misses", "3 to 32 tokens, the slowest step just keeps it")
 
 
 def test_every_secret_holds_every_limit_alone(many_secrets):
