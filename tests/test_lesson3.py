@@ -200,12 +200,21 @@ WRONG = {
     # An impossible value is wrong on every probe it answers, never a chunk that "fits"; in a
     # run the worker falls back to its floor, so those runs show nothing of the rule.
     "negative_when_starved": ({"within-budget", "page-aligned", "verdicts"}, {"e2e-gap", "e2e-ttft"}),
+    # Over the budget only where the probes seldom or never look: beside exactly one decoding
+    # request, and where a run continues a prompt the rule chose a chunk for (module state).
+    # Both kept 12 of 12 (the runs' blown steps, with small batches, stayed under the p99 of
+    # the gaps); the runs' ok chunks are judged as the probes' are.
+    "small_batch_overshoot": ({"within-budget"}, {"verdicts", "e2e-gap"}),
+    "continuation_overshoot": ({"within-budget"}, {"e2e-gap"}),
 }
 NEEDLES = {"within-budget": "over the budget", "progress": "below 95%", "page-aligned": "not a multiple",
            "verdicts": "expected", "e2e-gap": "token gap", "e2e-ttft": "TTFT"}
 
 
 SAYS = {"negative_when_starved": "impossible"}     # its every lost criterion says why first
+
+# Over the budget in every run, where no probe looks: its hidden runs show it as well.
+HIDDEN_RUNS_SHOW = {"continuation_overshoot"}
 
 # One page per step makes every worker run long; its mistakes all show on the public cases.
 PUBLIC_ONLY = {"fixed_tiny"}
@@ -229,7 +238,13 @@ def _loses_where_it_is_wrong(name, report):
 @pytest.mark.parametrize("name", sorted(set(WRONG) - PUBLIC_ONLY))
 def test_wrong_rule_loses_where_it_is_wrong(name, tmp_path, secret):
     """fixed_large and fixed_tiny are files of their own; the others, mutants of alt_search.py."""
-    _loses_where_it_is_wrong(name, grade("lesson3", wrong_file("lesson3", name, tmp_path), "grade", secret))
+    report = grade("lesson3", wrong_file("lesson3", name, tmp_path), "grade", secret)
+    _loses_where_it_is_wrong(name, report)
+    if name in HIDDEN_RUNS_SHOW:
+        # Over the budget in the hidden runs too, not only in the public ones the check shows.
+        within = next(c for c in report.criteria if c.id == "within-budget")
+        hidden = {c.cite for c in lesson3.hidden_cases(secret, COURSE) if c.family == "scenario"}
+        assert hidden & set(within.evidence), (within.evidence, within.feedback)
 
 
 @pytest.mark.parametrize("name", sorted(mutations("lesson3")))
@@ -329,6 +344,77 @@ def test_hidden_probes_put_an_empty_batch_over_the_budget(secret):
     empty = [c for c in lesson3.hidden_probes(secret)
              if not c.inputs.decode_contexts and chunk_oracle.step_s(c.inputs, 0) > c.inputs.gap_budget_s]
     assert empty, "no hidden probe is infeasible with an empty batch"
+
+
+def _over_budget_in_run(scenario: str, choose_chunk):
+    """The public scenario run on the worker with ``choose_chunk`` (stateless), computed here
+    from the worker and the step log, not chunk_runs: each ok plan beside decoding requests
+    whose step went over the budget, as (step, request, plan's context, tokens, step time)."""
+    import numpy as np
+    from grader.course.scenario import load_scenario
+    from grader.engine.oracle import lesson_policy
+    s = load_scenario(ROOT / "assignments" / "lesson3" / "public" / f"{scenario}.scenario.yaml", COURSE)
+    asked = []
+
+    def rule(ctx):
+        plan = choose_chunk(ctx)
+        asked.append((ctx, plan))
+        return plan
+    policy = lesson_policy({"choose_chunk": rule}, s.sheet)
+    steps = s.run(policy).steps
+    over = [i for i in np.flatnonzero((steps.batch > 0) & (steps.duration_s > policy.gap_budget_s))
+            if steps.chunk_verdict[i] == "ok"]
+    plans = [(ctx, plan) for ctx, plan in asked if plan.verdict == "ok" and ctx.decode_contexts
+             and chunk_oracle.step_s(ctx, plan.tokens) > ctx.gap_budget_s]
+    assert len(over) == len(plans)
+    return [(int(i), steps.chunk_request[i], ctx, plan.tokens, float(steps.duration_s[i]))
+            for i, (ctx, plan) in zip(over, plans)], policy.gap_budget_s
+
+
+def test_an_ok_chunk_over_the_budget_in_a_run_costs_within_budget_and_names_its_step(tmp_path):
+    """The whole rest of the prompt beside exactly one decoding request: a batch of one is a
+    few probes of hundreds, and in a run the blown step is one gap of thousands (under the
+    p99), so the rule kept 11.6 to 12 of 12. A run is judged as the probes are: an ok chunk
+    whose step goes over the budget while requests decode breaks the run, and the feedback
+    names the run, the step, the chunk and its time against the budget."""
+    import importlib.util
+    path = wrong_file("lesson3", "small_batch_overshoot", tmp_path)
+    spec = importlib.util.spec_from_file_location("small_batch_overshoot", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert not _over_budget_in_run("busy-decode", module.choose_chunk)[0]
+    over, budget = _over_budget_in_run("long-prompts", module.choose_chunk)
+    assert len(over) == 1
+    step, request, ctx, tokens, took = over[0]
+    assert len(ctx.decode_contexts) == 1 and tokens == ctx.prefill_remaining
+    within = next(c for c in grade("lesson3", path, "check").criteria if c.id == "within-budget")
+    # One of the two public runs broken: half of the runs kept the budget, below the floor.
+    assert within.score == 0, within.feedback
+    shown, limit = chunk_oracle.ms_apart(took, budget)
+    page = chunk_oracle.step_s(ctx, ctx.page_tokens)
+    assert within.feedback.startswith(
+        f"1 of 2 runs put an ok chunk's step over the budget while requests were decoding; first, public "
+        f"scenario long-prompts: step {step}, {request}'s ok chunk of {tokens} tokens after {ctx.prefill_done} "
+        f"prefilled, beside 1 decoding, took {shown}, over the budget {limit}; a smaller chunk fits: "
+        f"one page ({ctx.page_tokens} tokens) makes the step {chunk_oracle.ms(page)}"), within.feedback
+    assert within.evidence[0] == "long-prompts", within.evidence
+
+
+def test_a_rule_over_the_budget_only_where_a_run_continues_a_prompt_loses_within_budget_there(tmp_path):
+    """Module state: where a call continues a prompt the rule chose a chunk for (only a worker
+    run does; every probe starts fresh) beside at most 8 decoding requests, the whole rest of
+    the prompt. Right on every probe, over the budget in every run, and 12 of 12."""
+    import re
+    within = next(c for c in grade("lesson3", wrong_file("lesson3", "continuation_overshoot", tmp_path),
+                                   "check").criteria if c.id == "within-budget")
+    assert within.score == 0, within.feedback
+    said = re.match(r"2 of 2 runs put an ok chunk's step over the budget while requests were decoding; first, "
+                    r"public scenario busy-decode: step \d+, r\d+'s ok chunk of (\d+) tokens after (\d+) prefilled, "
+                    r"beside ([1-8]) decoding, took (\S+) ms, over the budget (\S+) ms", within.feedback)
+    assert said, within.feedback
+    assert float(said[4]) > float(said[5]) and int(said[1]) > 0 and int(said[2]) > 0, within.feedback
+    # The probes alone are right: the runs are the side that decides.
+    assert "all" in within.feedback.split("; probes: ")[-1] and "right" in within.feedback, within.feedback
 
 
 def test_e2e_feedback_names_the_slow_step(tmp_path):

@@ -145,7 +145,10 @@ def within_budget(ctx: CheckContext, params: dict) -> Measure:
         step, budget = ms_apart(step_s(c, plan.tokens), c.gap_budget_s)
         return f"ok chunk of {plan.tokens} tokens makes the step {step}, over the budget {budget} ({best})"
     answers = _plans(ctx)
-    return _no_chunks(answers) or grade_answers(answers, _usable_first(judge), "probes", by=_kind)
+    probes = _no_chunks(answers) or grade_answers(answers, _usable_first(judge), "probes", by=_kind)
+    # The runs ask the rule the same of every step (chunk_runs imports this module).
+    from grader.lessons.chunk_runs import within_budget_in_runs
+    return within_budget_in_runs(ctx, probes)
 
 
 @check("lesson3.progress", params={"share": (0, 1)})

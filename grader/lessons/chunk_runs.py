@@ -9,7 +9,7 @@ recorded in the learner edition.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -17,8 +17,9 @@ from grader.engine.cases import Case
 from grader.engine.checks import Answer, CheckContext, Measure, check, grade_answers
 from grader.course.experiments.common import token_gaps, ttfts
 from grader.engine.codec import persistent
+from grader.engine.text import plural
 from grader.engine.learner_policy import CallLog, learner_decisions
-from grader.lessons.chunk_oracle import ms, ms_apart
+from grader.lessons.chunk_oracle import ms, ms_apart, step_s
 from grader.lessons.chunk_probes import unusable
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from grader.engine.together import memo_runs
@@ -53,6 +54,14 @@ def oracle_run(case: Case) -> OracleRun:
 
 
 @dataclass(frozen=True)
+class Overshoot:
+    """An ok plan whose step went over the budget while requests were decoding."""
+    call: int              # which call of the rule in the run (from 1)
+    ctx: ChunkContext      # what the rule was asked
+    tokens: int            # the ok chunk it chose
+
+
+@dataclass(frozen=True)
 class RunPair:
     """One scenario run with the learner's rule (None when a call failed) and the oracle rule."""
     learner: Run | None
@@ -60,6 +69,11 @@ class RunPair:
     budget_s: float
     failure: str           # why the learner's run stopped ("" when it ran to the end)
     chosen: int = 0        # ok chunks of the learner's rule the worker ran as given
+    # within-budget's evidence, from every call up to a stop: the ok plans beside decoding
+    # requests, how many of them put the step over the budget, and the first that did.
+    judged: int = 0
+    over: int = 0
+    first_over: Overshoot | None = None
 
     def not_evidence(self) -> str:
         """Why this run shows nothing of the learner's rule ("" when it does): the gaps and
@@ -84,9 +98,10 @@ def _made_pair(sandbox, case: Case) -> RunPair:
     log = CallLog()
     remote = learner_decisions(sandbox, ("choose_chunk",), log)["choose_chunk"]
 
-    counts = {"chosen": 0, "unusable": ""}
+    counts = {"calls": 0, "chosen": 0, "unusable": "", "judged": 0, "over": 0, "first_over": None}
 
     def choose_chunk(c: ChunkContext) -> ChunkPlan:
+        counts["calls"] += 1
         try:
             plan = remote(c)
         except PolicyError:
@@ -96,6 +111,12 @@ def _made_pair(sandbox, case: Case) -> RunPair:
             counts["unusable"] = f"{plan!r}: {why}"
             raise _Stopped
         counts["chosen"] += plan.verdict == "ok"
+        if plan.verdict == "ok" and c.decode_contexts:
+            # What a probe asks of an ok chunk, asked of every one the run's decoders wait on.
+            counts["judged"] += 1
+            if over_budget(c, plan.tokens):
+                counts["over"] += 1
+                counts["first_over"] = counts["first_over"] or Overshoot(counts["calls"], c, plan.tokens)
         return plan
     oracle = oracle_run(case)
     policy = lesson_policy({"choose_chunk": choose_chunk}, s.sheet)
@@ -112,8 +133,20 @@ def _made_pair(sandbox, case: Case) -> RunPair:
             first = log.first["choose_chunk"]
             why = first if "not implemented" in first else (
                 f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
-        return RunPair(None, oracle, policy.gap_budget_s, why)
-    return RunPair(learner, oracle, policy.gap_budget_s, "", counts["chosen"])
+        return RunPair(None, oracle, policy.gap_budget_s, why, 0, *_budget_counts(counts))
+    return RunPair(learner, oracle, policy.gap_budget_s, "", counts["chosen"], *_budget_counts(counts))
+
+
+def _budget_counts(counts: dict) -> tuple:
+    return counts["judged"], counts["over"], counts["first_over"]
+
+
+def over_budget(c: ChunkContext, tokens: int) -> bool:
+    """The step of this chunk goes over the budget by more than float rounding: a rule that
+    checks step - decode_only <= budget - decode_only (as the reference does) may land an ulp
+    past a step time the worker sums in another order, and no probe of a run is kept off that
+    edge. A chunk one token too large is over by far more (per_token alone is 1e-4 of it)."""
+    return step_s(c, tokens) > c.gap_budget_s * (1 + GAP_SLACK)
 
 
 def _scenario_answers(ctx: CheckContext) -> list[Answer]:
@@ -194,3 +227,55 @@ def e2e_ttft(ctx: CheckContext, params: dict) -> Measure:
                 f"(allowed {tolerance:.0%}); your chunks averaged {_mean_chunk(pair.learner):.0f} tokens, "
                 f"the oracle rule's {pair.oracle.mean_chunk:.0f}")
     return grade_answers(_scenario_answers(ctx), judge, "scenarios")
+
+
+# ---- within-budget, in the runs ----------------------------------------------------------------
+def _step_of(run: Run | None, o: Overshoot, more: str) -> str:
+    """Where the overshoot is in the run's step log (its step, request and what it carried),
+    ``more`` (how many such steps), and what the rule should have said instead."""
+    c, took = o.ctx, step_s(o.ctx, o.tokens)
+    where = f"call {o.call} of your rule"
+    if run is not None:
+        steps = run.steps
+        rows = np.flatnonzero((steps.chunk_tokens == o.tokens) & (steps.duration_s == took)
+                              & (steps.batch == len(c.decode_contexts)))
+        row = next((int(i) for i in rows if steps.chunk_verdict[i] == "ok"), None)
+        if row is not None:
+            where = f"step {row}, {steps.chunk_request[row]}'s"
+    shown, budget = ms_apart(took, c.gap_budget_s)
+    said = (f"{where} ok chunk of {o.tokens} tokens after {c.prefill_done} prefilled, beside "
+            f"{len(c.decode_contexts)} decoding, took {shown}, over the budget {budget}{more}")
+    smallest = min(c.page_tokens, c.prefill_remaining)
+    what = f"one page ({smallest} tokens)" if smallest == c.page_tokens else f"the whole {smallest}-token rest"
+    if step_s(c, 0) > c.gap_budget_s:
+        return (f"{said}; the decode-only step alone takes {ms(step_s(c, 0))}: no chunk fits, and the "
+                "plan that says so is infeasible, not ok")
+    if step_s(c, smallest) > c.gap_budget_s:
+        return (f"{said}; not even {what} fits beside the batch ({ms(step_s(c, smallest))}): no chunk "
+                "fits, and the plan that says so is starved, not ok")
+    return f"{said}; a smaller chunk fits: {what} makes the step {ms(step_s(c, smallest))}"
+
+
+def within_budget_in_runs(ctx: CheckContext, probes: Measure) -> Measure:
+    """within-budget on both sides: the probes' measure, and the runs'. A run asks the rule
+    what a probe asks, at every step, and more: a call that continues a prompt, a batch of
+    one, the steps of a workload. An ok chunk whose step goes over the budget while requests
+    decode breaks the run (its requests all wait on that step), as one broken promise breaks a
+    lesson 2 run; the runs' share is that of unbroken runs, and the criterion the lower side.
+    A run in which the rule chose no ok chunk beside decoding requests shows nothing of it,
+    and counts on neither side; with no scenario (the probes measured alone), the probes'."""
+    shown = [(case, pair) for case in ctx.family("scenario") if (pair := _pair(ctx, case)).judged]
+    if not shown:
+        return probes
+    broken = [(case, pair) for case, pair in shown if pair.over]
+    if not broken:
+        return replace(probes, feedback=f"{probes.feedback}; no ok chunk over the budget in "
+                                        f"{plural(len(shown), 'run')}")
+    case, pair = broken[0]
+    more = f" ({pair.over} such steps in this run)" if pair.over > 1 else ""
+    line = (f"{len(broken)} of {plural(len(shown), 'run')} put an ok chunk's step over the budget while "
+            f"requests were decoding; first, {case.label or case.name}: "
+            f"{_step_of(pair.learner, pair.first_over, more)}")
+    share = 1 - len(broken) / len(shown)
+    evidence = tuple(c.cite for c, _ in broken) + probes.evidence
+    return Measure(min(share, probes.value), f"{line}; probes: {probes.feedback}", evidence)
