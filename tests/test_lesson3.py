@@ -417,6 +417,31 @@ def test_a_rule_over_the_budget_only_where_a_run_continues_a_prompt_loses_within
     assert "all" in within.feedback.split("; probes: ")[-1] and "right" in within.feedback, within.feedback
 
 
+def test_a_run_charges_no_step_that_makes_no_token_gap(tmp_path):
+    """The runs judge ok chunks while requests decode: a step with nobody decoding makes no
+    token gap, and the probes (empty batches among them) judge that case. A rule that takes
+    the whole rest of the prompt on an idle worker goes over the budget in the public runs
+    and is not charged there."""
+    import numpy as np
+    from grader.course.scenario import load_scenario
+    from grader.engine.oracle import lesson_policy
+    wrapped = (L3 / "alt_search.py").read_text().replace("def choose_chunk(", "def _right(")
+    p = tmp_path / "idle_whole.py"
+    p.write_text(wrapped + "\n\ndef choose_chunk(ctx):\n"
+                 "    if not ctx.decode_contexts and ctx.cost.step_time() <= ctx.gap_budget_s:\n"
+                 "        return ChunkPlan(ctx.prefill_remaining, 'ok')\n"
+                 "    return _right(ctx)\n")
+    namespace = {}
+    exec(compile(p.read_text(), str(p), "exec"), namespace)
+    s = load_scenario(ROOT / "assignments" / "lesson3" / "public" / "long-prompts.scenario.yaml", COURSE)
+    policy = lesson_policy({"choose_chunk": namespace["choose_chunk"]}, s.sheet)
+    steps = s.run(policy).steps
+    assert np.any((steps.batch == 0) & (steps.duration_s > policy.gap_budget_s))
+    within = next(c for c in grade("lesson3", p, "check").criteria if c.id == "within-budget")
+    assert "runs put an ok chunk" not in within.feedback and "no ok chunk over the budget in 2 runs" \
+        in within.feedback, within.feedback
+
+
 def test_e2e_feedback_names_the_slow_step(tmp_path):
     report = grade("lesson3", wrong_file("lesson3", "per_token_only", tmp_path), "check")
     gap = next(c for c in report.criteria if c.id == "e2e-gap")
