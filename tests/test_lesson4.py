@@ -132,6 +132,9 @@ WRONG = {
     "key_length_wraps": {"key-scope-separation"},
     "key_short_digest": {"key-scope-separation"},
     "key_short_digest_tagged": {"key-scope-separation"},
+    # Short on one class of input only (page-long blocks), whole elsewhere: judged on each
+    # length its keys come in, not on the longest key (before: 24 of 24).
+    "key_short_on_pages": {"key-scope-separation"},
     # A long digest of the scope beside a short one of the position: judged on one scope's keys.
     "key_scope_then_checksum": {"key-position"},
     "key_block_summary": {"key-position"},
@@ -1315,6 +1318,35 @@ def test_what_the_key_search_shows_crosses_checks_frozen():
     from grader.lessons.prefix_keys import Searched
     with pytest.raises(dataclasses.FrozenInstanceError):
         Searched({}, "").small_space = "x"
+
+
+def test_a_key_short_on_one_length_class_is_judged_on_that_class():
+    """Keys of 32 hexadecimal characters for most inputs and of 8 for many others: the
+    longest key read as 2^128 keys, and the short ones' 2^32 went unseen."""
+    from grader.lessons.key_search import SHARED_AFTER, key_space
+    rng = random.Random(5)
+    long = [f"{rng.getrandbits(128):032x}" for _ in range(100)]
+    short = [f"{rng.getrandbits(32):08x}" for _ in range(SHARED_AFTER)]
+    assert key_space(long) is None
+    assert key_space(long + short)[:2] == ("hexadecimal", 8)
+    # Too few short keys to show their class: the longest key judges, as before.
+    assert key_space(long + short[:SHARED_AFTER - 1]) is None
+    # Keys of several lengths, each long enough, are no small space.
+    assert key_space(long + [k[:20] for k in long[:30]]) is None
+
+
+def test_a_key_short_on_page_long_blocks_loses_scope_separation_on_hidden_probes(tmp_path, secret):
+    """Graded on the hidden probes alone (no run): the search's page-long blocks and the
+    hidden blocks of 16 tokens get 8 hexadecimal characters, the rest 64."""
+    course = find_course(str(ROOT))
+    report = grade_submission("lesson4", load_submission(wrong_file("key_short_on_pages", tmp_path)), course,
+                              mode="grade", cases=lesson4.hidden_probes(secret))
+    got = {c.id: c for c in report.criteria}
+    scope = got["key-scope-separation"]
+    assert scope.score == 0, scope.feedback
+    for words in ("8 characters of hexadecimal", "(others are up to 64 characters)", "about 2^32 keys at most"):
+        assert words in scope.feedback, scope.feedback
+    assert got["key-position"].score == got["key-position"].max_score, got["key-position"].feedback
 
 
 def test_of_two_scopes_with_as_many_keys_the_first_by_name_is_the_one_named():

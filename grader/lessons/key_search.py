@@ -276,8 +276,9 @@ def varying(keys: Iterable[str]) -> tuple[list[str], int]:
 
 
 def key_space(keys: Iterable[str]) -> tuple[str, int, float] | None:
-    """(alphabet, longest key, bits) when every key is a short string of one small alphabet
-    and so can take fewer than 2^MIN_BITS values; None when the keys may take more.
+    """(alphabet, longest key, bits) when every key, or every key of one length (see
+    space_of), is a short string of one small alphabet and so can take fewer than
+    2^MIN_BITS values; None when the keys may take more.
 
     Different inputs then share a key by chance, on inputs no search can aim at (a
     birthday collision among the blocks a busy cache holds), so it is judged on the key
@@ -289,9 +290,30 @@ def key_space(keys: Iterable[str]) -> tuple[str, int, float] | None:
 
 
 def space_of(keys: list[str]) -> tuple[str, int, float] | None:
-    """key_space of keys already cut to what varies."""
+    """key_space of keys already cut to what varies: of all the keys, then of each length
+    the keys come in (shortest first) that SHARED_AFTER distinct keys show.
+
+    A digest judged by its longest key alone hid a short one: 8 hexadecimal characters for
+    every page-long block (every block a run asks about) and 32 elsewhere passed as 2^128
+    keys. The inputs that get keys of one length can share no more values than that length
+    holds, so each such class is judged on its own characters and length."""
     if not keys:
         return None
+    found = _space(keys)
+    if found is not None:
+        return found
+    by_length: dict[int, set[str]] = {}
+    for k in keys:
+        by_length.setdefault(len(k), set()).add(k)
+    for _, same in sorted(by_length.items()):
+        if len(same) >= SHARED_AFTER and len(by_length) > 1:
+            found = _space(sorted(same))
+            if found is not None:
+                return found
+    return None
+
+
+def _space(keys: list[str]) -> tuple[str, int, float] | None:
     chars, longest = set().union(*map(set, keys)), max(map(len, keys))
     for name, alphabet in ALPHABETS:
         if chars <= set(alphabet):

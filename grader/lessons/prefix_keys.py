@@ -133,6 +133,13 @@ def _space_words(keys: list) -> str:
     if space is None:
         return ""
     beside = f"beside the {shared} characters every key holds alike, " if shared else ""
+    longest = max(map(len, kept))
+    if space[1] < longest:
+        # One length class of the keys (the inputs that get a short key), the rest longer.
+        n = len({k for k in kept if len(k) == space[1]})
+        return (f"{beside}{n} different keys of the inputs asked are {space[1]} characters of {space[0]} "
+                f"(others are up to {longest} characters): inputs that get keys this short share "
+                f"about 2^{int(space[2])} keys at most, however long the others are")
     return f"{beside}every key is at most {space[1]} characters of {space[0]}: about 2^{int(space[2])} keys at most"
 
 
