@@ -654,6 +654,29 @@ def test_a_table_read_again_in_another_order_is_judged_on_each_reading(tmp_path)
     assert all(c[i].score == c[i].max_score for i in TABLE - {"table-no-release-while-pinned"}), c
 
 
+def test_the_runs_follow_the_table_that_was_graded(tmp_path):
+    """Right on the grader's two readings (100 calls) and releasing at the cancel after: the
+    runs read the table again and followed another table than the one graded (22 of 24,
+    and 24 of 24 for one wrong where no run shows it). The runs now follow the first graded
+    reading, so what they show is of the table the table criteria judged: no call reaches
+    on_event after its two readings."""
+    text = REFERENCE.read_text().replace("def on_event(", "def _right(", 1)
+    path = tmp_path / "counted.py"
+    path.write_text(text + """
+_CALLS = [0]
+
+
+def on_event(state, event, step_in_flight):
+    _CALLS[0] += 1
+    if _CALLS[0] > 100 and event == "cancel" and state == "running":
+        raise RuntimeError("asked past the grader's two readings")
+    return _right(state, event, step_in_flight)
+""")
+    report = grade("lesson4", path, "check")
+    lost = _lost(report)
+    assert not lost, {c.id: c.feedback for c in report.criteria if c.id in lost}
+
+
 def test_a_table_that_answers_by_the_entry_asked_before_is_judged_on_the_reverse_reading(tmp_path):
     """Asked in the same order twice, a table whose answer depends on the entry asked just
     before gives the same table twice; asked in reverse order, it shows."""

@@ -11,11 +11,13 @@ baselines; its prefix hits are a figure, recorded in the learner edition.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 from grader.engine.cases import Case
 from grader.engine.checks import CheckContext, Measure, check
-from grader.engine.learner_policy import CallLog, learner_decisions
+from grader.engine.learner_policy import CallLog, learner_decisions, table_read
+from grader.lessons.transition_table import graded_reading
 from grader.engine.oracle import figures, lesson_policy, reference_decisions, solution
 from grader.engine.together import memo_runs
 from reference.records import Run, columns
@@ -47,13 +49,19 @@ class LearnerRun:
 
 
 def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
-    """The scenario with the learner's three functions (in the sandbox); once per grading run."""
-    return memo_runs(ctx, case, _learner_run)
+    """The scenario with the learner's three functions (in the sandbox); once per grading run.
+    on_event is the table the table criteria graded (its first reading), not read again:
+    the table a run follows is the table that was graded."""
+    return memo_runs(ctx, case, partial(_learner_run, reading=graded_reading(ctx)))
 
 
-def _learner_run(sandbox, case: Case) -> LearnerRun:
+def _learner_run(sandbox, case: Case, reading=None) -> LearnerRun:
     s, log = case.inputs, CallLog()
-    decisions = learner_decisions(sandbox, FUNCTIONS, log)
+    if reading is None:
+        decisions = learner_decisions(sandbox, FUNCTIONS, log)
+    else:
+        decisions = {"on_event": table_read(reading, log),
+                     **learner_decisions(sandbox, FUNCTIONS[1:], log)}
     policy = lesson_policy(decisions, s.sheet)
     published = [0]
 

@@ -41,8 +41,8 @@ def table_answers(ctx: CheckContext) -> tuple[tuple[dict, ...], str]:
     """The learner's table {(state, event, in_flight): Transition} as each reading gave it
     (one table when every reading agrees), or why it is unusable.
 
-    The table is read twice, the second time in reverse order. A worker reads it once per
-    run and follows that reading, so a table whose answers depend on a coin, a call
+    The table is read twice, the second time in reverse order. Every worker run of the
+    grade follows the first reading (graded_reading), so a table whose answers depend on a coin, a call
     counter or the order it is asked in is judged on every reading it gave: one reading
     right is not the table right (a coin flip on one entry kept full marks one time in two).
     Readings that differ only where both are right (the actions in another order) lose
@@ -51,12 +51,23 @@ def table_answers(ctx: CheckContext) -> tuple[tuple[dict, ...], str]:
         cases = [Case("table", f"on_event{k}", "public", k) for k in TABLE_KEYS]
         tables, problem = [], ""
         for order in (cases, cases[::-1]):
-            table, why = _reading(ask(ctx, "on_event", order, lambda c: c.inputs, Transition))
+            answers = ask(ctx, "on_event", order, lambda c: c.inputs, Transition)
+            ctx.memo.setdefault("table read", answers)
+            table, why = _reading(answers)
             problem = problem or why
             if table not in tables:
                 tables.append(table)
         ctx.memo["table"] = (tuple(tables), problem)
     return ctx.memo["table"]
+
+
+def graded_reading(ctx: CheckContext) -> list[tuple[tuple, object, str]]:
+    """The table's first graded reading, as (entry, Transition or None, why not): what
+    every worker run of the grade follows. A run that read the table again could be handed
+    another table than the one graded (a call counter past the grader's two readings was
+    right on both and wrong in every run), so no run asks on_event itself."""
+    table_answers(ctx)
+    return [(a.case.inputs, None if a.problem else a.value, a.problem) for a in ctx.memo["table read"]]
 
 
 def _reading(answers: list) -> tuple[dict, str]:
@@ -84,7 +95,7 @@ def answered_twice(tables: tuple[dict, ...]) -> str:
                 again = show_entry(*k, other[k]).split(" -> ", 1)[1]
                 return (f"your table changed between two readings: {show_entry(*k, first[k])} the first "
                         f"time, -> {again} the second; on_event must answer from its three arguments "
-                        "alone (the worker reads the table once per run and follows that reading)")
+                        "alone (the worker reads the table once and follows that reading)")
     return ""
 
 
