@@ -296,7 +296,10 @@ def space_of(keys: list[str]) -> tuple[str, int, float] | None:
     A digest judged by its longest key alone hid a short one: 8 hexadecimal characters for
     every page-long block (every block a run asks about) and 32 elsewhere passed as 2^128
     keys. The inputs that get keys of one length can share no more values than that length
-    holds, so each such class is judged on its own characters and length."""
+    holds, so each such class is judged on its own characters and length, unless the next
+    length holds at least a share of one in the alphabet's size: a number written without
+    its leading zeros (a 64-bit hash in decimal) has about ten times more keys at each next
+    length, and its 19 digits are no short key of its own."""
     if not keys:
         return None
     found = _space(keys)
@@ -305,10 +308,11 @@ def space_of(keys: list[str]) -> tuple[str, int, float] | None:
     by_length: dict[int, set[str]] = {}
     for k in keys:
         by_length.setdefault(len(k), set()).add(k)
-    for _, same in sorted(by_length.items()):
+    for length, same in sorted(by_length.items()):
         if len(same) >= SHARED_AFTER and len(by_length) > 1:
             found = _space(sorted(same))
-            if found is not None:
+            size = next((len(a) for n, a in ALPHABETS if found and n == found[0]), 0)
+            if found is not None and len(by_length.get(length + 1, ())) * size < len(same):
                 return found
     return None
 
