@@ -97,7 +97,46 @@ def test_hidden_edge_records_judge_cancels_under_an_explicit_slo_both_ways():
     edges = lesson5.edge_records(np.random.Generator(np.random.PCG64(1)), "t")
     moved = {(reference.qualify(r, None), reference.qualify(r, s)) for r, s in edges
              if s is not None and r.outcome == "cancelled_by_client"}
-    assert {("excluded", "slow_tokens"), ("late_first_token", "excluded")} <= moved, moved
+    assert {("excluded", "slow_tokens"), ("late_first_token", "excluded"), ("excluded", "late_first_token"),
+            ("slow_tokens", "excluded")} <= moved, moved
+
+
+# A qualify that reads the record's own SLO in one clause, and the passed SLO elsewhere, must
+# lose that clause's criterion on the public probes and on the hidden edges of every secret:
+# l5_cancel_tokens_own_slo (first token and open gap at the cancel) and its open-gap half kept
+# 17 of 17 when the only cancel with tokens under an explicit SLO was decided by its largest gap.
+OWN_SLO_CLAUSE = {"cancel_tokens_own_slo": "cancels", "cancel_open_gap_own_slo": "cancels",
+                  "cancel_first_token_own_slo": "cancels", "cancel_largest_gap_own_slo": "cancels",
+                  "cancel_queued_own_slo": "cancels", "completed_first_token_own_slo": "deadlines",
+                  "completed_gap_own_slo": "deadlines"}
+
+
+def _load(path: Path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", sorted(OWN_SLO_CLAUSE))
+def test_a_clause_that_reads_the_records_own_slo_misjudges_public_and_hidden_edges(name, tmp_path, secret):
+    """Expected verdicts are the oracle's: every clause of the cancel rule (and of the completed
+    one) has an edge record whose SLO passed decides it otherwise than the record's own."""
+    wrong = _load(wrong_file(name, tmp_path))
+    public = [c for c in lesson5.public_records(COURSE)]
+    hidden = [c for c in lesson5.hidden_cases(secret, COURSE) if c.name.startswith("edge#")]
+    for where, cases in (("public", public), ("hidden", hidden)):
+        missed = {c.family for c in cases if wrong.qualify(*c.inputs) != verdicts.oracle.qualify(*c.inputs)}
+        assert missed == {f"qualify-{OWN_SLO_CLAUSE[name]}"}, (where, missed)
+
+
+def test_a_cancel_path_on_the_records_own_slo_loses_cancels_on_the_check(tmp_path):
+    report = grade("lesson5", wrong_file("cancel_tokens_own_slo", tmp_path), "check")
+    got, top = scores(report), full(report)
+    assert {k for k in got if got[k] < top[k]} == {"cancels"}
+    feedback = next(c.feedback for c in report.criteria if c.id == "cancels")
+    assert "expected" in feedback and "passed explicitly" in feedback, feedback
 
 def test_hidden_records_are_named_as_a_runs_records_are(secret):
     """An edge record built as h0-first-at-deadline, or a twin as ...-smooth, would name what
@@ -518,6 +557,11 @@ WRONG = {
     "rollback_any_fall": "goodput-fall",
     # An explicit SLO honoured on completed records and not on cancelled ones.
     "cancel_own_slo": "cancels",
+    # The record's own SLO for a cancel's first token and open gap, or the open gap alone:
+    # kept 17 of 17 before the edges passed an SLO that decides each cancel clause.
+    "cancel_tokens_own_slo": "cancels",
+    "cancel_open_gap_own_slo": "cancels",
+    "cancel_first_token_own_slo": "cancels",
     # Rules right on every probe above, each wrong on a rule probe drawn for it: a band of
     # s / n, the runs paired by sorted position, a rejection guard that trips on a fall too
     # or on the candidate's share alone, a run's goodput taken per request instead of per

@@ -177,14 +177,26 @@ def edge_records(g: np.random.Generator, prefix: str) -> list[tuple[RequestRecor
         ]
         out += [(r, None) for r in made]
         # The same kind of record judged against an SLO passed explicitly: a stricter
-        # what-if turns good into slow, a looser one turns late into good; and for cancels
-        # (a code path of its own), a stricter one turns excluded into slow, a looser one
-        # turns late into excluded.
+        # what-if turns good into slow, a looser one turns late into good. Cancels are a code
+        # path of their own, and every clause of their rule is decided here by the SLO passed,
+        # against the record's own: a first token late only under a tighter ttft_s (tokens or
+        # none), a gap open at the cancel or a largest gap over only a stricter gap_s, and,
+        # under a looser one, a first token, an open gap and a largest gap that no longer miss
+        # (excluded). A cancel path that reads the record's SLO in any clause gets one wrong.
         strict = Slo(slo.ttft_s, gap / 2)
         loose = Slo(slo.ttft_s * 2, gap)
+        tight = Slo(slo.ttft_s / 4, gap)            # early - a >= ttft - 63/256 > ttft / 4
         named = {r.id: r for r in made}
+        smooth = [early + gap / 4 * j for j in range(3)]
+        open_gap = probe_record(f"{p}-cancel-open-gap-smooth", slo, a, "cancelled_by_client", smooth,
+                                smooth[-1] + gap * 3 / 4)
         out += [(made[0], strict), (made[1], loose), (made[-2], strict),
-                (named[f"{p}-cancel-streaming"], strict), (named[f"{p}-cancel-queued-late"], loose)]
+                (named[f"{p}-cancel-streaming"], strict), (named[f"{p}-cancel-queued-late"], loose),
+                (named[f"{p}-cancel-streaming"], tight), (named[f"{p}-cancel-queued"], tight),
+                (open_gap, None), (open_gap, strict),
+                (named[f"{p}-cancel-open-gap-missed"], Slo(slo.ttft_s, gap * 2)),
+                (named[f"{p}-cancel-after-stall"], Slo(slo.ttft_s, gap * 3)),
+                (named[f"{p}-cancel-after-late-first"], loose)]
     return out
 
 
