@@ -362,7 +362,10 @@ ISOLATED = {"ignores_min_gain": "under-min-gain", "no_fall_rollback": "fall", "p
             # every probe's rejections were alike on every seed (17 of 17 before rejections-one-seed).
             "rejection_guard_per_seed": "rejections-one-seed",
             # Two sides that share no seed: no probe had them (17 of 17 before no-pair).
-            "no_pair_raises": "no-pair", "no_pair_by_position": "no-pair"}
+            "no_pair_raises": "no-pair", "no_pair_by_position": "no-pair",
+            # The extreme seeds trimmed from nine, and the gain as the mean of the seeds' own
+            # ratios: kept 17 of 17 before skewed-many and gain-unequal-base.
+            "trim_extreme": "skewed-many", "gain_mean_of_ratios": "gain-unequal-base"}
 # Kinds about the same clause as another: a pairing mistake may decide either wrongly, and
 # a class guard measured on another quantity may misjudge any shape of class change. A rule
 # that rolls back on any fall also rolls back where the paired differences average to a
@@ -373,7 +376,9 @@ SAME_CLAUSE = {"paired": ("paired-small", "paired-stray", "one-pair", "paired-wi
                "fall-inside": ("paired-small",),
                # The same clause near its threshold: a mistake about min_gain, the band or the
                # per-class rejections misjudges the near probe too.
-               "under-min-gain": ("gain-near-min",), "gain-inside": ("gain-inside-near",),
+               "under-min-gain": ("gain-near-min", "gain-unequal-base"), "gain-inside": ("gain-inside-near",),
+               # The median, and a band over four seeds, misjudge nine skewed seeds too.
+               "skewed": ("skewed-many",), "many-seeds": ("skewed-many",),
                "rejections-one-class": ("rejections-near",), "fall": ("fall-excluded",)}
 # A class guard on each class's goodput fires on any fall of a class's goodput, and a fall
 # inside the band is one (no probe can fall overall and keep every class's goodput): it
@@ -602,6 +607,10 @@ WRONG = {
     # Two sides that share no seed paired by position: kept 17 of 17 before no-pair (so did a
     # rule that raises there, no_pair_raises: its feedback names the exception, not a decision).
     "no_pair_by_position": "paired-seeds",
+    # The extreme seeds trimmed, and the mean of the seeds' ratios: kept 17 of 17 before
+    # skewed-many and gain-unequal-base.
+    "trim_extreme": "noise-band",
+    "gain_mean_of_ratios": "min-gain",
 }
 # What else a wrong solution may lose: an unpaired band is as wide as the seeds' spread,
 # which swamps the real suite's gain and a fall alike; and, under some secrets and not

@@ -139,7 +139,7 @@ EXACT, NOT_SHIP = _judge_decision, _judge_not_ship
 SIDES = {
     "gain": ((("release-gain",), EXACT), (("rule-fall",), NOT_SHIP)),
     "noise": ((("release-noise", "rule-one-pair", "rule-gain-inside", "rule-gain-inside-near"), EXACT),
-              (("rule-clear-gain", "rule-skewed", "rule-many-seeds"), EXACT)),
+              (("rule-clear-gain", "rule-skewed", "rule-many-seeds", "rule-skewed-many"), EXACT)),
     "rejections": ((("release-rejections", "rule-rejections-flat"), EXACT),
                    (("rule-rejections-inside", "rule-rejections-one-class", "rule-rejections-fall",
                      "rule-rejections-high", "rule-rejections-near", "rule-rejections-one-seed"), EXACT)),
@@ -148,7 +148,8 @@ SIDES = {
               (("rule-class-inside", "rule-class-excluded", "rule-class-inside-low", "rule-class-rise",
                 "rule-class-one-seed", "rule-class-near", "rule-classes-reordered"), EXACT)),
     "stalls": ((("release-stalls", "rule-tpot-better"), NOT_SHIP), (("rule-tpot-worse",), EXACT)),
-    "min_gain": ((("rule-under-min-gain", "rule-gain-near-min"), EXACT), (("rule-clear-gain",), EXACT)),
+    "min_gain": ((("rule-under-min-gain", "rule-gain-near-min", "rule-gain-unequal-base"), EXACT),
+                 (("rule-clear-gain",), EXACT)),
     "fall": ((("rule-fall", "rule-fall-excluded"), EXACT), (("rule-clear-gain", "rule-fall-inside"), EXACT)),
     "pairing": ((("rule-paired", "rule-paired-stray", "rule-paired-windows", "rule-paired-stray-rejects"), EXACT),
                 (("rule-paired-small", "rule-no-pair"), EXACT)),

@@ -106,7 +106,13 @@ and two sides that share no seed:
 - ``no-pair``: ``clear-gain`` with the candidate's runs on seeds the baseline never ran:
   inconclusive (no pair, nothing to compare: the rule leaves every unpaired run out, and
   with fewer than two pairs the band is infinite; a rule that compares the two sides' means
-  instead ships it, and one that takes a mean of nothing raises).
+  instead ships it, and one that takes a mean of nothing raises);
+- ``skewed-many``: nine paired seeds, one gaining eight spreads above the mean and the others
+  one below: ship (the mean is beyond the band; without its highest and lowest seed, a
+  trimmed mean, it is inside);
+- ``gain-unequal-base``: baseline goodputs far apart from seed to seed and about the same gain
+  on each, beyond the band: inconclusive (the gain is under min_gain of the baseline's mean
+  goodput; as the mean of each seed's own ratio it is over).
 
 A run without a pair (``paired``, ``paired-small``, ``paired-stray``) is on a seed below every
 paired one, so it sorts first: pairing the two sides' runs sorted by seed, position by position,
@@ -157,7 +163,10 @@ EXPECT = {"clear-gain": "ship", "under-min-gain": "inconclusive", "fall": "rollb
           "class-failed": "rollback", "fall-excluded": "rollback", "tpot-better": "inconclusive",
           # Drawn last: runs and classes by what names them, the band's n, a guard per seed.
           "paired-stray-rejects": "ship", "classes-reordered": "ship", "many-seeds": "ship",
-          "rejections-one-seed": "ship", "no-pair": "inconclusive"}
+          "rejections-one-seed": "ship", "no-pair": "inconclusive",
+          # Drawn after every kind above: the mean over many seeds, and the gain relative to
+          # the baseline's mean goodput.
+          "skewed-many": "ship", "gain-unequal-base": "inconclusive"}
 KINDS = tuple(EXPECT)
 NOTES = {
     "clear-gain": "goodput up far beyond the noise band and min_gain; nothing else moves",
@@ -203,6 +212,10 @@ NOTES = {
     "rejections-one-seed": "a clear gain; one seed's candidate run refuses more than the allowance, "
                            "the others none",
     "no-pair": "a clear gain, the candidate's runs all on seeds the baseline never ran",
+    "skewed-many": "nine paired seeds, one gaining far more than the others; the mean gain is beyond the band, "
+                   "the mean without the highest and lowest seed inside it",
+    "gain-unequal-base": "baseline goodputs far apart from seed to seed and the same gain on each: under min_gain "
+                         "of the baseline's mean goodput, over it as the mean of the seeds' own ratios",
 }
 PATTERN = (1, -1, 1, -1)          # the paired differences' spread: sample deviation a * 2/sqrt(3)
 
@@ -512,7 +525,46 @@ def _build_late(kind: str, d: _Draw, rule: ReleaseRule):
     if kind == "no-pair":
         base, cand = _build("clear-gain", d, rule)
         return base, [replace(r, seed=r.seed + SEEDS) for r in cand]
+    if kind == "skewed-many":
+        return _skewed_many(d, rule)
+    if kind == "gain-unequal-base":
+        return _unequal_base(d, rule)
     raise ValueError(kind)
+
+
+SKEWED_MANY = (8, -1, -1, -1, -1, -1, -1, -1, -1)    # nine differences: a sample deviation of exactly 3
+
+
+def _skewed_many(d: _Draw, rule: ReleaseRule):
+    """Differences m + s * SKEWED_MANY, in some order: a band of noise_k * s on nine seeds. A
+    mean of 1.2 bands is beyond it under every reading; without the highest and the lowest
+    seed the mean is m - s, 1.2 bands less 1 / noise_k of one: inside it (noise_k <= 3.3),
+    as the median is. The spread is wide enough for the mean to clear min_gain too."""
+    spread = max(8, math.ceil(d.gain(rule.min_gain * 1.3) / (1.2 * rule.noise_k)))
+    mean = round(1.2 * rule.noise_k * spread)
+    pattern = list(SKEWED_MANY)
+    d.g.shuffle(pattern)
+    seeds = [d.seeds[0] + i for i in range(len(pattern))]
+    quiet = [int(x) for x in d.g.integers(-1, 2, size=len(pattern))]
+    return ([d.run(s, e) for s, e in zip(seeds, quiet)],
+            [d.run(s, e, large_gain=mean + spread * p) for s, e, p in zip(seeds, quiet, pattern)])
+
+
+def _unequal_base(d: _Draw, rule: ReleaseRule):
+    """Baseline runs whose good requests are far apart (a run's good requests plus or minus
+    about 0.65 of them, on alternate seeds) and about the same gain on each: 0.75 of min_gain
+    of the baseline's mean goodput, beyond its band. Taken seed by seed, the gain is a larger
+    share of the low seeds than it is a smaller one of the high: the mean of the seeds' ratios
+    is about 1.7 times the ratio of the means, over min_gain."""
+    total = d.small_good + d.large_good
+    wide = min(int(0.65 * total), d.large_good - 10)
+    gain = d.gain(rule.min_gain * 0.75)
+    d.large += wide + gain + 2            # room in the batch class for the high seeds and the gain
+    sides = [wide, -wide, wide, -wide]
+    d.g.shuffle(sides)
+    quiet = d.effects(1)
+    return ([d.run(s, w + e) for s, w, e in zip(d.seeds, sides, quiet)],
+            [d.run(s, w + e, large_gain=gain + p) for s, w, e, p in zip(d.seeds, sides, quiet, PATTERN)])
 
 
 MANY = (1, -1, 1, -1, 1, -1, 1, -1, 0)   # nine differences' spread: a sample deviation of exactly 1
@@ -665,6 +717,13 @@ def isolates(kind: str, baseline, candidate, rule: ReleaseRule) -> bool:
             return sum(r.classes[i].good for r in runs) / sum(r.classes[i].requests - r.classes[i].excluded
                                                               for r in runs)
         return max(at(base, i) - at(cand, i) for i in range(len(classes))) > 1.5 * rule.max_class_drop
+    if kind == "skewed-many":               # without its extreme seeds, the mean is inside the band
+        diffs = sorted(slo.run_goodput(c) - slo.run_goodput(b) for b, c in pairs)
+        trimmed = diffs[1:-1]
+        return sum(trimmed) / len(trimmed) < 0.9 * _band(diffs, rule.noise_k)
+    if kind == "gain-unequal-base":         # the mean of the seeds' own ratios is over min_gain
+        ratios = [(slo.run_goodput(c) - slo.run_goodput(b)) / slo.run_goodput(b) for b, c in pairs]
+        return sum(ratios) / len(ratios) > 1.2 * rule.min_gain
     if kind == "paired":
         by_position = [slo.run_goodput(c) - slo.run_goodput(b) for b, c in zip(baseline, candidate)]
         position_ships = (sum(by_position) / len(by_position) > _band(by_position, rule.noise_k))
