@@ -79,20 +79,25 @@ def test_rubric_that_breaks_the_schema_names_the_field(course, capsys, old, new,
     assert f"{rubric}: line {line}: {field}" in err
 
 
+# "line {}": the line of the params the edit leaves, counted in the rubric as it stands (its
+# header comment may grow), so the message must point at the edited line itself.
 @pytest.mark.parametrize("old, new, says", [
     ("params: {share: 0.95}", "params: {shar: 0.95}",
-     "line 19: criteria[1].params.shar: lesson3.progress has no parameter 'shar' (known: share)"),
+     "line {}: criteria[1].params.shar: lesson3.progress has no parameter 'shar' (known: share)"),
     ("params: {share: 0.95}", "params: {share: high}",
-     "line 19: criteria[1].params.share: expected a number from 0 to 1; got a string 'high'"),
+     "line {}: criteria[1].params.share: expected a number from 0 to 1; got a string 'high'"),
     ("params: {percentile: 99}", "params: {percentile: 200}",
-     "line 38: criteria[4].params.percentile: expected a number from 0 to 100; got an integer 200"),
+     "line {}: criteria[4].params.percentile: expected a number from 0 to 100; got an integer 200"),
     ("    check: lesson3.page_aligned\n", "    check: lesson3.page_aligned\n    params: {share: 0.5}\n",
-     "line 26: criteria[2].params.share: lesson3.page_aligned has no parameter 'share' (it takes none)"),
+     "line {}: criteria[2].params.share: lesson3.page_aligned has no parameter 'share' (it takes none)"),
 ], ids=["misspelt", "text", "out-of-bounds", "check-takes-none"])
 def test_a_criterions_params_are_the_ones_its_check_reads(course, capsys, old, new, says):
     """A misspelt parameter graded with the default and said nothing; a wrong one crashed
     the grade with a ValueError from deep inside the check."""
     rubric = course / "rubrics" / "lesson3.yaml"
+    text = rubric.read_text()
+    # The params line is where ``old`` starts, or the line after it when the edit adds one.
+    says = says.format(text[:text.index(old)].count("\n") + 1 + new.startswith(old))
     edit(rubric, old, new)
     err = refused(capsys, "--course", course, "check", "lesson3",
                   "--submission", ROOT / "reference" / "solutions" / "lesson3.py")
