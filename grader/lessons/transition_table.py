@@ -42,11 +42,11 @@ def table_answers(ctx: CheckContext) -> tuple[tuple[dict, ...], str]:
     (one table when every reading agrees), or why it is unusable.
 
     The table is read twice, the second time in reverse order. Every worker run of the
-    grade follows the first reading (graded_reading), so a table whose answers depend on a coin, a call
-    counter or the order it is asked in is judged on every reading it gave: one reading
-    right is not the table right (a coin flip on one entry kept full marks one time in two).
-    Readings that differ only where both are right (the actions in another order) lose
-    nothing."""
+    grade follows the first reading (graded_reading), so a table whose answers depend on a
+    coin, a call counter or the order it is asked in is judged on every reading it gave: one
+    reading right is not the table right (a coin flip on one entry kept full marks one time
+    in two). Readings that differ only where both are right (the actions in another order)
+    lose nothing."""
     if "table" not in ctx.memo:
         cases = [Case("table", f"on_event{k}", "public", k) for k in TABLE_KEYS]
         tables, problem = [], ""
