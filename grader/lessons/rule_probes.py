@@ -541,13 +541,7 @@ def _skewed_many(d: _Draw, rule: ReleaseRule):
     seed the mean is m - s, 1.2 bands less 1 / noise_k of one: inside it (noise_k <= 3.3),
     as the median is. The spread is wide enough for the mean to clear min_gain too."""
     spread = max(8, math.ceil(d.gain(rule.min_gain * 1.3) / (1.2 * rule.noise_k)))
-    mean = round(1.2 * rule.noise_k * spread)
-    pattern = list(SKEWED_MANY)
-    d.g.shuffle(pattern)
-    seeds = [d.seeds[0] + i for i in range(len(pattern))]
-    quiet = [int(x) for x in d.g.integers(-1, 2, size=len(pattern))]
-    return ([d.run(s, e) for s, e in zip(seeds, quiet)],
-            [d.run(s, e, large_gain=mean + spread * p) for s, e, p in zip(seeds, quiet, pattern)])
+    return _nine_seeds(d, round(1.2 * rule.noise_k * spread), spread, SKEWED_MANY)
 
 
 def _unequal_base(d: _Draw, rule: ReleaseRule):
@@ -576,11 +570,16 @@ def _many_seeds(d: _Draw, rule: ReleaseRule):
     of four seeds, noise_k * s / 2 (0.87 of it). The spread is wide enough for the mean to
     clear min_gain by half again, and for a whole request to move it by a few percent."""
     spread = max(12, math.ceil(d.gain(rule.min_gain * 1.5) * 3 / (1.3 * rule.noise_k)))
-    mean = round(1.3 * rule.noise_k * spread / 3)
-    pattern = list(MANY)
+    return _nine_seeds(d, round(1.3 * rule.noise_k * spread / 3), spread, MANY)
+
+
+def _nine_seeds(d: _Draw, mean: int, spread: int, differences: tuple):
+    """Baseline and candidate runs on consecutive seeds, one per difference, whose gains are
+    mean + spread * each difference, shuffled, each run moved by a request or none."""
+    pattern = list(differences)
     d.g.shuffle(pattern)
-    seeds = [d.seeds[0] + i for i in range(len(MANY))]
-    quiet = [int(x) for x in d.g.integers(-1, 2, size=len(MANY))]
+    seeds = [d.seeds[0] + i for i in range(len(pattern))]
+    quiet = [int(x) for x in d.g.integers(-1, 2, size=len(pattern))]
     return ([d.run(s, e) for s, e in zip(seeds, quiet)],
             [d.run(s, e, large_gain=mean + spread * p) for s, e, p in zip(seeds, quiet, pattern)])
 
