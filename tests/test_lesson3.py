@@ -417,6 +417,14 @@ def test_a_rule_over_the_budget_only_where_a_run_continues_a_prompt_loses_within
     assert "all" in within.feedback.split("; probes: ")[-1] and "right" in within.feedback, within.feedback
 
 
+def _around_a_right_rule(path, rule: str):
+    """A rule written around a correct one (alt_search.py's, as ``_right``): ``rule`` is the
+    source after it, a ``choose_chunk`` that calls ``_right`` where it means to be right."""
+    path.write_text((L3 / "alt_search.py").read_text().replace("def choose_chunk(", "def _right(")
+                    + "\n\n" + rule)
+    return path
+
+
 def test_a_run_charges_no_step_that_makes_no_token_gap(tmp_path):
     """The runs judge ok chunks while requests decode: a step with nobody decoding makes no
     token gap, and the probes (empty batches among them) judge that case. A rule that takes
@@ -425,12 +433,10 @@ def test_a_run_charges_no_step_that_makes_no_token_gap(tmp_path):
     import numpy as np
     from grader.course.scenario import load_scenario
     from grader.engine.oracle import lesson_policy
-    wrapped = (L3 / "alt_search.py").read_text().replace("def choose_chunk(", "def _right(")
-    p = tmp_path / "idle_whole.py"
-    p.write_text(wrapped + "\n\ndef choose_chunk(ctx):\n"
-                 "    if not ctx.decode_contexts and ctx.cost.step_time() <= ctx.gap_budget_s:\n"
-                 "        return ChunkPlan(ctx.prefill_remaining, 'ok')\n"
-                 "    return _right(ctx)\n")
+    p = _around_a_right_rule(tmp_path / "idle_whole.py", "def choose_chunk(ctx):\n"
+                             "    if not ctx.decode_contexts and ctx.cost.step_time() <= ctx.gap_budget_s:\n"
+                             "        return ChunkPlan(ctx.prefill_remaining, 'ok')\n"
+                             "    return _right(ctx)\n")
     namespace = {}
     exec(compile(p.read_text(), str(p), "exec"), namespace)
     s = load_scenario(ROOT / "assignments" / "lesson3" / "public" / "long-prompts.scenario.yaml", COURSE)
@@ -592,12 +598,10 @@ def test_a_step_a_hair_over_the_budget_reads_over_it_in_the_feedback(tmp_path):
     """README calculation 5: 80 tokens beside 108 requests at context 8192 make the step
     0.10000008 s, 0.08 µs over a 100 ms budget. Said to six digits, both were "100 ms", and
     the feedback read "makes the step 100 ms, over the budget 100 ms"."""
-    wrapped = (L3 / "alt_search.py").read_text().replace("def choose_chunk(", "def _right(")
-    p = tmp_path / "hair_over.py"
-    p.write_text(wrapped + "\n\ndef choose_chunk(ctx):\n"
-                 "    if len(ctx.decode_contexts) == 108 and ctx.prefill_done == 0:\n"
-                 "        return ChunkPlan(80, 'ok')\n"
-                 "    return _right(ctx)\n")
+    p = _around_a_right_rule(tmp_path / "hair_over.py", "def choose_chunk(ctx):\n"
+                             "    if len(ctx.decode_contexts) == 108 and ctx.prefill_done == 0:\n"
+                             "        return ChunkPlan(80, 'ok')\n"
+                             "    return _right(ctx)\n")
     feedback = next(c.feedback for c in grade("lesson3", p, "check").criteria if c.id == "within-budget")
     import re
     step, budget = map(float, re.search(r"makes the step (\S+) ms, over the budget (\S+) ms", feedback).groups())
@@ -637,11 +641,10 @@ def test_a_rule_fitted_to_the_public_probes_shows_no_chunk_on_the_hidden_ones(tm
     the public chunks as before."""
     known = sorted((c.inputs.gap_budget_s, c.inputs.prefill_done, c.inputs.prefill_remaining,
                     len(c.inputs.decode_contexts)) for c in lesson3.public_probes(COURSE))
-    wrapped = (L3 / "alt_search.py").read_text().replace("def choose_chunk(", "def _right(")
-    p = tmp_path / "public_table.py"
-    p.write_text(wrapped + f"\n\nKNOWN = {known!r}\n\n\ndef choose_chunk(ctx):\n"
-                 "    key = (ctx.gap_budget_s, ctx.prefill_done, ctx.prefill_remaining, len(ctx.decode_contexts))\n"
-                 f"    return _right(ctx) if key in KNOWN else {elsewhere}\n")
+    p = _around_a_right_rule(tmp_path / "public_table.py", f"KNOWN = {known!r}\n\n\ndef choose_chunk(ctx):\n"
+                             "    key = (ctx.gap_budget_s, ctx.prefill_done, ctx.prefill_remaining, "
+                             "len(ctx.decode_contexts))\n"
+                             f"    return _right(ctx) if key in KNOWN else {elsewhere}\n")
     graded = {c.id: c for c in grade("lesson3", p, "grade", secret).criteria}
     checked = {c.id: c for c in grade("lesson3", p, "check").criteria}
     for cid in ("within-budget", "page-aligned"):
@@ -653,9 +656,7 @@ def test_a_rule_fitted_to_the_public_probes_shows_no_chunk_on_the_hidden_ones(tm
 def test_a_rule_that_yields_its_plan_is_told_of_the_yield_not_sent_for_a_tuple(tmp_path):
     """A yield where a return was meant makes choose_chunk return a generator: the line
     said "return a tuple, tuple(...) of it", and a ChunkPlan is no tuple."""
-    wrapped = (L3 / "alt_search.py").read_text().replace("def choose_chunk(", "def _right(")
-    p = tmp_path / "yields.py"
-    p.write_text(wrapped + "\n\ndef choose_chunk(ctx):\n    yield _right(ctx)\n")
+    p = _around_a_right_rule(tmp_path / "yields.py", "def choose_chunk(ctx):\n    yield _right(ctx)\n")
     report = grade("lesson3", p, "check")
     assert report.score == 0
     for c in report.criteria:
