@@ -1594,7 +1594,7 @@ def test_a_run_counts_the_pages_publishable_chose_among_those_offered(monkeypatc
     monkeypatch.setattr(runs, "learner_decisions", lambda sandbox, functions, log: {"on_event": "table"})
     monkeypatch.setattr(runs, "lesson_policy", lambda decisions, sheet: Policy())
     case = Case("scenario", "s", "public", SimpleNamespace(sheet={}, run=run), "s")
-    out = runs._learner_run(None, case)
+    out = runs._learner_run(None, case, reading=[])
     assert (out.run, out.published, out.table) == ("the run", 2 + 1 + 2, "table")
 
 

@@ -118,7 +118,11 @@ def _table(sandbox, log: CallLog):
             log.answered += 1
         except InvalidValue as e:
             log.note("on_event", invalid_answer(f"on_event{key}", e))
+    return _answering(table)
 
+
+def _answering(table: dict):
+    """on_event answered from a table read in full; an entry with no usable answer fails."""
     def on_event(state, event, in_flight):
         if (state, event, in_flight) not in table:
             raise PolicyError("on_event")
@@ -137,12 +141,7 @@ def table_read(entries, log: CallLog):
             continue
         table[key] = value
         log.answered += 1
-
-    def on_event(state, event, in_flight):
-        if (state, event, in_flight) not in table:
-            raise PolicyError("on_event")
-        return table[state, event, in_flight]
-    return on_event
+    return _answering(table)
 
 
 def learner_decisions(sandbox, functions: tuple[str, ...], log: CallLog, gives_up: bool = False) -> dict:

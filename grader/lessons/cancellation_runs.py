@@ -55,13 +55,10 @@ def learner_run(ctx: CheckContext, case: Case) -> LearnerRun:
     return memo_runs(ctx, case, partial(_learner_run, reading=graded_reading(ctx)))
 
 
-def _learner_run(sandbox, case: Case, reading=None) -> LearnerRun:
+def _learner_run(sandbox, case: Case, reading: list) -> LearnerRun:
     s, log = case.inputs, CallLog()
-    if reading is None:
-        decisions = learner_decisions(sandbox, FUNCTIONS, log)
-    else:
-        decisions = {"on_event": table_read(reading, log),
-                     **learner_decisions(sandbox, FUNCTIONS[1:], log)}
+    asked = tuple(f for f in FUNCTIONS if f != "on_event")
+    decisions = {"on_event": table_read(reading, log), **learner_decisions(sandbox, asked, log)}
     policy = lesson_policy(decisions, s.sheet)
     published = [0]
 

@@ -302,28 +302,30 @@ def space_of(keys: list[str]) -> tuple[str, int, float] | None:
     length, and its 19 digits are no short key of its own."""
     if not keys:
         return None
-    found = _space(keys)
-    if found is not None:
-        return found
+    fit = _fit(keys)
+    if fit is not None:
+        return fit[0]
     by_length: dict[int, set[str]] = {}
     for k in keys:
         by_length.setdefault(len(k), set()).add(k)
+    if len(by_length) == 1:
+        return None                 # one length: judged above
     for length, same in sorted(by_length.items()):
-        if len(same) >= SHARED_AFTER and len(by_length) > 1:
-            found = _space(sorted(same))
-            size = next((len(a) for n, a in ALPHABETS if found and n == found[0]), 0)
-            if found is not None and len(by_length.get(length + 1, ())) * size < len(same):
-                return found
+        fit = _fit(list(same)) if len(same) >= SHARED_AFTER else None
+        if fit is not None and len(by_length.get(length + 1, ())) * fit[1] < len(same):
+            return fit[0]
     return None
 
 
-def _space(keys: list[str]) -> tuple[str, int, float] | None:
+def _fit(keys: list[str]) -> tuple[tuple[str, int, float], int] | None:
+    """((alphabet's name, longest key, bits), the alphabet's size) of keys that can take
+    fewer than 2^MIN_BITS values, else None."""
     chars, longest = set().union(*map(set, keys)), max(map(len, keys))
     for name, alphabet in ALPHABETS:
         if chars <= set(alphabet):
             n = len(alphabet)
             bits = math.log2(sum(n ** i for i in range(1, longest + 1)))
-            return (name, longest, bits) if bits < MIN_BITS else None
+            return ((name, longest, bits), n) if bits < MIN_BITS else None
     return None
 
 

@@ -84,9 +84,10 @@ def _recording(admit, book: Book):
         adm = admit(request, ledger)
         last[0], last[1] = (request, ledger), adm
         seen = (request, ledger, adm)
-        short = need(request) > available(ledger)
+        wanted, room = need(request), available(ledger)
+        short = wanted > room
         if not short and footprint(request) <= ledger.total_pages:
-            side = "exact fit" if need(request) == available(ledger) else "room to spare"
+            side = "exact fit" if wanted == room else "room to spare"
             book.fits[side] += 1
             if adm.decision != "admit" or adm.reserve_pages != promise(request):
                 book.fits_wrong[side] += 1
