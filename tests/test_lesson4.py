@@ -719,6 +719,24 @@ def test_the_reference_key_tells_apart_blocks_whose_ids_pack_alike_at_two_widths
     assert len(keys) == 8 and all(len(k) == 32 for k in keys)
 
 
+@pytest.mark.parametrize("scope, parent, block", [
+    ("default", "", tuple(range(16))), ("t\udc80é", "k" * 32, (7, 0, (1 << 32) - 1)),
+    ("", "", ()), ("s", "p", (1 << 32, 3)), ("s", "p", (-1,)), ("s", "p", (5,) * 17)])
+def test_the_reference_key_is_blake2b_of_its_documented_fields(scope, parent, block):
+    """The reference's keys are a published answer (and the course's runs and incidents are
+    made of them): the bytes it hashes are the layout its comment states, built here field
+    by field, for every width and block length, whatever packs them."""
+    def field(text):
+        raw = text.encode("utf-8", "surrogatepass")
+        return len(raw).to_bytes(4, "little") + raw
+    narrow = all(0 <= t < 1 << 32 for t in block)
+    ids = b"".join(t.to_bytes(4 if narrow else 8, "little", signed=not narrow) for t in block)
+    expected = hashlib.blake2b(field(scope) + field(parent) + (b"\x04" if narrow else b"\x08") + ids,
+                               digest_size=16).hexdigest()
+    assert ref.prefix_key(scope, parent, block) == expected
+    assert ref.prefix_key(scope, parent, block) == expected      # a packer kept, asked again
+
+
 def test_hidden_probes_catch_joined_keys_and_spare_the_reference(secret, tmp_path):
     pairs = [c.inputs for c in lesson4.hidden_probes(secret) if c.family == "key"]
     assert {p.kind for p in pairs} == {"scope", "parent", "block"}

@@ -4,7 +4,6 @@ The design sheet's faulty variants (release at the cancel, keys without the scop
 are distortions around these functions (reference/knobs.py), not variants of them.
 """
 import struct
-from functools import lru_cache
 from hashlib import blake2b
 
 from reference.shapes import PageInfo, Transition
@@ -45,21 +44,27 @@ def prefix_key(scope: str, parent_key: str, block_tokens: tuple) -> str:
     # fit): a scope of up to 23 bytes, a parent key of 32 and 16 ids make one 128-byte block.
     s = scope.encode("utf-8", "surrogatepass")
     p = parent_key.encode("utf-8", "surrogatepass")
+    try:
+        tokens = _PACK[len(block_tokens)](4, *block_tokens)
+    except (KeyError, struct.error):      # a block length not seen yet, or a wide id
+        tokens = _token_bytes(block_tokens)
     return blake2b(b"".join((len(s).to_bytes(4, "little"), s, len(p).to_bytes(4, "little"), p,
-                             _token_bytes(block_tokens))), digest_size=16).digest().hex()
+                             tokens)), digest_size=16).hexdigest()
+
+
+# Block length -> the packer of a width byte and that many 4-byte ids. Asked once a page, so
+# the common case is one dictionary probe and one pack, not a call of its own.
+_PACK: dict = {}
 
 
 def _token_bytes(block_tokens: tuple) -> bytes:
     # A width byte first: a block of 4-byte ids never reads as one of 8-byte ids.
+    n = len(block_tokens)
+    pack = _PACK.setdefault(n, struct.Struct(f"<B{n}I").pack)
     try:
-        return b"\x04" + _packer(4, len(block_tokens))(*block_tokens)
+        return pack(4, *block_tokens)
     except struct.error:      # an id past 2**32 - 1 (or below 0)
-        return b"\x08" + _packer(8, len(block_tokens))(*block_tokens)
-
-
-@lru_cache(maxsize=None)
-def _packer(width: int, n: int):
-    return struct.Struct(f"<{n}{'I' if width == 4 else 'q'}").pack
+        return struct.pack(f"<B{n}q", 8, *block_tokens)
 
 
 def publishable(pages: tuple[PageInfo, ...]) -> tuple:
