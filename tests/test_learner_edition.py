@@ -152,6 +152,24 @@ def test_the_recorded_practice_incidents_hold_no_answer(release):
         assert not named, f"{path.name} names {named[:3]}"
 
 
+def test_a_diagnosis_of_each_practice_incident_is_checked_in_the_edition(release, tmp_path):
+    """`grader check lesson6` grades the practice incident the diagnosis names. The known
+    submissions diagnose p1 only, and the edition recorded p1's evidence alone: any diagnosis
+    of p2 that named a cause stopped with "this edition holds no recorded value". The
+    reference answer to each practice incident gets full marks there."""
+    from grader.course.bundle import write_answer
+    from grader.course.incident import practice_incidents
+    out, _ = release
+    incidents = practice_incidents(find_course(str(ROOT)))
+    assert len(incidents) > 1
+    for incident in incidents:
+        folder = write_answer(incident, tmp_path / incident.id)
+        p = in_release(out, "check", "lesson6", str(folder), "--json", cwd=tmp_path)
+        assert p.returncode == 0, (incident.id, p.stderr[-2000:])
+        report = json.loads(p.stdout)
+        assert report["score"] == report["max_score"], (incident.id, report["criteria"])
+
+
 def test_manifest_every_lesson_and_what_ships(release):
     out, manifest = release
     assert manifest.lessons == LESSONS and manifest.left_out == {}

@@ -125,10 +125,13 @@ class StudentIncidents:
 
 
 def record_more(course) -> None:
-    """What the learner edition records beyond grading the known submissions: the verdict
+    """What the learner edition records beyond grading the known submissions: each public
+    incident's sealed evidence (the known submissions diagnose p1 only, and a diagnosis of
+    another practice incident that names a cause is judged on its evidence), the verdict
     of every fix of a public incident that reverts some of its changes and keeps the rest,
     and the rollback conditions R42 meets under each release rule of the incident."""
     for case in public_cases(course):
+        case.inputs.evidence()
         for sheet in fix_neighbourhood(case.inputs):
             judge_fix(case.inputs, sheet)
         # A new release keeps the rule of R41 or of R42 (R42 may have changed it harmlessly).
