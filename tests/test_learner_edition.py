@@ -18,8 +18,8 @@ from grader.engine.errors import InputError
 from grader.engine.layout import find_course
 from grader.engine.pipeline import grade_path
 from grader.instructor.equivalence import prove
-from grader.instructor.release import (build_learner_edition, find_leaks, missing_imports,
-                                       run_in_release, solution_fingerprints)
+from grader.instructor.release import (UNEDITABLE, build_learner_edition, find_leaks, install_env,
+                                       missing_imports, run_in_release, solution_fingerprints)
 from grader.instructor.templates import templates
 
 SOLUTIONS = ROOT / "reference" / "solutions"
@@ -150,6 +150,24 @@ def test_the_recorded_practice_incidents_hold_no_answer(release):
         text = path.read_text(encoding="utf-8")
         named = [m for m in (*MECHANISMS, *FAULTS) if m in text]
         assert not named, f"{path.name} names {named[:3]}"
+
+
+def test_no_file_of_the_edition_holds_the_incident_catalogue(release):
+    """Every incident's changes are drawn from the catalogue with its very summaries and
+    diffs: a change's summary looked up there names its mechanism, or says it is harmless.
+    It shipped in grader/course/incident.py, and a diagnosis written by that lookup alone,
+    no evidence read, earned 10 of 10 on a student's own incident (the hidden grade). No
+    code of the edition holds a summary of it, and the edition cannot import it."""
+    from grader.course.incident import FAULTS, HARMLESS
+    out, _ = release
+    summaries = [c.summary for c in (*FAULTS.values(), *HARMLESS.values())]
+    for path in out.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        held = [s for s in summaries if s in text or repr(s) in text]
+        assert not held, f"{path.relative_to(out)} holds the catalogue: {held[:2]}"
+    p = subprocess.run([sys.executable, "-c", UNEDITABLE + "import grader.course.incident as i; print(len(i.FAULTS))"],
+                       cwd=out, env=install_env(out), capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "ModuleNotFoundError" in p.stderr, p.stdout + p.stderr[-500:]
 
 
 def test_a_diagnosis_of_each_practice_incident_is_checked_in_the_edition(release, tmp_path):

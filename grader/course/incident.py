@@ -2,9 +2,11 @@
 
 Every incident runs the same workload (assignments/lesson6/public/incident.scenario.yaml)
 and starts from the same good release, R41 (baseline.sheet.yaml). Release R42 is R41 plus
-a few *changes*, each a design-sheet diff: two or three *faults* from the catalogue below
+a few *changes*, each a design-sheet diff: two or three *faults* from the catalogue
 (each breaks one property of the course and so has one mechanism of the lesson's taxonomy)
-and one or two harmless changes, so that "every change is a cause" is a wrong answer.
+and one or two harmless changes, so that "every change is a cause" is a wrong answer. The
+catalogue (grader/lessons/oracles/incident_catalogue.py) is every incident's answer key and
+stays with the course; this module reads it only where an incident is drawn or built.
 
 A student's incident is drawn from a key derived from the instructor secret and their id
 (the same student always gets the same incident); the public demo incident is fixed by
@@ -83,60 +85,21 @@ MECHANISMS = {
 }
 
 
-@persistent
-@dataclass(frozen=True)
-class Fault:
-    name: str
-    mechanism: str
-    summary: str                       # the change's message, as its author wrote it
-    diff: tuple[tuple[str, Any], ...]  # (sheet path, the value R42 sets)
-    strong: bool                       # costs goodput on its own, so a fix demonstrably ships
-    group: str                         # faults of one group are never drawn together
+CATALOGUE = "grader.lessons.oracles.incident_catalogue"
 
 
-@persistent
-@dataclass(frozen=True)
-class Harmless:
-    name: str
-    summary: str
-    diff: tuple[tuple[str, Any], ...]
+def _catalogue():
+    """The faults and harmless changes incidents are drawn from: the course's only (an
+    answer key to every incident, so it does not ship with the learner edition)."""
+    from importlib import import_module
+    return import_module(CATALOGUE)
 
 
-FAULTS = {f.name: f for f in (
-    Fault("inactive_free", "inactive_hits_as_free",
-          "Count reactivated prefix-cache pages as free: they are already in memory",
-          (("admission_ledger.inactive_hits", "free"),), False, "ledger"),
-    Fault("attention_dropped", "attention_term_dropped",
-          "Simpler chunk sizing: the step's slack divided by the per-token cost",
-          (("chunk_rule.rule", "per_token_only"),), True, "chunk"),
-    Fault("reclaim_at_cancel", "reclaim_before_fence",
-          "Give a cancelled request's pages back at once instead of waiting for its step",
-          (("cancellation.release", "at_cancel"),), False, "reclaim"),
-    Fault("reclaim_never", "reclaim_never",
-          "Keep a cancelled request's pages so that a client who retries can resume",
-          (("cancellation.release", "never"),), True, "reclaim"),
-    Fault("key_unscoped", "key_without_scope",
-          "One copy of identical system prompts in the prefix cache, whichever tenant sent them",
-          (("cancellation.with_scope", False),), True, "key"),
-    Fault("stall_hidden", "stall_hidden_by_average",
-          "Bigger prefill chunks for faster first tokens; the gate judges streams by their mean "
-          "time per output token",
-          (("chunk_rule.gap_budget_s", 0.3), ("release_criteria.qualification.token_deadline", "average_tpot")),
-          True, "chunk"),
-)}
-
-HARMLESS = {h.name: h for h in (
-    Harmless("min_chunk", "Raise the minimum prefill chunk to 128 tokens: fewer tiny chunks",
-             (("chunk_rule.min_chunk_tokens", 128),)),
-    Harmless("fixed_tokens", "Fixed chunks of 1,024 tokens for the benchmark configuration",
-             (("chunk_rule.fixed_tokens", 1024),)),
-    Harmless("key_encoding", "Document why the prefix keys are unambiguous, in the sheet's own words",
-             (("cancellation.key_encoding",
-               "no two (scope, parent, block) inputs share a key, whatever their characters; "
-               "the same key in every process, under 512 characters"),)),
-    Harmless("noise_k", "Widen the release gate's noise band: fewer false alarms",
-             (("release_criteria.rule.noise_k", 2.5),)),
-)}
+def __getattr__(name: str):
+    # FAULTS, HARMLESS, CONFLICTS, Fault and Harmless, read from the catalogue on first use.
+    if name in ("FAULTS", "HARMLESS", "CONFLICTS", "Fault", "Harmless"):
+        return getattr(_catalogue(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # What an incident's figures are made of: the reference's decisions and its release rule.
@@ -156,7 +119,7 @@ class Change:
     def mechanism(self) -> str:
         """Its fault's mechanism ("" when harmless), read from the seal in a sealed record."""
         if self.fault:
-            return FAULTS[self.fault].mechanism
+            return _catalogue().FAULTS[self.fault].mechanism
         return unseal(self.sealed, MECHANISMS) if self.sealed else ""
 
     def cause_seal(self, salt: str) -> str:
@@ -309,14 +272,15 @@ def build(course, *, id: str, seed: int, faults, harmless, evidence_seed: int,
     baseline["release_criteria"]["paired_seeds"] = list(report_seeds)
     release = copy.deepcopy(baseline)
     g = np.random.Generator(np.random.PCG64(seed))
-    picked = [FAULTS[n] for n in faults] + [HARMLESS[n] for n in harmless]
+    catalogue = _catalogue()
+    picked = [catalogue.FAULTS[n] for n in faults] + [catalogue.HARMLESS[n] for n in harmless]
     order = [picked[int(i)] for i in g.permutation(len(picked))]
     changes = []
     for n, c in enumerate(order):
         diff = tuple((p, get_path(baseline, p), v) for p, v in c.diff)
         for p, v in c.diff:
             set_path(release, p, v)
-        changes.append(Change(f"C{n + 1}", c.summary, diff, c.name if isinstance(c, Fault) else ""))
+        changes.append(Change(f"C{n + 1}", c.summary, diff, c.name if isinstance(c, catalogue.Fault) else ""))
     release["change_record"].append({
         "release": RELEASE, "summary": "Faster first tokens, leaner memory, simpler tuning",
         "changes": [c.entry() for c in changes],
@@ -364,22 +328,17 @@ def _practice(course, id: str, seed: int) -> Incident:
     return replace(incident, memo={})
 
 
-# Faults whose evidence the other erases: a leak pins every cached prompt (no hit is ever
-# inactive again), and prompts shared across tenants stay active; either way reactivating an
-# inactive prompt, and so the inactive-hits fault, leaves no trace to diagnose.
-CONFLICTS = {frozenset({"inactive_free", "reclaim_never"}), frozenset({"inactive_free", "key_unscoped"})}
-
-
 def _valid(names: list[str]) -> bool:
-    groups = [FAULTS[n].group for n in names]
-    return (len(set(groups)) == len(groups) and any(FAULTS[n].strong for n in names)
-            and not any(c <= set(names) for c in CONFLICTS))
+    catalogue = _catalogue()
+    groups = [catalogue.FAULTS[n].group for n in names]
+    return (len(set(groups)) == len(groups) and any(catalogue.FAULTS[n].strong for n in names)
+            and not any(c <= set(names) for c in catalogue.CONFLICTS))
 
 
 def combinations() -> list[tuple[str, ...]]:
     """Every fault set an incident may be drawn with (two or three faults)."""
     import itertools
-    names = sorted(FAULTS)
+    names = sorted(_catalogue().FAULTS)
     return [c for k in (2, 3) for c in itertools.combinations(names, k) if _valid(list(c))]
 
 
@@ -390,7 +349,7 @@ def draw(course, seed: int, id: str, faults: tuple[str, ...] | None = None, *,
     g = np.random.Generator(np.random.PCG64(seed))
     options = combinations()
     chosen = faults or options[int(g.integers(len(options)))]
-    harmless = sorted(HARMLESS)
+    harmless = sorted(_catalogue().HARMLESS)
     picked = [harmless[int(i)] for i in g.choice(len(harmless), int(g.integers(1, 3)), replace=False)]
     incident = None
     for attempt in range(ATTEMPTS):
