@@ -142,7 +142,8 @@ def test_the_recorded_practice_incidents_hold_no_answer(release):
     """Lesson 6's public cases are practice incidents no file works through: nothing the
     edition recorded names a mechanism of the taxonomy or a fault of the catalogue (the
     cases and their evidence are sealed), and the sealed evidence was recorded."""
-    from grader.course.incident import FAULTS, MECHANISMS
+    from grader.course.incident import MECHANISMS
+    from grader.lessons.oracles.incident_catalogue import FAULTS
     out, _ = release
     recorded = sorted((out / "grader" / "expectations").glob("*.json"))
     assert any(p.name == "figures-lesson6-sealed-evidence.json" for p in recorded)
@@ -158,14 +159,14 @@ def test_no_file_of_the_edition_holds_the_incident_catalogue(release):
     It shipped in grader/course/incident.py, and a diagnosis written by that lookup alone,
     no evidence read, earned 10 of 10 on a student's own incident (the hidden grade). No
     code of the edition holds a summary of it, and the edition cannot import it."""
-    from grader.course.incident import FAULTS, HARMLESS
+    from grader.lessons.oracles.incident_catalogue import FAULTS, HARMLESS
     out, _ = release
     summaries = [c.summary for c in (*FAULTS.values(), *HARMLESS.values())]
     for path in out.rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         held = [s for s in summaries if s in text or repr(s) in text]
         assert not held, f"{path.relative_to(out)} holds the catalogue: {held[:2]}"
-    p = subprocess.run([sys.executable, "-c", UNEDITABLE + "import grader.course.incident as i; print(len(i.FAULTS))"],
+    p = subprocess.run([sys.executable, "-c", UNEDITABLE + "import grader.lessons.oracles.incident_catalogue as c; print(len(c.FAULTS))"],
                        cwd=out, env=install_env(out), capture_output=True, text=True, timeout=120)
     assert p.returncode != 0 and "ModuleNotFoundError" in p.stderr, p.stdout + p.stderr[-500:]
 

@@ -18,11 +18,12 @@ from grader.cli import main
 from grader.engine.layout import find_course
 from grader.engine.errors import InputError
 from grader.instructor.gradebook import open_gradebook
-from grader.course.incident import (FAULTS, MECHANISMS, combinations, demo_incident, draw, incidents_key,
+from grader.course.incident import (MECHANISMS, combinations, demo_incident, draw, incidents_key,
                                     nested, practice_incidents, reference_diagnosis, reference_sheet,
                                     set_path, settled, student_incident)
 from grader.engine.pipeline import grade_path, grade_submission
 from grader.course.sheet import policy_sheet
+from grader.lessons.oracles.incident_catalogue import FAULTS
 from grader.engine.submission import load_submission
 from grader.course.trials import Design, run_design
 

@@ -95,13 +95,6 @@ def _catalogue():
     return import_module(CATALOGUE)
 
 
-def __getattr__(name: str):
-    # FAULTS, HARMLESS, CONFLICTS, Fault and Harmless, read from the catalogue on first use.
-    if name in ("FAULTS", "HARMLESS", "CONFLICTS", "Fault", "Harmless"):
-        return getattr(_catalogue(), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # What an incident's figures are made of: the reference's decisions and its release rule.
 NEEDS = tuple(solution(f"lesson{n}") for n in range(1, 6))
 
