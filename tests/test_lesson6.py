@@ -945,3 +945,32 @@ def test_a_practice_incidents_figures_are_kept_on_disk_and_a_students_never(tmp_
     monkeypatch.setattr(module, "rollback_conditions", lambda *a: pytest.fail("kept conditions were replayed"))
     monkeypatch.setattr(module, "observe", lambda *a: pytest.fail("kept evidence was observed again"))
     assert (sealed.evidence(), regression(sealed), judge_fix(sealed, reference_sheet(sealed))) == figures
+
+
+def test_a_cause_stated_again_does_not_dilute_another_causes_unsupported_evidence(tmp_path, practice):
+    """A cause is a change with a mechanism (precision counts them so): the evidence criterion
+    charges a cause whose citations are not all its mechanism's, and one sound cause stated
+    again and again is the same cause. Counted per statement, a stray item beside one cause
+    (1 of 3 causes, 1.33 of 2) was thinned to 1 of 20 (1.9 of 2) by stating another right
+    cause 17 more times; on a student's own incident, 9.0 became 9.9 of 10."""
+    p1 = practice["p1"]
+    right = reference_diagnosis(p1)
+    blank = next(i.id for i in p1.evidence() if not i.shows(right["causes"][1]["mechanism"]))
+    stray = copy.deepcopy(right)
+    stray["causes"][1]["evidence"].append(blank)
+    padded = copy.deepcopy(stray)
+    padded["causes"] += [copy.deepcopy(right["causes"][0]) for _ in range(17)]
+    sheet = yaml.safe_dump(reference_sheet(p1))
+    once = grade("lesson6", folder(tmp_path, yaml.safe_dump(stray), sheet, name="once"))
+    again = grade("lesson6", folder(tmp_path, yaml.safe_dump(padded), sheet, name="again"))
+    assert scores(once)["evidence"] == scores(again)["evidence"] == pytest.approx(4 / 3, abs=1e-3), \
+        [c.feedback for c in again.criteria]
+    feedback = next(c.feedback for c in again.criteria if c.id == "evidence")
+    assert feedback.startswith(f"1 of your 3 causes is not supported as stated; cause 2 ({right['causes'][1]['change']}")
+    # The same cause stated twice, once with a stray item: that cause is not supported as stated.
+    twice = copy.deepcopy(right)
+    twice["causes"].append(copy.deepcopy(stray["causes"][1]))
+    report = grade("lesson6", folder(tmp_path, yaml.safe_dump(twice), sheet, name="twice"))
+    assert scores(report)["evidence"] == pytest.approx(4 / 3, abs=1e-3)
+    assert {k: v for k, v in scores(report).items() if k != "evidence"} == \
+        {k: v for k, v in ALL.items() if k != "evidence"}

@@ -321,18 +321,24 @@ def evidence(ctx: CheckContext, params: dict) -> Measure:
     claims, none = _claims(ctx)
     if none:
         return Measure(0.0, none)
-    judged = [c for c in claims if c.at_fault]
+    # A cause is a change with a mechanism, as precision counts it: one stated again is the
+    # same cause, and it is sound only when every statement of it is. Counted per statement,
+    # a right cause stated seventeen more times thinned a stray item beside another cause
+    # from 1 of 3 causes to 1 of 20 (1.33 -> 1.9 of 2).
+    named = {(c.change, c.mechanism) for c in claims}
+    judged = {(c.change, c.mechanism) for c in claims if c.at_fault}
     if not any(c.demonstrated for c in claims):
         return Measure(0.0, _elsewhere(ctx) + "no cause of yours is demonstrated, so no evidence can be credited")
-    unsound = [c for c in judged if not c.sound]
+    unsound = {(c.change, c.mechanism) for c in claims if c.at_fault and not c.sound}
     if not unsound:
         return Measure(1.0, "every cause names its mechanism and cites evidence that shows it")
     # Said of every claim the bundle speaks against, harmless or not, so which claims are
     # judged (the changes at fault) does not show.
     said = [c for c in claims if c.why]
     first = said[0]
+    against = len({(c.change, c.mechanism) for c in said})
     return Measure((len(judged) - len(unsound)) / len(judged),
-                   _elsewhere(ctx) + f"{len(said)} of your {len(claims)} causes {'is' if len(said) == 1 else 'are'} "
+                   _elsewhere(ctx) + f"{against} of your {len(named)} causes {'is' if against == 1 else 'are'} "
                    f"not supported as stated; cause "
                    f"{first.n} ({first.change}, {first.mechanism}): {first.why}",
                    tuple(f"cause {c.n}" for c in said))
