@@ -974,3 +974,28 @@ def test_a_cause_stated_again_does_not_dilute_another_causes_unsupported_evidenc
     assert scores(report)["evidence"] == pytest.approx(4 / 3, abs=1e-3)
     assert {k: v for k, v in scores(report).items() if k != "evidence"} == \
         {k: v for k, v in ALL.items() if k != "evidence"}
+
+
+@pytest.mark.parametrize("key,value,advice", [
+    ("admission_ledger.inactive_hits", "consume", "admission_ledger: {inactive_hits: consume}"),
+    ("release_criteria.qualification.token_deadline", "largest_gap",
+     "release_criteria: {qualification: {token_deadline: largest_gap}}"),
+])
+def test_a_fix_written_as_a_path_is_told_to_nest_it(tmp_path, key, value, advice):
+    """changes.yaml writes a change as paths (admission_ledger.inactive_hits), and a fix
+    written the same way was told 'causes[0].fix: expected one of request_contract, ...; got
+    a string 'admission_ledger.inactive_hits'' and 'causes[0].fix.admission_ledger.inactive_hits:
+    expected a mapping; got a string 'consume'': the second names a place the file does not
+    have. One line says what the key is and how to write it."""
+    diagnosis = yaml.safe_load((REFERENCE / "diagnosis.yaml").read_text())
+    diagnosis["causes"][0]["fix"] = {key: value}
+    report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(diagnosis, sort_keys=False)))
+    feedback = next(c.feedback for c in report.criteria if c.id == "causes-found")
+    assert f"causes[0].fix: {key!r} is a path: a fix is written as nested keys, {advice}" in feedback, feedback
+    assert "expected a mapping" not in feedback and "expected one of" not in feedback, feedback
+    # A key that is no section at all is told which keys a fix has.
+    diagnosis["causes"][0]["fix"] = {"admission": {"inactive_hits": "consume"}}
+    report = grade("lesson6", folder(tmp_path, diagnosis=yaml.safe_dump(diagnosis, sort_keys=False), name="other"))
+    feedback = next(c.feedback for c in report.criteria if c.id == "causes-found")
+    assert ("causes[0].fix: 'admission' is not a section a fix may set: a fix's keys are request_contract, "
+            "admission_ledger, chunk_rule, cancellation, release_criteria") in feedback, feedback

@@ -91,11 +91,72 @@ def _read(files: dict, name: str, validate, notes=()) -> tuple[Any, tuple[Proble
     return (None, tuple(problems)) if problems else (data, ())
 
 
+def _flow(value) -> str:
+    """A value as YAML's flow style writes it: consume, 0.1, true, {inactive_hits: consume}."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) and value and len(value) <= 60 else short(value)
+
+
+def _diagnosis_problems(data, schema) -> list[Problem]:
+    """The schema's problems, with a fix's keys that are not sections said as such. changes.yaml
+    writes a change as paths, and a fix written so (admission_ledger.inactive_hits: consume)
+    was told "causes[0].fix: expected one of request_contract, ...; got a string
+    'admission_ledger.inactive_hits'" and "causes[0].fix.admission_ledger.inactive_hits:
+    expected a mapping", a place the file does not have."""
+    problems = schema_problems(data, schema)
+    causes = data.get("causes") if isinstance(data, dict) else None
+    if not isinstance(causes, list):
+        return problems
+    sections = schema_sections(schema)
+    said, told, inside = [], set(), set()      # our lines; the schema's words they replace
+    for n, cause in enumerate(causes):
+        fix = cause.get("fix") if isinstance(cause, dict) else None
+        if not isinstance(fix, dict):
+            continue
+        where = f"causes[{n}].fix"
+        for key, value in fix.items():
+            if key in sections:
+                continue
+            first, _, rest = key.partition(".") if isinstance(key, str) else ("", "", "")
+            if first in sections and rest:
+                nested = value
+                for part in reversed(rest.split(".")):
+                    nested = {part: nested}
+                said.append(Problem(where, f"{short(key)} is a path: a fix is written as nested keys, "
+                                           f"{first}: {_flow(nested)}"))
+            else:
+                said.append(Problem(where, f"{short(key)} is not a section a fix may set: a fix's keys "
+                                           f"are {', '.join(sections)}"))
+            told.add((where, got(key)))                    # the key, against the sections' enum
+            inside.add(f"{where}.{key}")                   # what its value was held to
+    if not said:
+        return problems
+
+    def replaced(p: Problem) -> bool:
+        # Each problem against sets, never against every key (a file of thousands of keys).
+        if (p.path, p.message.rpartition("; got ")[2]) in told:
+            return True
+        return any(p.path[:i] in inside for i, ch in enumerate(p.path) if ch == ".") or p.path in inside
+    kept = [p for p in problems if not replaced(p)]
+    return said + kept
+
+
+def schema_sections(schema) -> tuple[str, ...]:
+    """The keys a fix may have, as the diagnosis schema lists them."""
+    import json
+    from pathlib import Path
+    spec = json.loads(Path(schema).read_text(encoding="utf-8"))
+    return tuple(spec["properties"]["causes"]["items"]["properties"]["fix"]["propertyNames"]["enum"])
+
+
 def parse_submission(submission, course) -> Handed:
     files = dict(submission.files)
     notes = submission.notes
     diagnosis, dp = _read(files, "diagnosis.yaml",
-                          lambda d: schema_problems(d, schema_path(course, "diagnosis.schema.json")), notes)
+                          lambda d: _diagnosis_problems(d, schema_path(course, "diagnosis.schema.json")), notes)
     sheet, sp = _read(files, "design_sheet.yaml", lambda d: validate_sheet(d, course), notes)
     return Handed(diagnosis, dp, sheet, sp, submission.student, submission.notes)
 
