@@ -3,6 +3,7 @@ after kill -9, and a class of every kind of submission that grades, resumes, exp
 matches nbgrader (the class of 200 is a benchmark: bench/class_of_200.py)."""
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -155,9 +156,9 @@ def test_a_symbolic_link_out_of_the_class_folder_is_not_followed(tmp_path, secre
     (folder / "submitted" / "alice" / "lesson1").mkdir(parents=True)
     (folder / "submitted" / "alice" / "lesson1" / "exercise.py").write_text(
         (ROOT / "reference/solutions/lesson1.py").read_text())
-    (folder / "submitted" / "bob" / "lesson1").mkdir(parents=True)       # a link inside: fine
-    (folder / "submitted" / "bob" / "lesson1" / "exercise.py").symlink_to(
-        folder / "submitted" / "alice" / "lesson1" / "exercise.py")
+    (folder / "submitted" / "bob" / "lesson1").mkdir(parents=True)       # a link of bob's own: fine
+    (folder / "submitted" / "bob" / "work.py").write_text((ROOT / "reference/solutions/lesson1.py").read_text())
+    (folder / "submitted" / "bob" / "lesson1" / "exercise.py").symlink_to(Path("..") / "work.py")
     entries = {e.student: e for e in discover(folder, "lesson1")}
     for student in ("mallory", "trudy"):
         assert "leads outside the class folder" in entries[student].problem
@@ -169,6 +170,36 @@ def test_a_symbolic_link_out_of_the_class_folder_is_not_followed(tmp_path, secre
     stored = by_student(url)
     assert stored["mallory"].status == "error" and stored["alice"].score == 10
     assert SECRET.decode() not in json.dumps([r.report for r in stored.values()]) + stored["mallory"].error
+
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_a_link_into_another_students_folder_is_not_followed(tmp_path, secret_file, link):
+    """What a student's folder holds is theirs (an unzipped upload, a clone of their
+    repository, where a link is kept): mallory's exercise.py (or lesson1/) as a link to
+    ../../alice/lesson1/ was graded as mallory's, with alice's score, her digest (so the two
+    look like a copy) and her code quoted in mallory's feedback. It is mallory's error now,
+    and alice's result is hers alone."""
+    folder = tmp_path / "class"
+    alice = folder / "submitted" / "alice" / "lesson1"
+    alice.mkdir(parents=True)
+    (alice / "exercise.py").write_text((ROOT / "reference/solutions/lesson1.py").read_text())
+    mallory = folder / "submitted" / "mallory"
+    mallory.mkdir()
+    if link == "file":
+        (mallory / "lesson1").mkdir()
+        (mallory / "lesson1" / "exercise.py").symlink_to(Path("..") / ".." / "alice" / "lesson1" / "exercise.py")
+    else:
+        (mallory / "lesson1").symlink_to(Path("..") / "alice" / "lesson1", target_is_directory=True)
+    entries = {e.student: e for e in discover(folder, "lesson1")}
+    assert not entries["alice"].problem
+    assert "leads outside the student's own folder" in entries["mallory"].problem
+    url = f"sqlite:///{tmp_path / 'gb.db'}"
+    p = run_cli("grade", "lesson1", str(folder), "--secret-file", str(secret_file),
+                "--gradebook", url, "--jobs", "1", "--quiet")
+    assert p.returncode == 0, p.stderr
+    stored = by_student(url)
+    assert stored["alice"].score == 10
+    assert stored["mallory"].status == "error" and stored["mallory"].score == 0
 
 
 def test_a_linked_students_folder_is_not_read_and_a_link_loop_stops_no_one(tmp_path):

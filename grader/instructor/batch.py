@@ -136,7 +136,11 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
             if files is not None and not where.is_dir() and is_submission_folder(item, files):
                 where = item
             note = ""
-            stray = _leads_outside(where, inside)
+            # What is in a student's folder is theirs (an unzipped upload, a clone of their
+            # repository): a link in it is followed only within their own folder. One into
+            # another student's (../../alice/lesson1/exercise.py) graded that student's file
+            # as theirs, and told them its failures and error messages in their feedback.
+            stray = _leads_outside(where, inside) or _leads_outside(where, _own(item), own=True)
             if stray:
                 # Not even listed: choosing among its files would read them, and a tie
                 # would name them in the student's feedback.
@@ -144,6 +148,9 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
             elif where.is_dir():
                 path, problem, note = ((str(where), "", "") if files is not None
                                        else _pick(where, lesson, functions))
+                if not problem:
+                    problem = (_leads_outside(Path(path), inside)
+                               or _leads_outside(Path(path), _own(item), own=True))
             else:
                 path, problem = str(where), f"no submission for {lesson} (no folder {where.name}/)"
             found.setdefault(student, []).append(Entry(student, path, problem, note))
@@ -182,18 +189,32 @@ def _graders_own(item: Path) -> bool:
     return item.is_file() and bool(instructor_output(item))
 
 
-def _leads_outside(path: Path, inside: Path) -> str:
+def _leads_outside(path: Path, inside: Path, own: bool = False) -> str:
     """Why ``path`` is not read, or "": a submission is read from inside the class folder
     only, so a symbolic link that leads elsewhere (the instructor's secret, a folder of
     solutions) is not followed, and one that leads round in a loop is that student's error,
-    not the whole class's."""
+    not the whole class's. ``own``: ``inside`` is the student's own folder (``_own``), which
+    ``path`` may be itself."""
     try:
         real = path.resolve()
     except (OSError, RuntimeError):         # a loop: RuntimeError before Python 3.13
         return "a symbolic link that leads round in a loop; hand in the file itself"
-    if inside not in real.parents:
+    if own and real != inside and inside not in real.parents:
+        return ("a symbolic link that leads outside the student's own folder (into another "
+                "student's?); hand in the file itself")
+    if not own and inside not in real.parents:
         return "a symbolic link that leads outside the class folder; hand in the file itself"
     return ""
+
+
+def _own(item: Path) -> Path:
+    """A student's folder where it really is: the class folder's entry itself, or what the
+    entry leads to when the class folder's maker linked it (checked to be inside the class
+    folder first)."""
+    try:
+        return item.resolve()
+    except (OSError, RuntimeError):
+        return item
 
 
 NOT_SUBMISSIONS = ("not a submission", "no submission for")
