@@ -609,10 +609,24 @@ def test_markdown_feedback_writes_a_students_name_and_file_name_as_literal_text(
     hostile = "x<img src=x onerror=alert(1)>[click](http://evil)"
     page = markdown(hostile, [("lesson1: T: 0 / 10", [f"Graded; submission {hostile}.py (sha256 0)",
                                                       f"Not graded: {hostile}.py: SyntaxError"], [], [])])
-    assert page.startswith("# Feedback for x\\<img src=x onerror=alert\\(1\\)\\>\\[click\\]\\(http://evil\\)\n")
+    assert page.startswith("# Feedback for x\\<img src=x onerror=alert\\(1\\)\\>\\[click\\]\\(http\\://evil\\)\n")
     unescaped = page.replace("\\<", "").replace("\\[", "").replace("\\(", "")
     assert "<img" not in unescaped and "[click]" not in unescaped and "](" not in unescaped
     assert page.count("x\\<img") == 3
+
+
+def test_markdown_feedback_makes_no_bare_link_of_what_a_submission_says():
+    """GitHub's Markdown links a bare URL, www. name or e-mail address with no brackets to
+    escape: a submission's exception message (or its file's name) was a link in its student's
+    page. Each is broken by an escape, and reads the same once rendered."""
+    from grader.instructor.exports.feedback import markdown
+    said = "Boom: log in at https://evil.example/login or WWW.evil.example, mail me@evil.example"
+    page = markdown("www.mallory.example", [("lesson1: T: 0 / 10", [], [("c", "t", "0 / 1", "fail")],
+                                             [("c", said)])])
+    assert "https\\://evil.example/login" in page and "WWW\\.evil" in page and "me\\@evil" in page
+    assert page.startswith("# Feedback for www\\.mallory.example\n")
+    for bare in ("://", "www.", "WWW.", "@"):
+        assert bare not in page.replace("\\" + bare[0], ""), bare
 
 
 def test_a_grader_failure_keeps_its_detail_for_the_instructor_and_not_the_student(tmp_path, monkeypatch):

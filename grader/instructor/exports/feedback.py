@@ -61,13 +61,18 @@ def _md_cell(text: str) -> str:
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~&-])")
+# "@" too, and the ":" of "://" and the dot of "www.": GitHub's Markdown (and most renderers
+# after it) turns a bare https://..., www.... or name@host into a link of its own, with no
+# brackets to escape (a submission's exception message, or its file's name, was a link in
+# its page).
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~&@-])")
+_BARE_LINK = re.compile(r"(?<=www)\.|:(?=/)", re.IGNORECASE)
 
 
 def _md_text(text: str) -> str:
-    """Learner-derived text as literal Markdown: no link, image, emphasis, entity or HTML of
-    its own, and nothing a reader would not see (grader.engine.text.printable)."""
-    return _MD_SPECIAL.sub(r"\\\1", printable(" ".join(text.split())))
+    """Learner-derived text as literal Markdown: no link (bracketed or bare), image, emphasis,
+    entity or HTML of its own, and nothing a reader would not see (grader.engine.text.printable)."""
+    return _BARE_LINK.sub(r"\\\g<0>", _MD_SPECIAL.sub(r"\\\1", printable(" ".join(text.split()))))
 
 
 def markdown(student: str, sections) -> str:
