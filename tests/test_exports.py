@@ -597,6 +597,28 @@ def test_a_row_graded_under_an_older_rubric_says_so_in_its_notes(tmp_path):
     assert notes == {"alice": "", "bob": "lesson1: graded under rubric version 1, not 2: grade the class again"}
 
 
+def test_a_row_graded_on_other_hidden_cases_says_so_in_its_notes(tmp_path, monkeypatch):
+    """A regrade with a new secret stopped part way (--force, then Ctrl-C or kill -9) leaves
+    the class graded on two sets of hidden cases. The class report warns of it; the CSV, the
+    sheet that goes on to the grade book, had no word: each row not graded on the class's
+    latest cases says so, as a row of an older rubric does."""
+    from grader.instructor import gradebook
+    old = ({"family": "f", "name": "hidden:aaa", "visibility": "hidden"},)
+    new = ({"family": "f", "name": "hidden:bbb", "visibility": "hidden"},)
+    clock = iter(datetime.datetime(2026, 1, 1, 9, m, tzinfo=datetime.timezone.utc) for m in range(10))
+    monkeypatch.setattr(gradebook, "_now", lambda: next(clock))
+    with open_gradebook(str(tmp_path / "gb.db")) as book:
+        for student in ("alice", "bob", "carol"):          # the class, on the old secret
+            book.record(student, fake_report(cases=old))
+        book.record("alice", fake_report(cases=new))        # the regrade, stopped after alice
+        header, rows = table(book)
+    notes = {row[0]: row[header.index("notes")] for row in rows}
+    assert notes["alice"] == ""
+    for student in ("bob", "carol"):
+        assert notes[student].startswith("lesson1: graded on other hidden cases (")
+        assert "grade the class again with one secret" in notes[student]
+
+
 def test_table_without_results_is_just_a_header(tmp_path):
     with open_gradebook(str(tmp_path / "empty.db")) as book:
         assert table(book) == (["student", "notes"], [])

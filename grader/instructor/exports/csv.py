@@ -50,8 +50,12 @@ def table(book, lesson: str | None = None) -> tuple[list[str], list[list[str]]]:
         header += [f"{info.id}/{c.id}" for c in info.criteria]
     header.append("notes")
     by_student: dict[str, dict] = {}
+    latest: dict[str, tuple] = {}          # lesson -> (graded_at, cases) of its latest graded result
     for r in book.results(lesson):
         by_student.setdefault(r.student, {})[r.lesson] = r
+        if r.status == "graded":
+            latest[r.lesson] = max(latest.get(r.lesson, (r.graded_at, r.cases_digest)),
+                                   (r.graded_at, r.cases_digest))
     rows = []
     for student in sorted(by_student):
         row, notes = [_text(student)], []
@@ -67,6 +71,13 @@ def table(book, lesson: str | None = None) -> tuple[list[str], list[list[str]]]:
                 # run stopped): the row's points are out of the old rubric's, under the new header.
                 notes.append(f"{info.id}: graded under rubric version {r.rubric_version}, not "
                              f"{info.rubric_version}: grade the class again")
+            if r is not None and r.status == "graded" and r.cases_digest != latest[info.id][1]:
+                # A regrade on a new secret stopped part way (or a file graded with another
+                # secret): the row's points are on other hidden cases than the class's latest,
+                # which the class report warns of too; the sheet sent on said nothing.
+                notes.append(f"{info.id}: graded on other hidden cases ({r.cases_digest[:12]}) than "
+                             f"the class's latest results ({latest[info.id][1][:12]}): another secret, "
+                             f"or a regrade not finished; grade the class again with one secret")
         row.append(_text("; ".join(notes)))
         rows.append(row)
     return header, rows
