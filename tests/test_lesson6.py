@@ -122,8 +122,9 @@ EXPECTED_LOSS = {
     # The wrong mechanism for a true cause earns no cause credit, and its evidence credit.
     "wrong_mechanism": {"causes-found": 1.5, "causes-precision": 1.6667, "evidence": 1.0},
     "guess_all": {"causes-precision": 1.6667},
-    # Each true cause named twice, with its own mechanism and another: 2 of 4 causes right.
-    "hedge_mechanism": {"causes-precision": 1.6667, "evidence": 1.0},
+    # Each true cause named twice, with its own mechanism and another: 2 of 4 causes right,
+    # and each a guess between two, half a cause found.
+    "hedge_mechanism": {"causes-found": 1.5, "causes-precision": 1.6667, "evidence": 1.0},
     # A cause blamed on a change the release does not have is a wrong claim: 2 of 3 right,
     # (2/3 - 0.4) / 0.6 of the 2 points kept.
     "unknown_change": {"causes-precision": 1.1111},
@@ -149,7 +150,13 @@ EXPECTED_LOSS = {
 
 
 # Diagnoses of the first practice incident, graded as `grader check lesson6` grades them.
-PRACTICE_LOSS = {"practice_alt_correct": {}}
+PRACTICE_LOSS = {
+    "practice_alt_correct": {},
+    # Every change named with each mechanism its section allows (8 causes), each citing items
+    # that show that mechanism, beside R41's sheet: C3 and C5 found as guesses between two
+    # (half a cause each, 2 of 3 points; counted whole it kept 7.2 of 10), 3 of 8 causes right.
+    "practice_hedge_section": {"causes-found": 1.0, "causes-precision": 2.0, "evidence": 0.8},
+}
 
 
 def test_every_wrong_diagnosis_is_listed():
@@ -171,6 +178,8 @@ def test_a_wrong_diagnosis_loses_exactly_on_its_criterion(name, demo):
 
 def test_feedback_says_what_is_wrong_and_where(demo):
     fb = lambda name: {c.id: c.feedback for c in grade_on(demo, WRONG / name).criteria}
+    assert ("is named with 2 mechanisms and a root cause has one, so it counts 1/2: name the one "
+            "its evidence shows") in fb("hedge_mechanism")["causes-found"]
     assert "E42 is not in the evidence index (E1..E19)" in fb("absent_evidence")["evidence"]
     assert fb("absent_evidence")["evidence"].startswith("1 of your 2 causes is not supported as stated")
     assert ("the evidence you cite for C1, E6 (the 20 longest steps without a prefill chunk, 20 rows), "

@@ -344,14 +344,25 @@ def causes_found(ctx: CheckContext, params: dict) -> Measure:
     incident = _incident(ctx)
     faults = incident.faults
     found = {c.change for c in claims if c.demonstrated}
-    if len(found) == len(faults):
+    # A change at fault has one mechanism: one named with several is a guess among them, and
+    # counts as that share of a cause found. Counted whole, every change named with every
+    # mechanism its section allows, each citing items that show it, kept 7 of 10.
+    named: dict[str, set] = {}
+    for c in claims:
+        named.setdefault(c.change, set()).add(c.mechanism)
+    hedged = sorted(change for change in found if len(named[change]) > 1)
+    credit = sum(1 / len(named[change]) for change in found)
+    if len(found) == len(faults) and not hedged:
         return Measure(1.0, f"all {len(faults)} root causes found, each with evidence")
     parts = [f"your claim of {c.change} ({c.mechanism}) earns nothing: {c.why}"
              for c in claims if not c.demonstrated][:SHOWN]
+    parts += [f"{change} is named with {len(named[change])} mechanisms and a root cause has one, so it "
+              f"counts 1/{len(named[change])}: name the one its evidence shows" for change in hedged][:SHOWN]
     left = len(faults) - len(found)
-    parts.append(f"{left} root cause{'s are' if left > 1 else ' is'} not demonstrated yet; every report "
-                 f"in symptoms.md follows from some root cause")
-    return Measure(len(found) / len(faults),
+    if left:
+        parts.append(f"{left} root cause{'s are' if left > 1 else ' is'} not demonstrated yet; every report "
+                     f"in symptoms.md follows from some root cause")
+    return Measure(credit / len(faults),
                    _elsewhere(ctx) + f"{len(found)} of {len(faults)} root causes found; " + "; ".join(parts),
                    tuple(sorted(found)))
 
