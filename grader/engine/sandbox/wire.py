@@ -21,6 +21,12 @@ import re
 from reference import shapes
 
 MAX_INT_DIGITS = 40         # validate bounds ints far below this; longer is refused at parse
+# Levels of arrays and objects a frame may nest, the frame's own object included: child.py
+# encodes at most 20 levels below it (its MAX_DEPTH), and the shapes nest three deep. A
+# child that writes its own frames is not bound by that: a list nested 900 levels deep
+# parsed here, and the first repr of it (validate's message) hit the recursion limit,
+# deeper in the grader's stack, and ended the whole check or grade with a traceback.
+MAX_NESTING = 32
 _PLAIN = (str, int, float, bool, type(None))
 
 
@@ -98,14 +104,30 @@ def parse_answer(frame):
         else:
             if type(msg) is not dict:
                 raise ProtocolError("sent a frame that is not a JSON object")
-            return msg, None
+            return msg, _too_deep(frame, msg)
     try:
         msg = json.loads(frame, parse_constant=constant, parse_float=number, parse_int=integer)
     except (ValueError, RecursionError, MemoryError) as exc:   # incl. bad UTF-8
         raise ProtocolError(f"sent a malformed frame ({type(exc).__name__})") from None
     if type(msg) is not dict:
         raise ProtocolError("sent a frame that is not a JSON object")
-    return msg, (rejected[0] if rejected else None)
+    return msg, (rejected[0] if rejected else _too_deep(frame, msg))
+
+
+def _too_deep(frame, msg):
+    """Why a parsed frame is refused for nesting past MAX_NESTING levels, or None. A frame
+    with no more brackets than that cannot (one count in C: an honest answer has a few);
+    any other is walked without recursion."""
+    if frame.count(b"[") + frame.count(b"{") <= MAX_NESTING:
+        return None
+    level = [(msg, 1)]
+    while level:
+        value, depth = level.pop()
+        if depth > MAX_NESTING:
+            return f"returned a value nested more than {MAX_NESTING - 1} levels deep"
+        inner = value.values() if type(value) is dict else value
+        level.extend((x, depth + 1) for x in inner if type(x) is list or type(x) is dict)
+    return None
 
 
 @functools.lru_cache(maxsize=None)
