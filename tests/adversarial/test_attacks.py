@@ -57,7 +57,7 @@ READS = ["read_secret_file", "read_hidden_workloads", "read_reference", "read_gr
 SAFE = ["loop_forever", "sleep_forever", "memory_bomb", "flood_output", "exit_sys",
         "exit_os", "fake_result", "monkeypatch_grader", "hostile_values", "mutate_args",
         "crash_interpreter", "network", "swelling_answers", "wire_tampering",
-        "outlive_the_call"]
+        "outlive_the_call", "deep_answer"]
 ESCAPES = READS + ["write_outside", "fork_bomb", "threads_and_children", "kill_parent",
                    "run_the_reference", "raw_syscalls", "tamper_gradebook", "signal_by_pipe",
                    "leave_a_mark", "kernel_interfaces", "inherited_descriptors"]
@@ -267,6 +267,7 @@ SAYS = {"loop_forever": "did not return in time", "sleep_forever": "did not fini
         "swelling_answers": "draws on 4 MiB shared by all its calls",
         "wire_tampering": "returned str 'tampered'",
         "outlive_the_call": "returned str 'outlived'",
+        "deep_answer": "returned a value nested more than 31 levels deep",
         "fork_bomb": "bomb failed: fork: PermissionError, shell: PermissionError, "
                      "spawn: PermissionError"}
 

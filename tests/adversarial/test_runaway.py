@@ -103,3 +103,27 @@ os.write(int(sys.argv[2]), len(BODY).to_bytes(4, "big") + BODY)
     with Sandbox(forged, "exercise.py", call_timeout_s=60, load_timeout_s=60) as box:
         error = box.load_error
     assert error is not None and "draws on 4 MiB shared by all its calls" in error, error
+
+
+@pytest.mark.parametrize("mode", ["check", "grade"])
+def test_an_answer_nested_near_the_recursion_limit_is_one_bad_answer(mode):
+    """attacks/deep_answer.py writes its own frames: lists nested 850 to 1000 levels deep,
+    which parse in the grader. Lesson 2's runs validate them deeper in the grader's stack
+    than they were parsed, and validate's message (a repr of the list) ended the check or
+    grade with a RecursionError; the wire now refuses a frame nested past 32 levels."""
+    from conftest import SECRET, grade
+    attack = ROOT / "tests" / "adversarial" / "attacks" / "deep_answer.py"
+    report = grade("lesson2", attack, mode, SECRET if mode == "grade" else None)
+    assert report.score == 0
+    assert "nested more than 31 levels deep" in " ".join(c.feedback for c in report.criteria)
+
+
+def test_the_wire_bounds_a_frames_nesting():
+    from grader.engine.sandbox.wire import MAX_NESTING, parse_answer
+    for levels, refused in ((MAX_NESTING - 1, False), (MAX_NESTING, True), (200, True)):
+        frame = ('{"ok":' + "[" * levels + "]" * levels + "}").encode()   # the frame's own {} too
+        assert (parse_answer(frame)[1] is not None) == refused, levels
+    wide = ('{"ok":[' + ",".join(["[[1.5]]"] * 100) + "]}").encode()   # many brackets, shallow
+    assert parse_answer(wide)[1] is None
+    nested = ('{"ok":{"a":[' + "[" * 40 + "]" * 40 + "]}}").encode()
+    assert "nested more than" in parse_answer(nested)[1]
