@@ -188,6 +188,24 @@ def test_every_number_an_experiment_takes_is_bounded_both_ways():
     assert "open" not in experiments.REGISTRY
 
 
+def test_every_list_of_runs_is_bounded_in_length():
+    # Each item of chunks is a worker run of its own: with only each item bounded,
+    # chunks=1,2,...,5000 started a run of about half an hour, with no refusal.
+    for name in experiments.names():
+        for knob in experiments.find(name).knobs:
+            if knob.kind == "ints":
+                assert knob.max_items is not None and len(knob.default) <= knob.max_items, (name, knob.name)
+    chunks = {k.name: k for k in experiments.find("prefill-deadline").knobs}["chunks"]
+    text = ",".join(map(str, range(1, chunks.max_items + 2)))
+    with pytest.raises(InputError) as e:
+        parse_settings("prefill-deadline", experiments.find("prefill-deadline").knobs, [f"chunks={text}"])
+    assert str(e.value) == f"--set chunks={text}: chunks: at most {chunks.max_items} items, got {chunks.max_items + 1}"
+    assert chunks.bounds() == "; at most 32, each 1 to 1048576"       # as --help lists it
+    with pytest.raises(ValueError, match="'open': settings without both bounds: sizes"):
+        experiments.experiment("open", title="t", knobs=(Knob("sizes", (1,), "s", "ints", minimum=1, maximum=9),),
+                               lesson="lesson3")(lambda s, c, d: None)
+
+
 def _items(value):
     return value if isinstance(value, tuple) else (value,)
 

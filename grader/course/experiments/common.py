@@ -39,6 +39,9 @@ class Knob:
     # to refuse, not a run to start (the settings multiply; docs/experiments.md).
     maximum: float | None = None
     choices: tuple[str, ...] = ()        # words must be among these
+    # ints: at most this many items. Each item is a row, a worker run or more: bounding only
+    # each item's size let chunks=1,2,...,5000 start a run of half an hour, silently.
+    max_items: int | None = None
 
     def parse(self, text: str, where: str) -> Any:
         items = [t.strip() for t in text.split(",")] if self.kind in ("ints", "words") else [text.strip()]
@@ -47,6 +50,8 @@ class Knob:
         # design sheet's YAML reads numbers.
         if not all(items) or not text.isascii():
             raise InputError(where, f"{self.name}: expected {self._expects()}, got {text!r}")
+        if self.max_items is not None and len(items) > self.max_items:
+            raise InputError(where, f"{self.name}: at most {self.max_items} items, got {len(items)}")
         try:
             if self.kind == "float":
                 values = [float(items[0]) + 0.0]         # + 0.0: -0 is 0, not a "-0" in the title
@@ -74,7 +79,8 @@ class Knob:
 
     def bounded(self) -> bool:
         """Has this knob both bounds, or is it no number (words are bounded by their choices)?"""
-        return self.kind == "words" or (self.minimum is not None and self.maximum is not None)
+        return self.kind == "words" or (self.minimum is not None and self.maximum is not None
+                                        and (self.kind != "ints" or self.max_items is not None))
 
     def shown_default(self) -> str:
         """The default as --set takes it: 0.1, 8192, 64,128,256, budget,fixed."""
@@ -85,6 +91,8 @@ class Knob:
         if self.choices:
             return f"; one or more of {', '.join(self.choices)}"
         each = "each " if self.kind == "ints" else ""
+        if self.max_items is not None:
+            each = f"at most {self.max_items}, {each}"
         low, high = (None if x is None else _number(x) for x in (self.minimum, self.maximum))
         if low is not None and high is not None:
             return f"; {each}{low} to {high}"

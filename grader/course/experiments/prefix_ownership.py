@@ -58,7 +58,7 @@ KNOBS = (
     Knob("cancel", 0.4, "share of requests the client cancels, for the variant rows", "float",
          minimum=0, maximum=1),
     Knob("cancel_rates", (0, 20, 40, 60, 80), "cancellation rates (percent) of the design rows",
-         "ints", minimum=0, maximum=100),
+         "ints", minimum=0, maximum=100, max_items=101),   # each percent once: 101 rows
     Knob("repeat", 20, "percent of prompts that repeat their first block right after it", "int",
          minimum=0, maximum=100),
     Knob("chunk", 40, "prefill chunk tokens (not a page multiple: chunks end inside pages)", "int",
