@@ -657,6 +657,23 @@ def test_a_pool_the_worker_cannot_hold_is_a_problem_of_the_sheet(tmp_path, capsy
                          r"[\d,]+ pages, more than the worker simulates \(1,048,576\)", out), out
 
 
+@pytest.mark.parametrize("edit, left", [
+    (("    reserved_bytes: 4GiB", "    reserved_bytes: 90GiB"), -(26 << 30)),
+    (("    reserved_bytes: 4GiB", "    reserved_bytes: 68717379585"), 2097151),   # one byte short of a page
+])
+def test_a_pool_of_no_page_is_a_problem_of_the_sheet(tmp_path, capsys, edit, left):
+    # Valid by the schema, and `sheet run` rejected all its requests and said nothing why.
+    empty = tmp_path / "empty.yaml"
+    assert edit[0] in TEMPLATE.read_text()
+    empty.write_text(TEMPLATE.read_text().replace(*edit, 1))
+    line = 1 + next(i for i, l in enumerate(empty.read_text().split("\n")) if l.startswith("    device_bytes"))
+    assert main(["sheet", "validate", str(empty)]) == 2
+    out = capsys.readouterr().out
+    assert (f"\n  line {line}: request_contract.worker.device_bytes: the pool would hold no page: device_bytes "
+            f"less the model's weight_bytes and reserved_bytes leaves {left:,} bytes, and one page is "
+            f"2,097,152") in out, out
+
+
 def test_a_scenario_whose_pool_the_worker_cannot_hold_is_refused_naming_it(tmp_path, capsys):
     source = ROOT / "assignments" / "lesson2" / "public"
     scenario = tmp_path / "huge.scenario.yaml"

@@ -285,6 +285,12 @@ def _contract_problems(rc: Mapping) -> Iterator[Problem]:
     too_large = pool_too_large(g)
     if too_large:
         yield Problem("request_contract.worker.device_bytes", too_large)
+    if g.pool_pages == 0:
+        # Valid by the schema, and `sheet run` rejected every request without saying why.
+        left = sizes["device_bytes"] - sizes["weight_bytes"] - sizes["reserved_bytes"]
+        yield Problem("request_contract.worker.device_bytes", (
+            f"the pool would hold no page: device_bytes less the model's weight_bytes and "
+            f"reserved_bytes leaves {left:,} bytes, and one page is {g.page_bytes:,}"))
     for path, message in worked.contract_problems(rc, g):
         yield Problem(path, message, worked=True)
 
