@@ -675,7 +675,7 @@ def test_a_class_of_every_kind_grades_resumes_exports_and_nbgrader_agrees(lesson
     class. The class holds every kind of submission (the reference, each real test file
     once: correct, wrong, raising, unloadable; two loopers where the lesson has them; the
     odd names) and is killed once mid-run; the class of 200 is bench/class_of_200.py.
-    Lesson 2's 27 mutants are wrong ledgers as its real wrong file is, to a class: each is
+    Lesson 2's 29 mutants are wrong ledgers as its real wrong file is, to a class: each is
     graded in test_lesson2, and a class of them all took two minutes here."""
     check_class(lesson, covering_size(lesson, mutants=False), tmp_path, secret_file,
                 standalone_scores(lesson, mutants=False), cover=True, mutants=False)

@@ -196,6 +196,14 @@ OTHERS = {
     # on the worker of 8-token pages asks for 1,000 output tokens: that one is short too).
     "bets_on_short_outputs": ({"safety"}, {"liveness", "reservations"}),
     "last_slot_free": ({"safety"}, {"reservations", "liveness"}),
+    # The same bet at 8,192 output tokens, above every workload's max_new: it kept 10 of 10
+    # on the check and on every secret tried (red-team, 2026-12-07) until a public probe and
+    # a hidden stream asked for longer outputs (tens to hundreds of thousands of tokens).
+    "bets_on_8192_outputs": ({"safety"}, {"reservations", "liveness"}),
+    # Pages counted with a shift: right at 16 tokens a page, too many at 12 (the public
+    # long-output probes, and the hidden stream's pages of 3 to 100 tokens), so an exact
+    # fit waits; it kept 10 of 10 while every probe's page was a power of two.
+    "pages_by_shift": ({"reservations"}, {"liveness"}),
     # The public scenarios' page size written in: the probes on a worker of 8-token pages
     # show it in the check (before, every public probe and run had 16-token pages, and it
     # kept 10 of 10 there).
@@ -368,6 +376,19 @@ def test_other_mistakes_lose_the_property_they_break(name, tmp_path):
     must, may = OTHERS[name]
     assert must <= lost(report), f"{name} kept points on {must - lost(report)}"
     assert lost(report) <= must | may, f"{name} lost {lost(report) - must - may}"
+
+
+@pytest.mark.parametrize("name, criterion", [("bets_on_8192_outputs", "safety"),
+                                             ("pages_by_shift", "reservations")])
+def test_long_outputs_on_pages_of_no_power_of_two_are_probed_on_every_secret(name, criterion, tmp_path, secret):
+    """The hidden probes' own stream of long outputs (16,384 to 262,144 tokens) on pages of
+    3 to 100 tokens: a promise capped at 8,192 output tokens is short there, and pages
+    counted with a shift are too many. Each loses its criterion on the hidden cases alone."""
+    long = [c.inputs[0] for c in L.hidden_probes(secret) if "probe long_" in c.label]
+    assert len(long) == 6 and {r.page_tokens for r in long} <= {3, 12, 20, 24, 48, 100}
+    assert all(16_384 <= r.max_new_tokens <= 262_144 for r in long)
+    hidden = grade_hidden(wrong_file("lesson2", name, tmp_path), secret)
+    assert scores(hidden)[criterion] < full(hidden)[criterion], feedback(hidden, criterion)
 
 
 @pytest.mark.parametrize("name", ["bets_on_short_outputs", "last_slot_free"])

@@ -34,7 +34,9 @@ def admit(request: AdmissionRequest, ledger: LedgerView) -> Admission:
         reserved_pages     outstanding: promised to running requests, not yet allocated
         running            how many requests are running
 
-    Returns ``Admission(decision, reserve_pages, reason)``, ``decision`` one of DECISIONS.
+    Returns ``Admission(decision, reserve_pages, reason)``, ``decision`` one of DECISIONS,
+    ``reserve_pages`` an int (read only when admitted) and ``reason`` a str: an answer
+    of another type is unusable, whatever its decision.
     What the grader checks (README, "How you are graded"):
     - safety: no admission takes more capacity than is free and not yet promised to
       anyone, counting every page the admission takes out of free capacity now, and no

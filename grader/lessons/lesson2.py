@@ -36,6 +36,7 @@ from grader.engine.cases import Case
 from grader.engine.checks import (Answer, CheckContext, Measure, ask, check, grade_answers, 
                            not_implemented)
 from grader.engine.layout import read_sections
+from reference.sizing import pages_for
 from reference.yaml_words import reading_problem
 from grader.engine.errors import InputError
 from grader.lessons.ledger import (available, footprint, inactive, ledger_words, need, promise,
@@ -130,13 +131,20 @@ _CROWDED = ("crowded_promised", "crowded_held")
 # worker's to keep: admit is asked only below it) lost a fraction of a point at 64 and
 # nothing at 128 or more.
 _MANY = ("many_running",)
+# Long outputs on pages that are no power of two, exactly covered or a page short. Drawn
+# among the rest, max_new is at most 4,096 and a page 1 to 64 tokens, a power of two, and
+# no workload asks more than 8,192 tokens: a ledger that reserved for at most 8,192 output
+# tokens (a bet on short outputs), or that counted pages with a shift, kept 10 of 10.
+_LONG = ("long_exact", "long_short")
+LONG_NEW = (16_384, 262_144)            # max_new of a long probe, at least and at most
+ODD_PAGES = (3, 12, 20, 24, 48, 100)
 # The kinds drawn apart, each from a stream of its own after the others (so adding one
 # leaves every other probe as it was drawn), and how many of each stream a secret draws.
 _APART = {"small probes": (_SMALL, 6), "crowded probes": (_CROWDED, 4),
-          "many running probes": (_MANY, 6)}
+          "many running probes": (_MANY, 6), "long output probes": (_LONG, 6)}
 # The kinds whose capacity is exactly the need, and those one page short of it.
-_EXACT = ("exact", "exact_active", "small_exact", *_CROWDED, *_MANY)
-_SHORT = ("short", "short_inactive", "short_reserved", "small_short")
+_EXACT = ("exact", "exact_active", "small_exact", "long_exact", *_CROWDED, *_MANY)
+_SHORT = ("short", "short_inactive", "short_reserved", "small_short", "long_short")
 
 
 def _tokens_for(g: np.random.Generator, pages: int, pt: int, most_new: int) -> tuple[int, int]:
@@ -150,8 +158,14 @@ def _tokens_for(g: np.random.Generator, pages: int, pt: int, most_new: int) -> t
     return p, m
 
 
-def _hidden_probe(g: np.random.Generator, i: int, kind: str, part: tuple[int, int] = (0, 1)) -> Case:
-    """Probe ``i``, on the boundary ``kind``; ``part``: (k, n), the k-th of a stream's n probes."""
+def _sizes(g: np.random.Generator, kind: str) -> tuple[int, int, int, int]:
+    """A probe's page, pool and request: (page_tokens, total_pages, prompt, max_new)."""
+    if kind in _LONG:
+        pt = int(g.choice(ODD_PAGES))
+        m = int(np.exp(g.uniform(np.log(LONG_NEW[0]), np.log(LONG_NEW[1]))))
+        p = int(g.integers(1, 4097))
+        pages = pages_for(p + m, pt)
+        return pt, pages + int(g.integers(0, pages + 1)), p, m
     pt = int(g.choice([16, 16, 16, 8, 32, 64, 1]))
     total = int(g.integers(64, 4001))
     if kind in _MANY:
@@ -168,7 +182,13 @@ def _hidden_probe(g: np.random.Generator, i: int, kind: str, part: tuple[int, in
         pages = int(g.integers(2, total // 8 + 1))
     else:
         pages = int(g.integers(2, total + 1))
-    p, m = _tokens_for(g, pages, pt, 2 * pt if kind == "impossible_hits" else 4096)
+    return (pt, total, *_tokens_for(g, pages, pt, 2 * pt if kind == "impossible_hits" else 4096))
+
+
+def _hidden_probe(g: np.random.Generator, i: int, kind: str, part: tuple[int, int] = (0, 1)) -> Case:
+    """Probe ``i``, on the boundary ``kind``; ``part``: (k, n), the k-th of a stream's n probes."""
+    pt, total, p, m = _sizes(g, kind)
+    pages = pages_for(p + m, pt)
     most = min((p - 1) // pt, total // 2)
     if kind == "impossible_hits":
         hits = int(g.integers(min(pages - total, most), most + 1))
