@@ -206,6 +206,9 @@ WRONG = {
     # the gaps); the runs' ok chunks are judged as the probes' are.
     "small_batch_overshoot": ({"within-budget"}, {"verdicts", "e2e-gap"}),
     "continuation_overshoot": ({"within-budget"}, {"e2e-gap"}),
+    # Chunks to the token, not whole pages, where a run continues a prompt: page-aligned
+    # judges the runs' ok chunks that leave some of the prompt, as within-budget does.
+    "continuation_unaligned": ({"page-aligned"}, {"e2e-gap", "e2e-ttft"}),
 }
 NEEDLES = {"within-budget": "over the budget", "progress": "below 95%", "page-aligned": "not a multiple",
            "verdicts": "expected", "e2e-gap": "token gap", "e2e-ttft": "TTFT"}
@@ -213,8 +216,8 @@ NEEDLES = {"within-budget": "over the budget", "progress": "below 95%", "page-al
 
 SAYS = {"negative_when_starved": "impossible"}     # its every lost criterion says why first
 
-# Over the budget in every run, where no probe looks: its hidden runs show it as well.
-HIDDEN_RUNS_SHOW = {"continuation_overshoot"}
+# Wrong in every run, where no probe looks: its hidden runs show it as well, on this criterion.
+HIDDEN_RUNS_SHOW = {"continuation_overshoot": "within-budget", "continuation_unaligned": "page-aligned"}
 
 # One page per step makes every worker run long; its mistakes all show on the public cases.
 PUBLIC_ONLY = {"fixed_tiny"}
@@ -241,10 +244,10 @@ def test_wrong_rule_loses_where_it_is_wrong(name, tmp_path, secret):
     report = grade("lesson3", wrong_file("lesson3", name, tmp_path), "grade", secret)
     _loses_where_it_is_wrong(name, report)
     if name in HIDDEN_RUNS_SHOW:
-        # Over the budget in the hidden runs too, not only in the public ones the check shows.
-        within = next(c for c in report.criteria if c.id == "within-budget")
+        # Wrong in the hidden runs too, not only in the public ones the check shows.
+        judged = next(c for c in report.criteria if c.id == HIDDEN_RUNS_SHOW[name])
         hidden = {c.cite for c in lesson3.hidden_cases(secret, COURSE) if c.family == "scenario"}
-        assert hidden & set(within.evidence), (within.evidence, within.feedback)
+        assert hidden & set(judged.evidence), (judged.evidence, judged.feedback)
 
 
 @pytest.mark.parametrize("name", sorted(mutations("lesson3")))

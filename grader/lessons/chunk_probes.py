@@ -232,8 +232,10 @@ def page_aligned(ctx: CheckContext, params: dict) -> Measure:
                 f"does not finish the prompt ({c.prefill_remaining} left); round down to "
                 f"{plan.tokens - plan.tokens % c.page_tokens}")
     answers = _plans(ctx)
-    return (_no_chunks(answers) or _no_partial_chunks(answers)
-            or grade_answers(answers, _usable_first(judge), "probes", within=_page_size))
+    measure = (_no_chunks(answers) or _no_partial_chunks(answers)
+               or grade_answers(answers, _usable_first(judge), "probes", within=_page_size))
+    from grader.lessons.chunk_runs import page_aligned_in_runs
+    return page_aligned_in_runs(ctx, measure)
 
 
 _WHY = {

@@ -54,8 +54,9 @@ def oracle_run(case: Case) -> OracleRun:
 
 
 @dataclass(frozen=True)
-class Overshoot:
-    """An ok plan whose step went over the budget while requests were decoding."""
+class RunChunk:
+    """An ok plan of a run a criterion finds against: a step over the budget while requests
+    were decoding, or a chunk that is not whole pages and leaves some of the prompt."""
     call: int              # which call of the rule in the run (from 1)
     ctx: ChunkContext      # what the rule was asked
     tokens: int            # the ok chunk it chose
@@ -73,7 +74,12 @@ class RunPair:
     # requests, how many of them put the step over the budget, and the first that did.
     judged: int = 0
     over: int = 0
-    first_over: Overshoot | None = None
+    first_over: RunChunk | None = None
+    # page-aligned's: the ok plans that leave some of the prompt, how many of them are not
+    # whole pages, and the first that is not.
+    partial: int = 0
+    unaligned: int = 0
+    first_unaligned: RunChunk | None = None
 
     def not_evidence(self) -> str:
         """Why this run shows nothing of the learner's rule ("" when it does): the gaps and
@@ -98,7 +104,8 @@ def _made_pair(sandbox, case: Case) -> RunPair:
     log = CallLog()
     remote = learner_decisions(sandbox, ("choose_chunk",), log)["choose_chunk"]
 
-    counts = {"calls": 0, "chosen": 0, "unusable": "", "judged": 0, "over": 0, "first_over": None}
+    counts = {"calls": 0, "chosen": 0, "unusable": "", "judged": 0, "over": 0, "first_over": None,
+              "partial": 0, "unaligned": 0, "first_unaligned": None}
 
     def choose_chunk(c: ChunkContext) -> ChunkPlan:
         counts["calls"] += 1
@@ -116,7 +123,14 @@ def _made_pair(sandbox, case: Case) -> RunPair:
             counts["judged"] += 1
             if over_budget(c, plan.tokens):
                 counts["over"] += 1
-                counts["first_over"] = counts["first_over"] or Overshoot(counts["calls"], c, plan.tokens)
+                counts["first_over"] = counts["first_over"] or RunChunk(counts["calls"], c, plan.tokens)
+        if plan.verdict == "ok" and plan.tokens < c.prefill_remaining:
+            # What a probe asks of a chunk that leaves some of the prompt, asked in the run.
+            counts["partial"] += 1
+            if plan.tokens % c.page_tokens:
+                counts["unaligned"] += 1
+                counts["first_unaligned"] = (counts["first_unaligned"]
+                                             or RunChunk(counts["calls"], c, plan.tokens))
         return plan
     oracle = oracle_run(case)
     policy = lesson_policy({"choose_chunk": choose_chunk}, s.sheet)
@@ -138,7 +152,8 @@ def _made_pair(sandbox, case: Case) -> RunPair:
 
 
 def _budget_counts(counts: dict) -> tuple:
-    return counts["judged"], counts["over"], counts["first_over"]
+    return (counts["judged"], counts["over"], counts["first_over"], counts["partial"],
+            counts["unaligned"], counts["first_unaligned"])
 
 
 def over_budget(c: ChunkContext, tokens: int) -> bool:
@@ -230,7 +245,7 @@ def e2e_ttft(ctx: CheckContext, params: dict) -> Measure:
 
 
 # ---- within-budget, in the runs ----------------------------------------------------------------
-def _step_of(run: Run | None, o: Overshoot, more: str) -> str:
+def _step_of(run: Run | None, o: RunChunk, more: str) -> str:
     """Where the overshoot is in the run's step log (its step, request and what it carried),
     ``more`` (how many such steps), and what the rule should have said instead."""
     c, took = o.ctx, step_s(o.ctx, o.tokens)
@@ -276,6 +291,33 @@ def within_budget_in_runs(ctx: CheckContext, probes: Measure) -> Measure:
     line = (f"{len(broken)} of {plural(len(shown), 'run')} put an ok chunk's step over the budget while "
             f"requests were decoding; first, {case.label or case.name}: "
             f"{_step_of(pair.learner, pair.first_over, more)}")
+    share = 1 - len(broken) / len(shown)
+    evidence = tuple(c.cite for c, _ in broken) + probes.evidence
+    return Measure(min(share, probes.value), f"{line}; probes: {probes.feedback}", evidence)
+
+
+# ---- page-aligned, in the runs -----------------------------------------------------------------
+def page_aligned_in_runs(ctx: CheckContext, probes: Measure) -> Measure:
+    """page-aligned on both sides, as within-budget: the probes' measure, and the share of
+    runs whose ok chunks that leave some of the prompt are all whole pages; the lower counts.
+    A rule that rounded on the probes alone (a first call of a prompt, say) and chose the
+    largest fitting chunk to the token on a run's continuations kept the point. A run with no
+    such chunk shows nothing of it, and counts on neither side."""
+    shown = [(case, pair) for case in ctx.family("scenario") if (pair := _pair(ctx, case)).partial]
+    if not shown:
+        return probes
+    broken = [(case, pair) for case, pair in shown if pair.unaligned]
+    if not broken:
+        return replace(probes, feedback=f"{probes.feedback}; every ok chunk that left some of the prompt "
+                                        f"was whole pages in {plural(len(shown), 'run')}")
+    case, pair = broken[0]
+    o = pair.first_unaligned
+    c = o.ctx
+    line = (f"{len(broken)} of {plural(len(shown), 'run')} ran ok chunks that are not a multiple of "
+            f"page_tokens and leave some of the prompt ({pair.unaligned} of {pair.partial} such chunks in the first); "
+            f"first, {case.label or case.name}: call {o.call} of your rule chose {o.tokens} tokens after "
+            f"{c.prefill_done} prefilled, {c.prefill_remaining} left, pages of {c.page_tokens} tokens: "
+            f"round down to {o.tokens - o.tokens % c.page_tokens}")
     share = 1 - len(broken) / len(shown)
     evidence = tuple(c.cite for c, _ in broken) + probes.evidence
     return Measure(min(share, probes.value), f"{line}; probes: {probes.feedback}", evidence)
