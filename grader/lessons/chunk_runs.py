@@ -271,53 +271,54 @@ def _step_of(run: Run | None, o: RunChunk, more: str) -> str:
     return f"{said}; a smaller chunk fits: {what} makes the step {ms(step_s(c, smallest))}"
 
 
+def _probes_and_runs(ctx: CheckContext, probes: Measure, shows, breaks, said, clean: str) -> Measure:
+    """A criterion on both sides: the probes' measure, and the share of runs that keep the
+    property, the lower counting. ``shows(pair)``: the run holds a chunk the property judges
+    (one that holds none counts on neither side; with no scenario, the probes' measure is
+    all); ``breaks(pair)``: it breaks the property; ``said(case, pair)``: what the first run
+    that breaks it did; ``clean``: what the feedback adds when no run breaks it."""
+    shown = [(case, pair) for case in ctx.family("scenario") if shows(pair := _pair(ctx, case))]
+    if not shown:
+        return probes
+    broken = [(case, pair) for case, pair in shown if breaks(pair)]
+    runs = plural(len(shown), "run")
+    if not broken:
+        return replace(probes, feedback=f"{probes.feedback}; {clean} in {runs}")
+    case, pair = broken[0]
+    share = 1 - len(broken) / len(shown)
+    evidence = tuple(c.cite for c, _ in broken) + probes.evidence
+    return Measure(min(share, probes.value),
+                   f"{len(broken)} of {runs} {said(case, pair)}; probes: {probes.feedback}", evidence)
+
+
 def within_budget_in_runs(ctx: CheckContext, probes: Measure) -> Measure:
     """within-budget on both sides: the probes' measure, and the runs'. A run asks the rule
     what a probe asks, at every step, and more: a call that continues a prompt, a batch of
     one, the steps of a workload. An ok chunk whose step goes over the budget while requests
     decode breaks the run (its requests all wait on that step), as one broken promise breaks a
     lesson 2 run; the runs' share is that of unbroken runs, and the criterion the lower side.
-    A run in which the rule chose no ok chunk beside decoding requests shows nothing of it,
-    and counts on neither side; with no scenario (the probes measured alone), the probes'."""
-    shown = [(case, pair) for case in ctx.family("scenario") if (pair := _pair(ctx, case)).judged]
-    if not shown:
-        return probes
-    broken = [(case, pair) for case, pair in shown if pair.over]
-    if not broken:
-        return replace(probes, feedback=f"{probes.feedback}; no ok chunk over the budget in "
-                                        f"{plural(len(shown), 'run')}")
-    case, pair = broken[0]
-    more = f" ({pair.over} such steps in this run)" if pair.over > 1 else ""
-    line = (f"{len(broken)} of {plural(len(shown), 'run')} put an ok chunk's step over the budget while "
-            f"requests were decoding; first, {case.label or case.name}: "
-            f"{_step_of(pair.learner, pair.first_over, more)}")
-    share = 1 - len(broken) / len(shown)
-    evidence = tuple(c.cite for c, _ in broken) + probes.evidence
-    return Measure(min(share, probes.value), f"{line}; probes: {probes.feedback}", evidence)
+    A run in which the rule chose no ok chunk beside decoding requests shows nothing of it."""
+    def said(case: Case, pair: RunPair) -> str:
+        more = f" ({pair.over} such steps in this run)" if pair.over > 1 else ""
+        return (f"put an ok chunk's step over the budget while requests were decoding; first, "
+                f"{case.label or case.name}: {_step_of(pair.learner, pair.first_over, more)}")
+    return _probes_and_runs(ctx, probes, lambda p: p.judged, lambda p: p.over, said,
+                            "no ok chunk over the budget")
 
 
-# ---- page-aligned, in the runs -----------------------------------------------------------------
 def page_aligned_in_runs(ctx: CheckContext, probes: Measure) -> Measure:
     """page-aligned on both sides, as within-budget: the probes' measure, and the share of
-    runs whose ok chunks that leave some of the prompt are all whole pages; the lower counts.
-    A rule that rounded on the probes alone (a first call of a prompt, say) and chose the
-    largest fitting chunk to the token on a run's continuations kept the point. A run with no
-    such chunk shows nothing of it, and counts on neither side."""
-    shown = [(case, pair) for case in ctx.family("scenario") if (pair := _pair(ctx, case)).partial]
-    if not shown:
-        return probes
-    broken = [(case, pair) for case, pair in shown if pair.unaligned]
-    if not broken:
-        return replace(probes, feedback=f"{probes.feedback}; every ok chunk that left some of the prompt "
-                                        f"was whole pages in {plural(len(shown), 'run')}")
-    case, pair = broken[0]
-    o = pair.first_unaligned
-    c = o.ctx
-    line = (f"{len(broken)} of {plural(len(shown), 'run')} ran ok chunks that are not a multiple of "
-            f"page_tokens and leave some of the prompt ({pair.unaligned} of {pair.partial} such chunks in the first); "
-            f"first, {case.label or case.name}: call {o.call} of your rule chose {o.tokens} tokens after "
-            f"{c.prefill_done} prefilled, {c.prefill_remaining} left, pages of {c.page_tokens} tokens: "
-            f"round down to {o.tokens - o.tokens % c.page_tokens}")
-    share = 1 - len(broken) / len(shown)
-    evidence = tuple(c.cite for c, _ in broken) + probes.evidence
-    return Measure(min(share, probes.value), f"{line}; probes: {probes.feedback}", evidence)
+    runs whose ok chunks that leave some of the prompt are all whole pages. A rule that
+    rounded on the probes alone (each a first call of a prompt) and chose the largest fitting
+    chunk to the token on a run's continuations kept the point. A run with no such chunk
+    shows nothing of it."""
+    def said(case: Case, pair: RunPair) -> str:
+        o = pair.first_unaligned
+        c = o.ctx
+        return (f"ran ok chunks that are not a multiple of page_tokens and leave some of the prompt "
+                f"({pair.unaligned} of {pair.partial} such chunks in the first); first, "
+                f"{case.label or case.name}: call {o.call} of your rule chose {o.tokens} tokens after "
+                f"{c.prefill_done} prefilled, {c.prefill_remaining} left, pages of {c.page_tokens} "
+                f"tokens: round down to {o.tokens - o.tokens % c.page_tokens}")
+    return _probes_and_runs(ctx, probes, lambda p: p.partial, lambda p: p.unaligned, said,
+                            "every ok chunk that left some of the prompt was whole pages")
