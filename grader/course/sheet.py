@@ -224,6 +224,11 @@ def short(value: Any, n: int = 60) -> str:
     return yaml_words.short(value, n)
 
 
+def schema_of(schema: Path) -> dict:
+    """The schema itself, as its validator read it (once a process)."""
+    return _validator(str(schema)).schema
+
+
 def schema_problems(data: Any, schema: Path) -> list[Problem]:
     errors = sorted(_validator(str(schema)).iter_errors(data),
                     key=lambda e: ([str(p) for p in e.absolute_path], e.validator))

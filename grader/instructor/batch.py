@@ -140,7 +140,8 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
             # repository): a link in it is followed only within their own folder. One into
             # another student's (../../alice/lesson1/exercise.py) graded that student's file
             # as theirs, and told them its failures and error messages in their feedback.
-            stray = _leads_outside(where, inside) or _leads_outside(where, _own(item), own=True)
+            own = _own(item)
+            stray = _not_read(where, inside, own)
             if stray:
                 # Not even listed: choosing among its files would read them, and a tie
                 # would name them in the student's feedback.
@@ -149,8 +150,7 @@ def discover(folder: Path, lesson: str, course: Course | None = None) -> list[En
                 path, problem, note = ((str(where), "", "") if files is not None
                                        else _pick(where, lesson, functions))
                 if not problem:
-                    problem = (_leads_outside(Path(path), inside)
-                               or _leads_outside(Path(path), _own(item), own=True))
+                    problem = _not_read(Path(path), inside, own)
             else:
                 path, problem = str(where), f"no submission for {lesson} (no folder {where.name}/)"
             found.setdefault(student, []).append(Entry(student, path, problem, note))
@@ -205,6 +205,12 @@ def _leads_outside(path: Path, inside: Path, own: bool = False) -> str:
     if not own and inside not in real.parents:
         return "a symbolic link that leads outside the class folder; hand in the file itself"
     return ""
+
+
+def _not_read(path: Path, inside: Path, own: Path) -> str:
+    """Why a path in a student's folder ``own`` is not read, or "": it must lead neither out of
+    the class folder ``inside`` nor out of their own folder."""
+    return _leads_outside(path, inside) or _leads_outside(path, own, own=True)
 
 
 def _own(item: Path) -> Path:

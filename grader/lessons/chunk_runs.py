@@ -147,13 +147,13 @@ def _made_pair(sandbox, case: Case) -> RunPair:
             first = log.first["choose_chunk"]
             why = first if "not implemented" in first else (
                 f"choose_chunk failed during the run, so the worker could not use your rule ({first})")
-        return RunPair(None, oracle, policy.gap_budget_s, why, 0, *_budget_counts(counts))
-    return RunPair(learner, oracle, policy.gap_budget_s, "", counts["chosen"], *_budget_counts(counts))
+        return RunPair(None, oracle, policy.gap_budget_s, why, 0, **_judged(counts))
+    return RunPair(learner, oracle, policy.gap_budget_s, "", counts["chosen"], **_judged(counts))
 
 
-def _budget_counts(counts: dict) -> tuple:
-    return (counts["judged"], counts["over"], counts["first_over"], counts["partial"],
-            counts["unaligned"], counts["first_unaligned"])
+def _judged(counts: dict) -> dict:
+    """What the run's calls showed the criteria, as RunPair's fields (every call up to a stop)."""
+    return {k: counts[k] for k in ("judged", "over", "first_over", "partial", "unaligned", "first_unaligned")}
 
 
 def over_budget(c: ChunkContext, tokens: int) -> bool:

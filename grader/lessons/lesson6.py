@@ -53,7 +53,7 @@ from grader.engine.oracle import OracleMissing
 from grader.course.incident import (NEXT, PREVIOUS, RELEASE, Incident, fix_neighbourhood, incidents_key,
                                     judge_fix, practice_incidents, regression, set_path, student_incident)
 from grader.course.sheet import (POLICY_SECTIONS, WHOLE_FILE, Problem, get_path, policy_sheet, read_yaml,
-                                 schema_path, schema_problems, short, validate_sheet, with_lines)
+                                 schema_of, schema_path, schema_problems, short, validate_sheet, with_lines)
 from grader.course.trials import rule_from
 from reference.yaml_words import got, kind
 
@@ -146,9 +146,7 @@ def _diagnosis_problems(data, schema) -> list[Problem]:
 
 def schema_sections(schema) -> tuple[str, ...]:
     """The keys a fix may have, as the diagnosis schema lists them."""
-    import json
-    from pathlib import Path
-    spec = json.loads(Path(schema).read_text(encoding="utf-8"))
+    spec = schema_of(schema)
     return tuple(spec["properties"]["causes"]["items"]["properties"]["fix"]["propertyNames"]["enum"])
 
 
