@@ -448,8 +448,10 @@ def test_grading_a_student_uses_their_own_incident(tmp_path, secret):
 
 
 def test_every_fault_combination_is_settled_and_its_reference_gets_full_marks(tmp_path):
-    for combo in combinations():
-        incident = draw(COURSE, 0, "combo", faults=combo)
+    """The public forms (the demo's and the practice incidents'); the students' forms are
+    tests/test_lesson6_students_forms.py's."""
+    for combo in combinations(public=True):
+        incident = draw(COURSE, 0, "combo", faults=combo, forms="public")
         assert settled(incident), combo
         assert {c.fault for c in incident.faults} == set(combo)
         answer = write_answer(incident, tmp_path / "-".join(combo))
@@ -471,7 +473,7 @@ def _graded(incident, diagnosis, sheet, where: Path):
                                    ("attention_dropped", "inactive_free", "reclaim_at_cancel")])
 def test_each_kind_of_wrong_diagnosis_on_other_faults(combo, tmp_path):
     """The same classes of mistake on incidents with other faults lose the same criteria."""
-    incident = draw(COURSE, 0, "combo", faults=combo)
+    incident = draw(COURSE, 0, "combo", faults=combo, forms="public")
     right, sheet = reference_diagnosis(incident), reference_sheet(incident)
     faults = len(incident.faults)
     # Every change named: the harmless ones with a mechanism some item supports.

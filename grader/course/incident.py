@@ -6,7 +6,9 @@ a few *changes*, each a design-sheet diff: two or three *faults* from the catalo
 (each breaks one property of the course and so has one mechanism of the lesson's taxonomy)
 and one or two harmless changes, so that "every change is a cause" is a wrong answer. The
 catalogue (grader/lessons/oracles/incident_catalogue.py) is every incident's answer key and
-stays with the course; this module reads it only where an incident is drawn or built.
+stays with the course; this module reads it only where an incident is drawn or built. The
+demo and the practice incidents are drawn from its public forms, a student's from its
+students' forms, which no public incident shows.
 
 A student's incident is drawn from a key derived from the instructor secret and their id
 (the same student always gets the same incident); the public demo incident is fixed by
@@ -321,29 +323,52 @@ def _practice(course, id: str, seed: int) -> Incident:
     return replace(incident, memo={})
 
 
+def _paths(entries) -> list[str]:
+    return [path for e in entries for path, _ in e.diff]
+
+
 def _valid(names: list[str]) -> bool:
     catalogue = _catalogue()
-    groups = [catalogue.FAULTS[n].group for n in names]
-    return (len(set(groups)) == len(groups) and any(catalogue.FAULTS[n].strong for n in names)
-            and not any(c <= set(names) for c in catalogue.CONFLICTS))
+    faults = [catalogue.FAULTS[n] for n in names]
+    mechanisms = {f.mechanism for f in faults}
+    return (len({f.group for f in faults}) == len(faults) and any(f.strong for f in faults)
+            and not any(c <= mechanisms for c in catalogue.CONFLICTS))
 
 
-def combinations() -> list[tuple[str, ...]]:
-    """Every fault set an incident may be drawn with (two or three faults)."""
+def combinations(public: bool = False) -> list[tuple[str, ...]]:
+    """Every fault set an incident may be drawn with (two or three faults): of the public
+    forms (the demo's and the practice incidents') or of the students' forms."""
     import itertools
-    names = sorted(_catalogue().FAULTS)
+    names = sorted(n for n, f in _catalogue().FAULTS.items() if f.public == public)
     return [c for k in (2, 3) for c in itertools.combinations(names, k) if _valid(list(c))]
 
 
+def harmless_options(faults, public: bool = False) -> list[str]:
+    """The harmless changes of a pool that may join a fault set: none sets a knob one of the
+    faults sets (the change would overwrite the fault, or the fault it), nor hides the
+    evidence of a fault's group (fixed chunks never read the budget a chunk fault bends)."""
+    catalogue = _catalogue()
+    taken = set(_paths(catalogue.FAULTS[n] for n in faults))
+    groups = {catalogue.FAULTS[n].group for n in faults}
+    return sorted(n for n, h in catalogue.HARMLESS.items()
+                  if h.public == public and not taken & set(_paths([h])) and not groups & set(h.masks))
+
+
 def draw(course, seed: int, id: str, faults: tuple[str, ...] | None = None, *,
-         public: bool = False) -> Incident:
-    """The incident of a seed (a fault set may be forced, for tests and instructors);
-    ``public``: a practice incident, whose figures the cache folder keeps."""
+         harmless: tuple[str, ...] | None = None, public: bool = False,
+         forms: str | None = None) -> Incident:
+    """The incident of a seed (its faults and harmless changes may be forced, for tests and
+    instructors); ``public``: a practice incident, whose figures the cache folder keeps. Its
+    changes are the catalogue's public forms, a student's are the students' forms (``forms``
+    forces either: "public" or "student")."""
+    shown = public if forms is None else {"public": True, "student": False}[forms]
     g = np.random.Generator(np.random.PCG64(seed))
-    options = combinations()
+    options = combinations(shown)
     chosen = faults or options[int(g.integers(len(options)))]
-    harmless = sorted(_catalogue().HARMLESS)
-    picked = [harmless[int(i)] for i in g.choice(len(harmless), int(g.integers(1, 3)), replace=False)]
+    # Harmless changes are drawn pairwise apart: no two of one pool set the same knob.
+    eligible = harmless_options(chosen, shown)
+    picked = list(harmless or [eligible[int(i)] for i in g.choice(len(eligible), int(g.integers(1, 3)),
+                                                                replace=False)])
     incident = None
     for attempt in range(ATTEMPTS):
         s = np.random.Generator(np.random.PCG64([seed, attempt]))
