@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from conftest import ROOT
 from grader.engine.sandbox.session import Sandbox
@@ -56,13 +57,19 @@ def test_a_lesson4_grade_with_huge_answers_ends_and_says_why(tmp_path):
             "session.DEFAULT_LIMITS = replace(session.DEFAULT_LIMITS, run_timeout_s=10.0)\n"
             "from conftest import grade, SECRET\n"
             "r = grade('lesson4', %r, 'grade', SECRET)\n"
-            "print('\\n'.join(c.feedback for c in r.criteria))\n") % (str(ROOT / "tests"), str(ROOT), str(path))
+            "print('\\n'.join(c.feedback.replace('\\n', ' ') for c in r.criteria))\n") % (str(ROOT / "tests"), str(ROOT), str(path))
     # A hang guard only: the grade must end; no assertion on how fast.
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=600, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "at most the 3 the course defines" in done.stdout
-    assert f"{HUGE} page indices for" in done.stdout
+    # Each criterion says why it failed: the answer's domain, or, when the budget ran out
+    # before the function was asked (how far the grade got depends on the machine's load),
+    # the budget. The first calls are on_event's, long before any budget ends.
+    feedback = done.stdout.splitlines()
+    criteria = yaml.safe_load((ROOT / "rubrics" / "lesson4.yaml").read_text())["criteria"]
+    assert len(feedback) == len(criteria) and "at most the 3 the course defines" in feedback[0]
+    why = ("at most the 3 the course defines", f"{HUGE} page indices for", "used up its time budget")
+    assert all(any(w in line for w in why) for line in feedback), feedback
 
 
 SWELL = '''import os, sys, time
