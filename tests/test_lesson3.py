@@ -2,6 +2,7 @@
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -197,6 +198,10 @@ WRONG = {
     "page_mask": ({"page-aligned"}, {"verdicts", "progress"}),
     # A search bounded at 4,096 tokens: short wherever the budget fits a larger chunk.
     "capped_search": ({"progress"}, set()),
+    # Whole pages only where the whole rest fits, the partial page left a step of its own: at
+    # least 95% of a long rest, so it kept 12 of 12 (red team, 2026-12-07) until a chunk short
+    # of a rest that fits lost its probe whatever the share.
+    "drops_partial_tail": ({"progress"}, {"e2e-ttft"}),
     # An impossible value is wrong on every probe it answers, never a chunk that "fits"; in a
     # run the worker falls back to its floor, so those runs show nothing of the rule.
     "negative_when_starved": ({"within-budget", "page-aligned", "verdicts"}, {"e2e-gap", "e2e-ttft"}),
@@ -210,11 +215,13 @@ WRONG = {
     # judges the runs' ok chunks that leave some of the prompt, as within-budget does.
     "continuation_unaligned": ({"page-aligned"}, {"e2e-gap", "e2e-ttft"}),
 }
-NEEDLES = {"within-budget": "over the budget", "progress": "below 95%", "page-aligned": "not a multiple",
+NEEDLES = {"within-budget": "over the budget", "progress": ("below 95%", "of the prompt to another step"),
+           "page-aligned": "not a multiple",
            "verdicts": "expected", "e2e-gap": "token gap", "e2e-ttft": "TTFT"}
 
 
-SAYS = {"negative_when_starved": "impossible"}     # its every lost criterion says why first
+# Its every lost criterion says why first.
+SAYS = {"negative_when_starved": "impossible", "drops_partial_tail": "of the prompt to another step"}
 
 # Wrong in every run, where no probe looks: its hidden runs show it as well, on this criterion.
 HIDDEN_RUNS_SHOW = {"continuation_overshoot": "within-budget", "continuation_unaligned": "page-aligned"}
@@ -235,7 +242,8 @@ def _loses_where_it_is_wrong(name, report):
     assert lost <= must | may, f"{name} lost points it did not earn losing: {lost - must - may}"
     for c in report.criteria:
         if c.id in must:
-            assert SAYS.get(name, NEEDLES[c.id]) in c.feedback, (c.id, c.feedback)
+            said = SAYS.get(name, NEEDLES[c.id])
+            assert any(n in c.feedback for n in ((said,) if isinstance(said, str) else said)), (c.id, c.feedback)
 
 
 @pytest.mark.parametrize("name", sorted(set(WRONG) - PUBLIC_ONLY))
@@ -339,7 +347,7 @@ def test_a_one_token_chunk_is_said_in_the_singular(tmp_path):
     p.write_text("from reference.shapes import ChunkPlan\n\n\ndef choose_chunk(ctx):\n"
                  "    return ChunkPlan(1, 'ok')\n")
     progress = next(c for c in grade("lesson3", p, "check").criteria if c.id == "progress")
-    assert "chunk of 1 token is below" in progress.feedback, progress.feedback
+    assert re.search(r"chunk of 1 token (is below|leaves)", progress.feedback), progress.feedback
 
 
 def test_hidden_probes_put_an_empty_batch_over_the_budget(secret):
@@ -718,6 +726,8 @@ def test_progress_weighs_as_a_clause_exactly_the_last_page_probes_the_floor_does
         # rest 4 pages + 15, the last whole page is the 4th: named
         "last-page": _probe("last-page", 4 * 16 + 15, 16, 16, 4 * 16),
         "last-page-one-over": _probe("last-page-one-over", 4 * 16 + 1, 16, 16, 4 * 16),
+        # the whole rest fits: no page is the last whole one, but the rest is a clause of its own
+        "whole-rest-fits": _probe("whole-rest-fits", 4 * 16 + 5, 16, 16, 4 * 16 + 5),
     }
     not_named = {
         # 30 pages: one page less is within 95% of the chunk
@@ -728,8 +738,6 @@ def test_progress_weighs_as_a_clause_exactly_the_last_page_probes_the_floor_does
         "floor-at-the-share": _probe("floor-at-the-share", 10 * 4 + 2, 4, 38, 10 * 4),
         # the rest is a whole number of pages: the last page is the rest itself
         "whole-pages": _probe("whole-pages", 5 * 16, 16, 16, 4 * 16),
-        # the whole rest fits: no page is the last whole one
-        "whole-rest-fits": _probe("whole-rest-fits", 4 * 16 + 5, 16, 16, 4 * 16 + 5),
         # a page short of the last whole one
         "page-short": _probe("page-short", 5 * 16 + 5, 16, 16, 4 * 16),
     }
@@ -744,7 +752,7 @@ def test_progress_weighs_a_largest_chunk_of_thousands_of_tokens_as_a_clause():
     """A largest chunk of LARGE_CHUNK tokens or more that leaves some of the prompt is a
     clause of progress: one answered with an impossible chunk beside three right plain ones
     halves progress. A whole rest of that size is no such chunk (nothing bounds it but the
-    prompt), nor is one just under the size."""
+    prompt; it is the clause of a rest that fits), nor is one just under the size."""
     from grader.lessons.chunk_probes import LARGE_CHUNK
     plain = [_right(_plain_ok(i)) for i in range(3)]
 
@@ -755,7 +763,27 @@ def test_progress_weighs_a_largest_chunk_of_thousands_of_tokens_as_a_clause():
     assert named(_probe("large", LARGE_CHUNK + 500, 16, 64, LARGE_CHUNK))
     assert named(_probe("larger", 20000, 1, 0, 3 * LARGE_CHUNK + 7))
     assert not named(_probe("just-under", LARGE_CHUNK + 500, 16, 64, LARGE_CHUNK - 16))
-    assert not named(_probe("whole-rest", LARGE_CHUNK + 5, 16, 64, LARGE_CHUNK + 5))
+    assert not named(_probe("whole-rest", LARGE_CHUNK, 16, 64, LARGE_CHUNK))
+
+
+def test_a_chunk_short_of_a_rest_that_fits_loses_its_probe_whatever_the_share():
+    """Where the whole rest of the prompt fits, a chunk short of it leaves the rest a step
+    of its own: wrong, not paid in proportion (whole pages of a long rest were more than 95%
+    of it, drops_partial_tail kept 12 of 12). Such a rest, whole pages and a partial one, is
+    a clause of progress; a rest of whole pages, or of less than a page, is not."""
+    plain = [_right(_plain_ok(i)) for i in range(3)]
+    rest = _probe("rest", 40 * 16 + 5, 16, 64, 40 * 16 + 5)
+    alone = _measure(progress, [(rest, ChunkPlan(40 * 16, "ok"))])
+    assert alone.value == 0 and "leaves 5 tokens of the prompt to another step" in alone.feedback
+    assert _measure(progress, [(rest, ChunkPlan(40 * 16 + 5, "ok"))]).value == 1
+
+    def named(case):
+        value = _measure(progress, [(case, ChunkPlan(-1, "ok")), *plain]).value
+        assert value in (pytest.approx(0.5), pytest.approx(0.75)), (case.name, value)
+        return value == pytest.approx(0.5)
+    assert named(rest)
+    assert not named(_probe("whole-pages-rest", 40 * 16, 16, 64, 40 * 16))
+    assert not named(_probe("short-tail", 12, 16, 64, 12))
 
 
 def test_every_secret_holds_largest_chunks_of_thousands_of_tokens(many_secrets):

@@ -175,10 +175,17 @@ def progress(ctx: CheckContext, params: dict) -> Measure:
         # Progress is the chunk the worker runs: a starved or infeasible plan's tokens are
         # not run, the scheduler's floor is.
         tokens = plan.tokens if plan.verdict == "ok" else floor_chunk(c)
-        if tokens >= need:
-            return ""
         what = (f"chunk of {plural(tokens, 'token')}" if plan.verdict == "ok" else
                 f"your plan says {plan.verdict}, so the worker runs its floor chunk of {plural(tokens, 'token')}, which")
+        # Where the rest of the prompt fits, a chunk short of it costs a whole step more for
+        # what is left, however small: the share does not apply (a rule that dropped the
+        # last partial page of a long rest was within it, and kept 12 of 12).
+        if e.largest == c.prefill_remaining and tokens < e.largest:
+            return (f"{what} leaves {plural(e.largest - tokens, 'token')} of the prompt to another step, "
+                    f"though all {e.largest} left fit in this one (its step takes "
+                    f"{ms(step_s(c, e.largest))} of the {ms(c.gap_budget_s)} budget)")
+        if tokens >= need:
+            return ""
         return (tokens / need,
                 f"{what} is below {share:.0%} of the largest "
                 f"chunk that fits, {e.largest} tokens (its step takes {ms(step_s(c, e.largest))} "
@@ -188,10 +195,13 @@ def progress(ctx: CheckContext, params: dict) -> Measure:
         """A largest chunk of thousands of tokens that leaves some of the prompt weighs as
         much as the rest too: a search bounded above (256 pages, 4,096 tokens) is right on
         every smaller chunk, and with a few such probes of two hundred it kept 11.95 to 12
-        of 12."""
+        of 12. So does a rest of whole pages and a partial one that fits: a rule that runs
+        its whole pages only, leaving the partial one a step of its own, kept 12 of 12."""
         c, e = case.inputs, expected(case)
         if LARGE_CHUNK <= e.largest < c.prefill_remaining:
             return "a chunk of thousands of tokens"
+        if e.largest == c.prefill_remaining > c.page_tokens and e.largest % c.page_tokens:
+            return "the rest of the prompt, whole pages and a partial one"
         return last_page(case)
     return grade_answers(ok, _usable_first(judge), "probes where a chunk fits", within=clause)
 
