@@ -198,6 +198,10 @@ WRONG = {
     "page_mask": ({"page-aligned"}, {"verdicts", "progress"}),
     # A search bounded at 4,096 tokens: short wherever the budget fits a larger chunk.
     "capped_search": ({"progress"}, set()),
+    # The same bound at 16,384 tokens: it kept 12 of 12 on the check and on every secret
+    # (red team, 2026-12-07) until the public probe very-large-chunk and hidden large chunks
+    # of up to 65,536 tokens.
+    "capped_search_16384": ({"progress"}, set()),
     # Whole pages only where the whole rest fits, the partial page left a step of its own: at
     # least 95% of a long rest, so it kept 12 of 12 (red team, 2026-12-07) until a chunk short
     # of a rest that fits lost its probe whatever the share.
@@ -788,8 +792,8 @@ def test_a_chunk_short_of_a_rest_that_fits_loses_its_probe_whatever_the_share():
 
 def test_every_secret_holds_largest_chunks_of_thousands_of_tokens(many_secrets):
     """A search bounded at a few thousand tokens is right on every smaller chunk: the hidden
-    probes must hold chunks past any such bound up to 16,384 tokens, that leave some of the
-    prompt, and on which the worker's floor for a starved plan earns little."""
+    probes must hold chunks past any such bound, past 16,384 tokens too, that leave some of
+    the prompt, and on which the worker's floor for a starved plan earns little."""
     from grader.lessons.chunk_probes import LARGE_CHUNK, floor_chunk
     for s in many_secrets:
         large = []
@@ -798,7 +802,8 @@ def test_every_secret_holds_largest_chunks_of_thousands_of_tokens(many_secrets):
             if verdict == "ok" and LARGE_CHUNK / 0.95 < largest < c.inputs.prefill_remaining:
                 large.append(largest)
                 assert floor_chunk(c.inputs) <= largest / 8, c.label
-        assert len(large) == lesson3.PROBE_FAMILIES["large-chunk"] and max(large) > 3 * LARGE_CHUNK, (s, large)
+        assert len(large) == lesson3.PROBE_FAMILIES["large-chunk"], (s, large)
+        assert sum(n > 4 * LARGE_CHUNK for n in large) >= 3 and max(large) > 8 * LARGE_CHUNK, (s, large)
 
 
 def test_a_chunk_short_of_the_share_earns_its_share_of_the_share():

@@ -187,7 +187,9 @@ def _draw(g: np.random.Generator, family: str, i: int = 0) -> ChunkContext:
         decode = _batch(g, 0, 32, 16, 8192)
         done = int(g.integers(0, 30000))
         min_chunk = pt * int(g.choice([0, 1, 2, 4]))     # the worker's floor stays far below
-        target = _log_int(g, LARGE_CHUNK + LARGE_CHUNK // 8, 4 * LARGE_CHUNK)
+        # Up to 65,536 tokens: a search capped at 16,384 ("four times the large chunk")
+        # was right on every probe when the targets stopped there.
+        target = _log_int(g, LARGE_CHUNK + LARGE_CHUNK // 8, 16 * LARGE_CHUNK)
         remaining = target + pt + _log_int(g, 1, 8000)
         budget_kind = "large"
     ctx = ChunkContext(0.0, cost, decode, done, max(1, remaining), pt, min_chunk)
