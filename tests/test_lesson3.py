@@ -204,7 +204,8 @@ WRONG = {
     "capped_search_16384": ({"progress"}, set()),
     # A zero coefficient read as a missing one and priced at the default: short chunks on
     # the few probes whose cost model leaves a term out (the public no-attention-term), and
-    # now and then a starved verdict there.
+    # now and then a starved verdict there. It loses little (11.97 on the check): a clause of
+    # its own thinned the last whole page's below what last_page_missed must lose.
     "zero_cost_default": ({"progress"}, {"verdicts"}),
     # Whole pages only where the whole rest fits, the partial page left a step of its own: at
     # least 95% of a long rest, so it kept 12 of 12 (red team, 2026-12-07) until a chunk short
@@ -772,20 +773,6 @@ def test_progress_weighs_a_largest_chunk_of_thousands_of_tokens_as_a_clause():
     assert named(_probe("larger", 20000, 1, 0, 3 * LARGE_CHUNK + 7))
     assert not named(_probe("just-under", LARGE_CHUNK + 500, 16, 64, LARGE_CHUNK - 16))
     assert not named(_probe("whole-rest", LARGE_CHUNK, 16, 64, LARGE_CHUNK))
-
-
-def test_progress_weighs_a_cost_model_with_a_term_at_zero_as_a_clause():
-    """A cost model without its attention or context term is a clause of progress: one such
-    probe answered with an impossible chunk beside three right plain ones halves progress."""
-    plain = [_right(_plain_ok(i)) for i in range(3)]
-
-    def value(case):
-        return _measure(progress, [(case, ChunkPlan(-1, "ok")), *plain]).value
-    base = _plain_ok(9).inputs
-    for cost in (replace(base.cost, per_attention_pair=0.0), replace(base.cost, per_context_token=0.0)):
-        ctx = replace(base, cost=cost)
-        assert value(Case("probe", "zero", "public", ctx)) == pytest.approx(0.5), cost
-    assert value(_plain_ok(9)) == pytest.approx(0.75)
 
 
 def test_a_chunk_short_of_a_rest_that_fits_loses_its_probe_whatever_the_share():

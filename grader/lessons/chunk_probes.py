@@ -196,13 +196,8 @@ def progress(ctx: CheckContext, params: dict) -> Measure:
         much as the rest too: a search bounded above (256 pages, 4,096 tokens) is right on
         every smaller chunk, and with a few such probes of two hundred it kept 11.95 to 12
         of 12. So does a rest of whole pages and a partial one that fits: a rule that runs
-        its whole pages only, leaving the partial one a step of its own, kept 12 of 12. And a
-        cost model with its attention or context term at zero: a rule that took a zero for a
-        missing coefficient and priced it at the default kept 11.97 of 12 (a few probes of
-        hundreds a secret, one public)."""
+        its whole pages only, leaving the partial one a step of its own, kept 12 of 12."""
         c, e = case.inputs, expected(case)
-        if not (c.cost.per_attention_pair and c.cost.per_context_token):
-            return "a cost model with a term at zero"
         if LARGE_CHUNK <= e.largest < c.prefill_remaining:
             return "a chunk of thousands of tokens"
         if e.largest == c.prefill_remaining > c.page_tokens and e.largest % c.page_tokens:
