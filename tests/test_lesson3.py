@@ -326,7 +326,9 @@ def test_a_search_one_page_short_of_the_rest_loses_progress(tmp_path, secret):
     decides a chunk of a few pages (the hidden last-page probes), the chunk is one page
     short, below 95% of the largest; the probes were a few of many, and it kept 11.9 of 12.
     Their clause is a third of progress beside the plain probes and the large chunks: over
-    31 drawn secrets it lost 0.19 to 0.34 of progress and kept 11.60 to 11.81."""
+    31 drawn secrets it lost 0.19 to 0.34 of progress and kept 11.60 to 11.81. A quarter
+    since a whole rest that fits is a clause too (2026-12-08): over 15 secrets it lost 0.17
+    to 0.25 and kept 11.69 to 11.82."""
     report = grade("lesson3", wrong_file("lesson3", "last_page_missed", tmp_path), "grade", secret)
     progress = next(c for c in report.criteria if c.id == "progress")
     assert progress.max_score - progress.score >= 0.15, progress.feedback
