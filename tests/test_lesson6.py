@@ -451,12 +451,10 @@ def test_every_fault_combination_is_settled_and_its_reference_gets_full_marks(tm
     """The public forms (the demo's and the practice incidents'); the students' forms are
     tests/test_lesson6_students_forms.py's."""
     for combo in combinations(public=True):
-        incident = draw(COURSE, 0, "combo", faults=combo, forms="public")
+        incident = draw(COURSE, 0, "combo", faults=combo, public_forms=True)
         assert settled(incident), combo
         assert {c.fault for c in incident.faults} == set(combo)
-        answer = write_answer(incident, tmp_path / "-".join(combo))
-        report = grade_submission("lesson6", load_submission(answer, FILES), COURSE, mode="check",
-                                  cases=[Case("incident", "combo", "public", incident)])
+        report = grade_on(incident, write_answer(incident, tmp_path / "-".join(combo)))
         assert scores(report) == ALL, (combo, [c.feedback for c in report.criteria if not c.passed])
 
 
@@ -464,8 +462,7 @@ def _graded(incident, diagnosis, sheet, where: Path):
     where.mkdir(parents=True, exist_ok=True)
     (where / "diagnosis.yaml").write_text(yaml.safe_dump(diagnosis))
     (where / "design_sheet.yaml").write_text(yaml.safe_dump(sheet))
-    return grade_submission("lesson6", load_submission(where, FILES), COURSE, mode="check",
-                            cases=[Case("incident", incident.id, "public", incident)])
+    return grade_on(incident, where)
 
 
 @pytest.mark.parametrize("combo", [("key_unscoped", "reclaim_at_cancel", "stall_hidden"),
@@ -473,7 +470,7 @@ def _graded(incident, diagnosis, sheet, where: Path):
                                    ("attention_dropped", "inactive_free", "reclaim_at_cancel")])
 def test_each_kind_of_wrong_diagnosis_on_other_faults(combo, tmp_path):
     """The same classes of mistake on incidents with other faults lose the same criteria."""
-    incident = draw(COURSE, 0, "combo", faults=combo, forms="public")
+    incident = draw(COURSE, 0, "combo", faults=combo, public_forms=True)
     right, sheet = reference_diagnosis(incident), reference_sheet(incident)
     faults = len(incident.faults)
     # Every change named: the harmless ones with a mechanism some item supports.

@@ -9,19 +9,12 @@ file to one worker.)
 """
 from __future__ import annotations
 
-from conftest import ROOT, scores
+from conftest import scores
 from grader.course.bundle import write_answer
 from grader.course.incident import (combinations, demo_incident, draw, harmless_options, incidents_key,
                                     practice_incidents, student_incident)
-from grader.engine.cases import Case
-from grader.engine.layout import find_course
-from grader.engine.pipeline import grade_submission
-from grader.engine.submission import load_submission
 from grader.lessons.oracles.incident_catalogue import CONFLICTS, FAULTS, HARMLESS
-
-COURSE = find_course(str(ROOT))
-FILES = ("diagnosis.yaml", "design_sheet.yaml")
-ALL = {"causes-found": 3, "causes-precision": 2, "evidence": 2, "fix-replayed": 2, "rollback-rule": 1}
+from test_lesson6 import ALL, COURSE, grade_on
 
 
 def _forms(public: bool):
@@ -100,9 +93,7 @@ def test_every_students_fault_combination_is_settled_and_its_reference_gets_full
         harmless = [c for c in incident.changes if not c.fault]
         assert harmless and all(c.summary in {h.summary for h in HARMLESS.values() if not h.public}
                                 for c in harmless)
-        answer = write_answer(incident, tmp_path / "-".join(combo))
-        report = grade_submission("lesson6", load_submission(answer, FILES), COURSE, mode="check",
-                                  cases=[Case("incident", "combo", "public", incident)])
+        report = grade_on(incident, write_answer(incident, tmp_path / "-".join(combo)))
         assert scores(report) == ALL, (combo, [c.feedback for c in report.criteria if not c.passed])
     # every harmless form of the students' was drawn, and settled, at least once
     assert min(drawn.values()) > 0, drawn

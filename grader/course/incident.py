@@ -356,12 +356,12 @@ def harmless_options(faults, public: bool = False) -> list[str]:
 
 def draw(course, seed: int, id: str, faults: tuple[str, ...] | None = None, *,
          harmless: tuple[str, ...] | None = None, public: bool = False,
-         forms: str | None = None) -> Incident:
+         public_forms: bool | None = None) -> Incident:
     """The incident of a seed (its faults and harmless changes may be forced, for tests and
     instructors); ``public``: a practice incident, whose figures the cache folder keeps. Its
-    changes are the catalogue's public forms, a student's are the students' forms (``forms``
-    forces either: "public" or "student")."""
-    shown = public if forms is None else {"public": True, "student": False}[forms]
+    changes are the catalogue's public forms, a student's are the students' forms
+    (``public_forms`` forces either)."""
+    shown = public if public_forms is None else public_forms
     g = np.random.Generator(np.random.PCG64(seed))
     options = combinations(shown)
     chosen = faults or options[int(g.integers(len(options)))]

@@ -175,17 +175,18 @@ def progress(ctx: CheckContext, params: dict) -> Measure:
         # Progress is the chunk the worker runs: a starved or infeasible plan's tokens are
         # not run, the scheduler's floor is.
         tokens = plan.tokens if plan.verdict == "ok" else floor_chunk(c)
-        what = (f"chunk of {plural(tokens, 'token')}" if plan.verdict == "ok" else
-                f"your plan says {plan.verdict}, so the worker runs its floor chunk of {plural(tokens, 'token')}, which")
         # Where the rest of the prompt fits, a chunk short of it costs a whole step more for
         # what is left, however small: the share does not apply (a rule that dropped the
         # last partial page of a long rest was within it, and kept 12 of 12).
-        if e.largest == c.prefill_remaining and tokens < e.largest:
+        finishes = e.largest == c.prefill_remaining
+        if tokens >= (e.largest if finishes else need):
+            return ""
+        what = (f"chunk of {plural(tokens, 'token')}" if plan.verdict == "ok" else
+                f"your plan says {plan.verdict}, so the worker runs its floor chunk of {plural(tokens, 'token')}, which")
+        if finishes:
             return (f"{what} leaves {plural(e.largest - tokens, 'token')} of the prompt to another step, "
                     f"though all {e.largest} left fit in this one (its step takes "
                     f"{ms(step_s(c, e.largest))} of the {ms(c.gap_budget_s)} budget)")
-        if tokens >= need:
-            return ""
         return (tokens / need,
                 f"{what} is below {share:.0%} of the largest "
                 f"chunk that fits, {e.largest} tokens (its step takes {ms(step_s(c, e.largest))} "
